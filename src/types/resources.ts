@@ -1,0 +1,76 @@
+import { z } from "zod";
+import { ValidationError } from "./errors.ts";
+
+const llmFields = {
+  endpoint: z.string(),
+  model: z.string(),
+  api_key: z.string().nullable().default(null),
+  sampling_parameters: z.record(z.string(), z.unknown()).default({}),
+};
+
+export const LLM = z.object({ resource_type: z.literal("llm"), ...llmFields });
+export type LLM = z.infer<typeof LLM>;
+
+/** An LLM reached through the proxy, which routes by `/rollout/{rid}/attempt/{aid}`. */
+export const ProxyLLM = z.object({ resource_type: z.literal("proxy_llm"), ...llmFields });
+export type ProxyLLM = z.infer<typeof ProxyLLM>;
+
+export const PromptTemplateEngine = z.enum(["jinja", "f-string", "poml"]);
+export const PromptTemplate = z.object({
+  resource_type: z.literal("prompt_template"),
+  template: z.string(),
+  engine: PromptTemplateEngine,
+});
+export type PromptTemplate = z.infer<typeof PromptTemplate>;
+
+export const Resource = z.discriminatedUnion("resource_type", [LLM, ProxyLLM, PromptTemplate]);
+export type Resource = z.infer<typeof Resource>;
+
+export const NamedResources = z.record(z.string(), Resource);
+export type NamedResources = z.infer<typeof NamedResources>;
+export type NamedResourcesInput = z.input<typeof NamedResources>;
+
+export const ResourcesUpdate = z.object({
+  resources_id: z.string(),
+  create_time: z.number(),
+  update_time: z.number(),
+  version: z.number().int(),
+  resources: NamedResources,
+});
+export type ResourcesUpdate = z.infer<typeof ResourcesUpdate>;
+
+/**
+ * The base URL a rollout's LLM calls go to: `{endpoint}/rollout/{rid}/attempt/{aid}`, keeping a
+ * trailing `/v1` at the end as upstream does.
+ */
+export function proxyBaseUrl(endpoint: string, rolloutId: string | null, attemptId: string | null): string {
+  if (rolloutId === null && attemptId === null) return endpoint;
+  if (rolloutId === null || attemptId === null) {
+    throw new ValidationError("rollout_id and attempt_id must be given together", []);
+  }
+  let base = endpoint.endsWith("/") ? endpoint.slice(0, -1) : endpoint;
+  const hadV1 = base.endsWith("/v1");
+  if (hadV1) base = base.slice(0, -3);
+  base += `/rollout/${rolloutId}/attempt/${attemptId}`;
+  return hadV1 ? `${base}/v1` : base;
+}
+
+/** A ProxyLLM bound to one attempt becomes a plain LLM whose endpoint carries the routing prefix. */
+export function proxyLlmForAttempt(llm: ProxyLLM, rolloutId: string, attemptId: string): LLM {
+  return { ...llm, resource_type: "llm", endpoint: proxyBaseUrl(llm.endpoint, rolloutId, attemptId) };
+}
+
+/** Formats an `f-string` template with Python `str.format` semantics for named fields (`{name}`, `{{`, `}}`). */
+export function formatPromptTemplate(t: PromptTemplate, values: Record<string, unknown>): string {
+  if (t.engine !== "f-string") {
+    throw new ValidationError(`prompt template engine '${t.engine}' cannot be formatted; only 'f-string' is supported`, ["engine"]);
+  }
+  return t.template.replace(/\{\{|\}\}|\{([^{}]*)\}/g, (m, name: string | undefined) => {
+    if (m === "{{") return "{";
+    if (m === "}}") return "}";
+    const key = (name ?? "").trim();
+    if (!(key in values)) throw new ValidationError(`missing value for template field '${key}'`, [key]);
+    const v = values[key];
+    return typeof v === "string" ? v : JSON.stringify(v);
+  });
+}
