@@ -1,0 +1,449 @@
+/**
+ * Plain-TypeScript forward and backward of every op of the policy model, one function each, so each
+ * WGSL kernel can be tested alone against its twin here. Generic over Float32Array / Float64Array:
+ * outputs take the element type of the first input (Float64 for finite-difference gradient checks).
+ * Sums accumulate in JS numbers (double) and are rounded once when stored.
+ *
+ * Layouts are row-major. Token activations are [rows, features] with rows = batch * seq; attention
+ * heads are concatenated along the features ([rows, heads * head_dim]), exactly what `x @ wq` gives.
+ * Conventions (RoPE pairs, attention visibility, log-prob shift) are documented in `../config.ts`.
+ */
+import { ValidationError } from "../../types/errors.ts";
+
+export type Arr = Float32Array | Float64Array;
+
+/** A zeroed array of `n` elements with the same element type as `like`. */
+export function alloc(like: Arr, n: number): Arr {
+  return like instanceof Float64Array ? new Float64Array(n) : new Float32Array(n);
+}
+
+function checkLength(name: string, a: ArrayLike<number>, expected: number): void {
+  if (a.length !== expected) throw new ValidationError(`${name} has ${a.length} elements, expected ${expected}`, [name]);
+}
+
+// ---------------------------------------------------------------- matmul
+
+/** Shapes of `y[m, n] = a @ b` with inner dimension k. */
+export interface MatDims {
+  m: number;
+  k: number;
+  n: number;
+}
+
+/** y[m,n] = a[m,k] @ b[k,n]. */
+export function matmul(a: Arr, b: Arr, { m, k, n }: MatDims): Arr {
+  checkLength("a", a, m * k);
+  checkLength("b", b, k * n);
+  const y = alloc(a, m * n);
+  const acc = new Float64Array(n);
+  for (let i = 0; i < m; i++) {
+    acc.fill(0);
+    for (let p = 0; p < k; p++) {
+      const aip = a[i * k + p];
+      if (aip === 0) continue;
+      const bo = p * n;
+      for (let j = 0; j < n; j++) acc[j] += aip * b[bo + j];
+    }
+    y.set(acc, i * n);
+  }
+  return y;
+}
+
+/** y[m,n] = a[m,k] @ b[n,k]^T (the "B transposed" variant: dx = dy @ W^T, tied lm head). */
+export function matmulABt(a: Arr, b: Arr, { m, k, n }: MatDims): Arr {
+  checkLength("a", a, m * k);
+  checkLength("b", b, n * k);
+  const y = alloc(a, m * n);
+  for (let i = 0; i < m; i++) {
+    const ao = i * k;
+    for (let j = 0; j < n; j++) {
+      const bo = j * k;
+      let s = 0;
+      for (let p = 0; p < k; p++) s += a[ao + p] * b[bo + p];
+      y[i * n + j] = s;
+    }
+  }
+  return y;
+}
+
+/** y[m,n] = a[k,m]^T @ b[k,n] (the "A transposed" variant: dW = x^T @ dy). */
+export function matmulAtB(a: Arr, b: Arr, { m, k, n }: MatDims): Arr {
+  checkLength("a", a, k * m);
+  checkLength("b", b, k * n);
+  const acc = new Float64Array(m * n);
+  for (let p = 0; p < k; p++) {
+    const ao = p * m;
+    const bo = p * n;
+    for (let i = 0; i < m; i++) {
+      const api = a[ao + i];
+      if (api === 0) continue;
+      const yo = i * n;
+      for (let j = 0; j < n; j++) acc[yo + j] += api * b[bo + j];
+    }
+  }
+  const y = alloc(a, m * n);
+  y.set(acc);
+  return y;
+}
+
+/** Gradients of `y = x @ w` (x [m,k], w [k,n]) given dy [m,n]: dx = dy @ w^T, dw = x^T @ dy. */
+export function matmulBackward(x: Arr, w: Arr, dy: Arr, { m, k, n }: MatDims): { dx: Arr; dw: Arr } {
+  return { dx: matmulABt(dy, w, { m, k: n, n: k }), dw: matmulAtB(x, dy, { m: k, k: m, n }) };
+}
+
+// ---------------------------------------------------------------- embedding
+
+export interface EmbeddingDims {
+  vocab: number;
+  dim: number;
+}
+
+/** out[r,:] = table[ids[r],:]. Throws on an id outside [0, vocab). */
+export function embedding(ids: ArrayLike<number>, table: Arr, { vocab, dim }: EmbeddingDims): Arr {
+  checkLength("table", table, vocab * dim);
+  const out = alloc(table, ids.length * dim);
+  for (let r = 0; r < ids.length; r++) {
+    const id = ids[r];
+    if (!(id >= 0 && id < vocab && Number.isInteger(id))) throw new ValidationError(`token id ${id} outside [0, ${vocab})`, ["input_ids", r]);
+    out.set(table.subarray(id * dim, (id + 1) * dim), r * dim);
+  }
+  return out;
+}
+
+/** dTable[v,:] = sum of dy[r,:] over rows r with ids[r] == v (scatter-add). */
+export function embeddingBackward(ids: ArrayLike<number>, dy: Arr, { vocab, dim }: EmbeddingDims): Arr {
+  checkLength("dy", dy, ids.length * dim);
+  const acc = new Float64Array(vocab * dim);
+  for (let r = 0; r < ids.length; r++) {
+    const o = ids[r] * dim;
+    for (let j = 0; j < dim; j++) acc[o + j] += dy[r * dim + j];
+  }
+  const d = alloc(dy, vocab * dim);
+  d.set(acc);
+  return d;
+}
+
+// ---------------------------------------------------------------- RMSNorm
+
+export interface NormDims {
+  rows: number;
+  dim: number;
+  eps: number;
+}
+
+/** y = x * rstd * w with rstd = 1/sqrt(mean(x^2) + eps) per row; rstd [rows] is kept for the backward. */
+export function rmsnorm(x: Arr, w: Arr, { rows, dim, eps }: NormDims): { y: Arr; rstd: Arr } {
+  checkLength("x", x, rows * dim);
+  checkLength("w", w, dim);
+  const y = alloc(x, rows * dim);
+  const rstd = alloc(x, rows);
+  for (let r = 0; r < rows; r++) {
+    const o = r * dim;
+    let ss = 0;
+    for (let j = 0; j < dim; j++) ss += x[o + j] * x[o + j];
+    const rs = 1 / Math.sqrt(ss / dim + eps);
+    rstd[r] = rs;
+    for (let j = 0; j < dim; j++) y[o + j] = x[o + j] * rs * w[j];
+  }
+  return { y, rstd };
+}
+
+/** dx_j = rstd w_j dy_j - rstd^3/dim x_j sum_k dy_k w_k x_k;  dw_j = sum_rows dy_j x_j rstd. */
+export function rmsnormBackward(x: Arr, w: Arr, rstd: Arr, dy: Arr, { rows, dim }: Omit<NormDims, "eps">): { dx: Arr; dw: Arr } {
+  const dx = alloc(x, rows * dim);
+  const dwAcc = new Float64Array(dim);
+  for (let r = 0; r < rows; r++) {
+    const o = r * dim;
+    const rs = rstd[r];
+    let dot = 0;
+    for (let j = 0; j < dim; j++) {
+      dot += dy[o + j] * w[j] * x[o + j];
+      dwAcc[j] += dy[o + j] * x[o + j] * rs;
+    }
+    const c = (rs * rs * rs * dot) / dim;
+    for (let j = 0; j < dim; j++) dx[o + j] = rs * w[j] * dy[o + j] - c * x[o + j];
+  }
+  const dw = alloc(x, dim);
+  dw.set(dwAcc);
+  return { dx, dw };
+}
+
+// ---------------------------------------------------------------- RoPE
+
+export interface RopeDims {
+  rows: number;
+  heads: number;
+  headDim: number;
+  theta: number;
+}
+
+/** inv_freq_i = theta^(-2i/hd) for i < hd/2. */
+export function ropeInvFreq(headDim: number, theta: number): Float64Array {
+  const half = headDim / 2;
+  const f = new Float64Array(half);
+  for (let i = 0; i < half; i++) f[i] = Math.pow(theta, (-2 * i) / headDim);
+  return f;
+}
+
+function rotate(x: Arr, positions: ArrayLike<number>, { rows, heads, headDim, theta }: RopeDims, sign: 1 | -1): Arr {
+  checkLength("x", x, rows * heads * headDim);
+  checkLength("positions", positions, rows);
+  const half = headDim / 2;
+  const inv = ropeInvFreq(headDim, theta);
+  const y = alloc(x, x.length);
+  for (let r = 0; r < rows; r++) {
+    const pos = positions[r];
+    for (let i = 0; i < half; i++) {
+      const angle = pos * inv[i];
+      const c = Math.cos(angle);
+      const s = sign * Math.sin(angle);
+      for (let h = 0; h < heads; h++) {
+        const o = (r * heads + h) * headDim;
+        const a = x[o + i];
+        const b = x[o + i + half];
+        y[o + i] = a * c - b * s;
+        y[o + i + half] = b * c + a * s;
+      }
+    }
+  }
+  return y;
+}
+
+/** Rotary embedding ("rotate_half" pairs (i, i+hd/2)), x and y [rows, heads*hd], positions [rows]. */
+export function rope(x: Arr, positions: ArrayLike<number>, dims: RopeDims): Arr {
+  return rotate(x, positions, dims, 1);
+}
+
+/** RoPE is a rotation, so its backward is the rotation by the opposite angle. */
+export function ropeBackward(dy: Arr, positions: ArrayLike<number>, dims: RopeDims): Arr {
+  return rotate(dy, positions, dims, -1);
+}
+
+// ---------------------------------------------------------------- attention
+
+export interface AttentionDims {
+  batch: number;
+  seq: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+}
+
+/** Key j is visible to query i iff j == i or (j < i and mask[j] == 1); see ../config.ts. */
+export function isVisible(mask: ArrayLike<number>, rowBase: number, i: number, j: number): boolean {
+  return j === i || (j < i && mask[rowBase + j] === 1);
+}
+
+/**
+ * Causal grouped-query attention. q [B,T,H*hd], k/v [B,T,KV*hd], mask [B,T]. Returns out [B,T,H*hd] and
+ * the softmax probabilities [B,H,T,T] (0 where not visible) for the backward.
+ */
+export function attention(q: Arr, k: Arr, v: Arr, mask: ArrayLike<number>, dims: AttentionDims): { out: Arr; probs: Arr } {
+  const { batch: B, seq: T, heads: H, kvHeads: KV, headDim: hd } = dims;
+  checkLength("q", q, B * T * H * hd);
+  checkLength("k", k, B * T * KV * hd);
+  checkLength("v", v, B * T * KV * hd);
+  checkLength("attention_mask", mask, B * T);
+  const group = H / KV;
+  const scale = 1 / Math.sqrt(hd);
+  const out = alloc(q, B * T * H * hd);
+  const probs = alloc(q, B * H * T * T);
+  const scores = new Float64Array(T);
+  const acc = new Float64Array(hd);
+  for (let b = 0; b < B; b++) {
+    for (let h = 0; h < H; h++) {
+      const kvh = Math.floor(h / group);
+      for (let i = 0; i < T; i++) {
+        const qo = ((b * T + i) * H + h) * hd;
+        let max = -Infinity;
+        for (let j = 0; j <= i; j++) {
+          if (!isVisible(mask, b * T, i, j)) continue;
+          const ko = ((b * T + j) * KV + kvh) * hd;
+          let s = 0;
+          for (let d = 0; d < hd; d++) s += q[qo + d] * k[ko + d];
+          s *= scale;
+          scores[j] = s;
+          if (s > max) max = s;
+        }
+        let sum = 0;
+        for (let j = 0; j <= i; j++) {
+          if (!isVisible(mask, b * T, i, j)) continue;
+          scores[j] = Math.exp(scores[j] - max);
+          sum += scores[j];
+        }
+        acc.fill(0);
+        const po = ((b * H + h) * T + i) * T;
+        for (let j = 0; j <= i; j++) {
+          if (!isVisible(mask, b * T, i, j)) continue;
+          const p = scores[j] / sum;
+          probs[po + j] = p;
+          const vo = ((b * T + j) * KV + kvh) * hd;
+          for (let d = 0; d < hd; d++) acc[d] += p * v[vo + d];
+        }
+        out.set(acc, qo);
+      }
+    }
+  }
+  return { out, probs };
+}
+
+/** Gradients of {@link attention}: dS = P (dP - rowsum(P dP)), dq = scale dS k, dk = scale dS^T q, dv = P^T dout. */
+export function attentionBackward(q: Arr, k: Arr, v: Arr, probs: Arr, dout: Arr, dims: AttentionDims): { dq: Arr; dk: Arr; dv: Arr } {
+  const { batch: B, seq: T, heads: H, kvHeads: KV, headDim: hd } = dims;
+  const group = H / KV;
+  const scale = 1 / Math.sqrt(hd);
+  const dq = alloc(q, q.length);
+  const dkAcc = new Float64Array(k.length);
+  const dvAcc = new Float64Array(v.length);
+  const dP = new Float64Array(T);
+  for (let b = 0; b < B; b++) {
+    for (let h = 0; h < H; h++) {
+      const kvh = Math.floor(h / group);
+      for (let i = 0; i < T; i++) {
+        const qo = ((b * T + i) * H + h) * hd;
+        const po = ((b * H + h) * T + i) * T;
+        let rowDot = 0;
+        for (let j = 0; j <= i; j++) {
+          const p = probs[po + j];
+          if (p === 0) {
+            dP[j] = 0;
+            continue;
+          }
+          const vo = ((b * T + j) * KV + kvh) * hd;
+          let s = 0;
+          for (let d = 0; d < hd; d++) {
+            s += dout[qo + d] * v[vo + d];
+            dvAcc[vo + d] += p * dout[qo + d];
+          }
+          dP[j] = s;
+          rowDot += p * s;
+        }
+        for (let j = 0; j <= i; j++) {
+          const p = probs[po + j];
+          if (p === 0) continue;
+          const ds = p * (dP[j] - rowDot) * scale;
+          const ko = ((b * T + j) * KV + kvh) * hd;
+          for (let d = 0; d < hd; d++) {
+            dq[qo + d] += ds * k[ko + d];
+            dkAcc[ko + d] += ds * q[qo + d];
+          }
+        }
+      }
+    }
+  }
+  const dk = alloc(k, k.length);
+  dk.set(dkAcc);
+  const dv = alloc(v, v.length);
+  dv.set(dvAcc);
+  return { dq, dk, dv };
+}
+
+// ---------------------------------------------------------------- SwiGLU
+
+function sigmoid(z: number): number {
+  return 1 / (1 + Math.exp(-z));
+}
+
+/** y = silu(gate) * up, elementwise, silu(z) = z * sigmoid(z). */
+export function swiglu(gate: Arr, up: Arr): Arr {
+  checkLength("up", up, gate.length);
+  const y = alloc(gate, gate.length);
+  for (let i = 0; i < gate.length; i++) y[i] = gate[i] * sigmoid(gate[i]) * up[i];
+  return y;
+}
+
+/** dgate = dy * up * sig (1 + g (1 - sig));  dup = dy * silu(g). */
+export function swigluBackward(gate: Arr, up: Arr, dy: Arr): { dgate: Arr; dup: Arr } {
+  const dgate = alloc(gate, gate.length);
+  const dup = alloc(gate, gate.length);
+  for (let i = 0; i < gate.length; i++) {
+    const g = gate[i];
+    const s = sigmoid(g);
+    dgate[i] = dy[i] * up[i] * s * (1 + g * (1 - s));
+    dup[i] = dy[i] * g * s;
+  }
+  return { dgate, dup };
+}
+
+// ---------------------------------------------------------------- log-softmax, gather, entropy
+
+export interface VocabDims {
+  rows: number;
+  vocab: number;
+}
+
+/**
+ * Per row of logits z [rows, vocab]: lse = logsumexp(z), logprob = z[target] - lse,
+ * entropy = lse - sum softmax(z) z. Nothing vocab-sized is kept: the backward recomputes softmax from lse.
+ */
+export function logSoftmaxGatherEntropy(logits: Arr, targets: ArrayLike<number>, { rows, vocab }: VocabDims): { logprob: Arr; entropy: Arr; lse: Arr } {
+  checkLength("logits", logits, rows * vocab);
+  checkLength("targets", targets, rows);
+  const logprob = alloc(logits, rows);
+  const entropy = alloc(logits, rows);
+  const lse = alloc(logits, rows);
+  for (let r = 0; r < rows; r++) {
+    const o = r * vocab;
+    let max = -Infinity;
+    for (let j = 0; j < vocab; j++) if (logits[o + j] > max) max = logits[o + j];
+    let sum = 0;
+    let sumEz = 0;
+    for (let j = 0; j < vocab; j++) {
+      const e = Math.exp(logits[o + j] - max);
+      sum += e;
+      sumEz += e * logits[o + j];
+    }
+    const l = max + Math.log(sum);
+    lse[r] = l;
+    logprob[r] = logits[o + targets[r]] - l;
+    entropy[r] = l - sumEz / sum;
+  }
+  return { logprob, entropy, lse };
+}
+
+/**
+ * dz_k = dlogprob (1[k == target] - p_k) - dentropy p_k (log p_k + H), p = softmax(z).
+ * `lse` and `entropy` are the forward outputs.
+ */
+export function logSoftmaxGatherEntropyBackward(
+  logits: Arr,
+  targets: ArrayLike<number>,
+  lse: Arr,
+  entropy: Arr,
+  dlogprob: Arr,
+  dentropy: Arr,
+  { rows, vocab }: VocabDims,
+): Arr {
+  const dz = alloc(logits, rows * vocab);
+  for (let r = 0; r < rows; r++) {
+    const gl = dlogprob[r];
+    const ge = dentropy[r];
+    if (gl === 0 && ge === 0) continue;
+    const o = r * vocab;
+    const l = lse[r];
+    const H = entropy[r];
+    for (let j = 0; j < vocab; j++) {
+      const logp = logits[o + j] - l;
+      const p = Math.exp(logp);
+      dz[o + j] = -gl * p - ge * p * (logp + H);
+    }
+    dz[o + targets[r]] += gl;
+  }
+  return dz;
+}
+
+// ---------------------------------------------------------------- elementwise
+
+/** a + b, elementwise (residual connections). */
+export function add(a: Arr, b: Arr): Arr {
+  checkLength("b", b, a.length);
+  const y = alloc(a, a.length);
+  for (let i = 0; i < a.length; i++) y[i] = a[i] + b[i];
+  return y;
+}
+
+/** a += b in place (gradient accumulation). */
+export function addInPlace(a: Arr, b: Arr): void {
+  checkLength("b", b, a.length);
+  for (let i = 0; i < a.length; i++) a[i] += b[i];
+}

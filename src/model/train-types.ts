@@ -1,0 +1,148 @@
+/**
+ * Types shared by every policy-trainer backend: the CPU fallback (`cpu-trainer.ts`) and the WebGPU
+ * trainer (`src/gpu/trainer.ts`) expose the same {@link PolicyTrainer} API and the same math, so the
+ * GRPO loop does not care which one runs.
+ *
+ * Batch layout follows verl (trace-train.md §8.5): rows are `prompt (left-padded, P) ++ response
+ * (right-padded, R)`, `T = P + R`; per-token training tensors (advantages, old log-probs, response
+ * mask, the log-probs returned by `logProbs`) cover only the last R columns, [B, R].
+ */
+import type { ModelConfig } from "./config.ts";
+
+/** 0/1 masks may come as any integer or float typed array. */
+export type MaskArray = Int32Array | Uint8Array | Float32Array;
+
+/** A padded token batch (data keys snake_case, as verl's DataProto). */
+export interface TokenBatch {
+  /** B: number of rows. */
+  batch_size: number;
+  /** T: columns of `input_ids` (= P + R). */
+  seq_len: number;
+  /** R: the last R columns are the response; 1 <= R <= T - 1 (column 0 has no prediction). */
+  response_length: number;
+  /** [B, T] token ids. */
+  input_ids: Int32Array;
+  /** [B, T] 1 for real tokens, 0 for padding. */
+  attention_mask: MaskArray;
+  /** [B, T] rotary positions, `max(cumsum(attention_mask) - 1, 0)` per row. */
+  position_ids: Int32Array;
+  /** [B, R] tokens trained on; defaults to the last R columns of `attention_mask`. */
+  response_mask?: MaskArray;
+}
+
+/** The four verl aggregation modes (trace-train.md §9.7). */
+export type LossAggMode = "token-mean" | "seq-mean-token-sum" | "seq-mean-token-mean" | "seq-mean-token-sum-norm";
+
+/** KL penalty kinds (trace-train.md §9.6); the aliases are verl's. */
+export type KlKind = "kl" | "k1" | "abs" | "mse" | "k2" | "low_var_kl" | "k3";
+
+/** PPO ("vanilla") policy loss options, verl names in camelCase; defaults in brackets. */
+export interface PolicyLossOptions {
+  /** ε for both sides when the one-sided values are absent [0.2]. */
+  clipRatio?: number;
+  /** ε_low [clipRatio]. */
+  clipRatioLow?: number;
+  /** ε_high [clipRatio]. */
+  clipRatioHigh?: number;
+  /** Dual-clip constant c, must be > 1 [3.0]. */
+  clipRatioC?: number;
+  /** Aggregation [token-mean]. */
+  lossAggMode?: LossAggMode;
+  /** Objective subtracts `entropyCoeff * entropy_loss` [0]. */
+  entropyCoeff?: number;
+  /** With reference log-probs: adds `klLossCoef * agg(kl_penalty(logp, ref, klLossType))` [0.001 in verl; 0 here unless set]. */
+  klLossCoef?: number;
+  /** [low_var_kl]. */
+  klLossType?: KlKind;
+}
+
+/** AdamW with decoupled weight decay and bias correction, plus global grad-norm clipping. */
+export interface OptimizerOptions {
+  /** [1e-5] */
+  lr?: number;
+  /** [0.9] */
+  beta1?: number;
+  /** [0.999] */
+  beta2?: number;
+  /** [1e-8] */
+  eps?: number;
+  /** Decoupled: `p -= lr * weightDecay * p` [0.01]. */
+  weightDecay?: number;
+  /** Clip the global L2 norm of the gradient to this value; 0 or Infinity disables [1.0]. */
+  maxGradNorm?: number;
+}
+
+export interface StepOptions {
+  /** Rows per forward/backward pass; gradients accumulate over micro-batches [all rows]. */
+  microBatchSize?: number;
+  /** Overrides the trainer's learning rate for this step (schedules). */
+  lr?: number;
+}
+
+export interface PolicyStepOptions extends StepOptions, PolicyLossOptions {
+  /** [B, R] reference-policy log-probs, needed when klLossCoef > 0. */
+  refLogProbs?: Float32Array;
+}
+
+export type SftStepOptions = StepOptions;
+
+/** What one optimizer step reports. Aggregates follow the step's loss aggregation mode. */
+export interface StepMetrics {
+  /** The scalar objective (pg loss - entropy bonus + KL loss; cross-entropy for SFT). */
+  loss: number;
+  /** Policy-gradient part alone (equals `loss` for SFT). */
+  pg_loss: number;
+  /** Fraction of response tokens where the ratio clip was active (0 for SFT). */
+  clip_frac: number;
+  /** Fraction of response tokens where the dual clip was active (A < 0), (0 for SFT). */
+  clip_frac_lower: number;
+  /** verl's ppo_kl: masked mean of old - new log-prob (0 for SFT). */
+  approx_kl: number;
+  /** Aggregated entropy of the response tokens. */
+  entropy: number;
+  /** Global gradient L2 norm before clipping (NaN/Infinity when skipped for that reason). */
+  grad_norm: number;
+  /** Response tokens processed per second of wall time. */
+  tokens_per_second: number;
+  /** Response tokens in the step. */
+  tokens: number;
+  /** True when the step was skipped (parameters untouched) because loss or gradient was not finite. */
+  skipped: boolean;
+  /** The optimizer step count after this call. */
+  step: number;
+}
+
+export interface LogProbsResult {
+  /** [B, R] log-prob of each response token under the current policy. */
+  log_probs: Float32Array;
+  /** [B, R] entropy of the predicted distribution at each response token. */
+  entropy: Float32Array;
+}
+
+/** AdamW state: first/second moments in the flat parameter layout, and the step count. */
+export interface OptimizerState {
+  step: number;
+  m: Float32Array;
+  v: Float32Array;
+}
+
+/** Everything needed to resume training bit-exactly. */
+export interface TrainerState {
+  config: ModelConfig;
+  /** Flat parameters in `paramLayout(config)` order. */
+  params: Float32Array;
+  optimizer: OptimizerState;
+}
+
+/** The backend-independent trainer API. */
+export interface PolicyTrainer {
+  readonly config: ModelConfig;
+  readonly backend: "cpu" | "webgpu";
+  logProbs(batch: TokenBatch, options?: StepOptions): Promise<LogProbsResult>;
+  policyStep(batch: TokenBatch, advantages: Float32Array, oldLogProbs: Float32Array, options?: PolicyStepOptions): Promise<StepMetrics>;
+  sftStep(batch: TokenBatch, options?: SftStepOptions): Promise<StepMetrics>;
+  /** A copy of parameters and optimizer state (downloads from the device where there is one). */
+  getState(): Promise<TrainerState>;
+  /** Replaces parameters and optimizer state (config must match). */
+  setState(state: TrainerState): Promise<void>;
+}

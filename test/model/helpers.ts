@@ -1,0 +1,54 @@
+import { Rng } from "../../src/model/init.ts";
+
+/** Float64 array of normals with the given std. */
+export function randn(rng: Rng, n: number, std = 1): Float64Array {
+  const a = new Float64Array(n);
+  for (let i = 0; i < n; i++) a[i] = rng.normal() * std;
+  return a;
+}
+
+/** Random integer in [lo, hi]. */
+export function randInt(rng: Rng, lo: number, hi: number): number {
+  return lo + (rng.nextU32() % (hi - lo + 1));
+}
+
+export function dot(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let s = 0;
+  for (let i = 0; i < a.length; i++) s += a[i] * b[i];
+  return s;
+}
+
+/**
+ * Central finite difference of the scalar `f()` with respect to every element of `x` (perturbed in
+ * place and restored). `indices` limits the check to some elements.
+ */
+export function numericGrad(f: () => number, x: Float64Array, h = 1e-5, indices?: number[]): Float64Array {
+  const g = new Float64Array(x.length);
+  const idx = indices ?? Array.from({ length: x.length }, (_, i) => i);
+  for (const i of idx) {
+    const orig = x[i];
+    x[i] = orig + h;
+    const up = f();
+    x[i] = orig - h;
+    const down = f();
+    x[i] = orig;
+    g[i] = (up - down) / (2 * h);
+  }
+  return g;
+}
+
+/** Largest |a - b| / max(1, |b|) over `indices` (all when absent). */
+export function maxRelErr(a: ArrayLike<number>, b: ArrayLike<number>, indices?: number[]): number {
+  let worst = 0;
+  const idx = indices ?? Array.from({ length: a.length }, (_, i) => i);
+  for (const i of idx) worst = Math.max(worst, Math.abs(a[i] - b[i]) / Math.max(1, Math.abs(b[i])));
+  return worst;
+}
+
+/** A few random distinct indices in [0, n). */
+export function sampleIndices(rng: Rng, n: number, count: number): number[] {
+  if (count >= n) return Array.from({ length: n }, (_, i) => i);
+  const set = new Set<number>();
+  while (set.size < count) set.add(rng.nextU32() % n);
+  return [...set];
+}
