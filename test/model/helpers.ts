@@ -52,3 +52,14 @@ export function sampleIndices(rng: Rng, n: number, count: number): number[] {
   while (set.size < count) set.add(rng.nextU32() % n);
   return [...set];
 }
+
+/** Largest |a - b| over `indices`, divided by the largest |b| there: scale-free, so tiny gradients are checked too. */
+export function maxScaledErr(a: ArrayLike<number>, b: ArrayLike<number>, indices: number[]): number {
+  let err = 0;
+  let scale = 0;
+  for (const i of indices) {
+    err = Math.max(err, Math.abs(a[i] - b[i]));
+    scale = Math.max(scale, Math.abs(b[i]));
+  }
+  return err / Math.max(scale, 1e-12);
+}

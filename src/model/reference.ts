@@ -1,0 +1,204 @@
+/**
+ * The whole policy model forward and backward in plain TypeScript, built from the ops in
+ * `reference/ops.ts`: the oracle for the WebGPU trainer and the engine of the CPU fallback.
+ * Generic over the parameter buffer's element type (Float64Array for gradient checks).
+ * Model conventions (layout, RoPE, attention visibility, log-prob shift) are in `config.ts`.
+ */
+import { assertSeqLen, headDim, type ModelConfig } from "./config.ts";
+import { paramViews } from "./params.ts";
+import type { TokenBatch } from "./train-types.ts";
+import { ValidationError } from "../types/errors.ts";
+import * as ops from "./reference/ops.ts";
+import type { Arr } from "./reference/ops.ts";
+
+export * as ops from "./reference/ops.ts";
+
+/** The part of a batch the forward pass reads. */
+export type ModelInput = Pick<TokenBatch, "batch_size" | "seq_len" | "input_ids" | "attention_mask" | "position_ids">;
+
+interface LayerCache {
+  xIn: Arr;
+  h1: Arr;
+  rstd1: Arr;
+  qr: Arr;
+  kr: Arr;
+  v: Arr;
+  probs: Arr;
+  attn: Arr;
+  xMid: Arr;
+  h2: Arr;
+  rstd2: Arr;
+  gate: Arr;
+  up: Arr;
+  act: Arr;
+}
+
+/** Activations kept by {@link forward} for {@link backward}. */
+export interface ForwardCache {
+  input: ModelInput;
+  layers: LayerCache[];
+  xFinal: Arr;
+  hFinal: Arr;
+  rstdFinal: Arr;
+  /** Next-token targets per row: input_ids[b, t+1] (0 at the last column, whose prediction is unused). */
+  targets: Int32Array;
+  logits: Arr;
+  lse: Arr;
+  entropyRows: Arr;
+}
+
+export interface ForwardResult<A extends Arr> {
+  /** [B*T, vocab] logits at every position. */
+  logits: A;
+  /** [B, T] log-prob of input_ids[b,t] predicted from position t-1; 0 at t = 0. */
+  logprob: A;
+  /** [B, T] entropy of that prediction; 0 at t = 0. */
+  entropy: A;
+  cache: ForwardCache;
+}
+
+function validateInput(config: ModelConfig, input: ModelInput): void {
+  const n = input.batch_size * input.seq_len;
+  for (const key of ["input_ids", "attention_mask", "position_ids"] as const) {
+    if (input[key].length !== n) throw new ValidationError(`${key} has ${input[key].length} elements, expected batch_size * seq_len = ${n}`, [key]);
+  }
+  assertSeqLen(config, input.seq_len);
+}
+
+/** Runs the model on a batch. `params` is the flat buffer in `paramLayout(config)` order. */
+export function forward<A extends Arr>(config: ModelConfig, params: A, input: ModelInput): ForwardResult<A> {
+  validateInput(config, input);
+  const p = paramViews(config, params);
+  const { batch_size: B, seq_len: T } = input;
+  const N = B * T;
+  const d = config.d_model;
+  const hd = headDim(config);
+  const qDim = config.n_heads * hd;
+  const kvDim = config.n_kv_heads * hd;
+  const V = config.vocab_size;
+  const pos = input.position_ids;
+  const norm = { rows: N, dim: d, eps: config.norm_eps };
+  const attnDims = { batch: B, seq: T, heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: hd };
+
+  let x = ops.embedding(input.input_ids, p.tok_embeddings, { vocab: V, dim: d });
+  const layers: LayerCache[] = [];
+  for (let l = 0; l < config.n_layers; l++) {
+    const w = (name: string): Arr => p[`layers.${l}.${name}`];
+    const xIn = x;
+    const { y: h1, rstd: rstd1 } = ops.rmsnorm(xIn, w("attn_norm"), norm);
+    const qr = ops.rope(ops.matmul(h1, w("wq"), { m: N, k: d, n: qDim }), pos, { rows: N, heads: config.n_heads, headDim: hd, theta: config.rope_theta });
+    const kr = ops.rope(ops.matmul(h1, w("wk"), { m: N, k: d, n: kvDim }), pos, { rows: N, heads: config.n_kv_heads, headDim: hd, theta: config.rope_theta });
+    const v = ops.matmul(h1, w("wv"), { m: N, k: d, n: kvDim });
+    const { out: attn, probs } = ops.attention(qr, kr, v, input.attention_mask, attnDims);
+    const xMid = ops.add(xIn, ops.matmul(attn, w("wo"), { m: N, k: qDim, n: d }));
+    const { y: h2, rstd: rstd2 } = ops.rmsnorm(xMid, w("ffn_norm"), norm);
+    const gate = ops.matmul(h2, w("w_gate"), { m: N, k: d, n: config.d_ff });
+    const up = ops.matmul(h2, w("w_up"), { m: N, k: d, n: config.d_ff });
+    const act = ops.swiglu(gate, up);
+    x = ops.add(xMid, ops.matmul(act, w("w_down"), { m: N, k: config.d_ff, n: d }));
+    layers.push({ xIn, h1, rstd1, qr, kr, v, probs, attn, xMid, h2, rstd2, gate, up, act });
+  }
+  const { y: hFinal, rstd: rstdFinal } = ops.rmsnorm(x, p.norm, norm);
+  const logits = config.tie_embeddings
+    ? ops.matmulABt(hFinal, p.tok_embeddings, { m: N, k: d, n: V })
+    : ops.matmul(hFinal, p.lm_head, { m: N, k: d, n: V });
+
+  const targets = new Int32Array(N);
+  for (let b = 0; b < B; b++) for (let t = 0; t + 1 < T; t++) targets[b * T + t] = input.input_ids[b * T + t + 1];
+  const rows = ops.logSoftmaxGatherEntropy(logits, targets, { rows: N, vocab: V });
+  // Shift: the prediction made at t-1 belongs to token t.
+  const logprob = ops.alloc(params, N);
+  const entropy = ops.alloc(params, N);
+  for (let b = 0; b < B; b++)
+    for (let t = 1; t < T; t++) {
+      logprob[b * T + t] = rows.logprob[b * T + t - 1];
+      entropy[b * T + t] = rows.entropy[b * T + t - 1];
+    }
+  return {
+    logits: logits as A,
+    logprob: logprob as A,
+    entropy: entropy as A,
+    cache: { input, layers, xFinal: x, hFinal, rstdFinal, targets, logits, lse: rows.lse, entropyRows: rows.entropy },
+  };
+}
+
+/**
+ * Gradients of a scalar loss with respect to every parameter, given dL/dlogprob and dL/dentropy per
+ * token ([B, T], aligned with {@link forward}'s outputs; values at t = 0 are ignored). Returns a flat
+ * buffer in the parameter layout.
+ */
+export function backward<A extends Arr>(config: ModelConfig, params: A, cache: ForwardCache, dlogprob: ArrayLike<number>, dentropy: ArrayLike<number>): A {
+  const p = paramViews(config, params);
+  const grads = ops.alloc(params, params.length) as A;
+  const g = paramViews(config, grads);
+  const { batch_size: B, seq_len: T } = cache.input;
+  const N = B * T;
+  const d = config.d_model;
+  const hd = headDim(config);
+  const qDim = config.n_heads * hd;
+  const kvDim = config.n_kv_heads * hd;
+  const V = config.vocab_size;
+  const pos = cache.input.position_ids;
+  const dims = { rows: N, dim: d };
+  const attnDims = { batch: B, seq: T, heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: hd };
+
+  // Un-shift the per-token gradients onto the rows that made the predictions.
+  const dlpRows = ops.alloc(params, N);
+  const dentRows = ops.alloc(params, N);
+  for (let b = 0; b < B; b++)
+    for (let t = 1; t < T; t++) {
+      dlpRows[b * T + t - 1] = dlogprob[b * T + t];
+      dentRows[b * T + t - 1] = dentropy[b * T + t];
+    }
+  const dlogits = ops.logSoftmaxGatherEntropyBackward(cache.logits, cache.targets, cache.lse, cache.entropyRows, dlpRows, dentRows, { rows: N, vocab: V });
+
+  let dh: Arr;
+  if (config.tie_embeddings) {
+    dh = ops.matmul(dlogits, p.tok_embeddings, { m: N, k: V, n: d });
+    g.tok_embeddings.set(ops.matmulAtB(dlogits, cache.hFinal, { m: V, k: N, n: d }));
+  } else {
+    const r = ops.matmulBackward(cache.hFinal, p.lm_head, dlogits, { m: N, k: d, n: V });
+    dh = r.dx;
+    g.lm_head.set(r.dw);
+  }
+  const fin = ops.rmsnormBackward(cache.xFinal, p.norm, cache.rstdFinal, dh, dims);
+  g.norm.set(fin.dw);
+  let dx = fin.dx;
+
+  for (let l = config.n_layers - 1; l >= 0; l--) {
+    const c = cache.layers[l];
+    const w = (name: string): Arr => p[`layers.${l}.${name}`];
+    const gw = (name: string): Arr => g[`layers.${l}.${name}`];
+    // MLP block: x = xMid + act @ w_down
+    const down = ops.matmulBackward(c.act, w("w_down"), dx, { m: N, k: config.d_ff, n: d });
+    gw("w_down").set(down.dw);
+    const { dgate, dup } = ops.swigluBackward(c.gate, c.up, down.dx);
+    const gateB = ops.matmulBackward(c.h2, w("w_gate"), dgate, { m: N, k: d, n: config.d_ff });
+    const upB = ops.matmulBackward(c.h2, w("w_up"), dup, { m: N, k: d, n: config.d_ff });
+    gw("w_gate").set(gateB.dw);
+    gw("w_up").set(upB.dw);
+    ops.addInPlace(gateB.dx, upB.dx);
+    const n2 = ops.rmsnormBackward(c.xMid, w("ffn_norm"), c.rstd2, gateB.dx, dims);
+    gw("ffn_norm").set(n2.dw);
+    const dxMid = ops.add(dx, n2.dx);
+    // Attention block: xMid = xIn + attn @ wo
+    const wo = ops.matmulBackward(c.attn, w("wo"), dxMid, { m: N, k: qDim, n: d });
+    gw("wo").set(wo.dw);
+    const a = ops.attentionBackward(c.qr, c.kr, c.v, c.probs, wo.dx, attnDims);
+    const dq = ops.ropeBackward(a.dq, pos, { rows: N, heads: config.n_heads, headDim: hd, theta: config.rope_theta });
+    const dk = ops.ropeBackward(a.dk, pos, { rows: N, heads: config.n_kv_heads, headDim: hd, theta: config.rope_theta });
+    const qB = ops.matmulBackward(c.h1, w("wq"), dq, { m: N, k: d, n: qDim });
+    const kB = ops.matmulBackward(c.h1, w("wk"), dk, { m: N, k: d, n: kvDim });
+    const vB = ops.matmulBackward(c.h1, w("wv"), a.dv, { m: N, k: d, n: kvDim });
+    gw("wq").set(qB.dw);
+    gw("wk").set(kB.dw);
+    gw("wv").set(vB.dw);
+    ops.addInPlace(qB.dx, kB.dx);
+    ops.addInPlace(qB.dx, vB.dx);
+    const n1 = ops.rmsnormBackward(c.xIn, w("attn_norm"), c.rstd1, qB.dx, dims);
+    gw("attn_norm").set(n1.dw);
+    dx = ops.add(dxMid, n1.dx);
+  }
+  ops.addInPlace(g.tok_embeddings, ops.embeddingBackward(cache.input.input_ids, dx, { vocab: V, dim: d }));
+  return grads;
+}

@@ -1,0 +1,129 @@
+import { describe, expect, it } from "vitest";
+import { paramCount, paramLayout, parseModelConfig, type ModelConfig } from "../../src/model/config.ts";
+import { initParams, Rng } from "../../src/model/init.ts";
+import { backward, forward, type ModelInput } from "../../src/model/reference.ts";
+import { dot, maxScaledErr, numericGrad, randInt, randn, sampleIndices } from "./helpers.ts";
+
+/** A random left-padded batch with verl position ids (max(cumsum(mask) - 1, 0)). */
+export function randomInput(rng: Rng, vocab: number, B: number, T: number): ModelInput {
+  const input_ids = new Int32Array(B * T);
+  const attention_mask = new Int32Array(B * T);
+  const position_ids = new Int32Array(B * T);
+  for (let b = 0; b < B; b++) {
+    const pad = randInt(rng, 0, Math.max(0, T - 3));
+    let c = 0;
+    for (let t = 0; t < T; t++) {
+      const real = t >= pad ? 1 : 0;
+      attention_mask[b * T + t] = real;
+      input_ids[b * T + t] = real ? randInt(rng, 0, vocab - 1) : 0;
+      c += real;
+      position_ids[b * T + t] = Math.max(c - 1, 0);
+    }
+  }
+  return { batch_size: B, seq_len: T, input_ids, attention_mask, position_ids };
+}
+
+function tinyConfig(rng: Rng, tie: boolean): ModelConfig {
+  const kv = randInt(rng, 1, 2);
+  const heads = kv * randInt(rng, 1, 2);
+  const hd = 2 * randInt(rng, 1, 2);
+  return parseModelConfig({
+    vocab_size: randInt(rng, 5, 11),
+    d_model: heads * hd,
+    n_layers: 2,
+    n_heads: heads,
+    n_kv_heads: kv,
+    d_ff: randInt(rng, 3, 9),
+    max_seq_len: 16,
+    rope_theta: 10000,
+    norm_eps: 1e-5,
+    tie_embeddings: tie,
+  });
+}
+
+describe("reference model", () => {
+  it("lays out parameters in the documented order with matching counts", () => {
+    const c = parseModelConfig({ vocab_size: 10, d_model: 8, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 12, max_seq_len: 8, rope_theta: 1e4, norm_eps: 1e-5, tie_embeddings: false });
+    const names = paramLayout(c).map((s) => s.name);
+    expect(names.slice(0, 10)).toEqual([
+      "tok_embeddings",
+      "layers.0.attn_norm",
+      "layers.0.wq",
+      "layers.0.wk",
+      "layers.0.wv",
+      "layers.0.wo",
+      "layers.0.ffn_norm",
+      "layers.0.w_gate",
+      "layers.0.w_up",
+      "layers.0.w_down",
+    ]);
+    expect(names.slice(-2)).toEqual(["norm", "lm_head"]);
+    const layer = 8 + 8 * 8 + 8 * 4 * 2 + 8 * 8 + 8 + 3 * 8 * 12;
+    expect(paramCount(c)).toBe(10 * 8 + 2 * layer + 8 + 8 * 10);
+    expect(paramCount({ ...c, tie_embeddings: true })).toBe(10 * 8 + 2 * layer + 8);
+  });
+
+  it("rejects configs whose heads do not divide", () => {
+    expect(() => parseModelConfig({ vocab_size: 10, d_model: 8, n_layers: 1, n_heads: 3, n_kv_heads: 1, d_ff: 4, max_seq_len: 8, rope_theta: 1e4, norm_eps: 1e-5, tie_embeddings: true })).toThrow(/n_heads/);
+  });
+
+  it("log-probs are 0 at t = 0, normalised, and entropies non-negative", () => {
+    const rng = new Rng(5);
+    const c = tinyConfig(rng, true);
+    const params = initParams(c, 1);
+    const input = randomInput(rng, c.vocab_size, 2, 6);
+    const { logprob, entropy, logits } = forward(c, params, input);
+    for (let b = 0; b < 2; b++) {
+      expect(logprob[b * 6]).toBe(0);
+      expect(entropy[b * 6]).toBe(0);
+    }
+    // logprob[b,t] is log softmax of logits row (b, t-1) at input_ids[b, t]
+    const V = c.vocab_size;
+    const row = logits.subarray(3 * V, 4 * V);
+    const lse = Math.log(Array.from(row).reduce((a, z) => a + Math.exp(z), 0));
+    expect(logprob[4]).toBeCloseTo(row[input.input_ids[4]] - lse, 5);
+    for (let i = 0; i < entropy.length; i++) expect(entropy[i]).toBeGreaterThanOrEqual(0);
+  });
+
+  it("a real token's outputs do not depend on padding tokens or on later tokens", () => {
+    const rng = new Rng(6);
+    const c = tinyConfig(rng, true);
+    const params = initParams(c, 2);
+    const input = randomInput(rng, c.vocab_size, 1, 7);
+    input.attention_mask.set([0, 0, 1, 1, 1, 1, 1]);
+    const base = forward(c, params, input).logprob;
+    const changed = { ...input, input_ids: input.input_ids.slice() };
+    changed.input_ids[0] = (changed.input_ids[0] + 1) % c.vocab_size; // a padding token
+    changed.input_ids[6] = (changed.input_ids[6] + 1) % c.vocab_size; // the last token
+    const after = forward(c, params, changed).logprob;
+    for (let t = 3; t < 6; t++) expect(after[t]).toBe(base[t]);
+  });
+
+  it.each([
+    [21, true],
+    [22, false],
+    [23, true],
+  ])("backward matches finite differences for every tensor (seed %i, tied %s)", (seed, tie) => {
+    const rng = new Rng(seed);
+    const c = tinyConfig(rng, tie);
+    // Larger, random weights than the init (norm weights too), so every path carries a visible gradient.
+    const params = randn(rng, paramCount(c), 0.4);
+    for (const s of paramLayout(c)) if (s.shape.length === 1) for (let i = s.offset; i < s.offset + s.size; i++) params[i] += 1;
+    const B = randInt(rng, 1, 3);
+    const T = randInt(rng, 4, 7);
+    const input = randomInput(rng, c.vocab_size, B, T);
+    const gl = randn(rng, B * T);
+    const ge = randn(rng, B * T);
+    const loss = (): number => {
+      const o = forward(c, params, input);
+      return dot(o.logprob, gl) + dot(o.entropy, ge);
+    };
+    const fwd = forward(c, params, input);
+    const grads = backward(c, params, fwd.cache, gl, ge);
+    for (const spec of paramLayout(c)) {
+      const idx = sampleIndices(rng, spec.size, 6).map((i) => i + spec.offset);
+      const numeric = numericGrad(loss, params, 1e-5, idx);
+      expect(maxScaledErr(grads, numeric, idx), spec.name).toBeLessThan(1e-6);
+    }
+  });
+});
