@@ -1,0 +1,820 @@
+/**
+ * `LightningStoreCore`: every semantic of the LightningStore (spec store.md §3, DECISIONS rows 3-6, 9-11,
+ * 16) on top of a `Storage` backend. Backends only keep rows; this class decides.
+ *
+ * Choices recorded here (where upstream's behaviour is a quirk or the spec leaves a choice):
+ * - Validation comes before the first write of every call, so a call that throws leaves the store as it
+ *   was. `addManySpans` validates the whole batch (schemas, rollouts, attempts) before inserting any span
+ *   (upstream inserts earlier groups before failing on a later one). `addSpan`/`addOtelSpan` raise the
+ *   sequence counter only once the span passed validation (upstream bumps it first).
+ * - A metadata-only (or worker/heartbeat-only) `updateAttempt` leaves the rollout status alone (row 5);
+ *   only a status change of the latest attempt re-derives it, and never for a `cancelled` rollout (row 16).
+ * - A rollout that leaves a finished status (startAttempt, a manual status change, a retry) gets
+ *   `end_time = null` (row 6): an unfinished rollout has no end time.
+ * - A span on the latest attempt moves a queuing/requeuing/preparing rollout to `running` (row 4) only
+ *   when that attempt is running after the heartbeat; a late span for a timed-out or finished attempt
+ *   stores the span and its heartbeat but does not revive the rollout.
+ * - The watchdog only judges latest attempts that are preparing, running or unresponsive (a finished
+ *   attempt is never turned into `timeout`), and a verdict equal to the current status writes nothing.
+ * - ConflictError: `updateAttempt` may not change the status of an attempt that already ended
+ *   (`succeeded`/`failed`) to a different status; the runner must start a new attempt instead.
+ *   Every other transition is allowed, as upstream (the caller of updateRollout is authoritative).
+ * - Duplicate spans return null (addSpan) or are left out (addManySpans); nothing is logged.
+ */
+import type {
+  Attempt,
+  AttemptedRollout,
+  Clock,
+  EnqueueRolloutRequest,
+  NamedResourcesInput,
+  PaginatedResult,
+  ResourcesUpdate,
+  Rollout,
+  RolloutStatus,
+  Span,
+  StoreCapabilities,
+  StoreStatistics,
+  Worker,
+} from "../types/index.ts";
+import {
+  ConflictError,
+  NotFoundError,
+  SPAN_FIELDS,
+  ValidationError,
+  isQueuing,
+  isTerminal,
+  newAttemptId,
+  newResourcesId,
+  newRolloutId,
+  systemClock,
+} from "../types/index.ts";
+import {
+  ATTEMPT_FIELDS,
+  RESOURCES_FIELDS,
+  ROLLOUT_FIELDS,
+  WORKER_FIELDS,
+  type AttemptPatch,
+  type LightningStore,
+  type OtelReadableSpanLike,
+  type PageOptions,
+  type ResourcesQuery,
+  type RolloutOptions,
+  type RolloutPatch,
+  type RolloutQuery,
+  type SpanQuery,
+  type StartRolloutOptions,
+  type WaitOptions,
+  type WorkerQuery,
+} from "./base.ts";
+import {
+  attemptStatusEnds,
+  heartbeatPatch,
+  rolloutStatusAfterSpan,
+  rolloutStatusFromAttempt,
+  watchdogVerdict,
+  workerPatchForAttempt,
+  workerPatchForEmptyDequeue,
+} from "./decisions.ts";
+import {
+  attemptPatch,
+  filterLogic,
+  heartbeatStats,
+  namedResources,
+  ownedSpan,
+  pageOf,
+  requireId,
+  rolloutDraft,
+  rolloutPatch,
+  stringList,
+  type RolloutDraft,
+} from "./inputs.ts";
+import { spanFromOpenTelemetry } from "./otel-span.ts";
+import type { FieldOps } from "./query.ts";
+import type { AttemptPatchRow, RolloutPatchRow, Storage, StorageTx } from "./storage.ts";
+
+export interface LightningStoreCoreOptions {
+  clock?: Clock;
+  /** Minimum seconds between two lazy watchdog scans (§3.2); <= 0 scans before every eligible call. Default 10. */
+  scanDebounceSeconds?: number;
+  /** Also run the watchdog on a timer every so many seconds (DECISIONS row 11); null/absent: lazy only. */
+  watchdogIntervalSeconds?: number | null;
+  /** How often `waitForRollouts` re-reads when the storage has other writers (`sharedWriters`). Default 1 s. */
+  waitPollSeconds?: number;
+}
+
+/** Side effects to run once a transaction has committed. */
+interface Effects {
+  finished: string[];
+}
+
+const ALL_FALSE_CAPABILITIES: StoreCapabilities = { thread_safe: false, async_safe: true, zero_copy: false, otlp_traces: false };
+
+const withAttempt = (rollout: Rollout, attempt: Attempt): AttemptedRollout => Object.freeze({ ...rollout, attempt });
+
+export class LightningStoreCore implements LightningStore {
+  readonly capabilities: StoreCapabilities;
+  protected readonly clock: Clock;
+  private readonly debounce: number;
+  private lastScan: number;
+  private scanning = false;
+  private readonly startedAt: number;
+  private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly waitPollMs: number;
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private closed = false;
+
+  constructor(
+    protected readonly storage: Storage,
+    private readonly storeName: string,
+    options: LightningStoreCoreOptions = {},
+    capabilities: StoreCapabilities = ALL_FALSE_CAPABILITIES,
+  ) {
+    this.capabilities = Object.freeze({ ...capabilities });
+    this.clock = options.clock ?? systemClock;
+    this.debounce = options.scanDebounceSeconds ?? 10;
+    this.startedAt = this.clock.now();
+    // The first scan may run at once.
+    this.lastScan = this.startedAt - this.debounce;
+    this.waitPollMs = (options.waitPollSeconds ?? 1) * 1000;
+    const interval = options.watchdogIntervalSeconds;
+    if (interval !== undefined && interval !== null) {
+      if (!(interval > 0)) throw new ValidationError("watchdogIntervalSeconds must be > 0", ["watchdogIntervalSeconds"]);
+      this.startWatchdogTimer(interval);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Watchdog (§3.2)
+
+  /**
+   * The debounce gate: true when a lazy scan may run now, and then it records the scan time, so
+   * among concurrent callers exactly one wins.
+   */
+  protected shouldScan(): boolean {
+    if (this.scanning) return false;
+    if (this.debounce <= 0) return true;
+    const now = this.clock.now();
+    if (now - this.lastScan < this.debounce) return false;
+    this.lastScan = now;
+    return true;
+  }
+
+  /** Runs before the public methods listed in §3.2. */
+  private async healthcheck(): Promise<void> {
+    if (this.shouldScan()) await this.runWatchdog();
+  }
+
+  /**
+   * Scans preparing/running rollouts now (no debounce) and marks latest attempts that ran past
+   * `timeout_seconds` or stayed silent past `unresponsive_seconds`. Returns how many attempts changed.
+   * A scan already in progress makes this a no-op (0).
+   */
+  async runWatchdog(): Promise<number> {
+    if (this.scanning) return 0;
+    this.scanning = true;
+    try {
+      const fx: Effects = { finished: [] };
+      const changed = await this.storage.tx("w", async (t) => {
+        const running = await t.listRunningRollouts();
+        if (running.length === 0) return 0;
+        const now = this.clock.now();
+        const latest = await t.getLatestAttempts(running.map((r) => r.rollout_id));
+        let n = 0;
+        for (const rollout of running) {
+          const attempt = latest.get(rollout.rollout_id);
+          if (!attempt || !(attempt.status === "preparing" || attempt.status === "running" || attempt.status === "unresponsive")) continue;
+          const verdict = watchdogVerdict(attempt, rollout.config, now);
+          if (verdict === null || verdict === attempt.status) continue;
+          await this.applyAttemptPatch(t, rollout, attempt, { status: verdict }, now, fx);
+          n++;
+        }
+        return n;
+      });
+      this.notifyFinished(fx);
+      return changed;
+    } finally {
+      this.scanning = false;
+    }
+  }
+
+  private startWatchdogTimer(seconds: number): void {
+    const timer = setInterval(() => {
+      this.runWatchdog().catch((err: unknown) => {
+        // A timer has no caller to throw to: report it loudly rather than lose it.
+        console.error("[lightning-ts] background watchdog scan failed:", err);
+      });
+    }, seconds * 1000);
+    // Do not keep the process alive just for the watchdog.
+    if (typeof timer === "object" && timer !== null && "unref" in timer) (timer as { unref(): void }).unref();
+    else (globalThis as { Deno?: { unrefTimer?(id: number): void } }).Deno?.unrefTimer?.(timer as unknown as number);
+    this.timer = timer;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Shared write steps (always inside a transaction)
+
+  private newRollout(d: RolloutDraft, status: RolloutStatus, now: number, latestResources: string | null): Rollout {
+    return {
+      rollout_id: newRolloutId(),
+      input: d.input,
+      start_time: now,
+      end_time: null,
+      mode: d.mode,
+      resources_id: d.resources_id ?? latestResources,
+      status,
+      config: d.config,
+      metadata: d.metadata,
+    };
+  }
+
+  private newAttempt(rolloutId: string, sequenceId: number, workerId: string | null, now: number): Attempt {
+    return {
+      rollout_id: rolloutId,
+      attempt_id: newAttemptId(),
+      sequence_id: sequenceId,
+      start_time: now,
+      end_time: null,
+      status: "preparing",
+      worker_id: workerId,
+      last_heartbeat_time: null,
+      metadata: null,
+    };
+  }
+
+  private async latestResourcesId(t: StorageTx): Promise<string | null> {
+    return (await t.getLatestResources())?.resources_id ?? null;
+  }
+
+  /**
+   * Writes a new rollout status (with `end_time` rules) and runs the post-update hook: a queuing status
+   * puts the rollout back in the queue (once), a finished status wakes waiters after commit.
+   */
+  private async setRolloutStatus(
+    t: StorageTx,
+    rollout: Rollout,
+    status: RolloutStatus,
+    now: number,
+    fx: Effects,
+    extra: RolloutPatchRow = {},
+  ): Promise<Rollout> {
+    const patch: RolloutPatchRow = { ...extra, status };
+    if (isTerminal(status)) patch.end_time = now;
+    else if (rollout.end_time !== null) patch.end_time = null;
+    const updated = await t.updateRollout(rollout.rollout_id, patch);
+    if (isQueuing(status) && !(await t.queueHas(rollout.rollout_id))) await t.pushQueue([rollout.rollout_id]);
+    if (isTerminal(status)) fx.finished.push(rollout.rollout_id);
+    return updated;
+  }
+
+  /** §3.5.9 steps 2-4, shared by updateAttempt and the watchdog. */
+  private async applyAttemptPatch(
+    t: StorageTx,
+    rollout: Rollout,
+    attempt: Attempt,
+    patch: AttemptPatch,
+    now: number,
+    fx: Effects,
+  ): Promise<Attempt> {
+    const row: AttemptPatchRow = {};
+    let sync = false;
+    if (patch.worker_id !== undefined) {
+      row.worker_id = patch.worker_id;
+      if (patch.worker_id) sync = true;
+    }
+    if (patch.status !== undefined) {
+      row.status = patch.status;
+      if (attemptStatusEnds(patch.status)) row.end_time = now;
+      if (row.worker_id ?? attempt.worker_id) sync = true;
+    }
+    if (patch.last_heartbeat_time !== undefined) row.last_heartbeat_time = patch.last_heartbeat_time;
+    if (patch.metadata !== undefined) row.metadata = patch.metadata;
+    const updated = await t.updateAttempt(attempt.rollout_id, attempt.attempt_id, row);
+    if (patch.status !== undefined && rollout.status !== "cancelled") {
+      const latest = await t.getLatestAttempt(rollout.rollout_id);
+      if (latest?.attempt_id === attempt.attempt_id) {
+        const derived = rolloutStatusFromAttempt(updated, rollout.config);
+        if (derived !== rollout.status) await this.setRolloutStatus(t, rollout, derived, now, fx);
+      }
+    }
+    if (sync && updated.worker_id) await t.upsertWorker(updated.worker_id, workerPatchForAttempt(updated, now));
+    return updated;
+  }
+
+  /** §3.4: a span reached this attempt. */
+  private async onSpanHeartbeat(t: StorageTx, rolloutId: string, attemptId: string, now: number, fx: Effects): Promise<void> {
+    const attempt = await t.getAttempt(rolloutId, attemptId);
+    const rollout = await t.getRollout(rolloutId);
+    if (!attempt || !rollout) return;
+    const updated = await t.updateAttempt(rolloutId, attemptId, heartbeatPatch(attempt, now));
+    const latest = await t.getLatestAttempt(rolloutId);
+    const next = rolloutStatusAfterSpan(rollout.status, updated.status, latest?.attempt_id === attemptId);
+    if (next !== null) await this.setRolloutStatus(t, rollout, next, now, fx);
+  }
+
+  private notifyFinished(fx: Effects): void {
+    for (const id of fx.finished) {
+      const set = this.waiters.get(id);
+      if (set) for (const wake of [...set]) wake();
+    }
+  }
+
+  private async requireRollout(t: StorageTx, rolloutId: string): Promise<Rollout> {
+    const r = await t.getRollout(rolloutId);
+    if (!r) throw new NotFoundError(`Rollout ${rolloutId} not found`, "rollout", rolloutId);
+    return r;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Rollouts and the queue
+
+  async startRollout(input: unknown, options?: StartRolloutOptions): Promise<AttemptedRollout> {
+    const draft = rolloutDraft(input, options);
+    await this.healthcheck();
+    return this.storage.tx("w", async (t) => {
+      const now = this.clock.now();
+      const rollout = this.newRollout(draft, "preparing", now, draft.resources_id ?? (await this.latestResourcesId(t)));
+      const attempt = this.newAttempt(rollout.rollout_id, 1, draft.worker_id, now);
+      await t.insertRollouts([rollout]);
+      await t.insertAttempt(attempt);
+      if (draft.worker_id) await t.upsertWorker(draft.worker_id, workerPatchForAttempt(attempt, now));
+      return withAttempt(rollout, attempt);
+    });
+  }
+
+  async enqueueRollout(input: unknown, options?: RolloutOptions): Promise<Rollout> {
+    const draft = rolloutDraft(input, options);
+    await this.healthcheck();
+    return (await this.enqueueDrafts([draft]))[0]!;
+  }
+
+  async enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]> {
+    if (!Array.isArray(requests)) throw new ValidationError("requests must be a list", []);
+    const drafts = requests.map((r, i) => {
+      if (r === null || typeof r !== "object") throw new ValidationError(`request #${i} must be an object`, [i]);
+      const { input, ...options } = r;
+      try {
+        return rolloutDraft(input, options);
+      } catch (e) {
+        if (e instanceof ValidationError) for (const issue of e.issues) issue.path.unshift(i);
+        throw e;
+      }
+    });
+    await this.healthcheck();
+    return this.enqueueDrafts(drafts);
+  }
+
+  private enqueueDrafts(drafts: RolloutDraft[]): Promise<Rollout[]> {
+    if (drafts.length === 0) return Promise.resolve([]);
+    return this.storage.tx("w", async (t) => {
+      const now = this.clock.now();
+      const latest = drafts.some((d) => d.resources_id === null) ? await this.latestResourcesId(t) : null;
+      const rollouts = drafts.map((d) => this.newRollout(d, "queuing", now, latest));
+      await t.insertRollouts(rollouts);
+      await t.pushQueue(rollouts.map((r) => r.rollout_id));
+      return rollouts;
+    });
+  }
+
+  async dequeueRollout(options?: { worker_id?: string | null }): Promise<AttemptedRollout | null> {
+    return (await this.dequeueManyRollouts({ limit: 1, worker_id: options?.worker_id ?? null }))[0] ?? null;
+  }
+
+  async dequeueManyRollouts(options?: { limit?: number; worker_id?: string | null }): Promise<AttemptedRollout[]> {
+    const limit = options?.limit ?? 1;
+    if (!Number.isInteger(limit)) throw new ValidationError("limit must be an integer", ["limit"]);
+    const workerId = options?.worker_id ?? null;
+    if (workerId !== null) requireId(workerId, "worker_id");
+    if (limit <= 0) return [];
+    await this.healthcheck();
+    return this.storage.tx("w", async (t) => {
+      const now = this.clock.now();
+      const claimed: AttemptedRollout[] = [];
+      while (claimed.length < limit) {
+        const ids = await t.popQueue(limit - claimed.length);
+        if (ids.length === 0) break;
+        for (const id of ids) {
+          const rollout = await t.getRollout(id);
+          // Changed while it waited (cancelled, finished, started by hand): drop the queue entry.
+          if (!rollout || !isQueuing(rollout.status)) continue;
+          const attempt = this.newAttempt(id, (await t.countAttempts(id)) + 1, workerId, now);
+          await t.insertAttempt(attempt);
+          const updated = await t.updateRollout(id, { status: "preparing" });
+          claimed.push(withAttempt(updated, attempt));
+        }
+      }
+      if (workerId) {
+        const last = claimed[claimed.length - 1];
+        if (last) await t.upsertWorker(workerId, workerPatchForAttempt(last.attempt, now, true));
+        else await t.upsertWorker(workerId, workerPatchForEmptyDequeue(await t.getWorker(workerId), now));
+      }
+      return claimed;
+    });
+  }
+
+  async startAttempt(rolloutId: string, options?: { worker_id?: string | null }): Promise<AttemptedRollout> {
+    requireId(rolloutId, "rollout_id");
+    const workerId = options?.worker_id ?? null;
+    if (workerId !== null) requireId(workerId, "worker_id");
+    await this.healthcheck();
+    const fx: Effects = { finished: [] };
+    return this.storage.tx("w", async (t) => {
+      const rollout = await this.requireRollout(t, rolloutId);
+      const now = this.clock.now();
+      // max_attempts does not limit manual attempts (upstream MUST).
+      const attempt = this.newAttempt(rolloutId, (await t.countAttempts(rolloutId)) + 1, workerId, now);
+      await t.insertAttempt(attempt);
+      const updated = await this.setRolloutStatus(t, rollout, "preparing", now, fx);
+      if (workerId) await t.upsertWorker(workerId, workerPatchForAttempt(attempt, now));
+      return withAttempt(updated, attempt);
+    });
+  }
+
+  async queryRollouts(query: RolloutQuery = {}): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
+    const page = pageOf(query, ROLLOUT_FIELDS);
+    const logic = filterLogic(query.filter_logic);
+    const where: Record<string, FieldOps> = {
+      status: { within: stringList(query.status_in ?? query.status, "status_in") },
+      rollout_id: { within: stringList(query.rollout_id_in ?? query.rollout_ids, "rollout_id_in"), contains: query.rollout_id_contains ?? null },
+    };
+    await this.healthcheck();
+    return this.storage.tx("r", async (t) => {
+      const result = await t.query("rollouts", { where, logic, ...page });
+      const latest = await t.getLatestAttempts(result.items.map((r) => r.rollout_id));
+      const items = result.items.map((r) => {
+        const a = latest.get(r.rollout_id);
+        return a ? withAttempt(r, a) : r;
+      });
+      return { ...result, items };
+    });
+  }
+
+  async getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null> {
+    requireId(rolloutId, "rollout_id");
+    await this.healthcheck();
+    return this.storage.tx("r", async (t) => {
+      const r = await t.getRollout(rolloutId);
+      if (!r) return null;
+      const a = await t.getLatestAttempt(rolloutId);
+      return a ? withAttempt(r, a) : r;
+    });
+  }
+
+  async updateRollout(rolloutId: string, patch: RolloutPatch): Promise<Rollout> {
+    requireId(rolloutId, "rollout_id");
+    const p = rolloutPatch(patch);
+    await this.healthcheck();
+    const fx: Effects = { finished: [] };
+    const result = await this.storage.tx("w", async (t) => {
+      const rollout = await t.getRollout(rolloutId);
+      if (!rollout) {
+        throw new NotFoundError(
+          `Rollout ${rolloutId} not found (Item does not exist with primary key(s): rollout_id='${rolloutId}')`,
+          "rollout",
+          rolloutId,
+        );
+      }
+      const row: RolloutPatchRow = {};
+      if (p.input !== undefined) row.input = p.input;
+      if (p.mode !== undefined) row.mode = p.mode;
+      if (p.resources_id !== undefined) row.resources_id = p.resources_id;
+      if (p.config !== undefined) row.config = p.config as Rollout["config"];
+      if (p.metadata !== undefined) row.metadata = p.metadata;
+      if (p.status === undefined) return t.updateRollout(rolloutId, row);
+      return this.setRolloutStatus(t, rollout, p.status, this.clock.now(), fx, row);
+    });
+    this.notifyFinished(fx);
+    return result;
+  }
+
+  async waitForRollouts(options: WaitOptions): Promise<Rollout[]> {
+    const ids = stringList(options?.rollout_ids, "rollout_ids");
+    if (ids === null) throw new ValidationError("rollout_ids is required", ["rollout_ids"]);
+    for (const id of ids) requireId(id, "rollout_ids");
+    const timeout = options.timeout ?? null;
+    if (timeout !== null && (typeof timeout !== "number" || Number.isNaN(timeout))) {
+      throw new ValidationError("timeout must be a number of seconds or null", ["timeout"]);
+    }
+    const signal = options.signal;
+    signal?.throwIfAborted();
+    await this.healthcheck();
+
+    const unique = [...new Set(ids)];
+    const finishedNow = new Map<string, Rollout>();
+    // Listen before the first read, so a completion between the read and the wait is not missed.
+    const notified = new Set<string>(unique);
+    let wake: (() => void) | null = null;
+    const listeners = new Map<string, () => void>();
+    for (const id of unique) {
+      const fn = () => {
+        notified.add(id);
+        wake?.();
+      };
+      listeners.set(id, fn);
+      let set = this.waiters.get(id);
+      if (!set) this.waiters.set(id, (set = new Set()));
+      set.add(fn);
+    }
+    const pending = new Set<string>(unique);
+    const deadline = timeout === null ? null : Date.now() + Math.max(0, timeout) * 1000;
+    let timer: ReturnType<typeof setTimeout> | null = null;
+    let onAbort: (() => void) | null = null;
+    try {
+      for (;;) {
+        const toRead = [...notified].filter((id) => pending.has(id));
+        notified.clear();
+        if (toRead.length > 0) {
+          const rows = await this.storage.tx("r", async (t) => Promise.all(toRead.map((id) => t.getRollout(id))));
+          toRead.forEach((id, i) => {
+            const r = rows[i];
+            // Unknown ids are left out at once; finished ones are done.
+            if (!r) pending.delete(id);
+            else if (isTerminal(r.status)) {
+              pending.delete(id);
+              finishedNow.set(id, r);
+            }
+          });
+        }
+        if (pending.size === 0 || (deadline !== null && Date.now() >= deadline)) break;
+        if (notified.size > 0) continue;
+        await new Promise<void>((resolve, reject) => {
+          wake = resolve;
+          const waitMs = deadline === null ? null : Math.max(0, deadline - Date.now());
+          const pollMs = this.storage.sharedWriters ? this.waitPollMs : null;
+          const ms = waitMs === null ? pollMs : pollMs === null ? waitMs : Math.min(waitMs, pollMs);
+          if (ms !== null) {
+            timer = setTimeout(() => {
+              if (pollMs !== null) for (const id of pending) notified.add(id);
+              resolve();
+            }, ms);
+          }
+          if (signal) {
+            onAbort = () => reject(signal.reason);
+            signal.addEventListener("abort", onAbort, { once: true });
+          }
+        }).finally(() => {
+          wake = null;
+          if (timer !== null) clearTimeout(timer);
+          timer = null;
+          if (signal && onAbort) signal.removeEventListener("abort", onAbort);
+          onAbort = null;
+        });
+      }
+    } finally {
+      for (const [id, fn] of listeners) {
+        const set = this.waiters.get(id);
+        set?.delete(fn);
+        if (set && set.size === 0) this.waiters.delete(id);
+      }
+    }
+    // Read the finished ones again: a rollout restarted meanwhile (startAttempt) is not reported.
+    const finalRows = await this.storage.tx("r", async (t) => Promise.all([...finishedNow.keys()].map((id) => t.getRollout(id))));
+    const done = new Map<string, Rollout>();
+    for (const r of finalRows) if (r && isTerminal(r.status)) done.set(r.rollout_id, r);
+    return ids.filter((id) => done.has(id)).map((id) => done.get(id)!);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Attempts
+
+  async queryAttempts(rolloutId: string, query: PageOptions = {}): Promise<PaginatedResult<Attempt>> {
+    requireId(rolloutId, "rollout_id");
+    const page = pageOf(query, ATTEMPT_FIELDS, "sequence_id");
+    await this.healthcheck();
+    return this.storage.tx("r", (t) => t.query("attempts", { must: { rollout_id: { exact: rolloutId } }, ...page }));
+  }
+
+  async getLatestAttempt(rolloutId: string): Promise<Attempt | null> {
+    requireId(rolloutId, "rollout_id");
+    await this.healthcheck();
+    return this.storage.tx("r", (t) => t.getLatestAttempt(rolloutId));
+  }
+
+  async updateAttempt(rolloutId: string, attemptId: string | "latest", patch: AttemptPatch): Promise<Attempt> {
+    requireId(rolloutId, "rollout_id");
+    requireId(attemptId, "attempt_id");
+    const p = attemptPatch(patch);
+    await this.healthcheck();
+    const fx: Effects = { finished: [] };
+    const result = await this.storage.tx("w", async (t) => {
+      const rollout = await this.requireRollout(t, rolloutId);
+      const latest = await t.getLatestAttempt(rolloutId);
+      if (!latest) throw new NotFoundError(`No attempts found for rollout ${rolloutId}`, "attempt", attemptId);
+      const attempt = attemptId === "latest" || attemptId === latest.attempt_id ? latest : await t.getAttempt(rolloutId, attemptId);
+      if (!attempt) throw new NotFoundError(`Attempt ${attemptId} not found for rollout ${rolloutId}`, "attempt", attemptId);
+      if (p.status !== undefined && p.status !== attempt.status && attemptStatusEnds(attempt.status)) {
+        throw new ConflictError(
+          `Attempt ${attempt.attempt_id} of rollout ${rolloutId} already ended as ${attempt.status}; start a new attempt instead of setting ${p.status}`,
+        );
+      }
+      return this.applyAttemptPatch(t, rollout, attempt, p, this.clock.now(), fx);
+    });
+    this.notifyFinished(fx);
+    return result;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Resources
+
+  async addResources(resources: NamedResourcesInput): Promise<ResourcesUpdate> {
+    const parsed = namedResources(resources);
+    return this.storage.tx("w", async (t) => {
+      const now = this.clock.now();
+      const row: ResourcesUpdate = { resources_id: newResourcesId(), create_time: now, update_time: now, version: 1, resources: parsed };
+      await t.putResources(row);
+      return row;
+    });
+  }
+
+  async updateResources(resourcesId: string, resources: NamedResourcesInput): Promise<ResourcesUpdate> {
+    requireId(resourcesId, "resources_id");
+    const parsed = namedResources(resources);
+    await this.healthcheck();
+    return this.storage.tx("w", async (t) => {
+      const now = this.clock.now();
+      const old = await t.getResources(resourcesId);
+      const row: ResourcesUpdate = old
+        ? { ...old, update_time: now, version: old.version + 1, resources: parsed }
+        : { resources_id: resourcesId, create_time: now, update_time: now, version: 1, resources: parsed };
+      await t.putResources(row);
+      return row;
+    });
+  }
+
+  async getLatestResources(): Promise<ResourcesUpdate | null> {
+    return this.storage.tx("r", (t) => t.getLatestResources());
+  }
+
+  async getResourcesById(resourcesId: string): Promise<ResourcesUpdate | null> {
+    requireId(resourcesId, "resources_id");
+    return this.storage.tx("r", (t) => t.getResources(resourcesId));
+  }
+
+  async queryResources(query: ResourcesQuery = {}): Promise<PaginatedResult<ResourcesUpdate>> {
+    const page = pageOf(query, RESOURCES_FIELDS);
+    const where = { resources_id: { exact: query.resources_id ?? null, contains: query.resources_id_contains ?? null } };
+    return this.storage.tx("r", (t) => t.query("resources", { where, logic: "and", ...page }));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Spans
+
+  async getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number> {
+    requireId(rolloutId, "rollout_id");
+    requireId(attemptId, "attempt_id");
+    // Per rollout; nothing is checked (upstream): the attempt id only documents who asks.
+    return this.storage.tx("w", (t) => t.incSequence(rolloutId, 1));
+  }
+
+  async getManySpanSequenceIds(pairs: readonly (readonly [string, string])[]): Promise<number[]> {
+    if (!Array.isArray(pairs)) throw new ValidationError("pairs must be a list", []);
+    const perRollout = new Map<string, number>();
+    for (const pair of pairs) {
+      if (!Array.isArray(pair) || pair.length !== 2) throw new ValidationError("each pair must be [rollout_id, attempt_id]", []);
+      requireId(pair[0], "rollout_id");
+      requireId(pair[1], "attempt_id");
+      perRollout.set(pair[0], (perRollout.get(pair[0]) ?? 0) + 1);
+    }
+    if (pairs.length === 0) return [];
+    return this.storage.tx("w", async (t) => {
+      const next = new Map<string, number>();
+      for (const [rid, n] of perRollout) next.set(rid, (await t.incSequence(rid, n)) - n + 1);
+      return pairs.map(([rid]) => {
+        const v = next.get(rid)!;
+        next.set(rid, v + 1);
+        return v;
+      });
+    });
+  }
+
+  async addSpan(span: Span): Promise<Span | null> {
+    return (await this.insertSpans([ownedSpan(span)], null))[0] ?? null;
+  }
+
+  async addManySpans(spans: Span[]): Promise<Span[]> {
+    if (!Array.isArray(spans)) throw new ValidationError("spans must be a list", []);
+    return this.insertSpans(spans.map((s, i) => ownedSpan(s, i)), null);
+  }
+
+  async addOtelSpan(rolloutId: string, attemptId: string, span: OtelReadableSpanLike, sequenceId?: number | null): Promise<Span | null> {
+    requireId(rolloutId, "rollout_id");
+    requireId(attemptId, "attempt_id");
+    if (sequenceId !== undefined && sequenceId !== null && !Number.isInteger(sequenceId)) {
+      throw new ValidationError("sequence_id must be an integer", ["sequence_id"]);
+    }
+    // Convert and validate first (with a placeholder sequence id), so a bad span changes nothing.
+    const converted = ownedSpan(spanFromOpenTelemetry(span, rolloutId, attemptId, sequenceId ?? 0));
+    const given = sequenceId ?? null;
+    return (await this.insertSpans([converted], given === null ? converted : null))[0] ?? null;
+  }
+
+  /**
+   * The add-span path for validated, owned spans: check every rollout and attempt, raise the sequence
+   * counters, insert, then one heartbeat per (rollout, attempt) that really got a span.
+   * `allocateFor` is a span whose sequence id is taken from the counter inside the transaction.
+   */
+  private async insertSpans(spans: Span[], allocateFor: Span | null): Promise<Span[]> {
+    if (spans.length === 0) return [];
+    const fx: Effects = { finished: [] };
+    const inserted = await this.storage.tx("w", async (t) => {
+      const checked = new Set<string>();
+      for (const s of spans) {
+        const key = `${s.rollout_id}\u0000${s.attempt_id}`;
+        if (checked.has(key)) continue;
+        await this.requireRollout(t, s.rollout_id);
+        if (!(await t.getAttempt(s.rollout_id, s.attempt_id))) {
+          throw new NotFoundError(`Attempt ${s.attempt_id} not found for rollout ${s.rollout_id}`, "attempt", s.attempt_id);
+        }
+        checked.add(key);
+      }
+      if (allocateFor) allocateFor.sequence_id = await t.incSequence(allocateFor.rollout_id, 1);
+      const maxSeq = new Map<string, number>();
+      for (const s of spans) maxSeq.set(s.rollout_id, Math.max(maxSeq.get(s.rollout_id) ?? Number.NEGATIVE_INFINITY, s.sequence_id));
+      for (const [rid, seq] of maxSeq) await t.chmaxSequence(rid, seq);
+      const done = await t.insertSpans(spans);
+      if (done.length > 0) {
+        const now = this.clock.now();
+        const beats = new Map<string, Span>();
+        for (const s of done) beats.set(`${s.rollout_id}\u0000${s.attempt_id}`, s);
+        for (const s of beats.values()) await this.onSpanHeartbeat(t, s.rollout_id, s.attempt_id, now, fx);
+      }
+      return done;
+    });
+    this.notifyFinished(fx);
+    return inserted;
+  }
+
+  async querySpans(rolloutId: string, query: SpanQuery = {}): Promise<PaginatedResult<Span>> {
+    requireId(rolloutId, "rollout_id");
+    const page = pageOf(query, SPAN_FIELDS, "sequence_id");
+    const logic = filterLogic(query.filter_logic);
+    const where: Record<string, FieldOps> = {
+      trace_id: { exact: query.trace_id ?? null, contains: query.trace_id_contains ?? null },
+      span_id: { exact: query.span_id ?? null, contains: query.span_id_contains ?? null },
+      parent_id: { exact: query.parent_id ?? null, contains: query.parent_id_contains ?? null },
+      name: { exact: query.name ?? null, contains: query.name_contains ?? null },
+    };
+    await this.healthcheck();
+    return this.storage.tx("r", async (t) => {
+      let attemptId = query.attempt_id ?? null;
+      if (attemptId === "latest") {
+        const latest = await t.getLatestAttempt(rolloutId);
+        if (!latest) return { items: [], limit: page.limit, offset: page.offset, total: 0 };
+        attemptId = latest.attempt_id;
+      }
+      const must: Record<string, FieldOps> = { rollout_id: { exact: rolloutId }, attempt_id: { exact: attemptId } };
+      return t.query("spans", { must, where, logic, ...page });
+    });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Workers
+
+  async updateWorker(workerId: string, stats?: Record<string, unknown>): Promise<Worker> {
+    requireId(workerId, "worker_id");
+    const owned = stats === undefined ? undefined : heartbeatStats(stats);
+    return this.storage.tx("w", (t) => {
+      const now = this.clock.now();
+      return t.upsertWorker(workerId, owned === undefined ? { last_heartbeat_time: now } : { last_heartbeat_time: now, heartbeat_stats: owned });
+    });
+  }
+
+  async getWorkerById(workerId: string): Promise<Worker | null> {
+    requireId(workerId, "worker_id");
+    return this.storage.tx("r", (t) => t.getWorker(workerId));
+  }
+
+  async queryWorkers(query: WorkerQuery = {}): Promise<PaginatedResult<Worker>> {
+    const page = pageOf(query, WORKER_FIELDS);
+    const logic = filterLogic(query.filter_logic);
+    const where: Record<string, FieldOps> = {
+      status: { within: stringList(query.status_in, "status_in") },
+      worker_id: { contains: query.worker_id_contains ?? null },
+    };
+    await this.healthcheck();
+    return this.storage.tx("r", (t) => t.query("workers", { where, logic, ...page }));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  async statistics(): Promise<StoreStatistics> {
+    const c = await this.storage.tx("r", (t) => t.counts());
+    return {
+      name: this.storeName,
+      total_rollouts: c.rollouts,
+      total_attempts: c.attempts,
+      total_spans: c.spans,
+      total_resources: c.resources,
+      total_workers: c.workers,
+      uptime: this.clock.now() - this.startedAt,
+      ...this.storage.statistics?.(),
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+    if (this.closed) return;
+    this.closed = true;
+    await this.storage.close();
+  }
+}

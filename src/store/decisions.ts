@@ -1,0 +1,114 @@
+/**
+ * Pure decision rules of the store (spec store.md §3.1-3.4), shared by every backend and by tests.
+ * No I/O and no clock here: callers pass `now`.
+ */
+import type { Attempt, AttemptStatus, RolloutConfig, RolloutStatus, Worker } from "../types/index.ts";
+import { ValidationError } from "../types/index.ts";
+
+/**
+ * §3.1: the rollout status implied by its latest attempt. A failed/timeout/unresponsive attempt asks
+ * for a retry only when its status is in `retry_condition` and attempts are left.
+ */
+export function rolloutStatusFromAttempt(
+  attempt: Pick<Attempt, "status" | "sequence_id">,
+  config: Pick<RolloutConfig, "retry_condition" | "max_attempts">,
+): RolloutStatus {
+  switch (attempt.status) {
+    case "preparing":
+    case "running":
+    case "succeeded":
+      return attempt.status;
+    case "failed":
+    case "timeout":
+    case "unresponsive":
+      return config.retry_condition.includes(attempt.status) && attempt.sequence_id < config.max_attempts
+        ? "requeuing"
+        : "failed";
+    default:
+      throw new ValidationError(`Invalid attempt status: ${String(attempt.status)}`, ["status"]);
+  }
+}
+
+/**
+ * §3.2: what the watchdog decides for a rollout's latest attempt at time `now`.
+ * Timeout is measured from the attempt's start; unresponsiveness from its last heartbeat, or from
+ * its start when it never sent one. All comparisons are strict.
+ */
+export function watchdogVerdict(
+  attempt: Pick<Attempt, "start_time" | "last_heartbeat_time">,
+  config: Pick<RolloutConfig, "timeout_seconds" | "unresponsive_seconds">,
+  now: number,
+): "timeout" | "unresponsive" | null {
+  if (config.timeout_seconds !== null && now - attempt.start_time > config.timeout_seconds) return "timeout";
+  if (config.unresponsive_seconds !== null) {
+    const since = attempt.last_heartbeat_time ?? attempt.start_time;
+    if (now - since > config.unresponsive_seconds) return "unresponsive";
+  }
+  return null;
+}
+
+/**
+ * §3.3: the worker fields to upsert after an attempt changed. Only these keys are written, so the
+ * worker's heartbeat fields survive. `dequeued` adds `last_dequeue_time`.
+ */
+export function workerPatchForAttempt(
+  attempt: Pick<Attempt, "status" | "rollout_id" | "attempt_id">,
+  now: number,
+  dequeued = false,
+): Partial<Worker> {
+  const patch: Partial<Worker> = dequeued ? { last_dequeue_time: now } : {};
+  switch (attempt.status) {
+    case "succeeded":
+    case "failed":
+      return { ...patch, status: "idle", last_idle_time: now, current_rollout_id: null, current_attempt_id: null };
+    case "timeout":
+    case "unresponsive":
+      return { ...patch, status: "unknown", last_idle_time: now, current_rollout_id: null, current_attempt_id: null };
+    default:
+      return {
+        ...patch,
+        status: "busy",
+        last_busy_time: now,
+        current_rollout_id: attempt.rollout_id,
+        current_attempt_id: attempt.attempt_id,
+      };
+  }
+}
+
+/**
+ * §3.5.4: a dequeue that found nothing marks the worker idle. An already idle worker only gets
+ * `last_dequeue_time`, so its `last_idle_time` keeps saying when it became idle.
+ */
+export function workerPatchForEmptyDequeue(current: Pick<Worker, "status"> | null, now: number): Partial<Worker> {
+  return current?.status === "idle"
+    ? { last_dequeue_time: now }
+    : { status: "idle", last_idle_time: now, last_dequeue_time: now };
+}
+
+/**
+ * §3.4: the attempt fields a span arrival writes (heartbeat, and `running` when it was preparing or
+ * unresponsive). Other statuses, finished ones included, are kept.
+ */
+export function heartbeatPatch(attempt: Pick<Attempt, "status">, now: number): Pick<Attempt, "last_heartbeat_time"> & { status?: AttemptStatus } {
+  return attempt.status === "preparing" || attempt.status === "unresponsive"
+    ? { last_heartbeat_time: now, status: "running" }
+    : { last_heartbeat_time: now };
+}
+
+/**
+ * §3.4 with DECISIONS row 4: the rollout becomes `running` when a span reaches its latest attempt
+ * while the rollout waits (queuing, requeuing) or prepares. Deviation from upstream: only when that
+ * attempt is itself running after the heartbeat, so a span that arrives late for a timed-out or
+ * finished attempt does not revive a rollout that is waiting for its retry.
+ */
+export function rolloutStatusAfterSpan(
+  rolloutStatus: RolloutStatus,
+  attemptStatusAfterHeartbeat: AttemptStatus,
+  isLatest: boolean,
+): RolloutStatus | null {
+  if (!isLatest || attemptStatusAfterHeartbeat !== "running") return null;
+  return rolloutStatus === "preparing" || rolloutStatus === "requeuing" || rolloutStatus === "queuing" ? "running" : null;
+}
+
+/** Attempt statuses that write `end_time` (timeout and unresponsive do not, as upstream). */
+export const attemptStatusEnds = (s: AttemptStatus): boolean => s === "succeeded" || s === "failed";

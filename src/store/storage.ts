@@ -1,0 +1,125 @@
+/**
+ * The storage contract under `LightningStoreCore` (core.ts). The core holds ALL store semantics
+ * (status machine, retries, watchdog, worker sync, heartbeats, validation, defaults); a backend only
+ * stores rows and answers queries. Implementations: `MemoryStorage` (memory-storage.ts) and the libSQL one.
+ *
+ * Contract for implementers (e.g. libSQL with drizzle):
+ * - **Atomicity.** The core does every multi-step operation inside ONE `tx(mode, fn)` call and never
+ *   nests `tx` calls. A "w" transaction must be serialisable with respect to every other transaction
+ *   of this storage (libSQL: `BEGIN IMMEDIATE` / a write transaction; memory: one async mutex). If `fn`
+ *   throws, a backend with rollback rolls back; the core validates all input before its first write, so
+ *   a backend without rollback (memory) still ends unchanged on errors the core raises itself.
+ *   An "r" transaction may run concurrently with others but must see committed data only.
+ * - **Rows in, rows out.** Rows are the snake_case wire models of src/types (Rollout, Attempt, Span,
+ *   ResourcesUpdate, Worker) with every field present (null, never undefined). The core hands over rows
+ *   it owns (already validated and copied); a backend may keep them as they are. Rows a backend returns
+ *   must not be mutated later by the backend (memory freezes them; SQL returns fresh objects), because
+ *   the core returns them to callers (DECISIONS row 9). Unknown extra keys of a Span must round-trip.
+ * - **Not found** is `null` from getters (never an exception); the core turns it into NotFoundError.
+ *   `update*` are only called for rows the core has just read in the same transaction.
+ * - **Ordering.** The queue is FIFO. `insertSpans` returns the inserted spans in input order. Queries
+ *   without a sort return insertion order (SQL: by an autoincrement rowid).
+ * - **Queries** come as a `QuerySpec` (query.ts): `must` and `where` field conditions (exact / within /
+ *   contains; a null operand adds no condition; `within: []` matches nothing; `contains` is a substring
+ *   test on strings and element membership on JSON arrays), `logic` and/or over `where` (no conditions =
+ *   match all), a stable sort where a null `*_time` sorts last in asc and other nulls first, and
+ *   limit/offset (-1 = all, 0 = none, `total` = matches before paging). `runQuery` in query.ts is the
+ *   reference implementation; a SQL backend pushes the same description down.
+ * - **Errors**: throw typed errors from src/types/errors.ts; `EvictedError` from `query("spans")` when a
+ *   backend dropped that rollout's spans (memory eviction).
+ */
+import type {
+  Attempt,
+  PaginatedResult,
+  ResourcesUpdate,
+  Rollout,
+  Span,
+  StoreStatistics,
+  Worker,
+} from "../types/index.ts";
+import type { QuerySpec } from "./query.ts";
+
+/** The row type of each queryable collection. */
+export interface Rows {
+  rollouts: Rollout;
+  attempts: Attempt;
+  spans: Span;
+  resources: ResourcesUpdate;
+  workers: Worker;
+}
+export type CollectionName = keyof Rows;
+
+/** Fields the core changes on a rollout / attempt / worker: only these are written. */
+export type RolloutPatchRow = Partial<Omit<Rollout, "rollout_id">>;
+export type AttemptPatchRow = Partial<Omit<Attempt, "rollout_id" | "attempt_id">>;
+export type WorkerPatchRow = Partial<Omit<Worker, "worker_id">>;
+
+export interface StorageTx {
+  // Rollouts
+  getRollout(rolloutId: string): Promise<Rollout | null>;
+  /** Inserts new rollouts (ids are fresh; a duplicate id is a bug in the caller). */
+  insertRollouts(rollouts: Rollout[]): Promise<void>;
+  /** Writes only the given fields of an existing rollout; returns the row after the update. */
+  updateRollout(rolloutId: string, patch: RolloutPatchRow): Promise<Rollout>;
+  /** Rollouts whose status is `preparing` or `running` (the watchdog's candidates). */
+  listRunningRollouts(): Promise<Rollout[]>;
+
+  // Attempts (primary key: rollout_id + attempt_id; sequence_id counts up from 1 within a rollout)
+  getAttempt(rolloutId: string, attemptId: string): Promise<Attempt | null>;
+  /** The attempt with the highest sequence_id, or null. */
+  getLatestAttempt(rolloutId: string): Promise<Attempt | null>;
+  /** The latest attempt of each given rollout that has one. */
+  getLatestAttempts(rolloutIds: readonly string[]): Promise<Map<string, Attempt>>;
+  countAttempts(rolloutId: string): Promise<number>;
+  insertAttempt(attempt: Attempt): Promise<void>;
+  updateAttempt(rolloutId: string, attemptId: string, patch: AttemptPatchRow): Promise<Attempt>;
+
+  // Queue of rollout ids (FIFO)
+  pushQueue(rolloutIds: readonly string[]): Promise<void>;
+  /** Removes and returns up to `n` ids from the front. */
+  popQueue(n: number): Promise<string[]>;
+  queueHas(rolloutId: string): Promise<boolean>;
+
+  /**
+   * Inserts spans, skipping any whose (rollout_id, attempt_id, span_id) already exists, in the store
+   * or earlier in the same batch. Returns the inserted spans in input order.
+   */
+  insertSpans(spans: Span[]): Promise<Span[]>;
+
+  // Per-rollout span sequence counters (a missing counter counts as 0)
+  /** Adds `n` to the counter and returns the new value. */
+  incSequence(rolloutId: string, n: number): Promise<number>;
+  /** Raises the counter to at least `value`; returns the stored value. */
+  chmaxSequence(rolloutId: string, value: number): Promise<number>;
+
+  // Resources
+  getResources(resourcesId: string): Promise<ResourcesUpdate | null>;
+  /** Inserts or replaces a snapshot and makes it the latest one. */
+  putResources(resources: ResourcesUpdate): Promise<void>;
+  /** The snapshot added or updated most recently (by write order, then update_time). */
+  getLatestResources(): Promise<ResourcesUpdate | null>;
+
+  // Workers
+  getWorker(workerId: string): Promise<Worker | null>;
+  /** Writes only the given fields; a missing worker is created with the model defaults first. */
+  upsertWorker(workerId: string, patch: WorkerPatchRow): Promise<Worker>;
+
+  query<K extends CollectionName>(collection: K, spec: QuerySpec): Promise<PaginatedResult<Rows[K]>>;
+  /** Row counts per collection (exact: evicted spans are not counted). */
+  counts(): Promise<Record<CollectionName, number>>;
+}
+
+export type TxMode = "r" | "w";
+
+export interface Storage {
+  /** Runs `fn` atomically (see the contract above). */
+  tx<T>(mode: TxMode, fn: (t: StorageTx) => Promise<T>): Promise<T>;
+  /** Backend-specific statistics merged into the store's (e.g. memory thresholds). */
+  statistics?(): Partial<StoreStatistics>;
+  /**
+   * True when other processes may write to the same data (e.g. a shared libSQL server): the core then
+   * also polls in `waitForRollouts`, because their completions raise no local event.
+   */
+  readonly sharedWriters?: boolean;
+  close(): Promise<void>;
+}
