@@ -13,8 +13,13 @@ import type { Arr } from "./reference/ops.ts";
 
 export * as ops from "./reference/ops.ts";
 
-/** The part of a batch the forward pass reads. */
-export type ModelInput = Pick<TokenBatch, "batch_size" | "seq_len" | "input_ids" | "attention_mask" | "position_ids">;
+/** The part of a batch the forward pass reads; the row width T is `inputIds.length / n`. */
+export type ModelInput = Pick<TokenBatch, "n" | "inputIds" | "attentionMask" | "positionIds">;
+
+/** Rows and row width of an input. */
+export function inputShape(input: ModelInput): { B: number; T: number } {
+  return { B: input.n, T: input.n > 0 ? input.inputIds.length / input.n : 0 };
+}
 
 interface LayerCache {
   xIn: Arr;
@@ -40,7 +45,7 @@ export interface ForwardCache {
   xFinal: Arr;
   hFinal: Arr;
   rstdFinal: Arr;
-  /** Next-token targets per row: input_ids[b, t+1] (0 at the last column, whose prediction is unused). */
+  /** Next-token targets per row: inputIds[b, t+1] (0 at the last column, whose prediction is unused). */
   targets: Int32Array;
   logits: Arr;
   lse: Arr;
@@ -50,37 +55,38 @@ export interface ForwardCache {
 export interface ForwardResult<A extends Arr> {
   /** [B*T, vocab] logits at every position. */
   logits: A;
-  /** [B, T] log-prob of input_ids[b,t] predicted from position t-1; 0 at t = 0. */
+  /** [B, T] log-prob of inputIds[b,t] predicted from position t-1; 0 at t = 0. */
   logprob: A;
   /** [B, T] entropy of that prediction; 0 at t = 0. */
   entropy: A;
   cache: ForwardCache;
 }
 
-function validateInput(config: ModelConfig, input: ModelInput): void {
-  const n = input.batch_size * input.seq_len;
-  for (const key of ["input_ids", "attention_mask", "position_ids"] as const) {
-    if (input[key].length !== n) throw new ValidationError(`${key} has ${input[key].length} elements, expected batch_size * seq_len = ${n}`, [key]);
+function validateInput(config: ModelConfig, input: ModelInput): { B: number; T: number } {
+  const { B, T } = inputShape(input);
+  if (!Number.isInteger(T) || T < 1) throw new ValidationError(`inputIds has ${input.inputIds.length} elements, not a multiple of n = ${B}`, ["inputIds"]);
+  for (const key of ["attentionMask", "positionIds"] as const) {
+    if (input[key].length !== B * T) throw new ValidationError(`${key} has ${input[key].length} elements, expected ${B * T}`, [key]);
   }
-  assertSeqLen(config, input.seq_len);
+  assertSeqLen(config, T);
+  return { B, T };
 }
 
 /** Runs the model on a batch. `params` is the flat buffer in `paramLayout(config)` order. */
 export function forward<A extends Arr>(config: ModelConfig, params: A, input: ModelInput): ForwardResult<A> {
-  validateInput(config, input);
+  const { B, T } = validateInput(config, input);
   const p = paramViews(config, params);
-  const { batch_size: B, seq_len: T } = input;
   const N = B * T;
   const d = config.d_model;
   const hd = headDim(config);
   const qDim = config.n_heads * hd;
   const kvDim = config.n_kv_heads * hd;
   const V = config.vocab_size;
-  const pos = input.position_ids;
+  const pos = input.positionIds;
   const norm = { rows: N, dim: d, eps: config.norm_eps };
   const attnDims = { batch: B, seq: T, heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: hd };
 
-  let x = ops.embedding(input.input_ids, p.tok_embeddings, { vocab: V, dim: d });
+  let x = ops.embedding(input.inputIds, p.tok_embeddings, { vocab: V, dim: d });
   const layers: LayerCache[] = [];
   for (let l = 0; l < config.n_layers; l++) {
     const w = (name: string): Arr => p[`layers.${l}.${name}`];
@@ -89,7 +95,7 @@ export function forward<A extends Arr>(config: ModelConfig, params: A, input: Mo
     const qr = ops.rope(ops.matmul(h1, w("wq"), { m: N, k: d, n: qDim }), pos, { rows: N, heads: config.n_heads, headDim: hd, theta: config.rope_theta });
     const kr = ops.rope(ops.matmul(h1, w("wk"), { m: N, k: d, n: kvDim }), pos, { rows: N, heads: config.n_kv_heads, headDim: hd, theta: config.rope_theta });
     const v = ops.matmul(h1, w("wv"), { m: N, k: d, n: kvDim });
-    const { out: attn, probs } = ops.attention(qr, kr, v, input.attention_mask, attnDims);
+    const { out: attn, probs } = ops.attention(qr, kr, v, input.attentionMask, attnDims);
     const xMid = ops.add(xIn, ops.matmul(attn, w("wo"), { m: N, k: qDim, n: d }));
     const { y: h2, rstd: rstd2 } = ops.rmsnorm(xMid, w("ffn_norm"), norm);
     const gate = ops.matmul(h2, w("w_gate"), { m: N, k: d, n: config.d_ff });
@@ -104,7 +110,7 @@ export function forward<A extends Arr>(config: ModelConfig, params: A, input: Mo
     : ops.matmul(hFinal, p.lm_head, { m: N, k: d, n: V });
 
   const targets = new Int32Array(N);
-  for (let b = 0; b < B; b++) for (let t = 0; t + 1 < T; t++) targets[b * T + t] = input.input_ids[b * T + t + 1];
+  for (let b = 0; b < B; b++) for (let t = 0; t + 1 < T; t++) targets[b * T + t] = input.inputIds[b * T + t + 1];
   const rows = ops.logSoftmaxGatherEntropy(logits, targets, { rows: N, vocab: V });
   // Shift: the prediction made at t-1 belongs to token t.
   const logprob = ops.alloc(params, N);
@@ -131,14 +137,14 @@ export function backward<A extends Arr>(config: ModelConfig, params: A, cache: F
   const p = paramViews(config, params);
   const grads = ops.alloc(params, params.length) as A;
   const g = paramViews(config, grads);
-  const { batch_size: B, seq_len: T } = cache.input;
+  const { B, T } = inputShape(cache.input);
   const N = B * T;
   const d = config.d_model;
   const hd = headDim(config);
   const qDim = config.n_heads * hd;
   const kvDim = config.n_kv_heads * hd;
   const V = config.vocab_size;
-  const pos = cache.input.position_ids;
+  const pos = cache.input.positionIds;
   const dims = { rows: N, dim: d };
   const attnDims = { batch: B, seq: T, heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: hd };
 
@@ -199,6 +205,6 @@ export function backward<A extends Arr>(config: ModelConfig, params: A, cache: F
     gw("attn_norm").set(n1.dw);
     dx = ops.add(dxMid, n1.dx);
   }
-  ops.addInPlace(g.tok_embeddings, ops.embeddingBackward(cache.input.input_ids, dx, { vocab: V, dim: d }));
+  ops.addInPlace(g.tok_embeddings, ops.embeddingBackward(cache.input.inputIds, dx, { vocab: V, dim: d }));
   return grads;
 }

@@ -12,22 +12,25 @@ import type { ModelConfig } from "./config.ts";
 /** 0/1 masks may come as any integer or float typed array. */
 export type MaskArray = Int32Array | Uint8Array | Float32Array;
 
-/** A padded token batch (data keys snake_case, as verl's DataProto). */
+/**
+ * A padded token batch. Field names match the Wasm core's `BatchTensors` (src/wasm/types.ts), so its
+ * batch layout output can be passed as it is.
+ */
 export interface TokenBatch {
-  /** B: number of rows. */
-  batch_size: number;
-  /** T: columns of `input_ids` (= P + R). */
-  seq_len: number;
-  /** R: the last R columns are the response; 1 <= R <= T - 1 (column 0 has no prediction). */
-  response_length: number;
-  /** [B, T] token ids. */
-  input_ids: Int32Array;
-  /** [B, T] 1 for real tokens, 0 for padding. */
-  attention_mask: MaskArray;
-  /** [B, T] rotary positions, `max(cumsum(attention_mask) - 1, 0)` per row. */
-  position_ids: Int32Array;
-  /** [B, R] tokens trained on; defaults to the last R columns of `attention_mask`. */
-  response_mask?: MaskArray;
+  /** Number of rows (B). */
+  n: number;
+  /** Prompt columns (left-padded); P >= 1. */
+  P: number;
+  /** Response columns (right-padded), the last R of each row; R >= 1. Row width T = P + R. */
+  R: number;
+  /** [n, T] token ids. */
+  inputIds: Int32Array;
+  /** [n, T] 1 for real tokens, 0 for padding. */
+  attentionMask: MaskArray;
+  /** [n, T] rotary positions, `max(cumsum(attentionMask) - 1, 0)` per row. */
+  positionIds: Int32Array;
+  /** [n, R] tokens trained on; defaults to the last R columns of `attentionMask`. */
+  responseMask?: MaskArray;
 }
 
 /** The four verl aggregation modes (trace-train.md §9.7). */

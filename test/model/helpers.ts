@@ -1,4 +1,5 @@
-import { Rng } from "../../src/model/init.ts";
+import type { Rng } from "../../src/model/init.ts";
+import type { ModelInput } from "../../src/model/reference.ts";
 
 /** Float64 array of normals with the given std. */
 export function randn(rng: Rng, n: number, std = 1): Float64Array {
@@ -62,4 +63,23 @@ export function maxScaledErr(a: ArrayLike<number>, b: ArrayLike<number>, indices
     scale = Math.max(scale, Math.abs(b[i]));
   }
   return err / Math.max(scale, 1e-12);
+}
+
+/** A random left-padded batch with verl position ids (max(cumsum(mask) - 1, 0)). */
+export function randomInput(rng: Rng, vocab: number, B: number, T: number): ModelInput {
+  const input_ids = new Int32Array(B * T);
+  const attention_mask = new Int32Array(B * T);
+  const position_ids = new Int32Array(B * T);
+  for (let b = 0; b < B; b++) {
+    const pad = randInt(rng, 0, Math.max(0, T - 3));
+    let c = 0;
+    for (let t = 0; t < T; t++) {
+      const real = t >= pad ? 1 : 0;
+      attention_mask[b * T + t] = real;
+      input_ids[b * T + t] = real ? randInt(rng, 0, vocab - 1) : 0;
+      c += real;
+      position_ids[b * T + t] = Math.max(c - 1, 0);
+    }
+  }
+  return { n: B, inputIds: input_ids, attentionMask: attention_mask, positionIds: position_ids };
 }

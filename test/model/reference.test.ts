@@ -1,27 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { paramCount, paramLayout, parseModelConfig, type ModelConfig } from "../../src/model/config.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
-import { backward, forward, type ModelInput } from "../../src/model/reference.ts";
-import { dot, maxScaledErr, numericGrad, randInt, randn, sampleIndices } from "./helpers.ts";
-
-/** A random left-padded batch with verl position ids (max(cumsum(mask) - 1, 0)). */
-export function randomInput(rng: Rng, vocab: number, B: number, T: number): ModelInput {
-  const input_ids = new Int32Array(B * T);
-  const attention_mask = new Int32Array(B * T);
-  const position_ids = new Int32Array(B * T);
-  for (let b = 0; b < B; b++) {
-    const pad = randInt(rng, 0, Math.max(0, T - 3));
-    let c = 0;
-    for (let t = 0; t < T; t++) {
-      const real = t >= pad ? 1 : 0;
-      attention_mask[b * T + t] = real;
-      input_ids[b * T + t] = real ? randInt(rng, 0, vocab - 1) : 0;
-      c += real;
-      position_ids[b * T + t] = Math.max(c - 1, 0);
-    }
-  }
-  return { batch_size: B, seq_len: T, input_ids, attention_mask, position_ids };
-}
+import { backward, forward } from "../../src/model/reference.ts";
+import { dot, maxScaledErr, numericGrad, randInt, randn, randomInput, sampleIndices } from "./helpers.ts";
 
 function tinyConfig(rng: Rng, tie: boolean): ModelConfig {
   const kv = randInt(rng, 1, 2);
@@ -81,7 +62,7 @@ describe("reference model", () => {
     const V = c.vocab_size;
     const row = logits.subarray(3 * V, 4 * V);
     const lse = Math.log(Array.from(row).reduce((a, z) => a + Math.exp(z), 0));
-    expect(logprob[4]).toBeCloseTo(row[input.input_ids[4]] - lse, 5);
+    expect(logprob[4]).toBeCloseTo(row[input.inputIds[4]] - lse, 5);
     for (let i = 0; i < entropy.length; i++) expect(entropy[i]).toBeGreaterThanOrEqual(0);
   });
 
@@ -90,11 +71,11 @@ describe("reference model", () => {
     const c = tinyConfig(rng, true);
     const params = initParams(c, 2);
     const input = randomInput(rng, c.vocab_size, 1, 7);
-    input.attention_mask.set([0, 0, 1, 1, 1, 1, 1]);
+    input.attentionMask.set([0, 0, 1, 1, 1, 1, 1]);
     const base = forward(c, params, input).logprob;
-    const changed = { ...input, input_ids: input.input_ids.slice() };
-    changed.input_ids[0] = (changed.input_ids[0] + 1) % c.vocab_size; // a padding token
-    changed.input_ids[6] = (changed.input_ids[6] + 1) % c.vocab_size; // the last token
+    const changed = { ...input, inputIds: input.inputIds.slice() };
+    changed.inputIds[0] = (changed.inputIds[0] + 1) % c.vocab_size; // a padding token
+    changed.inputIds[6] = (changed.inputIds[6] + 1) % c.vocab_size; // the last token
     const after = forward(c, params, changed).logprob;
     for (let t = 3; t < 6; t++) expect(after[t]).toBe(base[t]);
   });

@@ -104,7 +104,7 @@ export function embedding(ids: ArrayLike<number>, table: Arr, { vocab, dim }: Em
   const out = alloc(table, ids.length * dim);
   for (let r = 0; r < ids.length; r++) {
     const id = ids[r];
-    if (!(id >= 0 && id < vocab && Number.isInteger(id))) throw new ValidationError(`token id ${id} outside [0, ${vocab})`, ["input_ids", r]);
+    if (!(id >= 0 && id < vocab && Number.isInteger(id))) throw new ValidationError(`token id ${id} outside [0, ${vocab})`, ["inputIds", r]);
     out.set(table.subarray(id * dim, (id + 1) * dim), r * dim);
   }
   return out;
