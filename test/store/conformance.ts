@@ -386,6 +386,13 @@ function queueTests(env: Env): void {
       expect(second.status).toBe("preparing");
     });
 
+    it("a dequeued retry numbers its attempt after every existing attempt, manual ones included", async () => {
+      const r = await env.store.startRollout("a");
+      await env.store.startAttempt(r.rollout_id);
+      await env.store.updateRollout(r.rollout_id, { status: "requeuing" });
+      expect((await env.store.dequeueRollout())!.attempt.sequence_id).toBe(3);
+    });
+
     it("updateRollout to queuing on an already queued rollout does not queue it twice", async () => {
       const a = await env.store.enqueueRollout("a");
       await env.store.updateRollout(a.rollout_id, { status: "queuing" });
@@ -451,6 +458,15 @@ function queueTests(env: Env): void {
         expect(done).toHaveLength(1);
         expect(done[0]).toMatchObject({ status: "succeeded", end_time: env.clock.now() });
       }
+    });
+
+    // Row 6 allows a manual retry of any finished rollout; row 16 only stops attempts from overriding a cancel.
+    it("startAttempt on a cancelled rollout is a manual retry: preparing, end_time cleared", async () => {
+      const r = await env.store.enqueueRollout("x");
+      await env.store.updateRollout(r.rollout_id, { status: "cancelled" });
+      const revived = await env.store.startAttempt(r.rollout_id);
+      expect(revived).toMatchObject({ status: "preparing", end_time: null });
+      expect(revived.attempt.sequence_id).toBe(1);
     });
 
     it("a waiter blocked on a revived rollout wakes only when it finishes again (DECISIONS row 6)", async () => {
@@ -625,6 +641,17 @@ function statusDerivationTests(env: Env): void {
       const a = await env.store.updateAttempt(r.rollout_id, "latest", { metadata: { note: "hi" } });
       expect(a.status).toBe("preparing");
       expect(a.metadata).toEqual({ note: "hi" });
+      expect((await env.store.getRolloutById(r.rollout_id))!.status).toBe("running");
+    });
+
+    // Row 5 names metadata-only updates; a worker- or heartbeat-only update is no status change either.
+    it.each([
+      ["worker_id", { worker_id: "w7" }],
+      ["last_heartbeat_time", { last_heartbeat_time: T0 + 0.5 }],
+    ] as const)("a %s-only updateAttempt leaves a hand-set rollout status alone", async (_label, patch) => {
+      const r = await env.store.startRollout("x");
+      await env.store.updateRollout(r.rollout_id, { status: "running" });
+      await env.store.updateAttempt(r.rollout_id, "latest", patch);
       expect((await env.store.getRolloutById(r.rollout_id))!.status).toBe("running");
     });
 
@@ -896,6 +923,25 @@ function watchdogTests(env: Env): void {
       const attempts = (await env.store.queryAttempts(r.rollout_id)).items;
       expect(attempts.map((a) => a.status)).toEqual(["preparing", "preparing"]);
       expect(attemptOf(await scanAndGet(r.rollout_id)).attempt_id).toBe(second.attempt.attempt_id);
+    });
+
+    it("waitForRollouts and dequeueRollout run the watchdog first", async () => {
+      const failing = await env.store.startRollout(1, { config: { timeout_seconds: 1 } });
+      const retried = await env.store.startRollout(2, { config: { timeout_seconds: 1, max_attempts: 2, retry_condition: ["timeout"] } });
+      env.clock.advance(2);
+      const done = await env.store.waitForRollouts({ rollout_ids: [failing.rollout_id, retried.rollout_id], timeout: 0 });
+      expect(done.map((r) => [r.rollout_id, r.status])).toEqual([[failing.rollout_id, "failed"]]);
+      const again = (await env.store.dequeueRollout())!;
+      expect(again.rollout_id).toBe(retried.rollout_id);
+      expect(again.attempt.sequence_id).toBe(2);
+    });
+
+    it("dequeueRollout claims a rollout the watchdog requeues in the same call", async () => {
+      const r = await env.store.startRollout(1, { config: { unresponsive_seconds: 1, max_attempts: 2, retry_condition: ["unresponsive"] } });
+      env.clock.advance(1.5);
+      const again = (await env.store.dequeueRollout({ worker_id: "w2" }))!;
+      expect(again).toMatchObject({ rollout_id: r.rollout_id, status: "preparing" });
+      expect(again.attempt).toMatchObject({ sequence_id: 2, worker_id: "w2", start_time: T0 + 1.5 });
     });
 
     it("a waiter is woken when the watchdog fails a rollout", async () => {
@@ -1781,6 +1827,20 @@ function workerTests(env: Env): void {
       expect(await env.store.updateWorker("w2")).toMatchObject({ heartbeat_stats: null, status: "unknown" });
     });
 
+    it("updateWorker is only a heartbeat: a busy worker stays busy on its attempt", async () => {
+      const r = await env.store.startRollout(1, { worker_id: "w1" });
+      env.clock.advance(2);
+      const w = await env.store.updateWorker("w1", { q: 1 });
+      expect(w).toMatchObject({
+        status: "busy",
+        last_busy_time: T0,
+        last_heartbeat_time: T0 + 2,
+        heartbeat_stats: { q: 1 },
+        current_rollout_id: r.rollout_id,
+        current_attempt_id: r.attempt.attempt_id,
+      });
+    });
+
     it("getWorkerById gives null for an unknown worker", async () => {
       expect(await env.store.getWorkerById("nobody")).toBeNull();
     });
@@ -2133,6 +2193,18 @@ function copyTests(env: Env): void {
       const got = (await env.store.getWorkerById("w1"))!;
       tryMutate(() => (got.current_rollout_id = "ro-evil"));
       expect(await env.store.getWorkerById("w1")).toMatchObject({ status: "unknown", heartbeat_stats: { load: { one: 1 } }, current_rollout_id: null });
+    });
+
+    it("mutating a dequeued rollout does not change the store", async () => {
+      const r = await env.store.enqueueRollout({ a: 1 }, { metadata: { m: 1 } });
+      const got = (await env.store.dequeueRollout())!;
+      tryMutate(() => (got.status = "succeeded"));
+      tryMutate(() => (got.attempt.status = "failed"));
+      tryMutate(() => ((got.metadata as Record<string, unknown>).m = 2));
+      tryMutate(() => ((got.input as Record<string, unknown>).a = 2));
+      const stored = (await env.store.getRolloutById(r.rollout_id))!;
+      expect(stored).toMatchObject({ status: "preparing", metadata: { m: 1 }, input: { a: 1 } });
+      expect(attemptOf(stored).status).toBe("preparing");
     });
 
     it("mutating a page of results does not change later queries", async () => {
