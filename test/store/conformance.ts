@@ -914,6 +914,14 @@ function watchdogTests(env: Env): void {
       expect(attemptOf(await scanAndGet(free.rollout_id)).status).toBe("preparing");
     });
 
+    it("a rollout set running by hand without any attempt is skipped, not an error", async () => {
+      const r = await env.store.enqueueRollout(1, { config: { timeout_seconds: 1, unresponsive_seconds: 1 } });
+      await env.store.updateRollout(r.rollout_id, { status: "running" });
+      env.clock.advance(10);
+      expect((await env.store.queryRollouts()).items.map((x) => x.status)).toEqual(["running"]);
+      expect(await env.store.getLatestAttempt(r.rollout_id)).toBeNull();
+    });
+
     it("only the latest attempt is checked", async () => {
       const r = await env.store.startRollout(1, { config: { timeout_seconds: 5 } });
       env.clock.advance(4);
@@ -1078,6 +1086,8 @@ function spanTests(env: Env): void {
       await env.store.addSpan(makeSpan(at(r), 1));
       expect(await env.store.querySpans("ro-000000000000")).toEqual({ items: [], limit: -1, offset: 0, total: 0 });
       expect((await env.store.querySpans(r.rollout_id, { attempt_id: "at-00000000" })).total).toBe(0);
+      const other = await env.store.startRollout(2);
+      expect((await env.store.querySpans(r.rollout_id, { attempt_id: other.attempt.attempt_id })).total).toBe(0);
     });
 
     it("querySpans with attempt_id selects one attempt; 'latest' the latest one; none when there are no attempts", async () => {
