@@ -1,0 +1,110 @@
+import { LightningError } from "../types/errors.ts";
+import { detectRuntime, getNavigatorGpu, type GpuRuntime } from "./navigator.ts";
+
+/** Raised when this runtime or machine offers no WebGPU adapter. The message says how to get one. */
+export class GpuUnavailableError extends LightningError {
+  override readonly errorType = "GpuUnavailableError";
+  override readonly status = 503;
+}
+
+export const GPU_HELP =
+  "Install a Vulkan driver for your GPU, or on a machine without one Mesa's software rasteriser lavapipe " +
+  "(Debian bookworm: `apt-get install -t bookworm-backports mesa-vulkan-drivers libvulkan1`). " +
+  "Node uses the `webgpu` package, Bun `bun-webgpu`, Deno and browsers their built-in navigator.gpu.";
+
+/** Features that change how kernels can be written; requested when the adapter has them. */
+export const INTERESTING_FEATURES = ["shader-f16", "subgroups", "timestamp-query"] as const;
+export type GpuFeature = (typeof INTERESTING_FEATURES)[number];
+
+/** Limits worth raising to the adapter's maximum: big weight buffers and big workgroups. */
+const RAISED_LIMITS = [
+  "maxBufferSize",
+  "maxStorageBufferBindingSize",
+  "maxComputeWorkgroupStorageSize",
+  "maxComputeInvocationsPerWorkgroup",
+  "maxComputeWorkgroupSizeX",
+  "maxComputeWorkgroupSizeY",
+  "maxStorageBuffersPerShaderStage",
+  "maxComputeWorkgroupsPerDimension",
+] as const;
+type RaisedLimit = (typeof RAISED_LIMITS)[number];
+
+export interface GpuDeviceOptions {
+  powerPreference?: GPUPowerPreference;
+  /** Ask for these features too; missing ones are skipped, not fatal. Default: INTERESTING_FEATURES. */
+  features?: readonly GpuFeature[];
+}
+
+export interface GpuAdapterReport {
+  runtime: GpuRuntime;
+  vendor: string;
+  architecture: string;
+  device: string;
+  description: string;
+  /** True for CPU implementations (lavapipe/llvmpipe, SwiftShader, WARP). */
+  software: boolean;
+  features: GpuFeature[];
+  /** The limits this device got, for the raised ones (adapter maximum). */
+  limits: Record<RaisedLimit, number>;
+}
+
+export interface GpuDeviceHandle {
+  device: GPUDevice;
+  report: GpuAdapterReport;
+}
+
+const SOFTWARE_PATTERN = /llvmpipe|lavapipe|swiftshader|software|warp|microsoft basic render/i;
+
+/** Gets a GPUDevice in Node, Bun, Deno or a browser, with the useful limits raised, or throws GpuUnavailableError. */
+export async function requestGpuDevice(options: GpuDeviceOptions = {}): Promise<GpuDeviceHandle> {
+  const runtime = detectRuntime();
+  let gpu: GPU | null;
+  try {
+    gpu = await getNavigatorGpu();
+  } catch (cause) {
+    throw new GpuUnavailableError(`WebGPU could not be loaded in ${runtime}: ${String(cause)}. ${GPU_HELP}`, { cause });
+  }
+  if (gpu === null) throw new GpuUnavailableError(`This ${runtime} runtime has no WebGPU (navigator.gpu). ${GPU_HELP}`);
+  const adapter = await gpu.requestAdapter({ powerPreference: options.powerPreference ?? "high-performance" });
+  if (adapter === null) throw new GpuUnavailableError(`WebGPU found no adapter in ${runtime}. ${GPU_HELP}`);
+
+  const wanted = options.features ?? INTERESTING_FEATURES;
+  const features = wanted.filter((f) => adapter.features.has(f));
+  const requiredLimits: Record<string, number> = {};
+  for (const name of RAISED_LIMITS) requiredLimits[name] = adapter.limits[name];
+  const device = await adapter.requestDevice({ requiredFeatures: features, requiredLimits });
+  const info = adapter.info;
+  const text = `${info.vendor} ${info.architecture} ${info.device} ${info.description}`;
+  const limits = {} as Record<RaisedLimit, number>;
+  for (const name of RAISED_LIMITS) limits[name] = device.limits[name];
+  return {
+    device,
+    report: {
+      runtime,
+      vendor: info.vendor,
+      architecture: info.architecture,
+      device: info.device,
+      description: info.description,
+      software: SOFTWARE_PATTERN.test(text) || (info as { isFallbackAdapter?: boolean }).isFallbackAdapter === true,
+      features,
+      limits,
+    },
+  };
+}
+
+/** True when requestGpuDevice would succeed; for tests and backend selection. Never throws. */
+export async function probeGpu(): Promise<{ ok: true; report: GpuAdapterReport } | { ok: false; reason: string }> {
+  try {
+    const handle = await requestGpuDevice();
+    handle.device.destroy();
+    return { ok: true, report: handle.report };
+  } catch (e) {
+    return { ok: false, reason: e instanceof Error ? e.message : String(e) };
+  }
+}
+
+/** One line for logs: "mesa software llvmpipe (software) via node; shader-f16,subgroups". */
+export function describeAdapter(r: GpuAdapterReport): string {
+  const kind = r.software ? "software" : "hardware";
+  return `${r.vendor || "unknown vendor"} ${r.architecture || "?"} ${r.description || r.device} (${kind}) via ${r.runtime}; features: ${r.features.join(",") || "none"}`;
+}

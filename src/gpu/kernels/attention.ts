@@ -1,0 +1,260 @@
+import { groupsFor, memoKernel, type GpuContext, type GpuTuning } from "../context.ts";
+
+/**
+ * Causal grouped-query attention, flash style: one thread per query (forward, dQ) or per key (dK/dV),
+ * a workgroup shares tiles of the other side through workgroup memory, and the softmax runs online so no
+ * [T, T] score matrix exists. The forward keeps only the row log-sum-exp for the backward.
+ * Visibility (src/model/config.ts): key j is visible to query i iff j == i or (j < i and mask[j] == 1).
+ * q/out/dq: [B*T, H*hd]; k/v/dk/dv: [B*T, KV*hd]; mask, positions: [B*T] u32; lse, D: [B, H, T].
+ */
+
+export interface AttentionShape {
+  batch: number;
+  seq: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+}
+
+const LAYOUT = { T: "u32", H: "u32", KV: "u32", scale: "f32" } as const;
+
+/** Rows of the shared side per tile, sized so `perRowFloats * rows` f32 fit in workgroup memory. */
+function tileRows(t: GpuTuning, perRowFloats: number): number {
+  return Math.max(1, Math.min(t.attentionQueries, Math.floor(t.workgroupStorageBytes / (perRowFloats * 4))));
+}
+
+function params(s: AttentionShape): Record<string, number> {
+  return { T: s.seq, H: s.heads, KV: s.kvHeads, scale: 1 / Math.sqrt(s.headDim) };
+}
+
+const VISIBLE = `fn visible(maskBase: u32, i: u32, j: u32) -> bool { return j == i || (j < i && mask[maskBase + j] != 0u); }`;
+
+export function attentionForward(ctx: GpuContext, q: GPUBuffer, k: GPUBuffer, v: GPUBuffer, mask: GPUBuffer, out: GPUBuffer, lse: GPUBuffer, s: AttentionShape): void {
+  const Q = ctx.tuning.attentionQueries;
+  const HD = s.headDim;
+  const KT = tileRows(ctx.tuning, 2 * HD);
+  const kernel = memoKernel(ctx.tuning, `attn_fwd_${HD}`, LAYOUT, () => `
+const Q = ${Q}u; const HD = ${HD}u; const KT = ${KT}u;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(4) var<storage, read> mask: array<u32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(6) var<storage, read_write> lse: array<f32>;
+var<workgroup> Ks: array<f32, ${KT * HD}>;
+var<workgroup> Vs: array<f32, ${KT * HD}>;
+${VISIBLE}
+@compute @workgroup_size(${Q})
+fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
+  let b = wg.z; let h = wg.y; let i = wg.x * Q + lid;
+  let kvh = h / (P.H / P.KV);
+  let valid = i < P.T;
+  let qo = ((b * P.T + i) * P.H + h) * HD;
+  var qv: array<f32, ${HD}>;
+  var acc: array<f32, ${HD}>;
+  if (valid) { for (var d = 0u; d < HD; d++) { qv[d] = q[qo + d]; } }
+  var m = -3.0e38;
+  var l = 0.0;
+  let lastKey = min(wg.x * Q + Q, P.T);
+  for (var j0 = 0u; j0 < lastKey; j0 += KT) {
+    for (var e = lid; e < KT * HD; e += Q) {
+      let jj = j0 + e / HD;
+      if (jj < P.T) {
+        let ko = ((b * P.T + jj) * P.KV + kvh) * HD + e % HD;
+        Ks[e] = k[ko];
+        Vs[e] = v[ko];
+      }
+    }
+    workgroupBarrier();
+    if (valid) {
+      let jEnd = min(j0 + KT, i + 1u);
+      for (var j = j0; j < jEnd; j++) {
+        if (!visible(b * P.T, i, j)) { continue; }
+        let base = (j - j0) * HD;
+        var sc = 0.0;
+        for (var d = 0u; d < HD; d++) { sc = fma(qv[d], Ks[base + d], sc); }
+        sc *= P.scale;
+        let mNew = max(m, sc);
+        let corr = exp(m - mNew);
+        let p = exp(sc - mNew);
+        l = l * corr + p;
+        for (var d = 0u; d < HD; d++) { acc[d] = fma(p, Vs[base + d], acc[d] * corr); }
+        m = mNew;
+      }
+    }
+    workgroupBarrier();
+  }
+  if (valid) {
+    for (var d = 0u; d < HD; d++) { out[qo + d] = acc[d] / l; }
+    lse[(b * P.H + h) * P.T + i] = m + log(l);
+  }
+}
+`);
+  ctx.dispatch(kernel, params(s), [q, k, v, mask, out, lse], [groupsFor(s.seq, Q), s.heads, s.batch]);
+}
+
+/** dq for each query, and D_i = dot(dO_i, O_i) that the dK/dV pass needs. */
+function attentionBackwardQuery(ctx: GpuContext, b: AttentionBuffers, s: AttentionShape): void {
+  const Q = ctx.tuning.attentionQueries;
+  const HD = s.headDim;
+  const KT = tileRows(ctx.tuning, 2 * HD);
+  const kernel = memoKernel(ctx.tuning, `attn_bwd_q_${HD}`, LAYOUT, () => `
+const Q = ${Q}u; const HD = ${HD}u; const KT = ${KT}u;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(4) var<storage, read> mask: array<u32>;
+@group(0) @binding(5) var<storage, read> o: array<f32>;
+@group(0) @binding(6) var<storage, read> dout: array<f32>;
+@group(0) @binding(7) var<storage, read> lse: array<f32>;
+@group(0) @binding(8) var<storage, read_write> dq: array<f32>;
+@group(0) @binding(9) var<storage, read_write> Dsum: array<f32>;
+var<workgroup> Ks: array<f32, ${KT * HD}>;
+var<workgroup> Vs: array<f32, ${KT * HD}>;
+${VISIBLE}
+@compute @workgroup_size(${Q})
+fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
+  let b = wg.z; let h = wg.y; let i = wg.x * Q + lid;
+  let kvh = h / (P.H / P.KV);
+  let valid = i < P.T;
+  let qo = ((b * P.T + i) * P.H + h) * HD;
+  let li = (b * P.H + h) * P.T + i;
+  var qv: array<f32, ${HD}>;
+  var dov: array<f32, ${HD}>;
+  var acc: array<f32, ${HD}>;
+  var Di = 0.0;
+  var L = 0.0;
+  if (valid) {
+    for (var d = 0u; d < HD; d++) { qv[d] = q[qo + d]; dov[d] = dout[qo + d]; Di = fma(dov[d], o[qo + d], Di); }
+    L = lse[li];
+  }
+  let lastKey = min(wg.x * Q + Q, P.T);
+  for (var j0 = 0u; j0 < lastKey; j0 += KT) {
+    for (var e = lid; e < KT * HD; e += Q) {
+      let jj = j0 + e / HD;
+      if (jj < P.T) {
+        let ko = ((b * P.T + jj) * P.KV + kvh) * HD + e % HD;
+        Ks[e] = k[ko];
+        Vs[e] = v[ko];
+      }
+    }
+    workgroupBarrier();
+    if (valid) {
+      let jEnd = min(j0 + KT, i + 1u);
+      for (var j = j0; j < jEnd; j++) {
+        if (!visible(b * P.T, i, j)) { continue; }
+        let base = (j - j0) * HD;
+        var sc = 0.0;
+        var dp = 0.0;
+        for (var d = 0u; d < HD; d++) { sc = fma(qv[d], Ks[base + d], sc); dp = fma(dov[d], Vs[base + d], dp); }
+        let p = exp(sc * P.scale - L);
+        let ds = p * (dp - Di);
+        for (var d = 0u; d < HD; d++) { acc[d] = fma(ds, Ks[base + d], acc[d]); }
+      }
+    }
+    workgroupBarrier();
+  }
+  if (valid) {
+    for (var d = 0u; d < HD; d++) { dq[qo + d] = acc[d] * P.scale; }
+    Dsum[li] = Di;
+  }
+}
+`);
+  ctx.dispatch(kernel, params(s), [b.q, b.k, b.v, b.mask, b.out, b.dout, b.lse, b.dq, b.D], [groupsFor(s.seq, Q), s.heads, s.batch]);
+}
+
+/** dk, dv for each key: sums over the query heads of its group and the queries that see it. */
+function attentionBackwardKeyValue(ctx: GpuContext, b: AttentionBuffers, s: AttentionShape): void {
+  const Q = ctx.tuning.attentionQueries;
+  const HD = s.headDim;
+  const QT = tileRows(ctx.tuning, 2 * HD + 2);
+  const kernel = memoKernel(ctx.tuning, `attn_bwd_kv_${HD}`, LAYOUT, () => `
+const Q = ${Q}u; const HD = ${HD}u; const QT = ${QT}u;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(4) var<storage, read> mask: array<u32>;
+@group(0) @binding(5) var<storage, read> dout: array<f32>;
+@group(0) @binding(6) var<storage, read> lse: array<f32>;
+@group(0) @binding(7) var<storage, read> Dsum: array<f32>;
+@group(0) @binding(8) var<storage, read_write> dk: array<f32>;
+@group(0) @binding(9) var<storage, read_write> dv: array<f32>;
+var<workgroup> Qs: array<f32, ${QT * HD}>;
+var<workgroup> dOs: array<f32, ${QT * HD}>;
+var<workgroup> Ls: array<f32, ${QT}>;
+var<workgroup> Ds: array<f32, ${QT}>;
+${VISIBLE}
+@compute @workgroup_size(${Q})
+fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
+  let b = wg.z; let kvh = wg.y; let j = wg.x * Q + lid;
+  let grp = P.H / P.KV;
+  let valid = j < P.T;
+  let ko = ((b * P.T + j) * P.KV + kvh) * HD;
+  var kv: array<f32, ${HD}>;
+  var vv: array<f32, ${HD}>;
+  var dkAcc: array<f32, ${HD}>;
+  var dvAcc: array<f32, ${HD}>;
+  if (valid) { for (var d = 0u; d < HD; d++) { kv[d] = k[ko + d]; vv[d] = v[ko + d]; } }
+  let firstQuery = wg.x * Q;
+  for (var hh = 0u; hh < grp; hh++) {
+    let h = kvh * grp + hh;
+    for (var i0 = firstQuery; i0 < P.T; i0 += QT) {
+      for (var e = lid; e < QT * HD; e += Q) {
+        let ii = i0 + e / HD;
+        if (ii < P.T) {
+          let qo = ((b * P.T + ii) * P.H + h) * HD + e % HD;
+          Qs[e] = q[qo];
+          dOs[e] = dout[qo];
+        }
+      }
+      for (var e = lid; e < QT; e += Q) {
+        if (i0 + e < P.T) { Ls[e] = lse[(b * P.H + h) * P.T + i0 + e]; Ds[e] = Dsum[(b * P.H + h) * P.T + i0 + e]; }
+      }
+      workgroupBarrier();
+      if (valid) {
+        let iEnd = min(i0 + QT, P.T);
+        for (var i = max(i0, j); i < iEnd; i++) {
+          if (!visible(b * P.T, i, j)) { continue; }
+          let base = (i - i0) * HD;
+          var sc = 0.0;
+          var dp = 0.0;
+          for (var d = 0u; d < HD; d++) { sc = fma(Qs[base + d], kv[d], sc); dp = fma(dOs[base + d], vv[d], dp); }
+          let p = exp(sc * P.scale - Ls[i - i0]);
+          let ds = p * (dp - Ds[i - i0]);
+          for (var d = 0u; d < HD; d++) {
+            dvAcc[d] = fma(p, dOs[base + d], dvAcc[d]);
+            dkAcc[d] = fma(ds, Qs[base + d], dkAcc[d]);
+          }
+        }
+      }
+      workgroupBarrier();
+    }
+  }
+  if (valid) {
+    for (var d = 0u; d < HD; d++) { dk[ko + d] = dkAcc[d] * P.scale; dv[ko + d] = dvAcc[d]; }
+  }
+}
+`);
+  ctx.dispatch(kernel, params(s), [b.q, b.k, b.v, b.mask, b.dout, b.lse, b.D, b.dk, b.dv], [groupsFor(s.seq, Q), s.kvHeads, s.batch]);
+}
+
+/** Forward inputs/outputs, the upstream gradient, the gradient outputs, and a [B,H,T] scratch for D. */
+export interface AttentionBuffers {
+  q: GPUBuffer;
+  k: GPUBuffer;
+  v: GPUBuffer;
+  mask: GPUBuffer;
+  out: GPUBuffer;
+  lse: GPUBuffer;
+  dout: GPUBuffer;
+  dq: GPUBuffer;
+  dk: GPUBuffer;
+  dv: GPUBuffer;
+  D: GPUBuffer;
+}
+
+/** Writes (not accumulates) dq, dk, dv. */
+export function attentionBackward(ctx: GpuContext, b: AttentionBuffers, s: AttentionShape): void {
+  attentionBackwardQuery(ctx, b, s);
+  attentionBackwardKeyValue(ctx, b, s);
+}

@@ -1,0 +1,70 @@
+import { groupsFor, memoKernel, type GpuContext } from "../context.ts";
+import { flatIndex, launch1d } from "./grid.ts";
+
+/** out[r, :] = table[ids[r], :]; backward scatter-adds rows of dOut into dTable without atomics
+ * (float atomics do not exist in WGSL): each thread owns one (column, vocab-chunk) and walks the tokens
+ * in order, so the sum order is fixed and runs are bit-identical. */
+
+const GATHER = { rows: "u32", dim: "u32" } as const;
+const SCATTER = { rows: "u32", dim: "u32", vocab: "u32", chunk: "u32" } as const;
+
+/** Vocab rows per scatter thread: trades parallelism against re-reading the ids. */
+const VOCAB_CHUNK = 32;
+
+export function embeddingGather(ctx: GpuContext, ids: GPUBuffer, table: GPUBuffer, out: GPUBuffer, rows: number, dim: number): void {
+  const wg = ctx.tuning.elementwise;
+  const k = memoKernel(ctx.tuning, "embedding_gather", GATHER, () => `
+@group(0) @binding(1) var<storage, read> ids: array<u32>;
+@group(0) @binding(2) var<storage, read> table: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@compute @workgroup_size(${wg})
+fn main(@builtin(global_invocation_id) g: vec3u) {
+  let i = ${flatIndex(wg)};
+  if (i >= P.rows * P.dim) { return; }
+  let r = i / P.dim;
+  out[i] = table[ids[r] * P.dim + i % P.dim];
+}
+`);
+  ctx.dispatch(k, { rows, dim }, [ids, table, out], launch1d(ctx, rows * dim));
+}
+
+/** dTable[v, :] += sum over rows with ids[r] == v of dOut[r, :] (accumulates: gradients are zeroed per step). */
+export function embeddingScatterAdd(ctx: GpuContext, ids: GPUBuffer, dOut: GPUBuffer, dTable: GPUBuffer, rows: number, dim: number, vocab: number): void {
+  const wg = ctx.tuning.elementwise;
+  const k = memoKernel(ctx.tuning, "embedding_scatter", SCATTER, () => `
+@group(0) @binding(1) var<storage, read> ids: array<u32>;
+@group(0) @binding(2) var<storage, read> dOut: array<f32>;
+@group(0) @binding(3) var<storage, read_write> dTable: array<f32>;
+@compute @workgroup_size(${wg})
+fn main(@builtin(global_invocation_id) g: vec3u) {
+  let c = g.x;
+  if (c >= P.dim) { return; }
+  let v0 = g.y * P.chunk;
+  let v1 = min(v0 + P.chunk, P.vocab);
+  for (var r = 0u; r < P.rows; r++) {
+    let v = ids[r];
+    if (v >= v0 && v < v1) { dTable[v * P.dim + c] += dOut[r * P.dim + c]; }
+  }
+}
+`);
+  ctx.dispatch(k, { rows, dim, vocab, chunk: VOCAB_CHUNK }, [ids, dOut, dTable], [groupsFor(dim, wg), groupsFor(vocab, VOCAB_CHUNK)]);
+}
+
+const ROWS = { rows: "u32", dim: "u32" } as const;
+
+/** dst[index[r], :] = src[r, :] for unique indices (the backward of a row gather; other rows untouched). */
+export function scatterRows(ctx: GpuContext, index: GPUBuffer, src: GPUBuffer, dst: GPUBuffer, rows: number, dim: number): void {
+  const wg = ctx.tuning.elementwise;
+  const k = memoKernel(ctx.tuning, "scatter_rows", ROWS, () => `
+@group(0) @binding(1) var<storage, read> index: array<u32>;
+@group(0) @binding(2) var<storage, read> src: array<f32>;
+@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
+@compute @workgroup_size(${wg})
+fn main(@builtin(global_invocation_id) g: vec3u) {
+  let i = ${flatIndex(wg)};
+  if (i >= P.rows * P.dim) { return; }
+  dst[index[i / P.dim] * P.dim + i % P.dim] = src[i];
+}
+`);
+  ctx.dispatch(k, { rows, dim }, [index, src, dst], launch1d(ctx, rows * dim));
+}

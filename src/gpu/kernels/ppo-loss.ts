@@ -1,0 +1,131 @@
+import { memoKernel, type GpuContext } from "../context.ts";
+import { flatIndex, launch1d } from "./grid.ts";
+
+/**
+ * The PPO ("vanilla") policy loss of trace-train.md §9.7 per response token, with its gradient.
+ * Aggregation (token-mean, seq-mean-token-sum, ...) is linear in the per-token loss, so it is folded into a
+ * per-token weight w (0 on masked tokens) computed with the batch on the host: loss = sum w L.
+ * Outputs per token: dlogprob, dentropy (the seeds of the backward pass) and METRIC_COLUMNS partial terms
+ * that {@link columnSums} adds up.
+ */
+
+export const KL_KIND_CODES = { kl: 0, k1: 0, abs: 1, mse: 2, k2: 2, low_var_kl: 3, k3: 3 } as const;
+
+/** Per-token metric columns: weighted pg loss, weighted entropy, weighted kl, and mask-weighted counts. */
+export const METRIC_COLUMNS = ["pg", "entropy", "kl", "clipped", "clipped_lower", "neg_log_ratio", "mask"] as const;
+
+const LAYOUT = {
+  n: "u32",
+  clipLow: "f32",
+  clipHigh: "f32",
+  clipC: "f32",
+  entropyCoeff: "f32",
+  klCoef: "f32",
+  klKind: "u32",
+  hasRef: "u32",
+} as const;
+
+export interface PpoParams {
+  clipLow: number;
+  clipHigh: number;
+  clipC: number;
+  entropyCoeff: number;
+  klCoef: number;
+  klKind: keyof typeof KL_KIND_CODES;
+}
+
+export interface PpoBuffers {
+  logprob: GPUBuffer;
+  oldLogprob: GPUBuffer;
+  advantages: GPUBuffer;
+  entropy: GPUBuffer;
+  /** Reference log-probs (any buffer when klCoef is 0). */
+  refLogprob: GPUBuffer;
+  weight: GPUBuffer;
+  mask: GPUBuffer;
+  dlogprob: GPUBuffer;
+  dentropy: GPUBuffer;
+  /** [n, METRIC_COLUMNS.length] */
+  metrics: GPUBuffer;
+}
+
+export function ppoLoss(ctx: GpuContext, b: PpoBuffers, n: number, p: PpoParams): void {
+  const wg = ctx.tuning.elementwise;
+  const C = METRIC_COLUMNS.length;
+  const k = memoKernel(ctx.tuning, "ppo_loss", LAYOUT, () => `
+@group(0) @binding(1) var<storage, read> logprob: array<f32>;
+@group(0) @binding(2) var<storage, read> oldLogprob: array<f32>;
+@group(0) @binding(3) var<storage, read> adv: array<f32>;
+@group(0) @binding(4) var<storage, read> entropy: array<f32>;
+@group(0) @binding(5) var<storage, read> refLogprob: array<f32>;
+@group(0) @binding(6) var<storage, read> weight: array<f32>;
+@group(0) @binding(7) var<storage, read> mask: array<f32>;
+@group(0) @binding(8) var<storage, read_write> dlogprob: array<f32>;
+@group(0) @binding(9) var<storage, read_write> dentropy: array<f32>;
+@group(0) @binding(10) var<storage, read_write> metrics: array<f32>;
+// kl_penalty(logp, ref) and its derivative in logp, verl's kinds.
+fn klValueGrad(logp: f32, refLp: f32) -> vec2f {
+  let diff = logp - refLp;
+  switch (P.klKind) {
+    case 0u: { return vec2f(diff, 1.0); }
+    case 1u: { return vec2f(abs(diff), sign(diff)); }
+    case 2u: { return vec2f(0.5 * diff * diff, diff); }
+    default: {
+      let xr = refLp - logp;
+      let x = clamp(xr, -20.0, 20.0);
+      let ex = exp(x);
+      let raw = ex - x - 1.0;
+      let val = clamp(raw, -10.0, 10.0);
+      // d/dlogp of exp(x) - x - 1 with x = ref - logp; zero where a clamp is active.
+      let live = xr == x && raw == val;
+      return vec2f(val, select(0.0, 1.0 - ex, live));
+    }
+  }
+}
+@compute @workgroup_size(${wg})
+fn main(@builtin(global_invocation_id) g: vec3u) {
+  let i = ${flatIndex(wg)};
+  if (i >= P.n) { return; }
+  let w = weight[i];
+  let m = mask[i];
+  let A = adv[i];
+  let rawDelta = logprob[i] - oldLogprob[i];
+  let delta = clamp(rawDelta, -20.0, 20.0);
+  let ratio = exp(delta);
+  let dRatio = select(0.0, ratio, rawDelta == delta);
+  let clipped = clamp(ratio, 1.0 - P.clipLow, 1.0 + P.clipHigh);
+  let L1 = -A * ratio;
+  let L2 = -A * clipped;
+  let dL1 = -A * dRatio;
+  let dL2 = select(0.0, dL1, clipped == ratio);
+  var C1 = L1;
+  var dC1 = dL1;
+  if (L2 > L1) { C1 = L2; dC1 = dL2; }
+  let L3 = -A * P.clipC;
+  var L = C1;
+  var dL = dC1;
+  var lower = 0.0;
+  if (A < 0.0) {
+    if (C1 > L3) { L = L3; dL = 0.0; lower = 1.0; }
+  }
+  var kl = vec2f(0.0, 0.0);
+  if (P.hasRef != 0u) { kl = klValueGrad(logprob[i], refLogprob[i]); }
+  dlogprob[i] = w * (dL + P.klCoef * kl.y);
+  dentropy[i] = -P.entropyCoeff * w;
+  let o = i * ${C}u;
+  metrics[o] = w * L;
+  metrics[o + 1u] = w * entropy[i];
+  metrics[o + 2u] = w * kl.x;
+  metrics[o + 3u] = m * select(0.0, 1.0, L2 > L1);
+  metrics[o + 4u] = m * lower;
+  metrics[o + 5u] = m * -delta;
+  metrics[o + 6u] = m;
+}
+`);
+  ctx.dispatch(
+    k,
+    { n, clipLow: p.clipLow, clipHigh: p.clipHigh, clipC: p.clipC, entropyCoeff: p.entropyCoeff, klCoef: p.klCoef, klKind: KL_KIND_CODES[p.klKind], hasRef: p.klCoef !== 0 ? 1 : 0 },
+    [b.logprob, b.oldLogprob, b.advantages, b.entropy, b.refLogprob, b.weight, b.mask, b.dlogprob, b.dentropy, b.metrics],
+    launch1d(ctx, n),
+  );
+}

@@ -1,0 +1,48 @@
+import { memoKernel, type GpuContext } from "../context.ts";
+import { treeSumWgsl } from "./reduce-wgsl.ts";
+
+/** Deterministic reductions: fixed thread/stride assignment and tree sums, so repeated runs are bit-identical. */
+
+const COLS = { rows: "u32", cols: "u32", outOffset: "u32" } as const;
+
+/** out[outOffset + c] = sum over rows of src[r, c] for a [rows, cols] matrix; one workgroup per column. */
+export function columnSums(ctx: GpuContext, src: GPUBuffer, out: GPUBuffer, rows: number, cols: number, outOffset = 0): void {
+  const t = ctx.tuning.rowThreads;
+  const k = memoKernel(ctx.tuning, "column_sums", COLS, () => `
+@group(0) @binding(1) var<storage, read> src: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+${treeSumWgsl(t)}
+@compute @workgroup_size(${t})
+fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
+  let c = wg.x;
+  var s = 0.0;
+  for (var r = lid; r < P.rows; r += THREADS) { s += src[r * P.cols + c]; }
+  let total = treeSum(lid, s);
+  if (lid == 0u) { out[P.outOffset + c] = total; }
+}
+`);
+  ctx.dispatch(k, { rows, cols, outOffset }, [src, out], [cols]);
+}
+
+const SQ = { n: "u32", slot: "u32", groups: "u32" } as const;
+
+/** Workgroups per tensor in {@link sumSquares}; partial sums land in partials[slot * SUMSQ_GROUPS + g]. */
+export const SUMSQ_GROUPS = 32;
+
+/** Partial sums of x^2 of one tensor into `partials` (SUMSQ_GROUPS slots from slot * SUMSQ_GROUPS). */
+export function sumSquares(ctx: GpuContext, x: GPUBuffer, n: number, partials: GPUBuffer, slot: number): void {
+  const t = ctx.tuning.rowThreads;
+  const k = memoKernel(ctx.tuning, "sum_squares", SQ, () => `
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> partials: array<f32>;
+${treeSumWgsl(t)}
+@compute @workgroup_size(${t})
+fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
+  var s = 0.0;
+  for (var i = wg.x * THREADS + lid; i < P.n; i += P.groups * THREADS) { s = fma(x[i], x[i], s); }
+  let total = treeSum(lid, s);
+  if (lid == 0u) { partials[P.slot * P.groups + wg.x] = total; }
+}
+`);
+  ctx.dispatch(k, { n, slot, groups: SUMSQ_GROUPS }, [x, partials], [SUMSQ_GROUPS]);
+}

@@ -1,0 +1,50 @@
+/**
+ * The one place that knows how each runtime exposes WebGPU.
+ * Node: the `webgpu` package (Dawn), Bun: `bun-webgpu` (the `webgpu` package crashes Bun under load),
+ * Deno and browsers: the built-in `navigator.gpu`.
+ */
+
+export type GpuRuntime = "node" | "bun" | "deno" | "browser";
+
+/** Which JavaScript runtime this is (Bun and Deno both also look like Node in places, so test them first). */
+export function detectRuntime(): GpuRuntime {
+  const g = globalThis as Record<string, unknown>;
+  if (g.Bun !== undefined) return "bun";
+  if (g.Deno !== undefined) return "deno";
+  const proc = g.process as { versions?: { node?: string } } | undefined;
+  if (proc?.versions?.node !== undefined) return "node";
+  return "browser";
+}
+
+let cached: Promise<GPU | null> | undefined;
+
+/** The runtime's `GPU` object, or null when this runtime has no WebGPU at all. Installs the WebGPU globals
+ * (GPUBufferUsage, GPUMapMode, ...) where the runtime does not have them built in. */
+export function getNavigatorGpu(): Promise<GPU | null> {
+  cached ??= loadGpu(detectRuntime());
+  return cached;
+}
+
+async function loadGpu(runtime: GpuRuntime): Promise<GPU | null> {
+  switch (runtime) {
+    case "node": {
+      const dawn = await import("webgpu");
+      Object.assign(globalThis, dawn.globals);
+      // Keep the instance alive for the whole process: collecting it tears Dawn down under live devices.
+      return dawn.create([]);
+    }
+    case "bun": {
+      const bunGpu = (await import("bun-webgpu")) as { setupGlobals: () => void };
+      bunGpu.setupGlobals();
+      return navigatorGpu();
+    }
+    case "deno":
+    case "browser":
+      return navigatorGpu();
+  }
+}
+
+function navigatorGpu(): GPU | null {
+  const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator;
+  return nav?.gpu ?? null;
+}
