@@ -8,3 +8,5 @@ export * from "./rollout.ts";
 export * from "./span.ts";
 export * from "./statistics.ts";
 export * from "./worker.ts";
+export * from "./semconv.ts";
+export * from "./attributes.ts";

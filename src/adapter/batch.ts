@@ -1,0 +1,208 @@
+/**
+ * The batch builder (trace-train.md §8.2-8.6): triplets of finished rollouts -> the padded training batch,
+ * at transition level (one row per LLM call) or trajectory level (consecutive calls whose context extends
+ * the previous call merged into one row), with the §8.6 metrics and GRPO group ids.
+ *
+ * Grouping: upstream puts every row of one dataset sample into one group (`uid = data_id`), so turn 1 of
+ * one rollout is compared with turn 5 of another: different prompts in one baseline. `grouping` offers
+ * "sample" (upstream) and "sample_turn" (default: same sample AND same turn index / merged-segment index).
+ * Each batch reports how many groups have all-equal rewards (no gradient under GRPO/RLOO).
+ */
+import { ValidationError } from "../types/errors.ts";
+import type { BatchTensors, Kernels } from "../wasm/types.ts";
+import { toRagged } from "../wasm/validate.ts";
+import { adapterKernels } from "./trace-triplet.ts";
+import type { Triplet } from "./types.ts";
+
+export interface FinishedRollout {
+  rollout_id: string;
+  /** the dataset sample this rollout answers (GRPO groups are built from it) */
+  data_id: string;
+  triplets: Triplet[];
+}
+
+export type Grouping = "sample" | "sample_turn";
+
+export interface BatchBuilderOptions {
+  level?: "transition" | "trajectory";
+  maxPromptLength: number;
+  maxResponseLength: number;
+  padTokenId?: number;
+  /** reward for rollouts without one (default 0; null makes a missing reward an error) */
+  rewardFillna?: number | null;
+  grouping?: Grouping;
+  kernels?: Kernels;
+}
+
+export interface TrainingBatch {
+  tensors: BatchTensors;
+  rewards: Float32Array;
+  dataIds: string[];
+  rolloutIds: string[];
+  /** transition level only */
+  turnIndex: number[] | null;
+  /** dense group id per row, and the key of each group */
+  groups: Int32Array;
+  groupKeys: string[];
+  metrics: Record<string, number>;
+}
+
+interface Row { prompt: number[]; response: number[]; mask: number[] | null; reward: number; dataId: string; rolloutId: string; turn: number }
+
+const ids = (v: unknown): number[] => (Array.isArray(v) ? (v as number[]) : []);
+const tokens = (t: Triplet) => ({ prompt: ids(t.prompt?.token_ids), response: ids(t.response?.token_ids) });
+
+/** The last non-null triplet reward (scanning backwards), or null. */
+export function finalReward(triplets: readonly Triplet[]): number | null {
+  for (let i = triplets.length - 1; i >= 0; i--) if (triplets[i].reward !== null && triplets[i].reward !== undefined) return triplets[i].reward;
+  return null;
+}
+
+const startsWith = (a: number[], prefix: number[]) => a.length >= prefix.length && prefix.every((x, i) => a[i] === x);
+
+/** Splits a rollout's turns into runs where each turn's prompt+response extends the previous turn's. */
+export function mergeRuns(turns: { prompt: number[]; response: number[] }[]): number[][] {
+  const runs: number[][] = [];
+  turns.forEach((t, k) => {
+    const prev = turns[k - 1];
+    if (k > 0 && startsWith([...t.prompt, ...t.response], [...prev.prompt, ...prev.response])) runs[runs.length - 1].push(k);
+    else runs.push([k]);
+  });
+  return runs;
+}
+
+/**
+ * One trajectory row from a run of turns: the first turn's prompt, then every later token, with loss mask
+ * 1 on model-generated tokens and 0 on tokens the environment added. Deviation from upstream (documented):
+ * the two slicing quirks of §8.4 (a mask longer than the response after prompt overflow; the whole prompt
+ * appended again when no new token came between turns) are not reproduced; the row is always exactly the
+ * last turn's prompt+response with a mask aligned to it.
+ */
+export function trajectoryRow(turns: { prompt: number[]; response: number[] }[], run: number[], P: number) {
+  const g0 = turns[run[0]];
+  let prompt = g0.prompt;
+  let resp: number[] = [], mask: number[] = [];
+  if (run[0] > 0 && prompt.length > P) {
+    resp = prompt.slice(P); mask = new Array(resp.length).fill(1); // upstream trains on the overflow (kept)
+    prompt = prompt.slice(0, P);
+  }
+  resp = resp.concat(g0.response);
+  mask = mask.concat(new Array(g0.response.length).fill(1));
+  let have = g0.prompt.length + g0.response.length;
+  for (const k of run.slice(1)) {
+    const t = turns[k];
+    const newPrompt = t.prompt.slice(Math.min(have, t.prompt.length));
+    const newResp = t.response.slice(Math.max(0, have - t.prompt.length));
+    resp = resp.concat(newPrompt, newResp);
+    mask = mask.concat(new Array(newPrompt.length).fill(0), new Array(newResp.length).fill(1));
+    have = t.prompt.length + t.response.length;
+  }
+  return { prompt, response: resp, mask };
+}
+
+export function buildTrainingBatch(rollouts: readonly FinishedRollout[], o: BatchBuilderOptions): TrainingBatch {
+  const level = o.level ?? "transition";
+  const grouping = o.grouping ?? "sample_turn";
+  const fillna = o.rewardFillna === undefined ? 0 : o.rewardFillna;
+  const P = o.maxPromptLength, R = o.maxResponseLength;
+  const rows: Row[] = [];
+  const metrics: Record<string, number> = {};
+  let rewardSum = 0, withTrace = 0, withReward = 0, unmerged = 0, turnsTotal = 0;
+  const turnLengths: number[] = [];
+
+  for (const r of rollouts) {
+    let reward = finalReward(r.triplets);
+    if (reward !== null) withReward++;
+    else if (fillna === null) throw new ValidationError(`rollout ${r.rollout_id} has no reward and rewardFillna is null`, ["rewardFillna"]);
+    else reward = fillna;
+    rewardSum += reward;
+    if (r.triplets.length === 0) continue;
+    withTrace++;
+    const turns = r.triplets.map(tokens);
+    if (level === "transition") {
+      turns.forEach((t, k) => rows.push({ ...t, mask: null, reward: reward!, dataId: r.data_id, rolloutId: r.rollout_id, turn: k }));
+    } else {
+      turnsTotal += turns.length;
+      for (const t of turns) turnLengths.push(t.response.length);
+      const runs = mergeRuns(turns);
+      if (runs.length > 1) unmerged++;
+      runs.forEach((run, k) => {
+        const row = trajectoryRow(turns, run, P);
+        rows.push({ ...row, reward: reward!, dataId: r.data_id, rolloutId: r.rollout_id, turn: k });
+      });
+    }
+  }
+
+  const rewards = Float32Array.from(rows, (r) => r.reward);
+  const tensors = (o.kernels ?? adapterKernels()).batchLayout({
+    prompts: toRagged(rows.map((r) => r.prompt)),
+    responses: toRagged(rows.map((r) => r.response)),
+    responseMasks: level === "trajectory" ? toRagged(rows.map((r) => r.mask ?? [])) : null,
+    rewards, maxPromptLength: P, maxResponseLength: R, padTokenId: o.padTokenId ?? 0,
+  });
+
+  const groupKeys: string[] = [];
+  const keyIndex = new Map<string, number>();
+  const groups = Int32Array.from(rows, (r) => {
+    const key = grouping === "sample" ? r.dataId : `${r.dataId}#${r.turn}`;
+    if (!keyIndex.has(key)) { keyIndex.set(key, groupKeys.length); groupKeys.push(key); }
+    return keyIndex.get(key)!;
+  });
+
+  metrics["training/reward"] = rollouts.length > 0 ? rewardSum / rollouts.length : 0;
+  metrics["training/n_rollouts"] = rollouts.length;
+  metrics["training/n_rollouts_w_trace"] = withTrace;
+  metrics["training/n_rollouts_w_reward"] = withReward;
+  metrics["training/n_truncated_triplets"] = tensors.nTruncated;
+  metrics["training/n_triplets"] = rows.length;
+  if (level === "trajectory") {
+    metrics["training/n_unmerged_rollouts"] = unmerged;
+    metrics["training/n_triplets_by_turn"] = turnsTotal;
+    metrics["training/avg_response_length_by_turn"] = turnLengths.length ? turnLengths.reduce((a, b) => a + b, 0) / turnLengths.length : 0;
+    metrics["training/max_response_length_by_turn"] = turnLengths.length ? Math.max(...turnLengths) : 0;
+    metrics["training/min_response_length_by_turn"] = turnLengths.length ? Math.min(...turnLengths) : 0;
+  }
+  Object.assign(metrics, groupMetrics(groups, groupKeys.length, rewards));
+  return {
+    tensors, rewards, dataIds: rows.map((r) => r.dataId), rolloutIds: rows.map((r) => r.rolloutId),
+    turnIndex: level === "transition" ? rows.map((r) => r.turn) : null, groups, groupKeys, metrics,
+  };
+}
+
+/**
+ * Group statistics: `training/n_groups`, `training/n_singleton_groups`, and `training/n_tied_groups` /
+ * `training/tied_group_ratio`: groups of two or more rows whose rewards are all equal (max == min), which
+ * carry no gradient under GRPO and RLOO. Singletons are counted apart: GRPO keeps their reward as the advantage.
+ */
+export function groupMetrics(groups: Int32Array, G: number, rewards: Float32Array): Record<string, number> {
+  const lo = new Float64Array(G).fill(Infinity), hi = new Float64Array(G).fill(-Infinity), count = new Int32Array(G);
+  groups.forEach((g, i) => { lo[g] = Math.min(lo[g], rewards[i]); hi[g] = Math.max(hi[g], rewards[i]); count[g]++; });
+  let tied = 0, singletons = 0, multi = 0;
+  for (let g = 0; g < G; g++) {
+    if (count[g] === 1) singletons++;
+    else if (count[g] > 1) { multi++; if (hi[g] === lo[g]) tied++; }
+  }
+  return {
+    "training/n_groups": G,
+    "training/n_singleton_groups": singletons,
+    "training/n_tied_groups": tied,
+    "training/tied_group_ratio": multi > 0 ? tied / multi : 0,
+  };
+}
+
+/** Validation metrics of §8.6 (`val/…`): reward and response lengths over rollouts. */
+export function validationMetrics(rollouts: readonly FinishedRollout[], fillna = 0): Record<string, number> {
+  const n = rollouts.length;
+  const traced = rollouts.filter((r) => r.triplets.length > 0);
+  const lens = traced.map((r) => r.triplets.map((t) => tokens(t).response.length));
+  const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+  return {
+    "val/n_rollouts": n,
+    "val/n_rollouts_w_trace": traced.length,
+    "val/n_rollouts_w_reward": rollouts.filter((r) => finalReward(r.triplets) !== null).length,
+    "val/reward": mean(rollouts.map((r) => finalReward(r.triplets) ?? fillna)),
+    "val/mean_response_length": mean(lens.map(mean)),
+    "val/sum_response_length": mean(lens.map((l) => l.reduce((a, b) => a + b, 0))),
+    "val/turn_count": mean(lens.map((l) => l.length)),
+  };
+}

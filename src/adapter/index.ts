@@ -1,0 +1,13 @@
+export * from "./types.ts";
+export { parsePythonLiteral, tokenIds } from "./python-literal.ts";
+export { getRewardValue, isRewardSpan, findRewardSpans, findFinalReward, rewardDimensions } from "./reward.ts";
+export { agentName } from "./agent-name.ts";
+export { buildTree, type FlatTree } from "./tree.ts";
+export { spanToTriplet } from "./span-triplet.ts";
+export { TraceTripletAdapter, TracerTraceToTriplet, type TraceTripletOptions } from "./trace-triplet.ts";
+export { LlmProxyTraceToTriplet, proxyTokenIds } from "./proxy-triplet.ts";
+export { TraceToMessages, groupGenai, type ChatRecord } from "./messages.ts";
+export {
+  buildTrainingBatch, finalReward, groupMetrics, mergeRuns, trajectoryRow, validationMetrics,
+  type BatchBuilderOptions, type FinishedRollout, type Grouping, type TrainingBatch,
+} from "./batch.ts";
