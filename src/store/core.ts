@@ -16,9 +16,9 @@
  *   stores the span and its heartbeat but does not revive the rollout.
  * - The watchdog only judges latest attempts that are preparing, running or unresponsive (a finished
  *   attempt is never turned into `timeout`), and a verdict equal to the current status writes nothing.
- * - ConflictError: `updateAttempt` may not change the status of an attempt that already ended
- *   (`succeeded`/`failed`) to a different status; the runner must start a new attempt instead.
- *   Every other transition is allowed, as upstream (the caller of updateRollout is authoritative).
+ * - ConflictError: `updateAttempt` may not set `preparing` on an attempt that has left it (an attempt
+ *   is prepared once; a new try is a new attempt). Every other transition is allowed, as upstream: its
+ *   tests move ended attempts (succeeded -> failed) and set rollout statuses by hand (queuing -> running).
  * - Duplicate spans return null (addSpan) or are left out (addManySpans); nothing is logged.
  */
 import type {
@@ -37,6 +37,8 @@ import type {
   Worker,
 } from "../types/index.ts";
 import {
+  RolloutStatus as RolloutStatusEnum,
+  WorkerStatus as WorkerStatusEnum,
   ConflictError,
   NotFoundError,
   SPAN_FIELDS,
@@ -85,6 +87,7 @@ import {
   requireId,
   rolloutDraft,
   rolloutPatch,
+  statusList,
   stringList,
   type RolloutDraft,
 } from "./inputs.ts";
@@ -159,9 +162,9 @@ export class LightningStoreCore implements LightningStore {
     return true;
   }
 
-  /** Runs before the public methods listed in §3.2. */
-  private async healthcheck(): Promise<void> {
-    if (this.shouldScan()) await this.runWatchdog();
+  /** Runs before the public methods listed in §3.2; resolves at once (no scan) most of the time. */
+  private healthcheck(): Promise<unknown> | undefined {
+    return this.shouldScan() ? this.runWatchdog() : undefined;
   }
 
   /**
@@ -300,14 +303,11 @@ export class LightningStoreCore implements LightningStore {
     return updated;
   }
 
-  /** §3.4: a span reached this attempt. */
-  private async onSpanHeartbeat(t: StorageTx, rolloutId: string, attemptId: string, now: number, fx: Effects): Promise<void> {
-    const attempt = await t.getAttempt(rolloutId, attemptId);
-    const rollout = await t.getRollout(rolloutId);
-    if (!attempt || !rollout) return;
-    const updated = await t.updateAttempt(rolloutId, attemptId, heartbeatPatch(attempt, now));
-    const latest = await t.getLatestAttempt(rolloutId);
-    const next = rolloutStatusAfterSpan(rollout.status, updated.status, latest?.attempt_id === attemptId);
+  /** §3.4: a span reached this attempt (rollout and attempt as read earlier in the same transaction). */
+  private async onSpanHeartbeat(t: StorageTx, rollout: Rollout, attempt: Attempt, now: number, fx: Effects): Promise<void> {
+    const updated = await t.updateAttempt(attempt.rollout_id, attempt.attempt_id, heartbeatPatch(attempt, now));
+    const latest = await t.getLatestAttempt(attempt.rollout_id);
+    const next = rolloutStatusAfterSpan(rollout.status, updated.status, latest?.attempt_id === attempt.attempt_id);
     if (next !== null) await this.setRolloutStatus(t, rollout, next, now, fx);
   }
 
@@ -433,7 +433,7 @@ export class LightningStoreCore implements LightningStore {
     const page = pageOf(query, ROLLOUT_FIELDS);
     const logic = filterLogic(query.filter_logic);
     const where: Record<string, FieldOps> = {
-      status: { within: stringList(query.status_in ?? query.status, "status_in") },
+      status: { within: statusList(query.status_in ?? query.status, RolloutStatusEnum, "status_in") },
       rollout_id: { within: stringList(query.rollout_id_in ?? query.rollout_ids, "rollout_id_in"), contains: query.rollout_id_contains ?? null },
     };
     await this.healthcheck();
@@ -601,9 +601,9 @@ export class LightningStoreCore implements LightningStore {
       if (!latest) throw new NotFoundError(`No attempts found for rollout ${rolloutId}`, "attempt", attemptId);
       const attempt = attemptId === "latest" || attemptId === latest.attempt_id ? latest : await t.getAttempt(rolloutId, attemptId);
       if (!attempt) throw new NotFoundError(`Attempt ${attemptId} not found for rollout ${rolloutId}`, "attempt", attemptId);
-      if (p.status !== undefined && p.status !== attempt.status && attemptStatusEnds(attempt.status)) {
+      if (p.status === "preparing" && attempt.status !== "preparing") {
         throw new ConflictError(
-          `Attempt ${attempt.attempt_id} of rollout ${rolloutId} already ended as ${attempt.status}; start a new attempt instead of setting ${p.status}`,
+          `Attempt ${attempt.attempt_id} of rollout ${rolloutId} is ${attempt.status} and cannot go back to preparing; start a new attempt instead`,
         );
       }
       return this.applyAttemptPatch(t, rollout, attempt, p, this.clock.now(), fx);
@@ -687,12 +687,12 @@ export class LightningStoreCore implements LightningStore {
   }
 
   async addSpan(span: Span): Promise<Span | null> {
-    return (await this.insertSpans([ownedSpan(span)], null))[0] ?? null;
+    return (await this.insertSpans([ownedSpan(span)], false))[0] ?? null;
   }
 
   async addManySpans(spans: Span[]): Promise<Span[]> {
     if (!Array.isArray(spans)) throw new ValidationError("spans must be a list", []);
-    return this.insertSpans(spans.map((s, i) => ownedSpan(s, i)), null);
+    return this.insertSpans(spans.map((s, i) => ownedSpan(s, i)), false);
   }
 
   async addOtelSpan(rolloutId: string, attemptId: string, span: OtelReadableSpanLike, sequenceId?: number | null): Promise<Span | null> {
@@ -703,39 +703,43 @@ export class LightningStoreCore implements LightningStore {
     }
     // Convert and validate first (with a placeholder sequence id), so a bad span changes nothing.
     const converted = ownedSpan(spanFromOpenTelemetry(span, rolloutId, attemptId, sequenceId ?? 0));
-    const given = sequenceId ?? null;
-    return (await this.insertSpans([converted], given === null ? converted : null))[0] ?? null;
+    return (await this.insertSpans([converted], sequenceId === undefined || sequenceId === null))[0] ?? null;
   }
 
   /**
    * The add-span path for validated, owned spans: check every rollout and attempt, raise the sequence
    * counters, insert, then one heartbeat per (rollout, attempt) that really got a span.
-   * `allocateFor` is a span whose sequence id is taken from the counter inside the transaction.
+   * With `allocate`, the single span gets the next sequence id of its rollout inside the transaction.
    */
-  private async insertSpans(spans: Span[], allocateFor: Span | null): Promise<Span[]> {
+  private async insertSpans(spans: Span[], allocate: boolean): Promise<Span[]> {
     if (spans.length === 0) return [];
     const fx: Effects = { finished: [] };
     const inserted = await this.storage.tx("w", async (t) => {
-      const checked = new Set<string>();
+      // Every (rollout, attempt) of the batch must exist before anything is written.
+      const targets = new Map<string, { rollout: Rollout; attempt: Attempt }>();
       for (const s of spans) {
         const key = `${s.rollout_id}\u0000${s.attempt_id}`;
-        if (checked.has(key)) continue;
-        await this.requireRollout(t, s.rollout_id);
-        if (!(await t.getAttempt(s.rollout_id, s.attempt_id))) {
-          throw new NotFoundError(`Attempt ${s.attempt_id} not found for rollout ${s.rollout_id}`, "attempt", s.attempt_id);
-        }
-        checked.add(key);
+        if (targets.has(key)) continue;
+        const rollout = await this.requireRollout(t, s.rollout_id);
+        const attempt = await t.getAttempt(s.rollout_id, s.attempt_id);
+        if (!attempt) throw new NotFoundError(`Attempt ${s.attempt_id} not found for rollout ${s.rollout_id}`, "attempt", s.attempt_id);
+        targets.set(key, { rollout, attempt });
       }
-      if (allocateFor) allocateFor.sequence_id = await t.incSequence(allocateFor.rollout_id, 1);
+      if (allocate) spans = [Object.freeze({ ...spans[0]!, sequence_id: await t.incSequence(spans[0]!.rollout_id, 1) })];
       const maxSeq = new Map<string, number>();
       for (const s of spans) maxSeq.set(s.rollout_id, Math.max(maxSeq.get(s.rollout_id) ?? Number.NEGATIVE_INFINITY, s.sequence_id));
       for (const [rid, seq] of maxSeq) await t.chmaxSequence(rid, seq);
       const done = await t.insertSpans(spans);
       if (done.length > 0) {
         const now = this.clock.now();
-        const beats = new Map<string, Span>();
-        for (const s of done) beats.set(`${s.rollout_id}\u0000${s.attempt_id}`, s);
-        for (const s of beats.values()) await this.onSpanHeartbeat(t, s.rollout_id, s.attempt_id, now, fx);
+        const beats = new Set<string>();
+        for (const s of done) beats.add(`${s.rollout_id}\u0000${s.attempt_id}`);
+        // Rollouts are re-read per heartbeat: an earlier heartbeat of this batch may have changed one.
+        for (const key of beats) {
+          const { attempt } = targets.get(key)!;
+          const rollout = (await t.getRollout(attempt.rollout_id))!;
+          await this.onSpanHeartbeat(t, rollout, attempt, now, fx);
+        }
       }
       return done;
     });
@@ -787,7 +791,7 @@ export class LightningStoreCore implements LightningStore {
     const page = pageOf(query, WORKER_FIELDS);
     const logic = filterLogic(query.filter_logic);
     const where: Record<string, FieldOps> = {
-      status: { within: stringList(query.status_in, "status_in") },
+      status: { within: statusList(query.status_in, WorkerStatusEnum, "status_in") },
       worker_id: { contains: query.worker_id_contains ?? null },
     };
     await this.healthcheck();

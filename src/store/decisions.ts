@@ -56,23 +56,21 @@ export function workerPatchForAttempt(
   now: number,
   dequeued = false,
 ): Partial<Worker> {
-  const patch: Partial<Worker> = dequeued ? { last_dequeue_time: now } : {};
+  let patch: Partial<Worker>;
   switch (attempt.status) {
     case "succeeded":
     case "failed":
-      return { ...patch, status: "idle", last_idle_time: now, current_rollout_id: null, current_attempt_id: null };
+      patch = { status: "idle", last_idle_time: now, current_rollout_id: null, current_attempt_id: null };
+      break;
     case "timeout":
     case "unresponsive":
-      return { ...patch, status: "unknown", last_idle_time: now, current_rollout_id: null, current_attempt_id: null };
+      patch = { status: "unknown", last_idle_time: now, current_rollout_id: null, current_attempt_id: null };
+      break;
     default:
-      return {
-        ...patch,
-        status: "busy",
-        last_busy_time: now,
-        current_rollout_id: attempt.rollout_id,
-        current_attempt_id: attempt.attempt_id,
-      };
+      patch = { status: "busy", last_busy_time: now, current_rollout_id: attempt.rollout_id, current_attempt_id: attempt.attempt_id };
   }
+  if (dequeued) patch.last_dequeue_time = now;
+  return patch;
 }
 
 /**

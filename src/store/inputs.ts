@@ -101,9 +101,30 @@ const AttemptPatchSchema = z.object({
   metadata: JsonObject.optional(),
 });
 
+const ATTEMPT_STATUSES = new Set<string>(AttemptStatus.options);
+
+/** The common patches (status and/or worker_id, heartbeat) checked without zod. */
+function isPlainAttemptPatch(p: AttemptPatch): boolean {
+  for (const k in p) {
+    const v = (p as Record<string, unknown>)[k];
+    if (v === undefined) continue;
+    if (k === "status" ? !ATTEMPT_STATUSES.has(v as string) : k === "worker_id" ? typeof v !== "string" : k === "last_heartbeat_time" ? !Number.isFinite(v) : true) {
+      return false;
+    }
+  }
+  return true;
+}
+
 /** A validated attempt patch; `null` is refused for every field (none of them may be cleared). */
 export function attemptPatch(patch: AttemptPatch): AttemptPatch {
   if (patch === null || typeof patch !== "object") throw new ValidationError("the attempt patch must be an object", []);
+  if (isPlainAttemptPatch(patch)) {
+    const out: AttemptPatch = {};
+    if (patch.status !== undefined) out.status = patch.status;
+    if (patch.worker_id !== undefined) out.worker_id = patch.worker_id;
+    if (patch.last_heartbeat_time !== undefined) out.last_heartbeat_time = patch.last_heartbeat_time;
+    return out;
+  }
   const p = parseOrThrow(AttemptPatchSchema, patch, "attempt update");
   const out: AttemptPatch = {};
   if (p.status !== undefined) out.status = p.status;
@@ -117,8 +138,69 @@ export function namedResources(resources: unknown): NamedResourcesT {
   return ownedCopy(parseOrThrow(NamedResources, resources, "resources"), "resources");
 }
 
-/** A caller's span, validated (defaults filled) and copied. */
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+const isNum = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
+const isNumOrNull = (v: unknown): boolean => v === null || isNum(v);
+const isStrOrNull = (v: unknown): boolean => v === null || typeof v === "string";
+
+function isAttributeValue(v: unknown): boolean {
+  const t = typeof v;
+  if (t === "string" || t === "boolean") return true;
+  if (t === "number") return Number.isFinite(v);
+  if (!Array.isArray(v) || v.length === 0) return Array.isArray(v);
+  const first = typeof v[0];
+  if (first !== "string" && first !== "boolean" && first !== "number") return false;
+  for (const x of v) if (typeof x !== first || (first === "number" && !Number.isFinite(x))) return false;
+  return true;
+}
+
+function isAttributes(v: unknown): boolean {
+  if (!isObj(v)) return false;
+  for (const k in v) if (!isAttributeValue(v[k])) return false;
+  return true;
+}
+
+function isSpanContext(v: unknown): boolean {
+  if (!isObj(v) || typeof v.trace_id !== "string" || typeof v.span_id !== "string" || typeof v.is_remote !== "boolean") return false;
+  const ts = v.trace_state;
+  if (!isObj(ts)) return false;
+  for (const k in ts) if (typeof ts[k] !== "string") return false;
+  return true;
+}
+
+const STATUS_CODES = new Set(["UNSET", "OK", "ERROR"]);
+
+/**
+ * True when a span is already complete and valid (every key present, no default to fill), checked
+ * without allocating. The hot path then skips zod; anything else goes through the zod schema, which
+ * fills defaults or reports precise issues. Must accept nothing that `Span` rejects.
+ */
+function isCompleteSpan(s: unknown): s is Span {
+  if (!isObj(s)) return false;
+  if (typeof s.rollout_id !== "string" || typeof s.attempt_id !== "string" || typeof s.trace_id !== "string") return false;
+  if (typeof s.span_id !== "string" || typeof s.name !== "string" || !Number.isSafeInteger(s.sequence_id)) return false;
+  if (!isStrOrNull(s.parent_id) || !isNumOrNull(s.start_time) || !isNumOrNull(s.end_time)) return false;
+  const st = s.status;
+  if (!isObj(st) || !STATUS_CODES.has(st.status_code as string) || !isStrOrNull(st.description)) return false;
+  if (!isAttributes(s.attributes)) return false;
+  if (!Array.isArray(s.events) || !Array.isArray(s.links)) return false;
+  for (const e of s.events) {
+    if (!isObj(e) || typeof e.name !== "string" || !isAttributes(e.attributes) || !isNumOrNull(e.timestamp)) return false;
+  }
+  for (const l of s.links) {
+    if (!isObj(l) || !isSpanContext(l.context) || !(l.attributes === null || isAttributes(l.attributes))) return false;
+  }
+  if (!(s.context === null || isSpanContext(s.context)) || !(s.parent === null || isSpanContext(s.parent))) return false;
+  const r = s.resource;
+  if (!isObj(r) || !isAttributes(r.attributes) || typeof r.schema_url !== "string") return false;
+  // OtelResource drops extra keys: let zod do that.
+  for (const k in r) if (k !== "attributes" && k !== "schema_url") return false;
+  return true;
+}
+
+/** A caller's span, validated (defaults filled), copied and frozen. */
 export function ownedSpan(span: unknown, index?: number): Span {
+  if (isCompleteSpan(span)) return ownedCopy(span, "span");
   const r = Span.safeParse(span);
   if (!r.success) {
     const err = ValidationError.fromZod(r.error, index === undefined ? "span" : `span #${index}`);
@@ -168,5 +250,12 @@ export function filterLogic(v: unknown): FilterLogicT {
 export function stringList<T extends string>(v: readonly T[] | null | undefined, name: string): readonly T[] | null {
   if (v === null || v === undefined) return null;
   if (!Array.isArray(v)) throw new ValidationError(`${name} must be a list`, [name]);
+  for (const x of v) if (typeof x !== "string") throw new ValidationError(`${name} must hold strings`, [name]);
   return v;
+}
+
+/** A status filter: every value must be one of the enum's (a typo would otherwise silently match nothing). */
+export function statusList<T extends string>(v: readonly T[] | null | undefined, statuses: z.ZodEnum<{ [K in T]: K }>, name: string): readonly T[] | null {
+  if (v === null || v === undefined) return null;
+  return parseOrThrow(z.array(statuses), v, name);
 }

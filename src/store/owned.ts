@@ -1,12 +1,9 @@
 /**
  * Copies and freezing for store rows. The store never keeps a caller's object (the caller could change
- * it later) and never hands out a live one (DECISIONS row 9): input is copied on the way in, and the
- * memory backend deep-freezes what it keeps, so returning a stored row needs no copy.
+ * it later) and never hands out a live one (DECISIONS row 9): input is copied and frozen on the way in,
+ * and the memory backend freezes the rows it builds, so returning a stored row needs no copy.
  */
 import { ValidationError } from "../types/index.ts";
-
-/** Objects frozen by `deepFreeze` (deeply immutable, unlike any object that merely `isFrozen`). */
-const frozenByStore = new WeakSet<object>();
 
 const isPlainObject = (v: object): boolean => {
   const proto = Object.getPrototypeOf(v);
@@ -14,9 +11,9 @@ const isPlainObject = (v: object): boolean => {
 };
 
 /**
- * A deep copy of JSON-like data: plain objects and arrays are copied recursively, primitives kept;
- * other objects (Date, Map, typed arrays) go through structuredClone. Subtrees that `deepFreeze` froze
- * are shared, because nobody can change them.
+ * A deep, deeply frozen copy of JSON-like data, in one pass: plain objects and arrays are copied
+ * recursively (keys whose value is `undefined` are dropped, as JSON does), primitives kept; other
+ * objects (Date, Map, typed arrays) go through structuredClone and are frozen where JS allows it.
  */
 export function ownedCopy<T>(value: T, what = "value"): T {
   if (value === null || typeof value !== "object") {
@@ -25,11 +22,10 @@ export function ownedCopy<T>(value: T, what = "value"): T {
     }
     return value;
   }
-  if (frozenByStore.has(value)) return value;
   if (Array.isArray(value)) {
     const out = new Array(value.length);
     for (let i = 0; i < value.length; i++) out[i] = ownedCopy(value[i], what);
-    return out as T;
+    return Object.freeze(out) as T;
   }
   if (isPlainObject(value)) {
     const out: Record<string, unknown> = {};
@@ -37,22 +33,26 @@ export function ownedCopy<T>(value: T, what = "value"): T {
       const v = (value as Record<string, unknown>)[k];
       if (v !== undefined) out[k] = ownedCopy(v, what);
     }
-    return out as T;
+    return Object.freeze(out) as T;
   }
+  let copy: T;
   try {
-    return structuredClone(value);
+    copy = structuredClone(value);
   } catch (e) {
     throw new ValidationError(`${what} cannot be copied: ${(e as Error).message}`, []);
   }
+  return ArrayBuffer.isView(copy) ? copy : Object.freeze(copy);
 }
 
-/** Freezes an object and everything reachable from it; stops at subtrees that are already frozen. */
+/**
+ * Freezes an object and everything reachable from it. It stops at frozen objects: in the store those
+ * are `ownedCopy` results or earlier rows, which are frozen all the way down.
+ */
 export function deepFreeze<T>(value: T): T {
-  if (value === null || typeof value !== "object" || frozenByStore.has(value)) return value;
+  if (value === null || typeof value !== "object" || Object.isFrozen(value)) return value;
   // Typed arrays cannot be frozen; they stay as the private copy made on the way in.
   if (ArrayBuffer.isView(value)) return value;
   Object.freeze(value);
-  frozenByStore.add(value);
   if (Array.isArray(value)) {
     for (const v of value) deepFreeze(v);
   } else {

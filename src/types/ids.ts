@@ -1,11 +1,20 @@
 /** Id formats shared with Agent Lightning: `ro-` + 12 hex, `at-` + 8 hex, `rs-` + 12 hex. */
 
+// Random bytes are drawn 4 KiB at a time: one getRandomValues call per id costs more than the rest of
+// an enqueue in the store's hot path.
+const pool = new Uint8Array(4096);
+let poolPos = pool.length;
+const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"));
+
 function randomHex(chars: number): string {
-  const bytes = new Uint8Array(Math.ceil(chars / 2));
-  crypto.getRandomValues(bytes);
+  const n = Math.ceil(chars / 2);
+  if (poolPos + n > pool.length) {
+    crypto.getRandomValues(pool);
+    poolPos = 0;
+  }
   let out = "";
-  for (const b of bytes) out += b.toString(16).padStart(2, "0");
-  return out.slice(0, chars);
+  for (let i = 0; i < n; i++) out += HEX[pool[poolPos++]!];
+  return out.length === chars ? out : out.slice(0, chars);
 }
 
 export const newRolloutId = (): string => `ro-${randomHex(12)}`;
