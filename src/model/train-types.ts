@@ -87,7 +87,10 @@ export interface PolicyStepOptions extends StepOptions, PolicyLossOptions {
   refLogProbs?: Float32Array;
 }
 
-export type SftStepOptions = StepOptions;
+export interface SftStepOptions extends StepOptions {
+  /** Aggregation of the per-token cross-entropy [token-mean]. */
+  lossAggMode?: LossAggMode;
+}
 
 /** What one optimizer step reports. Aggregates follow the step's loss aggregation mode. */
 export interface StepMetrics {

@@ -1,0 +1,133 @@
+/**
+ * Checkpoints as safetensors. A checkpoint directory holds:
+ * - `model.safetensors`: every parameter under its layout name (config.ts), F32, with metadata
+ *   `format: "lightning-ts"`, `config`: the model config as JSON, and `step` (optimizer steps taken);
+ * - `optimizer.safetensors` (when there is optimizer state): AdamW moments as `m.<name>` and
+ *   `v.<name>`, metadata `step`. Together they resume training bit-exactly.
+ * Files go through a tiny {@link FsAdapter}; the default uses `node:fs/promises`, which Node, Deno
+ * and Bun all provide. Byte-level encode/decode functions serve browsers and custom storage.
+ */
+import { paramCount, paramLayout, parseModelConfig, type ModelConfig } from "./config.ts";
+import { encodeSafetensors, readSafetensorsHeader, readTensor, type NamedTensor } from "./safetensors.ts";
+import { ValidationError } from "../types/errors.ts";
+import type { OptimizerState } from "./train-types.ts";
+
+export const CHECKPOINT_FORMAT = "lightning-ts";
+export const MODEL_FILE = "model.safetensors";
+export const OPTIMIZER_FILE = "optimizer.safetensors";
+
+export interface Checkpoint {
+  config: ModelConfig;
+  /** Flat parameters in `paramLayout(config)` order. */
+  params: Float32Array;
+  optimizer?: OptimizerState;
+}
+
+/** The file operations checkpoints need. */
+export interface FsAdapter {
+  readFile(path: string): Promise<Uint8Array>;
+  writeFile(path: string, data: Uint8Array): Promise<void>;
+  mkdir(path: string): Promise<void>;
+  rename(from: string, to: string): Promise<void>;
+}
+
+/** An adapter over `node:fs/promises` (available in Node, Deno and Bun). */
+export async function nodeFs(): Promise<FsAdapter> {
+  const fs = await import("node:fs/promises");
+  return {
+    readFile: async (p) => new Uint8Array(await fs.readFile(p)),
+    writeFile: (p, d) => fs.writeFile(p, d),
+    mkdir: async (p) => {
+      await fs.mkdir(p, { recursive: true });
+    },
+    rename: (a, b) => fs.rename(a, b),
+  };
+}
+
+function views(config: ModelConfig, flat: Float32Array, prefix = ""): NamedTensor[] {
+  return paramLayout(config).map((s) => ({ name: prefix + s.name, shape: s.shape, data: flat.subarray(s.offset, s.offset + s.size) }));
+}
+
+/** `model.safetensors` bytes for a config and its flat parameters. */
+export function encodeModel(config: ModelConfig, params: Float32Array, step = 0): Uint8Array {
+  checkSize(config, params, "params");
+  return encodeSafetensors(views(config, params), { format: CHECKPOINT_FORMAT, config: JSON.stringify(config), step: String(step) });
+}
+
+/** Config, flat parameters and step from `model.safetensors` bytes (tensor order in the file does not matter). */
+export function decodeModel(bytes: Uint8Array): { config: ModelConfig; params: Float32Array; step: number } {
+  const header = readSafetensorsHeader(bytes);
+  if (header.metadata.config === undefined) throw new ValidationError("checkpoint has no config in its __metadata__", ["__metadata__", "config"]);
+  let rawConfig: unknown;
+  try {
+    rawConfig = JSON.parse(header.metadata.config);
+  } catch (e) {
+    throw new ValidationError(`checkpoint config is not JSON: ${(e as Error).message}`, ["__metadata__", "config"]);
+  }
+  const config = parseModelConfig(rawConfig);
+  const params = gather(config, bytes, header, "");
+  return { config, params, step: Number(header.metadata.step ?? 0) };
+}
+
+function gather(config: ModelConfig, bytes: Uint8Array, header: ReturnType<typeof readSafetensorsHeader>, prefix: string): Float32Array {
+  const flat = new Float32Array(paramCount(config));
+  for (const s of paramLayout(config)) {
+    const e = header.tensors[prefix + s.name];
+    if (!e) throw new ValidationError(`checkpoint is missing tensor ${prefix + s.name}`, [prefix + s.name]);
+    if (JSON.stringify(e.shape) !== JSON.stringify(s.shape))
+      throw new ValidationError(`tensor ${prefix + s.name} has shape ${JSON.stringify(e.shape)}, the config needs ${JSON.stringify(s.shape)}`, [prefix + s.name]);
+    flat.set(readTensor(bytes, header, prefix + s.name), s.offset);
+  }
+  return flat;
+}
+
+/** `optimizer.safetensors` bytes: AdamW moments and step. */
+export function encodeOptimizer(config: ModelConfig, state: OptimizerState): Uint8Array {
+  checkSize(config, state.m, "optimizer.m");
+  checkSize(config, state.v, "optimizer.v");
+  return encodeSafetensors([...views(config, state.m, "m."), ...views(config, state.v, "v.")], { format: CHECKPOINT_FORMAT, step: String(state.step) });
+}
+
+export function decodeOptimizer(config: ModelConfig, bytes: Uint8Array): OptimizerState {
+  const header = readSafetensorsHeader(bytes);
+  const step = Number(header.metadata.step);
+  if (!Number.isInteger(step) || step < 0) throw new ValidationError(`optimizer checkpoint has no valid step (${header.metadata.step})`, ["__metadata__", "step"]);
+  return { step, m: gather(config, bytes, header, "m."), v: gather(config, bytes, header, "v.") };
+}
+
+function checkSize(config: ModelConfig, a: Float32Array, name: string): void {
+  const n = paramCount(config);
+  if (a.length !== n) throw new ValidationError(`${name} has ${a.length} elements, the config needs ${n}`, [name]);
+}
+
+function join(dir: string, file: string): string {
+  return dir.endsWith("/") ? dir + file : `${dir}/${file}`;
+}
+
+/** Writes each file to a temporary name first, then renames it, so a crash never leaves half a checkpoint file. */
+export async function saveCheckpoint(dir: string, ckpt: Checkpoint, fs?: FsAdapter): Promise<void> {
+  const io = fs ?? (await nodeFs());
+  await io.mkdir(dir);
+  const files: Array<[string, Uint8Array]> = [[MODEL_FILE, encodeModel(ckpt.config, ckpt.params, ckpt.optimizer?.step ?? 0)]];
+  if (ckpt.optimizer) files.push([OPTIMIZER_FILE, encodeOptimizer(ckpt.config, ckpt.optimizer)]);
+  for (const [name, bytes] of files) {
+    const path = join(dir, name);
+    await io.writeFile(path + ".tmp", bytes);
+    await io.rename(path + ".tmp", path);
+  }
+}
+
+/** Loads a checkpoint directory; `optimizer` is present when the directory has `optimizer.safetensors`. */
+export async function loadCheckpoint(dir: string, fs?: FsAdapter, options: { optimizer?: boolean } = {}): Promise<Checkpoint> {
+  const io = fs ?? (await nodeFs());
+  const { config, params } = decodeModel(await io.readFile(join(dir, MODEL_FILE)));
+  if (options.optimizer === false) return { config, params };
+  let bytes: Uint8Array;
+  try {
+    bytes = await io.readFile(join(dir, OPTIMIZER_FILE));
+  } catch (e) {
+    if ((e as { code?: string }).code === "ENOENT" && options.optimizer !== true) return { config, params };
+    throw e;
+  }
+  return { config, params, optimizer: decodeOptimizer(config, bytes) };
+}

@@ -1,0 +1,189 @@
+/**
+ * The CPU fallback trainer: the reference forward/backward (`reference.ts`) in float32, AdamW and
+ * grad-norm clipping (`reference/optim.ts`), the PPO loss (`src/wasm/reference/ppo-loss.ts`).
+ * Slow, but it trains anywhere. Same API and same math as the WebGPU trainer.
+ *
+ * A step splits the batch into micro-batches of `microBatchSize` rows; the aggregation normalisers
+ * come from the whole step's response mask, so micro-batching changes memory use, not the result
+ * (up to float rounding of the accumulated gradient).
+ */
+import { paramCount, parseModelConfig, type ModelConfig } from "./config.ts";
+import { checkResponseTensor, microBatches, resolveResponseMask, sliceRows, validateBatch } from "./batch.ts";
+import { initParams } from "./init.ts";
+import { backward, forward } from "./reference.ts";
+import { adamwStep, clipGradNorm, globalGradNorm, newOptimizerState, resolveOptimizerOptions } from "./reference/optim.ts";
+import { aggLoss, aggWeights, normFromMask, ppoPolicyLoss, type AggNorm } from "../wasm/reference/ppo-loss.ts";
+import { ValidationError } from "../types/errors.ts";
+import type {
+  LogProbsResult,
+  OptimizerOptions,
+  OptimizerState,
+  PolicyStepOptions,
+  PolicyTrainer,
+  SftStepOptions,
+  StepMetrics,
+  StepOptions,
+  TokenBatch,
+  TrainerState,
+} from "./train-types.ts";
+
+export interface CpuTrainerOptions extends OptimizerOptions {
+  config: ModelConfig;
+  /** Seed of the initial parameters when `params` is absent [0]. */
+  seed?: number;
+  /** Initial flat parameters (e.g. from a checkpoint). */
+  params?: Float32Array;
+  /** Optimizer state to resume from. */
+  optimizer?: OptimizerState;
+}
+
+/** What a loss hands back for one micro-batch: its share of the loss and metrics, and per-token gradients. */
+interface MicroLoss {
+  parts: Partial<Record<"loss" | "pg_loss" | "clip_frac" | "clip_frac_lower" | "approx_kl" | "entropy", number>>;
+  dLogProbs: ArrayLike<number>;
+  dEntropy?: ArrayLike<number>;
+}
+
+type MicroLossFn = (rows: [number, number], logProbs: Float32Array, entropy: Float32Array, mask: Float32Array, norm: AggNorm) => MicroLoss;
+
+/** Response columns [n, R] of a [n, T] per-token tensor. */
+function responseColumns(x: ArrayLike<number>, n: number, P: number, R: number): Float32Array {
+  const out = new Float32Array(n * R);
+  for (let i = 0; i < n; i++) for (let t = 0; t < R; t++) out[i * R + t] = x[i * (P + R) + P + t];
+  return out;
+}
+
+/** Scatter [n, R] response gradients back to [n, T] (prompt columns get 0). */
+function fullColumns(x: ArrayLike<number>, n: number, P: number, R: number): Float32Array {
+  const out = new Float32Array(n * (P + R));
+  for (let i = 0; i < n; i++) for (let t = 0; t < R; t++) out[i * (P + R) + P + t] = x[i * R + t];
+  return out;
+}
+
+function now(): number {
+  return typeof performance !== "undefined" ? performance.now() : Date.now();
+}
+
+export class CpuTrainer implements PolicyTrainer {
+  readonly backend = "cpu" as const;
+  readonly config: ModelConfig;
+  private params: Float32Array;
+  private optimizer: OptimizerState;
+  private readonly optim: Required<OptimizerOptions>;
+
+  constructor(options: CpuTrainerOptions) {
+    this.config = parseModelConfig(options.config);
+    const size = paramCount(this.config);
+    if (options.params !== undefined && options.params.length !== size)
+      throw new ValidationError(`params has ${options.params.length} elements, the config needs ${size}`, ["params"]);
+    this.params = options.params ? options.params.slice() : initParams(this.config, options.seed ?? 0);
+    this.optimizer = options.optimizer ? copyOptimizer(options.optimizer) : newOptimizerState(size);
+    if (this.optimizer.m.length !== size || this.optimizer.v.length !== size)
+      throw new ValidationError(`optimizer state has ${this.optimizer.m.length} elements, the config needs ${size}`, ["optimizer"]);
+    this.optim = resolveOptimizerOptions(options);
+  }
+
+  async logProbs(batch: TokenBatch, options: StepOptions = {}): Promise<LogProbsResult> {
+    validateBatch(batch);
+    const { n, P, R } = batch;
+    const log_probs = new Float32Array(n * R);
+    const entropy = new Float32Array(n * R);
+    for (const [r0, r1] of microBatches(n, options.microBatchSize)) {
+      const out = forward(this.config, this.params, sliceRows(batch, r0, r1));
+      log_probs.set(responseColumns(out.logprob, r1 - r0, P, R), r0 * R);
+      entropy.set(responseColumns(out.entropy, r1 - r0, P, R), r0 * R);
+    }
+    return { log_probs, entropy };
+  }
+
+  async policyStep(batch: TokenBatch, advantages: Float32Array, oldLogProbs: Float32Array, options: PolicyStepOptions = {}): Promise<StepMetrics> {
+    validateBatch(batch);
+    checkResponseTensor("advantages", advantages, batch);
+    checkResponseTensor("oldLogProbs", oldLogProbs, batch);
+    if (options.refLogProbs !== undefined) checkResponseTensor("refLogProbs", options.refLogProbs, batch);
+    const R = batch.R;
+    return this.step(batch, options, ([r0, r1], logProbs, entropy, mask, norm) => {
+      const cut = <T extends { subarray(a: number, b: number): T }>(a: T): T => a.subarray(r0 * R, r1 * R);
+      const r = ppoPolicyLoss(
+        { rows: r1 - r0, cols: R, logProbs, oldLogProbs: cut(oldLogProbs), advantages: cut(advantages), responseMask: mask, entropy, refLogProbs: options.refLogProbs && cut(options.refLogProbs) },
+        options,
+        norm,
+      );
+      return {
+        parts: { loss: r.loss, pg_loss: r.pg_loss, clip_frac: r.clip_frac, clip_frac_lower: r.clip_frac_lower, approx_kl: r.approx_kl, entropy: r.entropy_loss },
+        dLogProbs: r.dLogProbs,
+        dEntropy: r.dEntropy,
+      };
+    });
+  }
+
+  /** Cross-entropy of the response tokens, aggregated with `lossAggMode` [token-mean]. */
+  async sftStep(batch: TokenBatch, options: SftStepOptions = {}): Promise<StepMetrics> {
+    validateBatch(batch);
+    const mode = options.lossAggMode ?? "token-mean";
+    return this.step(batch, options, ([r0, r1], logProbs, entropy, mask, norm) => {
+      const rows = r1 - r0;
+      const w = aggWeights(mask, rows, batch.R, mode, norm);
+      const nll = -aggLoss(logProbs, mask, rows, batch.R, mode, norm);
+      return {
+        parts: { loss: nll, pg_loss: nll, entropy: aggLoss(entropy, mask, rows, batch.R, mode, norm) },
+        dLogProbs: w.map((x) => -x),
+      };
+    });
+  }
+
+  async getState(): Promise<TrainerState> {
+    return { config: { ...this.config }, params: this.params.slice(), optimizer: copyOptimizer(this.optimizer) };
+  }
+
+  async setState(state: TrainerState): Promise<void> {
+    if (JSON.stringify(parseModelConfig(state.config)) !== JSON.stringify(this.config))
+      throw new ValidationError("state was saved for a different model config", ["config"]);
+    const size = paramCount(this.config);
+    if (state.params.length !== size || state.optimizer.m.length !== size || state.optimizer.v.length !== size)
+      throw new ValidationError(`state tensors do not have the ${size} elements the config needs`, ["params"]);
+    this.params = state.params.slice();
+    this.optimizer = copyOptimizer(state.optimizer);
+  }
+
+  /** Forward, loss and backward per micro-batch; then, if everything is finite, clip and AdamW. */
+  private step(batch: TokenBatch, options: StepOptions, lossFn: MicroLossFn): StepMetrics {
+    const started = now();
+    const { n, P, R } = batch;
+    const mask = resolveResponseMask(batch);
+    const norm = normFromMask(mask, n, R);
+    const grads = new Float32Array(this.params.length);
+    const totals = { loss: 0, pg_loss: 0, clip_frac: 0, clip_frac_lower: 0, approx_kl: 0, entropy: 0 };
+    for (const [r0, r1] of microBatches(n, options.microBatchSize)) {
+      const rows = r1 - r0;
+      const micro = sliceRows(batch, r0, r1);
+      const out = forward(this.config, this.params, micro);
+      const logProbs = responseColumns(out.logprob, rows, P, R);
+      const entropy = responseColumns(out.entropy, rows, P, R);
+      const res = lossFn([r0, r1], logProbs, entropy, mask.subarray(r0 * R, r1 * R), norm);
+      for (const [k, v] of Object.entries(res.parts)) totals[k as keyof typeof totals] += v;
+      const dEntropy = res.dEntropy ? fullColumns(res.dEntropy, rows, P, R) : new Float32Array(rows * (P + R));
+      const g = backward(this.config, this.params, out.cache, fullColumns(res.dLogProbs, rows, P, R), dEntropy);
+      for (let i = 0; i < grads.length; i++) grads[i] += g[i];
+    }
+    const gradNorm = globalGradNorm(grads);
+    const skipped = !Number.isFinite(totals.loss) || !Number.isFinite(gradNorm);
+    if (!skipped) {
+      clipGradNorm(grads, gradNorm, this.optim.maxGradNorm);
+      adamwStep(this.params, grads, this.optimizer, { ...this.optim, lr: options.lr ?? this.optim.lr });
+    }
+    const seconds = (now() - started) / 1000;
+    return {
+      ...totals,
+      grad_norm: gradNorm,
+      tokens_per_second: seconds > 0 ? norm.tokens / seconds : 0,
+      tokens: norm.tokens,
+      skipped,
+      step: this.optimizer.step,
+    };
+  }
+}
+
+function copyOptimizer(o: OptimizerState): OptimizerState {
+  return { step: o.step, m: o.m.slice(), v: o.v.slice() };
+}
