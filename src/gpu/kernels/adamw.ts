@@ -1,21 +1,34 @@
 import { memoKernel, type GpuContext } from "../context.ts";
 import { flatIndex, launch1d } from "./grid.ts";
 
-/** Fused gradient scaling (global-norm clip) + AdamW with decoupled weight decay and bias correction:
- * g' = g * gradScale; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2; p -= lr wd p; p -= lr (m/bc1) / (sqrt(v/bc2) + eps). */
+/** Fused gradient scaling (global-norm clip) + AdamW, in the same arithmetic form as the CPU reference
+ * (src/model/reference/optim.ts, torch.optim.AdamW): g' = g * gradScale; m = b1 m + (1-b1) g';
+ * v = b2 v + (1-b2) g'^2; p = p * decay - stepSize * m / (sqrt(v) / bc2Sqrt + eps)
+ * with decay = 1 - lr wd, stepSize = lr / (1 - b1^step), bc2Sqrt = sqrt(1 - b2^step). */
 
-const LAYOUT = { n: "u32", lr: "f32", beta1: "f32", beta2: "f32", eps: "f32", weightDecay: "f32", bc1: "f32", bc2: "f32", gradScale: "f32" } as const;
+const LAYOUT = { n: "u32", beta1: "f32", beta2: "f32", eps: "f32", decay: "f32", stepSize: "f32", bc2Sqrt: "f32", gradScale: "f32" } as const;
 
 export interface AdamWParams {
-  lr: number;
   beta1: number;
   beta2: number;
   eps: number;
-  weightDecay: number;
-  /** 1 - beta1^step and 1 - beta2^step for the step being taken. */
-  bc1: number;
-  bc2: number;
+  decay: number;
+  stepSize: number;
+  bc2Sqrt: number;
   gradScale: number;
+}
+
+/** The per-step scalars of {@link AdamWParams} for optimizer step `step` (1-based). */
+export function adamwScalars(o: { lr: number; beta1: number; beta2: number; eps: number; weightDecay: number }, step: number, gradScale: number): AdamWParams {
+  return {
+    beta1: o.beta1,
+    beta2: o.beta2,
+    eps: o.eps,
+    decay: 1 - o.lr * o.weightDecay,
+    stepSize: o.lr / (1 - Math.pow(o.beta1, step)),
+    bc2Sqrt: Math.sqrt(1 - Math.pow(o.beta2, step)),
+    gradScale,
+  };
 }
 
 export function adamw(ctx: GpuContext, param: GPUBuffer, grad: GPUBuffer, m: GPUBuffer, v: GPUBuffer, n: number, p: AdamWParams): void {
@@ -34,10 +47,7 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
   let vi = P.beta2 * v[i] + (1.0 - P.beta2) * gr * gr;
   m[i] = mi;
   v[i] = vi;
-  var w = param[i];
-  w -= P.lr * P.weightDecay * w;
-  w -= P.lr * (mi / P.bc1) / (sqrt(vi / P.bc2) + P.eps);
-  param[i] = w;
+  param[i] = param[i] * P.decay - P.stepSize * mi / (sqrt(vi) / P.bc2Sqrt + P.eps);
 }
 `);
   ctx.dispatch(k, { n, ...p }, [param, grad, m, v], launch1d(ctx, n));

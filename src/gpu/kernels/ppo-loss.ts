@@ -6,7 +6,9 @@ import { flatIndex, launch1d } from "./grid.ts";
  * Aggregation (token-mean, seq-mean-token-sum, ...) is linear in the per-token loss, so it is folded into a
  * per-token weight w (0 on masked tokens) computed with the batch on the host: loss = sum w L.
  * Outputs per token: dlogprob, dentropy (the seeds of the backward pass) and METRIC_COLUMNS partial terms
- * that {@link columnSums} adds up.
+ * that {@link columnSums} adds up. Derivatives follow PyTorch autograd like src/wasm/reference/ppo-loss.ts:
+ * clamps pass the gradient on their closed interval, max/min split it evenly on ties.
+ * The `sft` objective reuses the same plumbing with L = -logprob (cross-entropy).
  */
 
 export const KL_KIND_CODES = { kl: 0, k1: 0, abs: 1, mse: 2, k2: 2, low_var_kl: 3, k3: 3 } as const;
@@ -23,6 +25,7 @@ const LAYOUT = {
   klCoef: "f32",
   klKind: "u32",
   hasRef: "u32",
+  sft: "u32",
 } as const;
 
 export interface PpoParams {
@@ -32,6 +35,10 @@ export interface PpoParams {
   entropyCoeff: number;
   klCoef: number;
   klKind: keyof typeof KL_KIND_CODES;
+  /** Reference log-probs were given (the kl column and, with klCoef, the KL gradient). */
+  hasRef: boolean;
+  /** Cross-entropy instead of the PPO objective. */
+  sft?: boolean;
 }
 
 export interface PpoBuffers {
@@ -82,12 +89,34 @@ fn klValueGrad(logp: f32, refLp: f32) -> vec2f {
     }
   }
 }
+// Share of the gradient torch.maximum/minimum gives the chosen side: 1, 0, or 1/2 on ties.
+fn pick(chosen: f32, other: f32, wantLarger: bool) -> f32 {
+  if (chosen == other) { return 0.5; }
+  return select(0.0, 1.0, (chosen > other) == wantLarger);
+}
 @compute @workgroup_size(${wg})
 fn main(@builtin(global_invocation_id) g: vec3u) {
   let i = ${flatIndex(wg)};
   if (i >= P.n) { return; }
   let w = weight[i];
   let m = mask[i];
+  let o = i * ${C}u;
+  // Masked tokens contribute nothing, even when their inputs are not finite (0 * NaN would poison the sums).
+  if (m == 0.0) {
+    dlogprob[i] = 0.0;
+    dentropy[i] = 0.0;
+    for (var c = 0u; c < ${C}u; c++) { metrics[o + c] = 0.0; }
+    return;
+  }
+  if (P.sft != 0u) {
+    dlogprob[i] = -w;
+    dentropy[i] = 0.0;
+    metrics[o] = -w * logprob[i];
+    metrics[o + 1u] = w * entropy[i];
+    for (var c = 2u; c < ${C - 1}u; c++) { metrics[o + c] = 0.0; }
+    metrics[o + ${C - 1}u] = m;
+    return;
+  }
   let A = adv[i];
   let rawDelta = logprob[i] - oldLogprob[i];
   let delta = clamp(rawDelta, -20.0, 20.0);
@@ -98,21 +127,20 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
   let L2 = -A * clipped;
   let dL1 = -A * dRatio;
   let dL2 = select(0.0, dL1, clipped == ratio);
-  var C1 = L1;
-  var dC1 = dL1;
-  if (L2 > L1) { C1 = L2; dC1 = dL2; }
+  let C1 = max(L1, L2);
+  let dC1 = pick(L1, L2, true) * dL1 + pick(L2, L1, true) * dL2;
   let L3 = -A * P.clipC;
   var L = C1;
   var dL = dC1;
-  var lower = 0.0;
   if (A < 0.0) {
-    if (C1 > L3) { L = L3; dL = 0.0; lower = 1.0; }
+    L = min(L3, C1);
+    dL = pick(C1, L3, false) * dC1;
   }
+  let lower = select(0.0, 1.0, C1 > L3 && A < 0.0);
   var kl = vec2f(0.0, 0.0);
   if (P.hasRef != 0u) { kl = klValueGrad(logprob[i], refLogprob[i]); }
   dlogprob[i] = w * (dL + P.klCoef * kl.y);
   dentropy[i] = -P.entropyCoeff * w;
-  let o = i * ${C}u;
   metrics[o] = w * L;
   metrics[o + 1u] = w * entropy[i];
   metrics[o + 2u] = w * kl.x;
@@ -124,7 +152,7 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
 `);
   ctx.dispatch(
     k,
-    { n, clipLow: p.clipLow, clipHigh: p.clipHigh, clipC: p.clipC, entropyCoeff: p.entropyCoeff, klCoef: p.klCoef, klKind: KL_KIND_CODES[p.klKind], hasRef: p.klCoef !== 0 ? 1 : 0 },
+    { n, clipLow: p.clipLow, clipHigh: p.clipHigh, clipC: p.clipC, entropyCoeff: p.entropyCoeff, klCoef: p.klCoef, klKind: KL_KIND_CODES[p.klKind], hasRef: p.hasRef ? 1 : 0, sft: p.sft === true ? 1 : 0 },
     [b.logprob, b.oldLogprob, b.advantages, b.entropy, b.refLogprob, b.weight, b.mask, b.dlogprob, b.dentropy, b.metrics],
     launch1d(ctx, n),
   );

@@ -1,0 +1,300 @@
+/**
+ * GpuPolicyTrainer: the PolicyTrainer API (src/model/train-types.ts) on WebGPU, the same math as the
+ * CPU trainer (src/model/cpu-trainer.ts). Parameters, gradients and AdamW moments live on the GPU for the
+ * trainer's lifetime; a step uploads the batch and downloads only the metric sums and the gradient norm.
+ * A non-finite loss or gradient norm skips the optimizer update (weights untouched) and says so.
+ */
+import { paramCount, parseModelConfig, type ModelConfig } from "../model/config.ts";
+import { checkResponseTensor, microBatches, resolveResponseMask, rowWidth, sliceRows, validateBatch } from "../model/batch.ts";
+import { initParams } from "../model/init.ts";
+import { resolveOptimizerOptions } from "../model/reference/optim.ts";
+import { aggWeights, normFromMask, resolveLossOptions, type AggNorm } from "../wasm/reference/ppo-loss.ts";
+import { KL_ALIASES } from "../wasm/types.ts";
+import { ValidationError } from "../types/errors.ts";
+import type {
+  LogProbsResult,
+  OptimizerOptions,
+  OptimizerState,
+  PolicyStepOptions,
+  PolicyTrainer,
+  SftStepOptions,
+  StepMetrics,
+  StepOptions,
+  TokenBatch,
+  TrainerState,
+} from "../model/train-types.ts";
+import { GpuContext } from "./context.ts";
+import { GpuModel, type MicroInputs, type MicroShape } from "./model.ts";
+import { METRIC_COLUMNS, ppoLoss, type PpoParams } from "./kernels/ppo-loss.ts";
+import { columnSums, sumSquares, SUMSQ_GROUPS } from "./kernels/reduce.ts";
+import { adamw, adamwScalars } from "./kernels/adamw.ts";
+import type { GpuDeviceOptions } from "./device.ts";
+
+export interface GpuTrainerOptions extends OptimizerOptions {
+  config: ModelConfig;
+  /** Seed of the initial parameters when `params` is absent [0]. */
+  seed?: number;
+  /** Initial flat parameters (paramLayout order), e.g. from a checkpoint. */
+  params?: Float32Array;
+  /** Optimizer state to resume from. */
+  optimizer?: OptimizerState;
+  /** A context to share (otherwise one is created, and destroyed by `destroy()`). */
+  context?: GpuContext;
+  device?: GpuDeviceOptions;
+}
+
+const MASKED_MEAN_EPS = 1e-8;
+const C = METRIC_COLUMNS.length;
+const col = (name: (typeof METRIC_COLUMNS)[number]): number => METRIC_COLUMNS.indexOf(name);
+
+function now(): number {
+  return typeof performance !== "undefined" ? performance.now() : Date.now();
+}
+
+/** The GPU-format inputs of rows [r0, r1) of a batch. */
+function microInputs(batch: TokenBatch): { shape: MicroShape; inputs: MicroInputs } {
+  const { n: B, P, R } = batch;
+  const T = rowWidth(batch);
+  const predictRows = new Uint32Array(B * R);
+  const targets = new Uint32Array(B * R);
+  for (let b = 0; b < B; b++) {
+    for (let c = 0; c < R; c++) {
+      predictRows[b * R + c] = b * T + P + c - 1;
+      targets[b * R + c] = batch.inputIds[b * T + P + c];
+    }
+  }
+  return {
+    shape: { B, T, R },
+    inputs: {
+      ids: new Uint32Array(batch.inputIds.buffer, batch.inputIds.byteOffset, batch.inputIds.length),
+      mask: Uint32Array.from(batch.attentionMask),
+      positions: new Uint32Array(batch.positionIds.buffer, batch.positionIds.byteOffset, batch.positionIds.length),
+      predictRows,
+      targets,
+    },
+  };
+}
+
+/** Per-token loss inputs of one micro-batch, [rows * R] each. */
+interface LossInputs {
+  advantages: Float32Array;
+  oldLogProbs: Float32Array;
+  refLogProbs: Float32Array;
+  weight: Float32Array;
+  mask: Float32Array;
+}
+
+export class GpuPolicyTrainer implements PolicyTrainer {
+  readonly backend = "webgpu" as const;
+  readonly config: ModelConfig;
+  private readonly model: GpuModel;
+  private readonly optim: Required<OptimizerOptions>;
+  private stepCount: number;
+  private loss: { buffers: Record<keyof LossInputs | "metrics", GPUBuffer>; rows: number } | null = null;
+  private partials: GPUBuffer;
+
+  private constructor(
+    readonly ctx: GpuContext,
+    private readonly ownsContext: boolean,
+    options: GpuTrainerOptions,
+  ) {
+    this.config = parseModelConfig(options.config);
+    const size = paramCount(this.config);
+    if (options.params !== undefined && options.params.length !== size)
+      throw new ValidationError(`params has ${options.params.length} elements, the config needs ${size}`, ["params"]);
+    this.optim = resolveOptimizerOptions(options);
+    this.model = new GpuModel(ctx, this.config, options.params ?? initParams(this.config, options.seed ?? 0));
+    this.stepCount = 0;
+    if (options.optimizer !== undefined) this.loadOptimizer(options.optimizer);
+    this.partials = ctx.alloc(this.model.layout.length * SUMSQ_GROUPS + 1, "grad_norm_partials");
+  }
+
+  /** Acquires a device (or uses `options.context`) and uploads the initial parameters. */
+  static async create(options: GpuTrainerOptions): Promise<GpuPolicyTrainer> {
+    const ctx = options.context ?? (await GpuContext.create(options.device));
+    return new GpuPolicyTrainer(ctx, options.context === undefined, options);
+  }
+
+  private loadOptimizer(o: OptimizerState): void {
+    const size = paramCount(this.config);
+    if (o.m.length !== size || o.v.length !== size) throw new ValidationError(`optimizer state has ${o.m.length} elements, the config needs ${size}`, ["optimizer"]);
+    this.model.writeFlat(this.model.m, o.m);
+    this.model.writeFlat(this.model.v, o.v);
+    this.stepCount = o.step;
+  }
+
+  async logProbs(batch: TokenBatch, options: StepOptions = {}): Promise<LogProbsResult> {
+    validateBatch(batch);
+    const { n, R } = batch;
+    const log_probs = new Float32Array(n * R);
+    const entropy = new Float32Array(n * R);
+    for (const [r0, r1] of microBatches(n, options.microBatchSize)) {
+      const { shape, inputs } = microInputs(sliceRows(batch, r0, r1));
+      const ws = this.model.forward(shape, inputs);
+      const rows = (r1 - r0) * R;
+      log_probs.set(await this.ctx.read(ws.logprob, rows), r0 * R);
+      entropy.set(await this.ctx.read(ws.entropy, rows), r0 * R);
+    }
+    return { log_probs, entropy };
+  }
+
+  async policyStep(batch: TokenBatch, advantages: Float32Array, oldLogProbs: Float32Array, options: PolicyStepOptions = {}): Promise<StepMetrics> {
+    validateBatch(batch);
+    checkResponseTensor("advantages", advantages, batch);
+    checkResponseTensor("oldLogProbs", oldLogProbs, batch);
+    const ref = options.refLogProbs;
+    if (ref !== undefined) checkResponseTensor("refLogProbs", ref, batch);
+    const o = resolveLossOptions(options);
+    if (o.klLossCoef !== 0 && ref === undefined) throw new ValidationError("klLossCoef needs reference log-probs", ["refLogProbs"]);
+    const kind = KL_ALIASES[o.klLossType];
+    const params: PpoParams = {
+      clipLow: o.clipRatioLow,
+      clipHigh: o.clipRatioHigh,
+      clipC: o.clipRatioC,
+      entropyCoeff: o.entropyCoeff,
+      klCoef: o.klLossCoef,
+      klKind: kind,
+      hasRef: ref !== undefined,
+    };
+    return this.step(batch, options, o.lossAggMode, params, { advantages, oldLogProbs, refLogProbs: ref }, (s) => ({
+      loss: s.pg - o.entropyCoeff * s.entropy + o.klLossCoef * s.kl,
+      pg_loss: s.pg,
+    }));
+  }
+
+  /** Cross-entropy of the response tokens, aggregated with `lossAggMode` [token-mean]. */
+  async sftStep(batch: TokenBatch, options: SftStepOptions = {}): Promise<StepMetrics> {
+    validateBatch(batch);
+    const params: PpoParams = { clipLow: 0, clipHigh: 0, clipC: 0, entropyCoeff: 0, klCoef: 0, klKind: "k1", hasRef: false, sft: true };
+    const zeros = new Float32Array(batch.n * batch.R);
+    return this.step(batch, options, options.lossAggMode ?? "token-mean", params, { advantages: zeros, oldLogProbs: zeros }, (s) => ({ loss: s.pg, pg_loss: s.pg }));
+  }
+
+  private lossBuffers(rows: number): Record<keyof LossInputs | "metrics", GPUBuffer> {
+    if (this.loss === null || this.loss.rows < rows) {
+      this.ctx.flush();
+      if (this.loss !== null) for (const b of Object.values(this.loss.buffers)) b.destroy();
+      const a = (k: number): GPUBuffer => this.ctx.alloc(k);
+      this.loss = { rows, buffers: { advantages: a(rows), oldLogProbs: a(rows), refLogProbs: a(rows), weight: a(rows), mask: a(rows), metrics: a(rows * C) } };
+    }
+    return this.loss.buffers;
+  }
+
+  /** Forward, loss and backward per micro-batch; then grad norm, and if everything is finite, clip + AdamW. */
+  private async step(
+    batch: TokenBatch,
+    options: StepOptions,
+    mode: PolicyStepOptions["lossAggMode"] & string,
+    lossParams: PpoParams,
+    perToken: { advantages: Float32Array; oldLogProbs: Float32Array; refLogProbs?: Float32Array },
+    objective: (sums: { pg: number; entropy: number; kl: number }) => { loss: number; pg_loss: number },
+  ): Promise<StepMetrics> {
+    const started = now();
+    const { n, R } = batch;
+    const mask = resolveResponseMask(batch);
+    const norm: AggNorm = normFromMask(mask, n, R);
+    const weight = Float32Array.from(aggWeights(mask, n, R, mode, norm));
+    const ctx = this.ctx;
+    const model = this.model;
+    const micro = microBatches(n, options.microBatchSize);
+    const sums = ctx.alloc(micro.length * C + 1, "step_sums");
+    model.zeroGrads();
+    micro.forEach(([r0, r1], index) => {
+      const { shape, inputs } = microInputs(sliceRows(batch, r0, r1));
+      const ws = model.forward(shape, inputs);
+      const rows = (r1 - r0) * R;
+      const lb = this.lossBuffers(rows);
+      const cut = (a: Float32Array): Float32Array => a.subarray(r0 * R, r1 * R);
+      ctx.write(lb.advantages, cut(perToken.advantages));
+      ctx.write(lb.oldLogProbs, cut(perToken.oldLogProbs));
+      if (perToken.refLogProbs !== undefined) ctx.write(lb.refLogProbs, cut(perToken.refLogProbs));
+      ctx.write(lb.weight, cut(weight));
+      ctx.write(lb.mask, cut(mask));
+      ppoLoss(
+        ctx,
+        {
+          logprob: ws.logprob,
+          oldLogprob: lb.oldLogProbs,
+          advantages: lb.advantages,
+          entropy: ws.entropy,
+          refLogprob: lb.refLogProbs,
+          weight: lb.weight,
+          mask: lb.mask,
+          dlogprob: ws.dlogprob,
+          dentropy: ws.dentropy,
+          metrics: lb.metrics,
+        },
+        rows,
+        lossParams,
+      );
+      columnSums(ctx, lb.metrics, sums, rows, C, index * C);
+      model.backward(shape, ws);
+    });
+    model.layout.forEach((s, i) => sumSquares(ctx, model.grads[s.name], s.size, this.partials, i));
+    columnSums(ctx, this.partials, sums, model.layout.length * SUMSQ_GROUPS, 1, micro.length * C);
+    const out = await ctx.read(sums);
+    sums.destroy();
+    const total = (name: (typeof METRIC_COLUMNS)[number]): number => {
+      let s = 0;
+      for (let i = 0; i < micro.length; i++) s += out[i * C + col(name)];
+      return s;
+    };
+    const meanScale = 1 / (norm.tokens + MASKED_MEAN_EPS);
+    const { loss, pg_loss } = objective({ pg: total("pg"), entropy: total("entropy"), kl: total("kl") });
+    const gradNorm = Math.sqrt(out[micro.length * C]);
+    const skipped = !Number.isFinite(loss) || !Number.isFinite(gradNorm);
+    if (!skipped) {
+      const maxNorm = this.optim.maxGradNorm;
+      const coef = maxNorm > 0 && maxNorm !== Infinity ? maxNorm / (gradNorm + 1e-6) : 1;
+      this.stepCount += 1;
+      const scalars = adamwScalars({ ...this.optim, lr: options.lr ?? this.optim.lr }, this.stepCount, coef < 1 ? coef : 1);
+      for (const s of model.layout) adamw(ctx, model.params[s.name], model.grads[s.name], model.m[s.name], model.v[s.name], s.size, scalars);
+      ctx.flush();
+    }
+    const seconds = (now() - started) / 1000;
+    return {
+      loss,
+      pg_loss,
+      clip_frac: total("clipped") * meanScale,
+      clip_frac_lower: total("clipped_lower") * meanScale,
+      approx_kl: total("neg_log_ratio") * meanScale,
+      entropy: total("entropy"),
+      grad_norm: gradNorm,
+      tokens_per_second: seconds > 0 ? norm.tokens / seconds : 0,
+      tokens: norm.tokens,
+      skipped,
+      step: this.stepCount,
+    };
+  }
+
+  /** The last step's accumulated gradient before clipping (flat, paramLayout order); for tests and diagnostics. */
+  async lastGradients(): Promise<Float32Array> {
+    return this.model.readFlat(this.model.grads);
+  }
+
+  async getState(): Promise<TrainerState> {
+    return {
+      config: { ...this.config },
+      params: await this.model.readFlat(this.model.params),
+      optimizer: { step: this.stepCount, m: await this.model.readFlat(this.model.m), v: await this.model.readFlat(this.model.v) },
+    };
+  }
+
+  async setState(state: TrainerState): Promise<void> {
+    if (JSON.stringify(parseModelConfig(state.config)) !== JSON.stringify(this.config))
+      throw new ValidationError("state was saved for a different model config", ["config"]);
+    const size = paramCount(this.config);
+    if (state.params.length !== size) throw new ValidationError(`params has ${state.params.length} elements, the config needs ${size}`, ["params"]);
+    this.loadOptimizer(state.optimizer);
+    this.model.writeFlat(this.model.params, state.params);
+    this.ctx.flush();
+  }
+
+  /** Frees the GPU buffers (and the device when this trainer created it). */
+  destroy(): void {
+    this.model.destroy();
+    this.partials.destroy();
+    if (this.loss !== null) for (const b of Object.values(this.loss.buffers)) b.destroy();
+    if (this.ownsContext) this.ctx.destroy();
+  }
+}

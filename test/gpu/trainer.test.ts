@@ -1,0 +1,223 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GpuContext } from "../../src/gpu/context.ts";
+import { GpuPolicyTrainer } from "../../src/gpu/trainer.ts";
+import { CpuTrainer } from "../../src/model/cpu-trainer.ts";
+import { backward, forward } from "../../src/model/reference.ts";
+import { initParams, Rng } from "../../src/model/init.ts";
+import { batchFromTokens, resolveResponseMask } from "../../src/model/batch.ts";
+import { decodeModel, decodeOptimizer, encodeModel, encodeOptimizer } from "../../src/model/checkpoint.ts";
+import { normFromMask, ppoPolicyLoss } from "../../src/wasm/reference/ppo-loss.ts";
+import type { ModelConfig } from "../../src/model/config.ts";
+import type { PolicyStepOptions, TokenBatch } from "../../src/model/train-types.ts";
+import { maxRelError, noGpu } from "./gpu-env.ts";
+
+const PAD = 0;
+
+function tinyConfig(tie: boolean): ModelConfig {
+  return { vocab_size: 37, d_model: 24, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 40, max_seq_len: 32, rope_theta: 10000, norm_eps: 1e-5, tie_embeddings: tie };
+}
+
+/** Rows of different prompt/response lengths, so left and right padding both occur. */
+function makeBatch(rng: Rng, vocab: number, rows: number): TokenBatch {
+  const tokens = (k: number): number[] => Array.from({ length: k }, () => 1 + (rng.nextU32() % (vocab - 1)));
+  const spec = Array.from({ length: rows }, (_, i) => ({ prompt: tokens(2 + (i % 3)), response: tokens(3 + ((i * 2) % 4)) }));
+  return batchFromTokens(spec, { padId: PAD });
+}
+
+function responseCols(x: ArrayLike<number>, b: TokenBatch): Float32Array {
+  const T = b.P + b.R;
+  const out = new Float32Array(b.n * b.R);
+  for (let i = 0; i < b.n; i++) for (let t = 0; t < b.R; t++) out[i * b.R + t] = x[i * T + b.P + t];
+  return out;
+}
+
+function fullCols(x: ArrayLike<number>, b: TokenBatch): Float64Array {
+  const T = b.P + b.R;
+  const out = new Float64Array(b.n * T);
+  for (let i = 0; i < b.n; i++) for (let t = 0; t < b.R; t++) out[i * T + b.P + t] = x[i * b.R + t];
+  return out;
+}
+
+/** The PPO gradient of the CPU reference (float64 model), the oracle for the GPU backward. */
+function referenceGradients(config: ModelConfig, params: Float32Array, batch: TokenBatch, adv: Float32Array, old: Float32Array, options: PolicyStepOptions) {
+  const p64 = Float64Array.from(params);
+  const out = forward(config, p64, batch);
+  const mask = resolveResponseMask(batch);
+  const loss = ppoPolicyLoss(
+    { rows: batch.n, cols: batch.R, logProbs: responseCols(out.logprob, batch), oldLogProbs: old, advantages: adv, responseMask: mask, entropy: responseCols(out.entropy, batch), refLogProbs: options.refLogProbs },
+    options,
+    normFromMask(mask, batch.n, batch.R),
+  );
+  return { loss, grads: backward(config, p64, out.cache, fullCols(loss.dLogProbs, batch), fullCols(loss.dEntropy, batch)) };
+}
+
+function randomAdvantages(rng: Rng, n: number): Float32Array {
+  return Float32Array.from({ length: n }, () => rng.normal());
+}
+
+describe.skipIf(noGpu)("GpuPolicyTrainer vs the CPU reference", () => {
+  let ctx: GpuContext;
+  beforeAll(async () => {
+    ctx = await GpuContext.create();
+  });
+  afterAll(() => ctx?.destroy());
+
+  it.each([true, false])("logProbs and entropies equal the CPU trainer's (tied embeddings: %s), with micro-batches", async (tie) => {
+    const config = tinyConfig(tie);
+    const rng = new Rng(7);
+    const batch = makeBatch(rng, config.vocab_size, 5);
+    const gpu = await GpuPolicyTrainer.create({ config, seed: 3, context: ctx });
+    const cpu = new CpuTrainer({ config, seed: 3 });
+    const want = await cpu.logProbs(batch);
+    const got = await gpu.logProbs(batch, { microBatchSize: 2 });
+    expect(maxRelError(got.log_probs, want.log_probs)).toBeLessThan(2e-5);
+    expect(maxRelError(got.entropy, want.entropy)).toBeLessThan(2e-5);
+    gpu.destroy();
+  });
+
+  it.each([
+    ["token-mean", true, 0, 0],
+    ["seq-mean-token-mean", false, 0.01, 0.1],
+    ["seq-mean-token-sum", true, 0, 0.05],
+    ["seq-mean-token-sum-norm", false, 0.02, 0],
+  ] as const)("policy gradient and metrics equal the CPU backward (%s, tied %s, entropy %s, kl %s)", async (mode, tie, entropyCoeff, klLossCoef) => {
+    const config = tinyConfig(tie);
+    const rng = new Rng(11);
+    const batch = makeBatch(rng, config.vocab_size, 4);
+    const params = initParams(config, 5);
+    const gpu = await GpuPolicyTrainer.create({ config, params, context: ctx });
+    const { log_probs } = await gpu.logProbs(batch);
+    // Old log-probs off the current ones so the ratio clips on some tokens; mixed-sign advantages.
+    const old = log_probs.map((x) => x + 0.3 * rng.normal());
+    const adv = randomAdvantages(rng, batch.n * batch.R);
+    const ref = log_probs.map((x) => x + 0.2 * rng.normal());
+    const options: PolicyStepOptions = { lossAggMode: mode, entropyCoeff, klLossCoef, klLossType: "low_var_kl", refLogProbs: ref, microBatchSize: 3, lr: 0 };
+    const metrics = await gpu.policyStep(batch, adv, old, options);
+    const want = referenceGradients(config, params, batch, adv, old, options);
+    expect(maxRelError(await gpu.lastGradients(), want.grads)).toBeLessThan(1e-4);
+    expect(metrics.loss).toBeCloseTo(want.loss.loss, 5);
+    expect(metrics.pg_loss).toBeCloseTo(want.loss.pg_loss, 5);
+    expect(metrics.entropy).toBeCloseTo(want.loss.entropy_loss, 4);
+    expect(metrics.clip_frac).toBeCloseTo(want.loss.clip_frac, 6);
+    expect(metrics.clip_frac).toBeGreaterThan(0);
+    expect(metrics.clip_frac_lower).toBeCloseTo(want.loss.clip_frac_lower, 6);
+    expect(metrics.approx_kl).toBeCloseTo(want.loss.approx_kl, 5);
+    let ss = 0;
+    for (const g of want.grads) ss += g * g;
+    expect(metrics.grad_norm).toBeCloseTo(Math.sqrt(ss), 4);
+    expect(metrics.skipped).toBe(false);
+    gpu.destroy();
+  });
+
+  it("one policyStep moves the parameters like the CPU trainer", async () => {
+    const config = tinyConfig(true);
+    const rng = new Rng(21);
+    const batch = makeBatch(rng, config.vocab_size, 3);
+    const gpu = await GpuPolicyTrainer.create({ config, seed: 9, context: ctx, lr: 1e-3 });
+    const cpu = new CpuTrainer({ config, seed: 9, lr: 1e-3 });
+    const old = (await cpu.logProbs(batch)).log_probs;
+    const adv = randomAdvantages(rng, batch.n * batch.R);
+    const mg = await gpu.policyStep(batch, adv, old);
+    const mc = await cpu.policyStep(batch, adv, old);
+    expect(mg.step).toBe(1);
+    expect(mc.step).toBe(1);
+    expect(mg.loss).toBeCloseTo(mc.loss, 5);
+    expect(mg.grad_norm).toBeCloseTo(mc.grad_norm, 4);
+    const pg = (await gpu.getState()).params;
+    const pc = (await cpu.getState()).params;
+    // Adam's first step is about lr * sign(g): allow a sign flip only where the gradient is ~0.
+    let far = 0;
+    for (let i = 0; i < pg.length; i++) if (Math.abs(pg[i] - pc[i]) > 1e-4) far++;
+    expect(far / pg.length).toBeLessThan(0.01);
+    gpu.destroy();
+  });
+
+  it("the SFT gradient equals the CPU reference cross-entropy gradient", async () => {
+    const config = tinyConfig(false);
+    const rng = new Rng(31);
+    const batch = makeBatch(rng, config.vocab_size, 3);
+    const params = initParams(config, 2);
+    const gpu = await GpuPolicyTrainer.create({ config, params, context: ctx });
+    const m = await gpu.sftStep(batch, { lr: 0 });
+    const p64 = Float64Array.from(params);
+    const out = forward(config, p64, batch);
+    const mask = resolveResponseMask(batch);
+    const tokens = normFromMask(mask, batch.n, batch.R).tokens;
+    const lp = responseCols(out.logprob, batch);
+    let nll = 0;
+    for (let i = 0; i < lp.length; i++) nll -= (mask[i] * lp[i]) / (tokens + 1e-8);
+    const grads = backward(config, p64, out.cache, fullCols(mask.map((x) => -x / (tokens + 1e-8)), batch), new Float64Array(batch.n * (batch.P + batch.R)));
+    expect(m.loss).toBeCloseTo(nll, 5);
+    expect(maxRelError(await gpu.lastGradients(), grads)).toBeLessThan(1e-4);
+    gpu.destroy();
+  });
+
+  it("ten policySteps on a fixed batch lower the loss and raise positive-advantage log-probs", async () => {
+    const config = tinyConfig(true);
+    const rng = new Rng(41);
+    const batch = makeBatch(rng, config.vocab_size, 4);
+    const gpu = await GpuPolicyTrainer.create({ config, seed: 1, context: ctx, lr: 3e-3 });
+    const before = (await gpu.logProbs(batch)).log_probs;
+    const adv = new Float32Array(batch.n * batch.R).map((_, i) => (Math.floor(i / batch.R) % 2 === 0 ? 1 : -1));
+    const losses: number[] = [];
+    for (let s = 0; s < 10; s++) losses.push((await gpu.policyStep(batch, adv, before)).loss);
+    const after = (await gpu.logProbs(batch)).log_probs;
+    expect(losses[9]).toBeLessThan(losses[0]);
+    const mask = resolveResponseMask(batch);
+    let up = 0;
+    let down = 0;
+    for (let i = 0; i < after.length; i++) {
+      if (mask[i] === 0) continue;
+      if (adv[i] > 0) up += after[i] - before[i];
+      else down += after[i] - before[i];
+    }
+    expect(up).toBeGreaterThan(0);
+    expect(down).toBeLessThan(0);
+    gpu.destroy();
+  });
+
+  it("the same seed gives bit-identical weights twice; checkpoint save/load continues exactly", async () => {
+    const config = tinyConfig(true);
+    const rng = new Rng(51);
+    const batch = makeBatch(rng, config.vocab_size, 3);
+    const adv = randomAdvantages(rng, batch.n * batch.R);
+    const run = async (): Promise<GpuPolicyTrainer> => {
+      const t = await GpuPolicyTrainer.create({ config, seed: 4, context: ctx, lr: 1e-3 });
+      const old = (await t.logProbs(batch)).log_probs;
+      for (let s = 0; s < 3; s++) await t.policyStep(batch, adv, old, { microBatchSize: 2 });
+      return t;
+    };
+    const a = await run();
+    const b = await run();
+    const sa = await a.getState();
+    expect(sa.params).toEqual((await b.getState()).params);
+    // Through the safetensors checkpoint format into a fresh trainer.
+    const model = decodeModel(encodeModel(config, sa.params, sa.optimizer.step));
+    const optimizer = decodeOptimizer(config, encodeOptimizer(config, sa.optimizer));
+    const c = await GpuPolicyTrainer.create({ config, params: model.params, optimizer, context: ctx, lr: 1e-3 });
+    const old = (await a.logProbs(batch)).log_probs;
+    const ma = await a.policyStep(batch, adv, old);
+    const mc = await c.policyStep(batch, adv, old);
+    expect(mc.step).toBe(ma.step);
+    expect((await c.getState()).params).toEqual((await a.getState()).params);
+    for (const t of [a, b, c]) t.destroy();
+  });
+
+  it("a non-finite loss skips the step and leaves the weights untouched", async () => {
+    const config = tinyConfig(true);
+    const rng = new Rng(61);
+    const batch = makeBatch(rng, config.vocab_size, 2);
+    const gpu = await GpuPolicyTrainer.create({ config, seed: 2, context: ctx, lr: 1e-2 });
+    const old = (await gpu.logProbs(batch)).log_probs;
+    const before = (await gpu.getState()).params;
+    const adv = randomAdvantages(rng, batch.n * batch.R);
+    const mask = resolveResponseMask(batch);
+    // NaN on masked-out tokens is ignored; on a trained token it makes the loss NaN.
+    adv[mask.findIndex((m) => m === 1)] = NaN;
+    const m = await gpu.policyStep(batch, adv, old);
+    expect(m.skipped).toBe(true);
+    expect(m.step).toBe(0);
+    expect((await gpu.getState()).params).toEqual(before);
+    gpu.destroy();
+  });
+});
