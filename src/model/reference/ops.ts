@@ -30,6 +30,30 @@ export interface MatDims {
   n: number;
 }
 
+/**
+ * acc[0..n) += sum over p in [p0, p1) of coef(p) * b[p*n .. p*n+n), four rows of b per pass so the
+ * accumulator is loaded and stored a quarter as often (the inner loop of matmul and matmulAtB).
+ */
+function axpyRows(acc: Float64Array, accOffset: number, b: Arr, n: number, coef: (p: number) => number, p0: number, p1: number): void {
+  let p = p0;
+  for (; p + 3 < p1; p += 4) {
+    const c0 = coef(p);
+    const c1 = coef(p + 1);
+    const c2 = coef(p + 2);
+    const c3 = coef(p + 3);
+    const o0 = p * n;
+    const o1 = o0 + n;
+    const o2 = o1 + n;
+    const o3 = o2 + n;
+    for (let j = 0; j < n; j++) acc[accOffset + j] += c0 * b[o0 + j] + c1 * b[o1 + j] + c2 * b[o2 + j] + c3 * b[o3 + j];
+  }
+  for (; p < p1; p++) {
+    const c = coef(p);
+    const o = p * n;
+    for (let j = 0; j < n; j++) acc[accOffset + j] += c * b[o + j];
+  }
+}
+
 /** y[m,n] = a[m,k] @ b[k,n]. */
 export function matmul(a: Arr, b: Arr, { m, k, n }: MatDims): Arr {
   checkLength("a", a, m * k);
@@ -38,12 +62,8 @@ export function matmul(a: Arr, b: Arr, { m, k, n }: MatDims): Arr {
   const acc = new Float64Array(n);
   for (let i = 0; i < m; i++) {
     acc.fill(0);
-    for (let p = 0; p < k; p++) {
-      const aip = a[i * k + p];
-      if (aip === 0) continue;
-      const bo = p * n;
-      for (let j = 0; j < n; j++) acc[j] += aip * b[bo + j];
-    }
+    const ao = i * k;
+    axpyRows(acc, 0, b, n, (p) => a[ao + p], 0, k);
     y.set(acc, i * n);
   }
   return y;
@@ -56,7 +76,31 @@ export function matmulABt(a: Arr, b: Arr, { m, k, n }: MatDims): Arr {
   const y = alloc(a, m * n);
   for (let i = 0; i < m; i++) {
     const ao = i * k;
-    for (let j = 0; j < n; j++) {
+    let j = 0;
+    // four rows of b against one row of a: each a element is loaded once per four dot products
+    for (; j + 3 < n; j += 4) {
+      const b0 = j * k;
+      const b1 = b0 + k;
+      const b2 = b1 + k;
+      const b3 = b2 + k;
+      let s0 = 0;
+      let s1 = 0;
+      let s2 = 0;
+      let s3 = 0;
+      for (let p = 0; p < k; p++) {
+        const av = a[ao + p];
+        s0 += av * b[b0 + p];
+        s1 += av * b[b1 + p];
+        s2 += av * b[b2 + p];
+        s3 += av * b[b3 + p];
+      }
+      const yo = i * n + j;
+      y[yo] = s0;
+      y[yo + 1] = s1;
+      y[yo + 2] = s2;
+      y[yo + 3] = s3;
+    }
+    for (; j < n; j++) {
       const bo = j * k;
       let s = 0;
       for (let p = 0; p < k; p++) s += a[ao + p] * b[bo + p];
@@ -71,16 +115,7 @@ export function matmulAtB(a: Arr, b: Arr, { m, k, n }: MatDims): Arr {
   checkLength("a", a, k * m);
   checkLength("b", b, k * n);
   const acc = new Float64Array(m * n);
-  for (let p = 0; p < k; p++) {
-    const ao = p * m;
-    const bo = p * n;
-    for (let i = 0; i < m; i++) {
-      const api = a[ao + i];
-      if (api === 0) continue;
-      const yo = i * n;
-      for (let j = 0; j < n; j++) acc[yo + j] += api * b[bo + j];
-    }
-  }
+  for (let i = 0; i < m; i++) axpyRows(acc, i * n, b, n, (p) => a[p * m + i], 0, k);
   const y = alloc(a, m * n);
   y.set(acc);
   return y;
