@@ -77,6 +77,17 @@ describe("reference ops: forward values", () => {
     expect(out[2]).toBeCloseTo(v[0], 12);
   });
 
+  it("attentionDecode equals the last query row of full attention over an unpadded sequence", () => {
+    const rng = new Rng(8);
+    const dims = { batch: 1, seq: 5, heads: 4, kvHeads: 2, headDim: 3 };
+    const q = randn(rng, 5 * 12);
+    const k = randn(rng, 5 * 6);
+    const v = randn(rng, 5 * 6);
+    const full = ops.attention(q, k, v, [1, 1, 1, 1, 1], dims).out;
+    const last = ops.attentionDecode(q.subarray(4 * 12), k, v, 5, dims);
+    expect(maxRelErr(last, full.subarray(4 * 12))).toBeLessThan(1e-12);
+  });
+
   it("log-softmax gather and entropy match a direct computation", () => {
     const z = new Float64Array([1, 2, 3, 0.5]);
     const { logprob, entropy } = ops.logSoftmaxGatherEntropy(z, [2], { rows: 1, vocab: 4 });

@@ -482,3 +482,39 @@ export function addInPlace(a: Arr, b: Arr): void {
   checkLength("b", b, a.length);
   for (let i = 0; i < a.length; i++) a[i] += b[i];
 }
+
+/**
+ * Attention of one new query per head against a KV cache of `len` positions (all visible: a
+ * generated sequence has no padding). q [H*hd], cache k/v [>= len, KV*hd]. Returns [H*hd].
+ */
+export function attentionDecode(q: Arr, kCache: Arr, vCache: Arr, len: number, { heads: H, kvHeads: KV, headDim: hd }: Omit<AttentionDims, "batch" | "seq">): Arr {
+  const group = H / KV;
+  const scale = 1 / Math.sqrt(hd);
+  const out = alloc(q, H * hd);
+  const scores = new Float64Array(len);
+  const acc = new Float64Array(hd);
+  for (let h = 0; h < H; h++) {
+    const kvh = Math.floor(h / group);
+    let max = -Infinity;
+    for (let j = 0; j < len; j++) {
+      const ko = (j * KV + kvh) * hd;
+      let s = 0;
+      for (let d = 0; d < hd; d++) s += q[h * hd + d] * kCache[ko + d];
+      scores[j] = s * scale;
+      if (scores[j] > max) max = scores[j];
+    }
+    let sum = 0;
+    for (let j = 0; j < len; j++) {
+      scores[j] = Math.exp(scores[j] - max);
+      sum += scores[j];
+    }
+    acc.fill(0);
+    for (let j = 0; j < len; j++) {
+      const p = scores[j] / sum;
+      const vo = (j * KV + kvh) * hd;
+      for (let d = 0; d < hd; d++) acc[d] += p * vCache[vo + d];
+    }
+    out.set(acc, h * hd);
+  }
+  return out;
+}

@@ -1,0 +1,167 @@
+/**
+ * CPU generation with a KV cache: the fallback for serving the policy without WebGPU and the oracle
+ * for GPU generation (greedy decoding must give the same tokens). One sequence at a time, no padding,
+ * positions 0, 1, 2, ... The prompt is run through the reference forward once (prefill), then each
+ * new token costs one decode step over the cache.
+ */
+import { headDim, paramCount, type ModelConfig } from "./config.ts";
+import { Rng } from "./init.ts";
+import { paramViews } from "./params.ts";
+import { forward } from "./reference.ts";
+import * as ops from "./reference/ops.ts";
+import { EOS_ID } from "./tokenizer.ts";
+import { ValidationError } from "../types/errors.ts";
+
+export interface SamplingOptions {
+  /** 0 means greedy (argmax, lowest id on ties) [1]. */
+  temperature?: number;
+  /** Nucleus sampling: keep the most likely tokens whose cumulative probability reaches topP [1]. */
+  topP?: number;
+}
+
+export interface GenerateOptions extends SamplingOptions {
+  /** Most new tokens to produce; also capped by max_seq_len. */
+  maxTokens: number;
+  /** Token ids that end generation; the stop token is kept in the output [EOS]. */
+  stop?: number[];
+  /** Seed of the sampler [0]. */
+  seed?: number;
+}
+
+export interface GenerateResult {
+  /** New token ids (the stop token included when one ended generation). */
+  tokens: number[];
+  /** log-prob of each new token under the model's distribution (temperature 1, no top-p). */
+  logprobs: number[];
+  finishReason: "stop" | "length";
+}
+
+/**
+ * One token from logits: greedy at temperature 0, else softmax(logits / temperature) restricted to
+ * the top-p nucleus (ties ordered by id), drawn with one `rng.uniform()`.
+ */
+export function sampleToken(logits: ArrayLike<number>, options: SamplingOptions, rng: Rng): number {
+  const temperature = options.temperature ?? 1;
+  const topP = options.topP ?? 1;
+  if (!(temperature >= 0)) throw new ValidationError(`temperature must be >= 0, got ${temperature}`, ["temperature"]);
+  if (!(topP > 0 && topP <= 1)) throw new ValidationError(`top_p must be in (0, 1], got ${topP}`, ["top_p"]);
+  const V = logits.length;
+  if (temperature === 0) {
+    let best = 0;
+    for (let j = 1; j < V; j++) if (logits[j] > logits[best]) best = j;
+    return best;
+  }
+  let max = -Infinity;
+  for (let j = 0; j < V; j++) if (logits[j] > max) max = logits[j];
+  const probs = new Float64Array(V);
+  let sum = 0;
+  for (let j = 0; j < V; j++) {
+    probs[j] = Math.exp((logits[j] - max) / temperature);
+    sum += probs[j];
+  }
+  const order = Array.from({ length: V }, (_, j) => j).sort((a, b) => probs[b] - probs[a] || a - b);
+  // Nucleus: the smallest prefix whose mass reaches topP (the token that crosses it is kept).
+  let keep = 0;
+  let mass = 0;
+  while (keep < V && mass < topP * sum) mass += probs[order[keep++]];
+  const u = rng.uniform() * mass;
+  let c = 0;
+  for (let i = 0; i < keep; i++) {
+    c += probs[order[i]];
+    if (u < c) return order[i];
+  }
+  return order[keep - 1];
+}
+
+function logSoftmaxAt(logits: ArrayLike<number>, id: number): number {
+  let max = -Infinity;
+  for (let j = 0; j < logits.length; j++) if (logits[j] > max) max = logits[j];
+  let sum = 0;
+  for (let j = 0; j < logits.length; j++) sum += Math.exp(logits[j] - max);
+  return logits[id] - max - Math.log(sum);
+}
+
+/** Keys and values per layer, [max_seq_len, n_kv*hd] each, and how many positions are filled. */
+class KvCache {
+  readonly k: Float32Array[];
+  readonly v: Float32Array[];
+  length = 0;
+  constructor(config: ModelConfig) {
+    const size = config.max_seq_len * config.n_kv_heads * headDim(config);
+    this.k = Array.from({ length: config.n_layers }, () => new Float32Array(size));
+    this.v = Array.from({ length: config.n_layers }, () => new Float32Array(size));
+  }
+}
+
+/** Runs the prompt through the reference forward, fills the cache, returns the last position's logits. */
+function prefill(config: ModelConfig, params: Float32Array, prompt: number[], cache: KvCache): Float32Array {
+  const L = prompt.length;
+  const out = forward(config, params, {
+    n: 1,
+    inputIds: Int32Array.from(prompt),
+    attentionMask: new Int32Array(L).fill(1),
+    positionIds: Int32Array.from({ length: L }, (_, i) => i),
+  });
+  out.cache.layers.forEach((layer, l) => {
+    cache.k[l].set(layer.kr);
+    cache.v[l].set(layer.v);
+  });
+  cache.length = L;
+  return out.logits.slice((L - 1) * config.vocab_size, L * config.vocab_size) as Float32Array;
+}
+
+/** One token through every layer against the cache (appending its k, v); returns its logits. */
+function decodeStep(config: ModelConfig, p: Record<string, Float32Array>, token: number, cache: KvCache): Float32Array {
+  const d = config.d_model;
+  const hd = headDim(config);
+  const qDim = config.n_heads * hd;
+  const kvDim = config.n_kv_heads * hd;
+  const pos = [cache.length];
+  const norm = { rows: 1, dim: d, eps: config.norm_eps };
+  let x = ops.embedding([token], p.tok_embeddings, { vocab: config.vocab_size, dim: d });
+  for (let l = 0; l < config.n_layers; l++) {
+    const w = (name: string): Float32Array => p[`layers.${l}.${name}`];
+    const h1 = ops.rmsnorm(x, w("attn_norm"), norm).y;
+    const q = ops.rope(ops.matmul(h1, w("wq"), { m: 1, k: d, n: qDim }), pos, { rows: 1, heads: config.n_heads, headDim: hd, theta: config.rope_theta });
+    const k = ops.rope(ops.matmul(h1, w("wk"), { m: 1, k: d, n: kvDim }), pos, { rows: 1, heads: config.n_kv_heads, headDim: hd, theta: config.rope_theta });
+    const v = ops.matmul(h1, w("wv"), { m: 1, k: d, n: kvDim });
+    cache.k[l].set(k, cache.length * kvDim);
+    cache.v[l].set(v, cache.length * kvDim);
+    const attn = ops.attentionDecode(q, cache.k[l], cache.v[l], cache.length + 1, { heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: hd });
+    x = ops.add(x, ops.matmul(attn, w("wo"), { m: 1, k: qDim, n: d }));
+    const h2 = ops.rmsnorm(x, w("ffn_norm"), norm).y;
+    const act = ops.swiglu(ops.matmul(h2, w("w_gate"), { m: 1, k: d, n: config.d_ff }), ops.matmul(h2, w("w_up"), { m: 1, k: d, n: config.d_ff }));
+    x = ops.add(x, ops.matmul(act, w("w_down"), { m: 1, k: config.d_ff, n: d }));
+  }
+  cache.length += 1;
+  const h = ops.rmsnorm(x, p.norm, norm).y;
+  const logits = config.tie_embeddings
+    ? ops.matmulABt(h, p.tok_embeddings, { m: 1, k: d, n: config.vocab_size })
+    : ops.matmul(h, p.lm_head, { m: 1, k: d, n: config.vocab_size });
+  return logits as Float32Array;
+}
+
+/** Continues `prompt` (token ids, at least one) with up to `maxTokens` new tokens. */
+export function generate(config: ModelConfig, params: Float32Array, prompt: number[], options: GenerateOptions): GenerateResult {
+  if (params.length !== paramCount(config)) throw new ValidationError(`params has ${params.length} elements, the config needs ${paramCount(config)}`, ["params"]);
+  if (prompt.length === 0) throw new ValidationError("prompt must hold at least one token", ["prompt"]);
+  if (prompt.length > config.max_seq_len) throw new ValidationError(`prompt of ${prompt.length} tokens exceeds max_seq_len ${config.max_seq_len}`, ["prompt"]);
+  if (!(Number.isInteger(options.maxTokens) && options.maxTokens >= 0)) throw new ValidationError(`maxTokens must be a non-negative integer, got ${options.maxTokens}`, ["max_tokens"]);
+  const stop = new Set(options.stop ?? [EOS_ID]);
+  const rng = new Rng(options.seed ?? 0);
+  const p = paramViews(config, params);
+  const cache = new KvCache(config);
+  // prompt + output never exceeds max_seq_len, so the whole sequence can be trained on
+  const limit = Math.min(options.maxTokens, config.max_seq_len - prompt.length);
+  const tokens: number[] = [];
+  const logprobs: number[] = [];
+  let logits = limit > 0 ? prefill(config, params, prompt, cache) : new Float32Array(0);
+  for (let i = 0; i < limit; i++) {
+    const token = sampleToken(logits, options, rng);
+    tokens.push(token);
+    logprobs.push(logSoftmaxAt(logits, token));
+    if (stop.has(token)) return { tokens, logprobs, finishReason: "stop" };
+    if (i + 1 < limit) logits = decodeStep(config, p, token, cache);
+  }
+  return { tokens, logprobs, finishReason: "length" };
+}

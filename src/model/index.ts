@@ -1,0 +1,15 @@
+/** The policy model: config contract, presets, init, tokenizer, CPU reference, CPU trainer, generation, checkpoints. */
+export * from "./config.ts";
+export * from "./presets.ts";
+export * from "./params.ts";
+export * from "./init.ts";
+export * from "./tokenizer.ts";
+export * from "./batch.ts";
+export * from "./train-types.ts";
+export { forward, backward, inputShape, type ModelInput, type ForwardCache, type ForwardResult } from "./reference.ts";
+export * as ops from "./reference/ops.ts";
+export * from "./reference/optim.ts";
+export * from "./cpu-trainer.ts";
+export * from "./generate.ts";
+export * from "./safetensors.ts";
+export * from "./checkpoint.ts";

@@ -1,0 +1,87 @@
+import { describe, expect, it } from "vitest";
+import { parseModelConfig } from "../../src/model/config.ts";
+import { generate, sampleToken } from "../../src/model/generate.ts";
+import { initParams, Rng } from "../../src/model/init.ts";
+import { forward } from "../../src/model/reference.ts";
+
+const config = parseModelConfig({
+  vocab_size: 13,
+  d_model: 16,
+  n_layers: 2,
+  n_heads: 4,
+  n_kv_heads: 2,
+  d_ff: 20,
+  max_seq_len: 24,
+  rope_theta: 10000,
+  norm_eps: 1e-5,
+  tie_embeddings: false,
+});
+// Weights larger than the init so the distributions are far from uniform.
+const params = initParams(config, 3).map((x) => x * 20);
+
+/** Greedy decoding the slow way: the full forward over the whole sequence for every new token. */
+function naiveGreedy(prompt: number[], n: number): { tokens: number[]; logprobs: number[] } {
+  const seq = [...prompt];
+  const logprobs: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const L = seq.length;
+    const out = forward(config, params, { n: 1, inputIds: Int32Array.from(seq), attentionMask: new Int32Array(L).fill(1), positionIds: Int32Array.from({ length: L }, (_, j) => j) });
+    const row = out.logits.subarray((L - 1) * 13, L * 13);
+    let best = 0;
+    for (let j = 1; j < 13; j++) if (row[j] > row[best]) best = j;
+    seq.push(best);
+    const lse = Math.log(row.reduce((a, z) => a + Math.exp(z), 0));
+    logprobs.push(row[best] - lse);
+  }
+  return { tokens: seq.slice(prompt.length), logprobs };
+}
+
+describe("CPU generation with a KV cache", () => {
+  it("greedy decoding equals recomputing the full forward for every token", () => {
+    const prompt = [1, 5, 7, 2];
+    const r = generate(config, params, prompt, { maxTokens: 12, temperature: 0, stop: [] });
+    const naive = naiveGreedy(prompt, 12);
+    expect(r.tokens).toEqual(naive.tokens);
+    expect(new Set(r.tokens).size).toBeGreaterThan(1);
+    r.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(naive.logprobs[i], 4));
+    expect(r.finishReason).toBe("length");
+  });
+
+  it("stops at a stop token (kept in the output) and never exceeds max_seq_len", () => {
+    const prompt = [3, 4];
+    const free = generate(config, params, prompt, { maxTokens: 100, temperature: 0, stop: [] });
+    expect(prompt.length + free.tokens.length).toBe(config.max_seq_len);
+    const stopAt = free.tokens[2];
+    const first = free.tokens.indexOf(stopAt);
+    const r = generate(config, params, prompt, { maxTokens: 100, temperature: 0, stop: [stopAt] });
+    expect(r.finishReason).toBe("stop");
+    expect(r.tokens).toEqual(free.tokens.slice(0, first + 1));
+  });
+
+  it("sampling is reproducible per seed; top_p near 0 is greedy", () => {
+    const prompt = [2, 9];
+    const a = generate(config, params, prompt, { maxTokens: 10, temperature: 1.5, seed: 7, stop: [] });
+    const b = generate(config, params, prompt, { maxTokens: 10, temperature: 1.5, seed: 7, stop: [] });
+    const c = generate(config, params, prompt, { maxTokens: 10, temperature: 1.5, seed: 8, stop: [] });
+    expect(a.tokens).toEqual(b.tokens);
+    expect(c.tokens).not.toEqual(a.tokens);
+    const nucleus = generate(config, params, prompt, { maxTokens: 10, temperature: 1, topP: 1e-9, seed: 7, stop: [] });
+    expect(nucleus.tokens).toEqual(generate(config, params, prompt, { maxTokens: 10, temperature: 0, stop: [] }).tokens);
+  });
+
+  it("sampleToken draws from softmax(logits / T) restricted to the top-p nucleus", () => {
+    const logits = [2, 1, 0, -1];
+    const rng = new Rng(1);
+    const counts = [0, 0, 0, 0];
+    const n = 40_000;
+    for (let i = 0; i < n; i++) counts[sampleToken(logits, { temperature: 2 }, rng)]++;
+    const e = logits.map((z) => Math.exp(z / 2));
+    const s = e.reduce((a, b) => a + b);
+    counts.forEach((c, j) => expect(c / n).toBeCloseTo(e[j] / s, 1.5));
+    // probabilities at T=1: .644 .237 .087 .032 -> top_p 0.8 keeps the first two
+    const kept = new Set<number>();
+    for (let i = 0; i < 2000; i++) kept.add(sampleToken(logits, { temperature: 1, topP: 0.8 }, rng));
+    expect([...kept].sort()).toEqual([0, 1]);
+    expect(() => sampleToken(logits, { topP: 0 }, rng)).toThrow(/top_p/);
+  });
+});
