@@ -538,6 +538,7 @@ function statusDerivationTests(env: Env): void {
       },
     );
 
+    // The TS store's one illegal transition (core.ts docs): an attempt is prepared once; a new try is a new attempt.
     it.each(["running", "succeeded", "failed", "timeout"] as const)(
       "an attempt that is %s cannot go back to preparing: ConflictError, nothing changes",
       async (status) => {
@@ -1056,6 +1057,7 @@ function spanTests(env: Env): void {
       for (const r of [r1, r2]) expect(attemptOf(await env.store.getRolloutById(r.rollout_id)).status).toBe("running");
     });
 
+    // Upstream keeps the groups inserted before the bad one; here bad input changes nothing.
     it("a failing addManySpans batch (unknown attempt in a later group) commits nothing", async () => {
       const r = await env.store.startRollout(1);
       await env.store.addSpan(makeSpan(at(r), 1));
@@ -1148,7 +1150,7 @@ function otelTests(env: Env): void {
     expect(out.status.status_code).toBe("OK");
     expect(out.parent_id).toBeNull();
     expect(await env.store.addOtelSpan(r.rollout_id, r.attempt.attempt_id, s)).toBeNull();
-    // The duplicate consumed sequence id 51 before it was refused; the next is above 50 either way.
+    // Whether the refused duplicate used up an id is the store's business; the next one is above 50 either way.
     expect(await env.store.getNextSpanSequenceId(r.rollout_id, "any")).toBeGreaterThan(50);
   });
 
@@ -2075,6 +2077,7 @@ function waitTests(env: Env): void {
       expect((await env.store.waitForRollouts({ rollout_ids: [r.rollout_id], timeout: 0 })).map((x) => x.status)).toEqual(["succeeded"]);
     });
 
+    // As with fetch(): a signal aborted before the call rejects without waiting.
     it("an already aborted signal rejects at once", async () => {
       const r = await env.store.startRollout(1);
       const ac = new AbortController();
@@ -2314,7 +2317,7 @@ const BAD_INPUT: BadCase[] = [
   { label: "addResources with a bad template engine", call: (st) => st.addResources(bad({ p: { resource_type: "prompt_template", template: "t", engine: "mustache" } })), error: ValidationError, path: "engine" },
   { label: "updateResources with a bad resource", call: (st, s) => st.updateResources(s.resourcesId, bad({ x: { resource_type: "llm", endpoint: 5, model: "m" } })), error: ValidationError, path: "endpoint" },
   { label: "updateWorker with null stats", call: (st) => st.updateWorker("w-stats", bad(null)), error: ValidationError },
-  // Queries
+  // Queries: a misspelt status is an error rather than a filter that silently matches nothing.
   { label: "queryRollouts with an unknown status", call: (st) => st.queryRollouts({ status_in: bad(["paused"]) }), error: ValidationError },
   { label: "queryWorkers with an unknown status", call: (st) => st.queryWorkers({ status_in: bad(["sleeping"]) }), error: ValidationError },
   { label: "queryRollouts with a bad filter_logic", call: (st) => st.queryRollouts({ filter_logic: bad("xor"), status_in: ["queuing"] }), error: ValidationError },
