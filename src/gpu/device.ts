@@ -29,6 +29,11 @@ const RAISED_LIMITS = [
 ] as const;
 type RaisedLimit = (typeof RAISED_LIMITS)[number];
 
+/** Newer limits some adapters report as 0 (lavapipe through bun-webgpu), below the spec default. bun-webgpu
+ * fills unrequested limits with the default and then rejects them as above the adapter's value, so these
+ * are requested at the adapter's own value; the spec treats a maximum below the default as the default. */
+const ECHOED_LIMITS = ["maxStorageBuffersInFragmentStage", "maxStorageBuffersInVertexStage", "maxStorageTexturesInFragmentStage", "maxStorageTexturesInVertexStage"];
+
 export interface GpuDeviceOptions {
   powerPreference?: GPUPowerPreference;
   /** Ask for these features too; missing ones are skipped, not fatal. Default: INTERESTING_FEATURES. */
@@ -53,6 +58,9 @@ export interface GpuDeviceHandle {
   report: GpuAdapterReport;
 }
 
+/** PCI vendor ids some runtimes (Deno) report instead of a name. */
+const VENDOR_IDS: Record<string, string> = { "4318": "nvidia", "4098": "amd", "32902": "intel", "4203": "apple", "65541": "mesa", "5140": "microsoft" };
+
 const SOFTWARE_PATTERN = /llvmpipe|lavapipe|swiftshader|software|warp|microsoft basic render/i;
 
 /** Gets a GPUDevice in Node, Bun, Deno or a browser, with the useful limits raised, or throws GpuUnavailableError. */
@@ -72,6 +80,10 @@ export async function requestGpuDevice(options: GpuDeviceOptions = {}): Promise<
   const features = wanted.filter((f) => adapter.features.has(f));
   const requiredLimits: Record<string, number> = {};
   for (const name of RAISED_LIMITS) requiredLimits[name] = adapter.limits[name];
+  for (const name of ECHOED_LIMITS) {
+    const value = (adapter.limits as unknown as Record<string, unknown>)[name];
+    if (typeof value === "number") requiredLimits[name] = value;
+  }
   const device = await adapter.requestDevice({ requiredFeatures: features, requiredLimits });
   const info = adapter.info;
   const text = `${info.vendor} ${info.architecture} ${info.device} ${info.description}`;
@@ -81,7 +93,7 @@ export async function requestGpuDevice(options: GpuDeviceOptions = {}): Promise<
     device,
     report: {
       runtime,
-      vendor: info.vendor,
+      vendor: VENDOR_IDS[info.vendor] ?? info.vendor,
       architecture: info.architecture,
       device: info.device,
       description: info.description,
