@@ -217,39 +217,82 @@ export const KL_K3: i32 = 3;
   return Math.min(Math.max(Math.exp(x) - x - 1, -10.0), 10.0);
 }
 
+/**
+ * exp on two f64 lanes for |x| <= 20 (the k3 clamp): x = n ln2 + r with Cody-Waite ln2 split, a degree-13
+ * Taylor polynomial for e^r (|r| <= ln2/2, truncation < 2e-16), and 2^n built from the exponent bits.
+ * Agrees with Math.exp to a few ulp, far inside the f32 outputs' precision.
+ */
+@inline function expV(x: v128): v128 {
+  // round-to-nearest via the 1.5 * 2^52 shifter: t's low mantissa bits hold n as an integer
+  const SHIFTER = f64x2.splat(6755399441055744.0);
+  const t = f64x2.add(f64x2.mul(x, f64x2.splat(1.4426950408889634)), SHIFTER);
+  const n = f64x2.sub(t, SHIFTER);
+  const r = f64x2.sub(f64x2.sub(x, f64x2.mul(n, f64x2.splat(6.93147180369123816490e-01))), f64x2.mul(n, f64x2.splat(1.90821492927058770002e-10)));
+  let p = f64x2.splat(1.0 / 6227020800.0); // 1/13!
+  p = f64x2.add(f64x2.mul(p, r), f64x2.splat(1.0 / 479001600.0));
+  p = f64x2.add(f64x2.mul(p, r), f64x2.splat(1.0 / 39916800.0));
+  p = f64x2.add(f64x2.mul(p, r), f64x2.splat(1.0 / 3628800.0));
+  p = f64x2.add(f64x2.mul(p, r), f64x2.splat(1.0 / 362880.0));
+  p = f64x2.add(f64x2.mul(p, r), f64x2.splat(1.0 / 40320.0));
+  p = f64x2.add(f64x2.mul(p, r), f64x2.splat(1.0 / 5040.0));
+  p = f64x2.add(f64x2.mul(p, r), f64x2.splat(1.0 / 720.0));
+  p = f64x2.add(f64x2.mul(p, r), f64x2.splat(1.0 / 120.0));
+  p = f64x2.add(f64x2.mul(p, r), f64x2.splat(1.0 / 24.0));
+  p = f64x2.add(f64x2.mul(p, r), f64x2.splat(1.0 / 6.0));
+  p = f64x2.add(f64x2.mul(p, r), f64x2.splat(0.5));
+  p = f64x2.add(f64x2.mul(p, r), f64x2.splat(1.0));
+  p = f64x2.add(f64x2.mul(p, r), f64x2.splat(1.0));
+  const bits = i64x2.shl(i64x2.add(t, i64x2.splat(1023)), 52); // 2^n: (n + 1023) into the exponent field
+  return f64x2.mul(p, bits);
+}
+
+/** kl_penalty on two f64 lanes. */
+@inline function klV(kind: i32, lp: v128, rf: v128): v128 {
+  const d = f64x2.sub(lp, rf);
+  if (kind == KL_K1) return d;
+  if (kind == KL_ABS) return f64x2.abs(d);
+  if (kind == KL_K2) return f64x2.mul(f64x2.mul(f64x2.splat(0.5), d), d);
+  // pmin/pmax (one instruction each) equal min/max for the finite inputs log-probs are
+  const x = f64x2.pmin(f64x2.pmax(f64x2.neg(d), f64x2.splat(-20.0)), f64x2.splat(20.0));
+  const k = f64x2.sub(f64x2.sub(expV(x), x), f64x2.splat(1.0));
+  return f64x2.pmin(f64x2.pmax(k, f64x2.splat(-10.0)), f64x2.splat(10.0));
+}
+
 /** Elementwise kl_penalty(logp, ref, kind) into `out`. */
 export function klPenalty(kind: i32, logp: usize, ref: usize, n: i32, out: usize): void {
   let k = 0;
-  if (kind == KL_K1 || kind == KL_ABS) {
-    // A single f32 subtraction rounds exactly as f64-then-round does, so f32x4 is exact here.
-    for (; k + 4 <= n; k += 4) {
-      let d = f32x4.sub(v128.load(logp + (<usize>k << 2)), v128.load(ref + (<usize>k << 2)));
-      if (kind == KL_ABS) d = f32x4.abs(d);
-      v128.store(out + (<usize>k << 2), d);
-    }
-  } else if (kind == KL_K2) {
-    const half = f64x2.splat(0.5);
-    for (; k + 4 <= n; k += 4) {
-      const a = v128.load(logp + (<usize>k << 2)), b = v128.load(ref + (<usize>k << 2));
-      const dl = f64x2.sub(lo(a), lo(b)), dh = f64x2.sub(hi(a), hi(b));
-      v128.store(out + (<usize>k << 2), join(f64x2.mul(f64x2.mul(half, dl), dl), f64x2.mul(f64x2.mul(half, dh), dh)));
-    }
+  for (; k + 4 <= n; k += 4) {
+    const a = v128.load(logp + (<usize>k << 2)), b = v128.load(ref + (<usize>k << 2));
+    v128.store(out + (<usize>k << 2), join(klV(kind, lo(a), lo(b)), klV(kind, hi(a), hi(b))));
   }
   for (; k < n; k++) stf(out, k, klScalar(kind, ldf(logp, k), ldf(ref, k)));
 }
 
 /**
- * In-reward KL (verl apply_kl_penalty): kld = kl(old, ref) * m; rewards = scores - beta * kld.
+ * In-reward KL (verl apply_kl_penalty): kld = f32(f32(kl(old, ref)) * m); rewards = scores - beta * kld.
  * Returns current_kl = mean over rows of masked_mean(kld_i, m_i).
  */
 export function applyKlPenalty(kind: i32, scores: usize, logp: usize, ref: usize, m: usize, B: i32, T: i32,
   beta: f64, rewards: usize): f64 {
   let total: f64 = 0;
+  const betaV = f64x2.splat(beta);
   for (let i = 0; i < B; i++) {
     const base = (<usize>i * <usize>T) << 2;
     const sp = scores + base, lp = logp + base, rp = ref + base, mp = m + base, op = rewards + base;
-    let sumK: f64 = 0, sumM: f64 = 0;
-    for (let t = 0; t < T; t++) {
+    let sk = f64x2.splat(0), sm = f64x2.splat(0);
+    let t = 0;
+    for (; t + 4 <= T; t += 4) {
+      const o = <usize>t << 2;
+      const a = v128.load(lp + o), b = v128.load(rp + o), mv = v128.load(mp + o), s = v128.load(sp + o);
+      const kl = join(klV(kind, lo(a), lo(b)), klV(kind, hi(a), hi(b)));
+      const kld = join(f64x2.mul(lo(kl), lo(mv)), f64x2.mul(hi(kl), hi(mv)));
+      v128.store(op + o, join(f64x2.sub(lo(s), f64x2.mul(betaV, lo(kld))), f64x2.sub(hi(s), f64x2.mul(betaV, hi(kld)))));
+      sk = f64x2.add(sk, f64x2.add(f64x2.mul(lo(kld), lo(mv)), f64x2.mul(hi(kld), hi(mv))));
+      sm = f64x2.add(sm, f64x2.add(lo(mv), hi(mv)));
+    }
+    let sumK = f64x2.extract_lane(sk, 0) + f64x2.extract_lane(sk, 1);
+    let sumM = f64x2.extract_lane(sm, 0) + f64x2.extract_lane(sm, 1);
+    for (; t < T; t++) {
       const mt = ldf(mp, t);
       const kld = <f64><f32>(<f64><f32>klScalar(kind, ldf(lp, t), ldf(rp, t)) * mt);
       stf(op, t, ldf(sp, t) - beta * kld);

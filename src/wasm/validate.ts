@@ -3,7 +3,10 @@ import type { GroupedInput, LayoutInput, RaggedI32, TokenInput } from "./types.t
 
 /** Shape checks shared by both kernel implementations; returns the number of groups for grouped input. */
 export function checkLength(name: string, a: ArrayLike<number>, n: number): void {
-  if (a.length !== n) throw new ValidationError(`${name} has length ${a.length}, expected ${n}`, [name]);
+  if (a.length === n) return;
+  // a view over Wasm memory that growth detached reads as empty
+  const hint = a.length === 0 ? " (if it was a Wasm input view, memory growth detached it: call reserve() first)" : "";
+  throw new ValidationError(`${name} has length ${a.length}, expected ${n}${hint}`, [name]);
 }
 
 export function checkTokens(x: TokenInput): void {

@@ -162,7 +162,9 @@ export function klValue(kind: KlKind, logp: number, ref: number): number {
 
 export function klPenalty(logp: Float32Array, ref: Float32Array, kind: KlKind): Float32Array {
   checkLength("ref", ref, logp.length);
-  return Float32Array.from(logp, (lp, k) => klValue(kind, lp, ref[k]));
+  const out = new Float32Array(logp.length);
+  for (let k = 0; k < logp.length; k++) out[k] = klValue(kind, logp[k], ref[k]);
+  return out;
 }
 
 /** verl apply_kl_penalty: rewards = scores - beta * kl * m; current_kl = mean over rows of the masked mean. */
