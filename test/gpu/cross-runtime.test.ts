@@ -34,7 +34,7 @@ async function runScript(argv: string[]): Promise<Report> {
 }
 
 describe("the WebGPU trainer on every runtime", () => {
-  it.for(RUNTIMES)("trains under %s", async ([name, argv], ctx) => {
+  it.for(RUNTIMES)("trains under %s", { timeout: 180_000 }, async ([name, argv], ctx) => {
     const report = await runScript(argv);
     if (report.skip !== undefined) {
       console.warn(`[cross-runtime] ${name} SKIPPED: ${report.skip}`);
@@ -45,7 +45,7 @@ describe("the WebGPU trainer on every runtime", () => {
     expect(report.losses).toHaveLength(3);
     expect(report.losses!.every(Number.isFinite)).toBe(true);
     reports.set(name, report);
-  }, 180_000);
+  });
 
   it("every runtime that ran produced the same losses and bit-identical weights", (ctx) => {
     const ran = [...reports.values()];
