@@ -7,7 +7,7 @@
 import { headDim, paramCount, type ModelConfig } from "./config.ts";
 import { Rng } from "./init.ts";
 import { paramViews } from "./params.ts";
-import { forward } from "./reference.ts";
+import { blockForward, forward, headForward, type AttendFn } from "./reference.ts";
 import * as ops from "./reference/ops.ts";
 import { EOS_ID } from "./tokenizer.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -112,34 +112,23 @@ function prefill(config: ModelConfig, params: Float32Array, prompt: number[], ca
 
 /** One token through every layer against the cache (appending its k, v); returns its logits. */
 function decodeStep(config: ModelConfig, p: Record<string, Float32Array>, token: number, cache: KvCache): Float32Array {
-  const d = config.d_model;
-  const hd = headDim(config);
-  const qDim = config.n_heads * hd;
-  const kvDim = config.n_kv_heads * hd;
-  const pos = [cache.length];
-  const norm = { rows: 1, dim: d, eps: config.norm_eps };
-  let x = ops.embedding([token], p.tok_embeddings, { vocab: config.vocab_size, dim: d });
+  const kvDim = config.n_kv_heads * headDim(config);
+  const at = cache.length;
+  const dims = { heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: headDim(config) };
+  let x = ops.embedding([token], p.tok_embeddings, { vocab: config.vocab_size, dim: config.d_model });
   for (let l = 0; l < config.n_layers; l++) {
-    const w = (name: string): Float32Array => p[`layers.${l}.${name}`];
-    const h1 = ops.rmsnorm(x, w("attn_norm"), norm).y;
-    const q = ops.rope(ops.matmul(h1, w("wq"), { m: 1, k: d, n: qDim }), pos, { rows: 1, heads: config.n_heads, headDim: hd, theta: config.rope_theta });
-    const k = ops.rope(ops.matmul(h1, w("wk"), { m: 1, k: d, n: kvDim }), pos, { rows: 1, heads: config.n_kv_heads, headDim: hd, theta: config.rope_theta });
-    const v = ops.matmul(h1, w("wv"), { m: 1, k: d, n: kvDim });
-    cache.k[l].set(k, cache.length * kvDim);
-    cache.v[l].set(v, cache.length * kvDim);
-    const attn = ops.attentionDecode(q, cache.k[l], cache.v[l], cache.length + 1, { heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: hd });
-    x = ops.add(x, ops.matmul(attn, w("wo"), { m: 1, k: qDim, n: d }));
-    const h2 = ops.rmsnorm(x, w("ffn_norm"), norm).y;
-    const act = ops.swiglu(ops.matmul(h2, w("w_gate"), { m: 1, k: d, n: config.d_ff }), ops.matmul(h2, w("w_up"), { m: 1, k: d, n: config.d_ff }));
-    x = ops.add(x, ops.matmul(act, w("w_down"), { m: 1, k: config.d_ff, n: d }));
+    const attend: AttendFn = (qr, kr, v) => {
+      cache.k[l].set(kr, at * kvDim);
+      cache.v[l].set(v, at * kvDim);
+      return { out: ops.attentionDecode(qr, cache.k[l], cache.v[l], at + 1, dims), probs: NO_PROBS };
+    };
+    x = blockForward(config, p, l, x, [at], attend).xOut;
   }
   cache.length += 1;
-  const h = ops.rmsnorm(x, p.norm, norm).y;
-  const logits = config.tie_embeddings
-    ? ops.matmulABt(h, p.tok_embeddings, { m: 1, k: d, n: config.vocab_size })
-    : ops.matmul(h, p.lm_head, { m: 1, k: d, n: config.vocab_size });
-  return logits as Float32Array;
+  return headForward(config, p, x).logits as Float32Array;
 }
+
+const NO_PROBS = new Float32Array(0);
 
 /** Continues `prompt` (token ids, at least one) with up to `maxTokens` new tokens. */
 export function generate(config: ModelConfig, params: Float32Array, prompt: number[], options: GenerateOptions): GenerateResult {

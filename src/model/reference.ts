@@ -21,7 +21,8 @@ export function inputShape(input: ModelInput): { B: number; T: number } {
   return { B: input.n, T: input.n > 0 ? input.inputIds.length / input.n : 0 };
 }
 
-interface LayerCache {
+/** Activations of one block, kept for the backward. */
+export interface LayerCache {
   xIn: Arr;
   h1: Arr;
   rstd1: Arr;
@@ -36,6 +37,7 @@ interface LayerCache {
   gate: Arr;
   up: Arr;
   act: Arr;
+  xOut: Arr;
 }
 
 /** Activations kept by {@link forward} for {@link backward}. */
@@ -72,42 +74,69 @@ function validateInput(config: ModelConfig, input: ModelInput): { B: number; T: 
   return { B, T };
 }
 
+/** Sizes the forward and backward passes share, for N token rows. */
+function dimsOf(config: ModelConfig, N: number) {
+  const hd = headDim(config);
+  return {
+    N,
+    d: config.d_model,
+    hd,
+    qDim: config.n_heads * hd,
+    kvDim: config.n_kv_heads * hd,
+    V: config.vocab_size,
+    norm: { rows: N, dim: config.d_model, eps: config.norm_eps },
+    qRope: { rows: N, heads: config.n_heads, headDim: hd, theta: config.rope_theta },
+    kRope: { rows: N, heads: config.n_kv_heads, headDim: hd, theta: config.rope_theta },
+  };
+}
+
+/** Attention over rotated q, k and v: full causal attention in training, a KV cache in decoding. */
+export type AttendFn = (qr: Arr, kr: Arr, v: Arr) => { out: Arr; probs: Arr };
+
+/** Transformer block `l` on rows x [N, d] (pre-norm attention, then pre-norm SwiGLU MLP). */
+export function blockForward(config: ModelConfig, p: Record<string, Arr>, l: number, x: Arr, positions: ArrayLike<number>, attend: AttendFn): LayerCache {
+  const { N, d, qDim, kvDim, norm, qRope, kRope } = dimsOf(config, x.length / config.d_model);
+  const w = (name: string): Arr => p[`layers.${l}.${name}`];
+  const xIn = x;
+  const { y: h1, rstd: rstd1 } = ops.rmsnorm(xIn, w("attn_norm"), norm);
+  const qr = ops.rope(ops.matmul(h1, w("wq"), { m: N, k: d, n: qDim }), positions, qRope);
+  const kr = ops.rope(ops.matmul(h1, w("wk"), { m: N, k: d, n: kvDim }), positions, kRope);
+  const v = ops.matmul(h1, w("wv"), { m: N, k: d, n: kvDim });
+  const { out: attn, probs } = attend(qr, kr, v);
+  const xMid = ops.add(xIn, ops.matmul(attn, w("wo"), { m: N, k: qDim, n: d }));
+  const { y: h2, rstd: rstd2 } = ops.rmsnorm(xMid, w("ffn_norm"), norm);
+  const gate = ops.matmul(h2, w("w_gate"), { m: N, k: d, n: config.d_ff });
+  const up = ops.matmul(h2, w("w_up"), { m: N, k: d, n: config.d_ff });
+  const act = ops.swiglu(gate, up);
+  const xOut = ops.add(xMid, ops.matmul(act, w("w_down"), { m: N, k: config.d_ff, n: d }));
+  return { xIn, h1, rstd1, qr, kr, v, probs, attn, xMid, h2, rstd2, gate, up, act, xOut };
+}
+
+/** Final RMSNorm and the lm head (tied: h @ tok_embeddings^T) on rows x [N, d]. */
+export function headForward(config: ModelConfig, p: Record<string, Arr>, x: Arr): { hFinal: Arr; rstdFinal: Arr; logits: Arr } {
+  const { N, d, V, norm } = dimsOf(config, x.length / config.d_model);
+  const { y: hFinal, rstd: rstdFinal } = ops.rmsnorm(x, p.norm, norm);
+  const logits = config.tie_embeddings ? ops.matmulABt(hFinal, p.tok_embeddings, { m: N, k: d, n: V }) : ops.matmul(hFinal, p.lm_head, { m: N, k: d, n: V });
+  return { hFinal, rstdFinal, logits };
+}
+
 /** Runs the model on a batch. `params` is the flat buffer in `paramLayout(config)` order. */
 export function forward<A extends Arr>(config: ModelConfig, params: A, input: ModelInput): ForwardResult<A> {
   const { B, T } = validateInput(config, input);
   const p = paramViews(config, params);
   const N = B * T;
-  const d = config.d_model;
-  const hd = headDim(config);
-  const qDim = config.n_heads * hd;
-  const kvDim = config.n_kv_heads * hd;
-  const V = config.vocab_size;
-  const pos = input.positionIds;
-  const norm = { rows: N, dim: d, eps: config.norm_eps };
-  const attnDims = { batch: B, seq: T, heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: hd };
+  const attnDims = { batch: B, seq: T, heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: headDim(config) };
+  const attend: AttendFn = (qr, kr, v) => ops.attention(qr, kr, v, input.attentionMask, attnDims);
 
-  let x = ops.embedding(input.inputIds, p.tok_embeddings, { vocab: V, dim: d });
+  let x = ops.embedding(input.inputIds, p.tok_embeddings, { vocab: config.vocab_size, dim: config.d_model });
   const layers: LayerCache[] = [];
   for (let l = 0; l < config.n_layers; l++) {
-    const w = (name: string): Arr => p[`layers.${l}.${name}`];
-    const xIn = x;
-    const { y: h1, rstd: rstd1 } = ops.rmsnorm(xIn, w("attn_norm"), norm);
-    const qr = ops.rope(ops.matmul(h1, w("wq"), { m: N, k: d, n: qDim }), pos, { rows: N, heads: config.n_heads, headDim: hd, theta: config.rope_theta });
-    const kr = ops.rope(ops.matmul(h1, w("wk"), { m: N, k: d, n: kvDim }), pos, { rows: N, heads: config.n_kv_heads, headDim: hd, theta: config.rope_theta });
-    const v = ops.matmul(h1, w("wv"), { m: N, k: d, n: kvDim });
-    const { out: attn, probs } = ops.attention(qr, kr, v, input.attentionMask, attnDims);
-    const xMid = ops.add(xIn, ops.matmul(attn, w("wo"), { m: N, k: qDim, n: d }));
-    const { y: h2, rstd: rstd2 } = ops.rmsnorm(xMid, w("ffn_norm"), norm);
-    const gate = ops.matmul(h2, w("w_gate"), { m: N, k: d, n: config.d_ff });
-    const up = ops.matmul(h2, w("w_up"), { m: N, k: d, n: config.d_ff });
-    const act = ops.swiglu(gate, up);
-    x = ops.add(xMid, ops.matmul(act, w("w_down"), { m: N, k: config.d_ff, n: d }));
-    layers.push({ xIn, h1, rstd1, qr, kr, v, probs, attn, xMid, h2, rstd2, gate, up, act });
+    const layer = blockForward(config, p, l, x, input.positionIds, attend);
+    layers.push(layer);
+    x = layer.xOut;
   }
-  const { y: hFinal, rstd: rstdFinal } = ops.rmsnorm(x, p.norm, norm);
-  const logits = config.tie_embeddings
-    ? ops.matmulABt(hFinal, p.tok_embeddings, { m: N, k: d, n: V })
-    : ops.matmul(hFinal, p.lm_head, { m: N, k: d, n: V });
+  const { hFinal, rstdFinal, logits } = headForward(config, p, x);
+  const V = config.vocab_size;
 
   const targets = new Int32Array(N);
   for (let b = 0; b < B; b++) for (let t = 0; t + 1 < T; t++) targets[b * T + t] = input.inputIds[b * T + t + 1];
@@ -138,14 +167,8 @@ export function backward<A extends Arr>(config: ModelConfig, params: A, cache: F
   const grads = ops.alloc(params, params.length) as A;
   const g = paramViews(config, grads);
   const { B, T } = inputShape(cache.input);
-  const N = B * T;
-  const d = config.d_model;
-  const hd = headDim(config);
-  const qDim = config.n_heads * hd;
-  const kvDim = config.n_kv_heads * hd;
-  const V = config.vocab_size;
+  const { N, d, hd, qDim, kvDim, V, norm: dims, qRope, kRope } = dimsOf(config, B * T);
   const pos = cache.input.positionIds;
-  const dims = { rows: N, dim: d };
   const attnDims = { batch: B, seq: T, heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: hd };
 
   // Un-shift the per-token gradients onto the rows that made the predictions.
@@ -191,8 +214,8 @@ export function backward<A extends Arr>(config: ModelConfig, params: A, cache: F
     const wo = ops.matmulBackward(c.attn, w("wo"), dxMid, { m: N, k: qDim, n: d });
     gw("wo").set(wo.dw);
     const a = ops.attentionBackward(c.qr, c.kr, c.v, c.probs, wo.dx, attnDims);
-    const dq = ops.ropeBackward(a.dq, pos, { rows: N, heads: config.n_heads, headDim: hd, theta: config.rope_theta });
-    const dk = ops.ropeBackward(a.dk, pos, { rows: N, heads: config.n_kv_heads, headDim: hd, theta: config.rope_theta });
+    const dq = ops.ropeBackward(a.dq, pos, qRope);
+    const dk = ops.ropeBackward(a.dk, pos, kRope);
     const qB = ops.matmulBackward(c.h1, w("wq"), dq, { m: N, k: d, n: qDim });
     const kB = ops.matmulBackward(c.h1, w("wk"), dk, { m: N, k: d, n: kvDim });
     const vB = ops.matmulBackward(c.h1, w("wv"), a.dv, { m: N, k: d, n: kvDim });
