@@ -1,0 +1,305 @@
+/**
+ * Runners (runtime.md §2): `Runner` (the base contract) and `LitAgentRunner`, which claims rollouts
+ * from the store, runs the agent inside the tracer's context, stores what it returns and records the
+ * attempt's final status.
+ */
+import type { LightningStore } from "../store/base.ts";
+import type { Tracer } from "../tracer/base.ts";
+import { getLogger } from "../tracer/log.ts";
+import { OtelTracer } from "../tracer/otel.ts";
+import type { AttemptedRollout, NamedResourcesInput, Rollout, RolloutMode, Span } from "../types/index.ts";
+import { systemClock, ValidationError } from "../types/index.ts";
+import { findFinalReward } from "../adapter/reward.ts";
+import { AbortError, RuntimeError } from "./errors.ts";
+import { sleepUnlessStopped, type ExecutionEvent } from "./event.ts";
+import { startHeartbeatLoop } from "./heartbeat.ts";
+import { Hook, type HookName } from "./hooks.ts";
+import type { LitAgent } from "./litagent.ts";
+import { postProcessRolloutResult } from "./result.ts";
+
+const log = getLogger("agentlightning.runner");
+
+export interface IterOptions {
+  /** The shared stop flag: checked between rollouts and while idle. */
+  event?: ExecutionEvent | null;
+  /** Stops polling and abandons (fails) the rollout in flight. */
+  signal?: AbortSignal | null;
+}
+
+export interface StepOptions {
+  resources?: NamedResourcesInput | null;
+  mode?: RolloutMode | null;
+  event?: ExecutionEvent | null;
+}
+
+export interface RunContextOptions<T> {
+  agent: LitAgent<T>;
+  store: LightningStore;
+  hooks?: Hook | readonly Hook[] | null;
+  workerId?: number | null;
+}
+
+export const workerLabel = (id: number | null): string => (id === null ? "Worker-Unknown" : `Worker-${id}`);
+
+export abstract class Runner<T = unknown> {
+  abstract init(agent: LitAgent<T>, options?: { hooks?: Hook | readonly Hook[] | null }): void | Promise<void>;
+  abstract initWorker(workerId: number, store: LightningStore): void | Promise<void>;
+  abstract teardown(): void | Promise<void>;
+  abstract teardownWorker(workerId: number): void | Promise<void>;
+  abstract iter(options?: IterOptions): Promise<void>;
+  abstract step(input: T, options?: StepOptions): Promise<Rollout>;
+
+  run(): never {
+    throw new RuntimeError("The behavior of run() on a Runner is undefined. Use iter() or step().");
+  }
+
+  /** init → initWorker → fn(runner) → teardownWorker → teardown; teardown errors are logged, fn's propagate. */
+  async withRunContext<R>(o: RunContextOptions<T>, fn: (runner: this) => R | Promise<R>): Promise<R> {
+    const id = o.workerId ?? 0;
+    await this.init(o.agent, { hooks: o.hooks ?? null });
+    let workerReady = false;
+    try {
+      await this.initWorker(id, o.store);
+      workerReady = true;
+      return await fn(this);
+    } finally {
+      if (workerReady) {
+        try {
+          await this.teardownWorker(id);
+        } catch (err) {
+          log.error("Error during runner worker teardown", err);
+        }
+      }
+      try {
+        await this.teardown();
+      } catch (err) {
+        log.error("Error during runner teardown", err);
+      }
+    }
+  }
+}
+
+export interface LitAgentRunnerOptions {
+  tracer?: Tracer | null;
+  /** Rollouts `iter` processes before returning (null: unlimited). */
+  maxRollouts?: number | null;
+  /** Seconds between dequeue polls while the queue is empty (default 5). */
+  pollInterval?: number;
+  /** Seconds between worker heartbeats; <= 0 disables them (default 10). */
+  heartbeatInterval?: number;
+  /** ± uniform jitter (seconds) on poll and heartbeat waits (default 0.5). */
+  intervalJitter?: number;
+  heartbeatLaunchMode?: "asyncio" | "thread";
+  heartbeatIncludeGpu?: boolean;
+}
+
+function normaliseHooks(hooks: Hook | readonly Hook[] | null | undefined): Hook[] {
+  if (!hooks) return [];
+  return hooks instanceof Hook ? [hooks] : [...hooks];
+}
+
+export class LitAgentRunner<T = unknown> extends Runner<T> {
+  static readonly acceptedOptions = [
+    "tracer", "maxRollouts", "pollInterval", "heartbeatInterval", "intervalJitter", "heartbeatLaunchMode", "heartbeatIncludeGpu",
+  ] as const;
+
+  readonly tracer: Tracer;
+  readonly maxRollouts: number | null;
+  readonly pollInterval: number;
+  readonly heartbeatInterval: number;
+  readonly intervalJitter: number;
+  readonly heartbeatLaunchMode: string;
+  readonly heartbeatIncludeGpu: boolean;
+  private agent: LitAgent<T> | null = null;
+  private hooks: Hook[] = [];
+  private store: LightningStore | null = null;
+  workerId: number | null = null;
+
+  constructor(options: LitAgentRunnerOptions = {}) {
+    super();
+    this.tracer = options.tracer ?? new OtelTracer();
+    this.maxRollouts = options.maxRollouts ?? null;
+    this.pollInterval = options.pollInterval ?? 5.0;
+    this.heartbeatInterval = options.heartbeatInterval ?? 10.0;
+    this.intervalJitter = options.intervalJitter ?? 0.5;
+    this.heartbeatLaunchMode = options.heartbeatLaunchMode ?? "thread";
+    this.heartbeatIncludeGpu = options.heartbeatIncludeGpu ?? false;
+    if (this.maxRollouts !== null && !(this.maxRollouts >= 0)) throw new ValidationError("maxRollouts must be >= 0", ["maxRollouts"]);
+  }
+
+  async init(agent: LitAgent<T>, options: { hooks?: Hook | readonly Hook[] | null } = {}): Promise<void> {
+    this.agent = agent;
+    agent.setRunner(this);
+    this.hooks = normaliseHooks(options.hooks);
+    await this.tracer.init();
+  }
+
+  async initWorker(workerId: number, store: LightningStore): Promise<void> {
+    this.workerId = workerId;
+    this.store = store;
+    await this.tracer.initWorker(workerId, store);
+  }
+
+  async teardown(): Promise<void> {
+    this.agent = null;
+    this.store = null;
+    this.workerId = null;
+    this.hooks = [];
+    await this.tracer.teardown();
+  }
+
+  async teardownWorker(workerId: number): Promise<void> {
+    this.workerId = null;
+    await this.tracer.teardownWorker(workerId);
+  }
+
+  getAgent(): LitAgent<T> {
+    if (this.agent === null) throw new RuntimeError("Agent not initialized. Call init() first.");
+    return this.agent;
+  }
+
+  getStore(): LightningStore {
+    if (this.store === null) throw new RuntimeError("Store not initialized. Call init_worker() first.");
+    return this.store;
+  }
+
+  getWorkerId(): string {
+    return workerLabel(this.workerId);
+  }
+
+  private prefix(rolloutId?: string): string {
+    if (this.workerId !== null) return rolloutId ? `[Worker ${this.workerId} | Rollout ${rolloutId}]` : `[Worker ${this.workerId}]`;
+    return rolloutId ? `[Rollout ${rolloutId}]` : "[Default Worker]";
+  }
+
+  private async runHooks(name: HookName, args: Record<string, unknown>): Promise<void> {
+    const hookName = name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+    for (const hook of this.hooks) {
+      try {
+        await (hook[name] as (a: unknown) => Promise<void>).call(hook, args);
+      } catch (err) {
+        log.error(`${this.prefix()} Exception during ${hookName} hook`, err);
+      }
+    }
+  }
+
+  /** The claim loop: dequeue with this worker's label, run, repeat until stopped or `maxRollouts`. */
+  async iter(options: IterOptions = {}): Promise<void> {
+    const { event = null, signal = null } = options;
+    const store = this.getStore();
+    const stopped = () => (event?.isSet() ?? false) || (signal?.aborted ?? false);
+    let processed = 0;
+    const stopHeartbeat = this.workerId === null && this.heartbeatInterval > 0
+      ? (log.warn("Cannot start heartbeat loop without worker_id"), null)
+      : startHeartbeatLoop({
+          store,
+          workerLabel: this.getWorkerId(),
+          intervalSeconds: this.heartbeatInterval,
+          jitterSeconds: this.intervalJitter,
+          mode: this.heartbeatLaunchMode,
+          includeGpu: this.heartbeatIncludeGpu,
+        });
+    try {
+      while (!stopped() && (this.maxRollouts === null || processed < this.maxRollouts)) {
+        let rollout: AttemptedRollout | null = null;
+        while (!stopped()) {
+          try {
+            rollout = await store.dequeueRollout({ worker_id: this.getWorkerId() });
+          } catch (err) {
+            log.error(`${this.prefix()} Failed to dequeue a rollout; polling again`, err);
+          }
+          if (rollout !== null) break;
+          await this.sleepUntilNextPoll(event, signal);
+        }
+        if (rollout === null) return;
+        await this.stepImpl(rollout, false, signal);
+        processed++;
+        if (processed === 1 || processed % 10 === 0) log.info(`${this.prefix()} Progress: ${processed}${this.maxRollouts === null ? "" : `/${this.maxRollouts}`} rollouts processed`);
+      }
+    } finally {
+      await stopHeartbeat?.();
+    }
+  }
+
+  private sleepUntilNextPoll(event: ExecutionEvent | null, signal: AbortSignal | null): Promise<boolean> {
+    const interval = Math.max(this.pollInterval + (Math.random() * 2 - 1) * this.intervalJitter, 0.01);
+    return sleepUnlessStopped(interval, event, signal);
+  }
+
+  /** Runs one rollout directly (no queue): start it, run it, return its final state. Errors propagate after the attempt is marked failed. */
+  async step(input: T, options: StepOptions = {}): Promise<Rollout> {
+    const store = this.getStore();
+    const resourcesId = options.resources ? (await store.addResources(options.resources)).resources_id : null;
+    const attempted = await store.startRollout(input, { mode: options.mode ?? null, resources_id: resourcesId, worker_id: this.getWorkerId() });
+    await this.stepImpl(attempted, true, null);
+    const done = await store.getRolloutById(attempted.rollout_id);
+    if (done === null) throw new RuntimeError("Failed to fetch completed rollout by id after step");
+    return done;
+  }
+
+  private async stepImpl(rollout: AttemptedRollout, raiseOnException: boolean, signal: AbortSignal | null): Promise<string> {
+    const store = this.getStore();
+    const agent = this.getAgent();
+    const rid = rollout.rollout_id;
+    const aid = rollout.attempt.attempt_id;
+    const started = systemClock.now();
+    let spans: Span[] = [];
+    let failed = false;
+    try {
+      const update = rollout.resources_id ? await store.getResourcesById(rollout.resources_id) : await store.getLatestResources();
+      if (update === null) {
+        // Upstream leaves the attempt "preparing" here; we mark it failed so the retry policy applies at once.
+        throw new RuntimeError(`Failed to fetch resources ${rollout.resources_id ?? "(latest)"}. Skipping.`);
+      }
+      await this.runHooks("onRolloutStart", { agent, runner: this, rollout });
+      const raw = await this.tracer.traceContext({ name: rid, rolloutId: rid, attemptId: aid }, async () => {
+        await this.runHooks("onTraceStart", { agent, runner: this, tracer: this.tracer, rollout });
+        const result = await abortable(Promise.resolve().then(() => agent.invoke(rollout.input as T, update.resources, rollout)), signal);
+        await this.runHooks("onTraceEnd", { agent, runner: this, tracer: this.tracer, rollout });
+        return result;
+      });
+      spans = await postProcessRolloutResult(store, this.tracer, rollout, raw);
+      log.info(`${this.prefix(rid)} Completed in ${(systemClock.now() - started).toFixed(2)}s. Collected ${spans.length} span(s). Final reward: ${finalReward(spans)}`);
+    } catch (err) {
+      failed = true;
+      log.error(`${this.prefix(rid)} Exception during rollout`, err);
+      if (raiseOnException) throw err;
+    } finally {
+      await this.runHooks("onRolloutEnd", { agent, runner: this, rollout, spans });
+      try {
+        await store.updateAttempt(rid, aid, { status: failed ? "failed" : "succeeded" });
+      } catch (err) {
+        log.error(`${this.prefix(rid)} Exception during update_attempt`, err);
+      }
+    }
+    return rid;
+  }
+}
+
+function finalReward(spans: Span[]): string {
+  try {
+    return String(findFinalReward(spans));
+  } catch {
+    return "unreadable";
+  }
+}
+
+/** Rejects with AbortError when `signal` aborts first; the agent's own promise is then abandoned. */
+function abortable<T>(p: Promise<T>, signal: AbortSignal | null): Promise<T> {
+  if (!signal) return p;
+  if (signal.aborted) return Promise.reject(new AbortError("Rollout aborted"));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new AbortError("Rollout aborted"));
+    signal.addEventListener("abort", onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(e);
+      },
+    );
+  });
+}

@@ -1,0 +1,10 @@
+export * from "./attributes.ts";
+export * from "./base.ts";
+export { installContextManager, ROLLOUT_SCOPE_KEY, ACTIVE_TRACER_KEY } from "./context.ts";
+export * from "./emit.ts";
+export * from "./log.ts";
+export * from "./operation.ts";
+export * from "./otel.ts";
+export { parameterInfo, parameterNames, type ParamInfo } from "./params.ts";
+export { LightningSpanProcessor, lightningSpanProcessor, lightningTracing } from "./processor.ts";
+export { RolloutScope, type ScopeOptions } from "./scope.ts";
