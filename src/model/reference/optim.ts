@@ -13,8 +13,17 @@ export const OPTIMIZER_DEFAULTS: Required<OptimizerOptions> = {
   maxGradNorm: 1.0,
 };
 
+/** The optimizer options of `o` (other keys ignored), defaults filled in. */
 export function resolveOptimizerOptions(o: OptimizerOptions = {}): Required<OptimizerOptions> {
-  return { ...OPTIMIZER_DEFAULTS, ...Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) };
+  const d = OPTIMIZER_DEFAULTS;
+  return {
+    lr: o.lr ?? d.lr,
+    beta1: o.beta1 ?? d.beta1,
+    beta2: o.beta2 ?? d.beta2,
+    eps: o.eps ?? d.eps,
+    weightDecay: o.weightDecay ?? d.weightDecay,
+    maxGradNorm: o.maxGradNorm ?? d.maxGradNorm,
+  };
 }
 
 /** sqrt(sum g^2), accumulated in double. NaN or Infinity when any element is not finite. */
