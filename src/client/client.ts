@@ -1,0 +1,374 @@
+/**
+ * `LightningStoreClient`: a `LightningStore` over HTTP (`fetch`), for any runtime and browsers.
+ *
+ * - Retries with backoff only for network errors, 408, 429 and 5xx; before each retry it probes
+ *   `GET /v1/agl/health` and gives up at once when the server stays down (store.md §4.4).
+ *   Dequeues are never retried: a lost answer must not claim a second rollout.
+ * - Errors come back typed (ValidationError with issue paths, NotFoundError, ConflictError, ...);
+ *   single-item GETs answer null for a 404 (DECISIONS row 2).
+ * - `addManySpans` is one request (`/spans/batch`, one transaction on the server); `addOtelSpan`
+ *   converts locally and lets the server assign the sequence id in the same request.
+ * - `waitForRollouts` waits any length with server long polls of up to 30 s each (DECISIONS row 8).
+ */
+import type {
+  AttemptPatch,
+  LightningStore,
+  OtelReadableSpanLike,
+  PageOptions,
+  ResourcesQuery,
+  RolloutOptions,
+  RolloutPatch,
+  RolloutQuery,
+  SpanQuery,
+  StartRolloutOptions,
+  WaitOptions,
+  WorkerQuery,
+} from "../store/base.ts";
+import { spanFromOpenTelemetry } from "../store/otel-span.ts";
+import type {
+  Attempt,
+  AttemptedRollout,
+  EnqueueRolloutRequest,
+  NamedResourcesInput,
+  PaginatedResult,
+  ResourcesUpdate,
+  Rollout,
+  Span,
+  StoreCapabilities,
+  StoreStatistics,
+  Worker,
+} from "../types/index.ts";
+import { LightningError, NotFoundError, ValidationError } from "../types/index.ts";
+import { StoreConnectionError, errorFromResponse } from "./errors.ts";
+
+export interface LightningStoreClientOptions {
+  /** Bearer token sent with every request (the server's `--token`). */
+  token?: string | null;
+  /** Seconds slept before each retry; at most `1 + length` tries. Default [1, 2, 5]. */
+  retryDelays?: readonly number[];
+  /** Seconds between health probes after a failure; `[]` skips probing. Default [0.1, 0.2, 0.5]. */
+  healthRetryDelays?: readonly number[];
+  /** Per-request timeout in seconds (long polls get their hold time on top). Default 30. */
+  requestTimeout?: number;
+  /** Extra headers for every request. */
+  headers?: Readonly<Record<string, string>>;
+  /** The fetch implementation (default: the global one). */
+  fetch?: typeof fetch;
+}
+
+/** The server's long-poll answer header (see src/server/app.ts). */
+const WAIT_SETTLED_HEADER = "agl-wait-settled";
+/** Longest hold the client asks for; the server caps it at its own maximum (30 s by default). */
+const LONG_POLL_SECONDS = 30;
+
+const RETRYABLE_STATUS = (s: number): boolean => s === 408 || s === 429 || s >= 500;
+
+interface RequestOptions {
+  body?: unknown;
+  params?: Record<string, unknown>;
+  retry?: boolean;
+  /** Extra seconds on top of the request timeout (long polls). */
+  holdSeconds?: number;
+  signal?: AbortSignal;
+}
+
+interface Answer<T> {
+  data: T;
+  headers: Headers;
+}
+
+const sleep = (seconds: number, signal?: AbortSignal): Promise<void> =>
+  new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const t = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, seconds * 1000);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+
+function pathId(v: unknown, name: string): string {
+  if (typeof v !== "string") throw new ValidationError(`${name} must be a string`, [name]);
+  return encodeURIComponent(v);
+}
+
+/** Query string with repeated keys for lists; null/undefined values are left out. */
+function queryString(params: Record<string, unknown>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v === undefined || v === null) continue;
+    if (Array.isArray(v)) for (const x of v) q.append(k, String(x));
+    else q.append(k, String(v));
+  }
+  const s = q.toString();
+  return s ? `?${s}` : "";
+}
+
+export class LightningStoreClient implements LightningStore {
+  readonly capabilities: StoreCapabilities = Object.freeze({ thread_safe: true, async_safe: true, zero_copy: true, otlp_traces: true });
+  /** `http://host:port` without a trailing slash. */
+  readonly serverAddress: string;
+  private readonly base: string;
+  private readonly retryDelays: readonly number[];
+  private readonly healthDelays: readonly number[];
+  private readonly timeoutMs: number;
+  private readonly headers: Record<string, string>;
+  private readonly fetchFn: typeof fetch;
+  /** Aborts requests still in flight when the client is closed. */
+  private readonly lifetime = new AbortController();
+
+  constructor(serverAddress: string, options: LightningStoreClientOptions = {}) {
+    this.serverAddress = serverAddress.replace(/\/+$/, "");
+    this.base = `${this.serverAddress}/v1/agl`;
+    this.retryDelays = options.retryDelays ?? [1, 2, 5];
+    this.healthDelays = options.healthRetryDelays ?? [0.1, 0.2, 0.5];
+    this.timeoutMs = (options.requestTimeout ?? 30) * 1000;
+    this.headers = { ...(options.headers ?? {}) };
+    if (options.token) this.headers["authorization"] = `Bearer ${options.token}`;
+    this.fetchFn = options.fetch ?? ((input, init) => fetch(input, init));
+  }
+
+  /** The OTLP/HTTP traces endpoint of the same server. */
+  otlpTracesEndpoint(): string {
+    return `${this.serverAddress}/v1/traces`;
+  }
+
+  /** True when `GET /v1/agl/health` answers 200 within the request timeout. */
+  async health(): Promise<boolean> {
+    try {
+      const res = await this.fetchFn(`${this.base}/health`, { headers: this.headers, signal: this.signalFor(0) });
+      await res.body?.cancel();
+      return res.status === 200;
+    } catch {
+      return false;
+    }
+  }
+
+  private signalFor(holdSeconds: number, caller?: AbortSignal): AbortSignal {
+    const signals = [AbortSignal.timeout(this.timeoutMs + holdSeconds * 1000), this.lifetime.signal];
+    if (caller) signals.push(caller);
+    return AbortSignal.any(signals);
+  }
+
+  /** After a retryable failure: probe health once per configured delay (and once more); false if never healthy. */
+  private async serverCameBack(signal?: AbortSignal): Promise<boolean> {
+    if (this.healthDelays.length === 0) return true;
+    for (const delay of [...this.healthDelays, 0]) {
+      if (await this.health()) return true;
+      if (delay > 0) await sleep(delay, signal);
+    }
+    return false;
+  }
+
+  private async request<T>(method: "GET" | "POST", path: string, o: RequestOptions = {}): Promise<Answer<T>> {
+    const url = `${this.base}${path}${o.params ? queryString(o.params) : ""}`;
+    const init: RequestInit = { method, headers: this.headers };
+    if (o.body !== undefined) {
+      init.body = JSON.stringify(o.body);
+      init.headers = { ...this.headers, "content-type": "application/json" };
+    }
+    const tries = o.retry === false ? 1 : 1 + this.retryDelays.length;
+    let last: LightningError | null = null;
+    for (let i = 0; i < tries; i++) {
+      if (i > 0) await sleep(this.retryDelays[i - 1]!, o.signal);
+      let status = 0;
+      let text = "";
+      let headers: Headers | null = null;
+      try {
+        const res = await this.fetchFn(url, { ...init, signal: this.signalFor(o.holdSeconds ?? 0, o.signal) });
+        text = await res.text();
+        status = res.status;
+        headers = res.headers;
+      } catch (e) {
+        if (o.signal?.aborted) throw o.signal.reason;
+        if (this.lifetime.signal.aborted) throw new StoreConnectionError(`${method} ${path}: the client was closed`);
+        last = new StoreConnectionError(`${method} ${path}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+      }
+      if (headers !== null) {
+        if (status >= 200 && status < 300) return { data: (text === "" ? null : JSON.parse(text)) as T, headers };
+        last = errorFromResponse(status, text, `${method} ${path}`);
+        if (!RETRYABLE_STATUS(status)) throw last;
+      }
+      // Retry only while the server answers its health check.
+      if (i + 1 < tries && !(await this.serverCameBack(o.signal))) break;
+    }
+    throw last!;
+  }
+
+  private async call<T>(method: "GET" | "POST", path: string, o?: RequestOptions): Promise<T> {
+    return (await this.request<T>(method, path, o)).data;
+  }
+
+  /** A single-item GET: null when the server answers 404 for an unknown id. */
+  private async getOrNull<T>(path: string): Promise<T | null> {
+    try {
+      return await this.call<T>("GET", path);
+    } catch (e) {
+      if (e instanceof NotFoundError) return null;
+      throw e;
+    }
+  }
+
+  // Rollouts and the queue
+
+  startRollout(input: unknown, options: StartRolloutOptions = {}): Promise<AttemptedRollout> {
+    return this.call("POST", "/rollouts", { body: { ...options, input } });
+  }
+
+  async enqueueRollout(input: unknown, options: RolloutOptions = {}): Promise<Rollout> {
+    const out = await this.call<Rollout[]>("POST", "/queues/rollouts/enqueue", { body: { rollouts: [{ ...options, input }] } });
+    if (!out[0]) throw new LightningError("the server enqueued nothing");
+    return out[0];
+  }
+
+  async enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]> {
+    if (Array.isArray(requests) && requests.length === 0) return [];
+    return this.call("POST", "/queues/rollouts/enqueue", { body: { rollouts: requests } });
+  }
+
+  async dequeueRollout(options: { worker_id?: string | null } = {}): Promise<AttemptedRollout | null> {
+    return (await this.dequeueManyRollouts({ limit: 1, worker_id: options.worker_id ?? null }))[0] ?? null;
+  }
+
+  async dequeueManyRollouts(options: { limit?: number; worker_id?: string | null } = {}): Promise<AttemptedRollout[]> {
+    const limit = options.limit ?? 1;
+    if (Number.isInteger(limit) && limit <= 0) return [];
+    const body: Record<string, unknown> = { limit };
+    if (options.worker_id !== undefined && options.worker_id !== null) body.worker_id = options.worker_id;
+    return this.call("POST", "/queues/rollouts/dequeue", { body, retry: false });
+  }
+
+  startAttempt(rolloutId: string, options: { worker_id?: string | null } = {}): Promise<AttemptedRollout> {
+    const body = options.worker_id === undefined || options.worker_id === null ? undefined : { worker_id: options.worker_id };
+    return this.call("POST", `/rollouts/${pathId(rolloutId, "rollout_id")}/attempts`, { body });
+  }
+
+  queryRollouts(query: RolloutQuery = {}): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
+    return this.call("POST", "/rollouts/search", { body: query });
+  }
+
+  getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null> {
+    return this.getOrNull(`/rollouts/${pathId(rolloutId, "rollout_id")}`);
+  }
+
+  updateRollout(rolloutId: string, patch: RolloutPatch): Promise<Rollout> {
+    return this.call("POST", `/rollouts/${pathId(rolloutId, "rollout_id")}`, { body: patch });
+  }
+
+  /**
+   * Waits with long polls: each request is held by the server until the rollouts finish or its cap;
+   * the loop ends when the server says nothing is left to wait for, or at the caller's timeout.
+   */
+  async waitForRollouts(options: WaitOptions): Promise<Rollout[]> {
+    const { signal } = options;
+    signal?.throwIfAborted();
+    const timeout = options.timeout ?? null;
+    const deadline = typeof timeout === "number" ? Date.now() + Math.max(0, timeout) * 1000 : null;
+    for (;;) {
+      const remaining = deadline === null ? null : Math.max(0, deadline - Date.now()) / 1000;
+      const hold = remaining === null ? LONG_POLL_SECONDS : Math.min(remaining, LONG_POLL_SECONDS);
+      const { data, headers } = await this.request<Rollout[]>("POST", "/waits/rollouts", {
+        body: { rollout_ids: options.rollout_ids, timeout: remaining === null ? null : typeof timeout === "number" ? remaining : timeout },
+        holdSeconds: hold,
+        signal,
+      });
+      const settled = headers.get(WAIT_SETTLED_HEADER) === "true";
+      if (settled || (deadline !== null && Date.now() >= deadline) || remaining === 0) return data;
+    }
+  }
+
+  // Attempts
+
+  queryAttempts(rolloutId: string, query: PageOptions = {}): Promise<PaginatedResult<Attempt>> {
+    return this.call("POST", `/rollouts/${pathId(rolloutId, "rollout_id")}/attempts/search`, { body: query });
+  }
+
+  getLatestAttempt(rolloutId: string): Promise<Attempt | null> {
+    return this.getOrNull(`/rollouts/${pathId(rolloutId, "rollout_id")}/attempts/latest`);
+  }
+
+  updateAttempt(rolloutId: string, attemptId: string, patch: AttemptPatch): Promise<Attempt> {
+    return this.call("POST", `/rollouts/${pathId(rolloutId, "rollout_id")}/attempts/${pathId(attemptId, "attempt_id")}`, { body: patch });
+  }
+
+  // Resources
+
+  addResources(resources: NamedResourcesInput): Promise<ResourcesUpdate> {
+    return this.call("POST", "/resources", { body: resources });
+  }
+
+  updateResources(resourcesId: string, resources: NamedResourcesInput): Promise<ResourcesUpdate> {
+    return this.call("POST", `/resources/${pathId(resourcesId, "resources_id")}`, { body: resources });
+  }
+
+  getLatestResources(): Promise<ResourcesUpdate | null> {
+    return this.getOrNull("/resources/latest");
+  }
+
+  getResourcesById(resourcesId: string): Promise<ResourcesUpdate | null> {
+    return this.getOrNull(`/resources/${pathId(resourcesId, "resources_id")}`);
+  }
+
+  queryResources(query: ResourcesQuery = {}): Promise<PaginatedResult<ResourcesUpdate>> {
+    return this.call("GET", "/resources", { params: { ...query } });
+  }
+
+  // Spans
+
+  async getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number> {
+    return (await this.call<{ sequence_id: number }>("POST", "/spans/next", { body: { rollout_id: rolloutId, attempt_id: attemptId } })).sequence_id;
+  }
+
+  async getManySpanSequenceIds(pairs: readonly (readonly [string, string])[]): Promise<number[]> {
+    if (Array.isArray(pairs) && pairs.length === 0) return [];
+    return (await this.call<{ sequence_ids: number[] }>("POST", "/spans/next/many", { body: { pairs } })).sequence_ids;
+  }
+
+  addSpan(span: Span): Promise<Span | null> {
+    return this.call("POST", "/spans", { body: span });
+  }
+
+  /** One request and one server transaction for the whole batch; spans may leave `sequence_id` out. */
+  async addManySpans(spans: Span[]): Promise<Span[]> {
+    if (Array.isArray(spans) && spans.length === 0) return [];
+    return this.call("POST", "/spans/batch", { body: { spans } });
+  }
+
+  async addOtelSpan(rolloutId: string, attemptId: string, span: OtelReadableSpanLike, sequenceId?: number | null): Promise<Span | null> {
+    const converted: Record<string, unknown> = { ...spanFromOpenTelemetry(span, rolloutId, attemptId, sequenceId ?? 0) };
+    if (sequenceId === undefined || sequenceId === null) converted.sequence_id = null;
+    return (await this.call<Span[]>("POST", "/spans/batch", { body: { spans: [converted] } }))[0] ?? null;
+  }
+
+  querySpans(rolloutId: string, query: SpanQuery = {}): Promise<PaginatedResult<Span>> {
+    return this.call("POST", "/spans/search", { body: { ...query, rollout_id: rolloutId } });
+  }
+
+  // Workers
+
+  updateWorker(workerId: string, heartbeatStats?: Record<string, unknown>): Promise<Worker> {
+    const body = heartbeatStats === undefined ? undefined : { heartbeat_stats: heartbeatStats };
+    return this.call("POST", `/workers/${pathId(workerId, "worker_id")}`, { body });
+  }
+
+  getWorkerById(workerId: string): Promise<Worker | null> {
+    return this.getOrNull(`/workers/${pathId(workerId, "worker_id")}`);
+  }
+
+  queryWorkers(query: WorkerQuery = {}): Promise<PaginatedResult<Worker>> {
+    return this.call("POST", "/workers/search", { body: query });
+  }
+
+  statistics(): Promise<StoreStatistics> {
+    return this.call("GET", "/statistics");
+  }
+
+  /** Aborts requests in flight; the server and its store keep running. Safe to call twice. */
+  async close(): Promise<void> {
+    this.lifetime.abort();
+  }
+}

@@ -1,0 +1,317 @@
+/**
+ * `createStoreApp(store, options)`: one Hono app serving a LightningStore over HTTP (store.md §4.3,
+ * DECISIONS rows 1, 2, 8, 12) plus the routes added here: `POST /v1/agl/spans/batch` (many spans, one
+ * transaction, sequence ids assigned server-side), `POST /v1/agl/spans/next/many`, a long-polling
+ * `POST /v1/agl/waits/rollouts`, Prometheus text at `GET /metrics`. Runtime-neutral: each runtime
+ * serves `app.fetch` with its own server (runtimes/*.ts).
+ */
+import { Hono } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { cors } from "hono/cors";
+import { routePath } from "hono/route";
+import type { z } from "zod";
+import type { LightningStore } from "../store/base.ts";
+import { NotFoundError, ValidationError, parseOrThrow } from "../types/index.ts";
+import { bearerToken, tokensEqual } from "./auth.ts";
+import { HttpProblem, errorResponse, routeNotFound } from "./errors.ts";
+import { silentLogger, type Logger } from "./log.ts";
+import { ServerMetrics, instrumentStore } from "./metrics.ts";
+import { otlpTracesHandler } from "./otlp/route.ts";
+import * as S from "./schemas.ts";
+import { addSpansAssigningSequence, type SpanWithOptionalSequence } from "./spans.ts";
+import type { TestHooks } from "./test-hooks.ts";
+
+export const API_PREFIX = "/v1/agl";
+/** Longest a `POST /waits/rollouts` request is held (DECISIONS row 8). */
+export const MAX_WAIT_SECONDS = 30;
+/** Response header of the wait route: `true` when no asked-for rollout can still finish within this request's answer. */
+export const WAIT_SETTLED_HEADER = "agl-wait-settled";
+
+export interface StoreAppOptions {
+  /** When set, every route but `GET /v1/agl/health` needs `Authorization: Bearer <token>`. */
+  token?: string | null;
+  /** Allowed CORS origins; `*` allows any. None: no CORS headers. */
+  corsOrigins?: readonly string[];
+  /** Largest request body in bytes (413 beyond). Default 32 MiB. */
+  bodyLimitBytes?: number;
+  /** Aborted when the server shuts down: held long polls answer at once. */
+  shutdownSignal?: AbortSignal;
+  /** Cap of one long poll in seconds. Default 30. */
+  maxWaitSeconds?: number;
+  /** Export `GET /metrics` and count requests and store calls. Default true. */
+  metrics?: boolean;
+  log?: Logger;
+  /** Test-only hooks (a settable clock, a store reset); never enabled by default. */
+  testHooks?: TestHooks;
+}
+
+export const DEFAULT_BODY_LIMIT = 32 * 1024 * 1024;
+
+/** Normalised like upstream: blanks dropped, any `*` means all. */
+export function normaliseOrigins(origins: readonly string[] | undefined): string[] {
+  const list = (origins ?? []).map((o) => o.trim()).filter((o) => o.length > 0);
+  return list.includes("*") ? ["*"] : list;
+}
+
+async function readJson(c: Context, optional: boolean): Promise<unknown> {
+  const text = await c.req.text();
+  if (text.trim() === "") {
+    if (optional) return undefined;
+    throw new ValidationError("A JSON request body is required", []);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new ValidationError(`Malformed JSON in request body: ${e instanceof Error ? e.message : String(e)}`, []);
+  }
+}
+
+/** The JSON body parsed with a (strict) schema; a missing body counts as `{}` when `optional`. */
+async function body<T extends z.ZodType>(c: Context, schema: T, optional = false): Promise<z.infer<T>> {
+  const raw = await readJson(c, optional);
+  return parseOrThrow(schema, raw === undefined || raw === null ? (optional ? {} : raw) : raw, "request body");
+}
+
+/** GET query parameters as an object for the same schemas: repeated keys as lists, numbers as numbers. */
+function query<T extends z.ZodType>(c: Context, schema: T): z.infer<T> {
+  const out: Record<string, unknown> = {};
+  for (const [k, values] of Object.entries(c.req.queries())) {
+    const v: unknown = S.ARRAY_PARAMS.has(k) ? values : values[values.length - 1];
+    out[k] = S.NUMBER_PARAMS.has(k) && typeof v === "string" && v.trim() !== "" && !Number.isNaN(Number(v)) ? Number(v) : v;
+  }
+  return parseOrThrow(schema, out, "query parameters");
+}
+
+/** Drops keys whose value is undefined (a query object must not carry them to the store). */
+const defined = <T extends object>(o: T): T => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
+
+const templateOf = (c: Context): string => {
+  const p = routePath(c, -1);
+  return p === "*" || p === "/*" || p === "" ? "unmatched" : p.replace(/:([A-Za-z_]+)/g, "{$1}");
+};
+
+export function createStoreApp(rawStore: LightningStore, options: StoreAppOptions = {}): Hono {
+  const log = options.log ?? silentLogger;
+  const metricsOn = options.metrics ?? true;
+  const metrics = metricsOn ? new ServerMetrics(rawStore) : null;
+  const store = metrics ? instrumentStore(rawStore, metrics) : rawStore;
+  const maxWait = options.maxWaitSeconds ?? MAX_WAIT_SECONDS;
+  const limit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
+  const token = options.token ?? null;
+
+  const app = new Hono();
+
+  app.onError((err, c) => {
+    const { status, body: payload } = errorResponse(err);
+    if (status >= 500) log.error(`${c.req.method} ${c.req.path} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    else log.debug(`${c.req.method} ${c.req.path} -> ${status} ${payload.error_type}: ${payload.detail}`);
+    return c.json(payload, status as 400);
+  });
+  app.notFound((c) => {
+    const { status, body: payload } = errorResponse(routeNotFound(c.req.method, c.req.path));
+    return c.json(payload, status as 404);
+  });
+
+  if (metrics) {
+    app.use("*", async (c, next) => {
+      const t0 = performance.now();
+      await next();
+      const labels = { path: templateOf(c), method: c.req.method, status: String(c.res.status) };
+      metrics.httpTotal.inc(labels);
+      metrics.httpLatency.observe(labels, (performance.now() - t0) / 1000);
+    });
+  }
+
+  const origins = normaliseOrigins(options.corsOrigins);
+  if (origins.length > 0) {
+    app.use(
+      "*",
+      cors({
+        origin: origins[0] === "*" ? (o) => o || "*" : origins,
+        allowMethods: ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+        allowHeaders: [],
+        credentials: true,
+        exposeHeaders: [WAIT_SETTLED_HEADER],
+      }),
+    );
+  }
+
+  if (token !== null) {
+    const auth: MiddlewareHandler = async (c, next) => {
+      if (c.req.method === "OPTIONS" || c.req.path === `${API_PREFIX}/health`) return next();
+      const given = bearerToken(c.req.header("authorization"));
+      if (given === null || !(await tokensEqual(given, token))) {
+        throw new HttpProblem(401, "Unauthorized", given === null ? "Missing bearer token (Authorization: Bearer <token>)" : "Invalid bearer token");
+      }
+      return next();
+    };
+    app.use("*", auth);
+  }
+
+  app.use(
+    "*",
+    bodyLimit({
+      maxSize: limit,
+      onError: () => {
+        throw new HttpProblem(413, "PayloadTooLarge", `Request body exceeds the limit of ${limit} bytes`);
+      },
+    }),
+  );
+
+  if (options.testHooks) options.testHooks.install(app, API_PREFIX);
+
+  const api = new Hono();
+
+  api.get("/health", (c) => c.json({ status: "ok" }));
+
+  // Rollouts and the queue
+  api.post("/queues/rollouts/enqueue", async (c) => {
+    const { rollouts } = await body(c, S.EnqueueBody);
+    if (rollouts.length === 0) return c.json([], 201);
+    if (rollouts.length === 1) {
+      const { input, ...opts } = rollouts[0]!;
+      return c.json([await store.enqueueRollout(input, opts)], 201);
+    }
+    return c.json(await store.enqueueManyRollouts(rollouts), 201);
+  });
+  api.post("/queues/rollouts/dequeue", async (c) => {
+    const b = await body(c, S.DequeueBody, true);
+    if (b.limit <= 0) return c.json([]);
+    if (b.limit === 1) {
+      const one = await store.dequeueRollout({ worker_id: b.worker_id ?? null });
+      return c.json(one ? [one] : []);
+    }
+    return c.json(await store.dequeueManyRollouts({ limit: b.limit, worker_id: b.worker_id ?? null }));
+  });
+  api.post("/rollouts/search", async (c) => c.json(await store.queryRollouts(defined(await body(c, S.RolloutSearch, true)))));
+  api.get("/rollouts", async (c) => c.json(await store.queryRollouts(defined(query(c, S.RolloutSearch)))));
+  api.post("/rollouts", async (c) => {
+    const { input, ...opts } = await body(c, S.StartRolloutBody);
+    return c.json(await store.startRollout(input, opts), 201);
+  });
+  api.get("/rollouts/:rollout_id", async (c) => {
+    const id = c.req.param("rollout_id");
+    const r = await store.getRolloutById(id);
+    if (!r) throw notFound("Rollout", id);
+    return c.json(r);
+  });
+  api.post("/rollouts/:rollout_id", async (c) => c.json(await store.updateRollout(c.req.param("rollout_id"), await body(c, S.RolloutPatchBody))));
+
+  // Attempts
+  api.post("/rollouts/:rollout_id/attempts/search", async (c) =>
+    c.json(await store.queryAttempts(c.req.param("rollout_id"), defined(await body(c, S.AttemptSearch, true)))),
+  );
+  api.get("/rollouts/:rollout_id/attempts/latest", async (c) => {
+    const id = c.req.param("rollout_id");
+    const a = await store.getLatestAttempt(id);
+    if (!a) throw notFound("Attempt", "latest", ` of rollout ${id}`);
+    return c.json(a);
+  });
+  api.get("/rollouts/:rollout_id/attempts", async (c) => c.json(await store.queryAttempts(c.req.param("rollout_id"), defined(query(c, S.AttemptSearch)))));
+  api.post("/rollouts/:rollout_id/attempts", async (c) => {
+    const b = await body(c, S.WorkerIdBody, true);
+    return c.json(await store.startAttempt(c.req.param("rollout_id"), { worker_id: b.worker_id ?? null }), 201);
+  });
+  api.post("/rollouts/:rollout_id/attempts/:attempt_id", async (c) =>
+    c.json(await store.updateAttempt(c.req.param("rollout_id"), c.req.param("attempt_id"), await body(c, S.AttemptPatchBody))),
+  );
+
+  // Workers
+  api.post("/workers/search", async (c) => c.json(await store.queryWorkers(defined(await body(c, S.WorkerSearch, true)))));
+  api.get("/workers", async (c) => c.json(await store.queryWorkers(defined(query(c, S.WorkerSearch)))));
+  api.get("/workers/:worker_id", async (c) => {
+    const id = c.req.param("worker_id");
+    const w = await store.getWorkerById(id);
+    if (!w) throw notFound("Worker", id);
+    return c.json(w);
+  });
+  api.post("/workers/:worker_id", async (c) => {
+    const b = await body(c, S.WorkerUpdateBody, true);
+    return c.json(await store.updateWorker(c.req.param("worker_id"), b.heartbeat_stats));
+  });
+
+  api.get("/statistics", async (c) => c.json(await store.statistics()));
+
+  // Resources
+  api.get("/resources/latest", async (c) => {
+    const r = await store.getLatestResources();
+    if (!r) throw notFound("Resources", "latest");
+    return c.json(r);
+  });
+  api.get("/resources", async (c) => c.json(await store.queryResources(defined(query(c, S.ResourcesSearch)))));
+  api.post("/resources", async (c) => c.json(await store.addResources((await readJson(c, false)) as never), 201));
+  api.get("/resources/:resources_id", async (c) => {
+    const id = c.req.param("resources_id");
+    const r = await store.getResourcesById(id);
+    if (!r) throw notFound("Resources", id);
+    return c.json(r);
+  });
+  api.post("/resources/:resources_id", async (c) => c.json(await store.updateResources(c.req.param("resources_id"), (await readJson(c, false)) as never)));
+
+  // Spans
+  api.post("/spans/search", async (c) => {
+    const { rollout_id, ...q } = await body(c, S.SpanSearch);
+    return c.json(await store.querySpans(rollout_id, defined(q)));
+  });
+  api.get("/spans", async (c) => {
+    const { rollout_id, ...q } = query(c, S.SpanSearch);
+    return c.json(await store.querySpans(rollout_id, defined(q)));
+  });
+  api.post("/spans/next/many", async (c) => {
+    const { pairs } = await body(c, S.ManySequenceBody);
+    return c.json({ sequence_ids: await store.getManySpanSequenceIds(pairs) });
+  });
+  api.post("/spans/next", async (c) => {
+    const b = await body(c, S.NextSequenceBody);
+    return c.json({ sequence_id: await store.getNextSpanSequenceId(b.rollout_id, b.attempt_id) });
+  });
+  api.post("/spans/batch", async (c) => {
+    const { spans } = await body(c, S.SpanBatchBody);
+    return c.json(await addSpansAssigningSequence(store, spans as unknown as SpanWithOptionalSequence[]), 201);
+  });
+  api.post("/spans", async (c) => {
+    const span = await readJson(c, false);
+    if (span === null || typeof span !== "object" || Array.isArray(span)) throw new ValidationError("The request body must be a span object", []);
+    return c.json(await store.addSpan(span as never), 201);
+  });
+
+  // Waits: a long poll held until the rollouts finish, the caller's timeout, or maxWait.
+  api.post("/waits/rollouts", async (c) => {
+    const b = await body(c, S.WaitBody);
+    const asked = b.timeout ?? null;
+    const chunk = asked === null ? maxWait : Math.min(Math.max(asked, 0), maxWait);
+    const signals = [c.req.raw.signal, options.shutdownSignal].filter((s): s is AbortSignal => s !== undefined);
+    const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
+    const t0 = Date.now();
+    let done;
+    let interrupted = false;
+    try {
+      done = await store.waitForRollouts({ rollout_ids: b.rollout_ids, timeout: chunk, signal });
+    } catch (e) {
+      if (!signal?.aborted) throw e;
+      interrupted = true;
+      done = await store.waitForRollouts({ rollout_ids: b.rollout_ids, timeout: 0 });
+    }
+    // The store returns before its deadline only when nothing it waits for is left pending.
+    const settled = !interrupted && (Date.now() - t0 < chunk * 1000 || new Set(done.map((r) => r.rollout_id)).size === new Set(b.rollout_ids).size);
+    c.header(WAIT_SETTLED_HEADER, String(settled));
+    return c.json(done);
+  });
+
+  app.route(API_PREFIX, api);
+
+  // OTLP/HTTP
+  app.post("/v1/traces", otlpTracesHandler(store, { maxBytes: limit, log }));
+  for (const p of ["/v1/metrics", "/v1/logs", "/v1/development/profiles"]) app.post(p, (c) => c.body(null, 501));
+
+  if (metrics) {
+    app.get("/metrics", async (c) => c.body(await metrics.render(), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }));
+  }
+  return app;
+}
+
+/** DECISIONS row 2: a single-item GET of an unknown id is a 404 (the client turns it into null). */
+function notFound(what: string, id: string, suffix = ""): NotFoundError {
+  return new NotFoundError(`${what} ${id}${suffix} not found`, what.toLowerCase(), id);
+}

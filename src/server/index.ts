@@ -1,0 +1,7 @@
+export * from "./app.ts";
+export * from "./errors.ts";
+export * from "./log.ts";
+export * from "./metrics.ts";
+export * from "./spans.ts";
+export * from "./test-hooks.ts";
+export { spansFromOtlp } from "./otlp/mapping.ts";
