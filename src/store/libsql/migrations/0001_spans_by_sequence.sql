@@ -1,0 +1,1 @@
+CREATE INDEX `spans_rollout_sequence_idx` ON `spans` (`rollout_id`,`sequence_id`);

@@ -1,0 +1,294 @@
+/**
+ * `Storage` (../storage.ts) over libSQL: each core transaction is one SQL transaction on a `SqlDriver`
+ * (write = `BEGIN IMMEDIATE`, so two processes sharing a file serialise their writes and a dequeue can
+ * never hand one rollout to two workers). Rows go in and out through the converters of tables.ts;
+ * queries are pushed down into SQL by query-sql.ts.
+ */
+import type { Attempt, PaginatedResult, ResourcesUpdate, Rollout, Span, Worker } from "../../types/index.ts";
+import { runQuery, type QuerySpec } from "../query.ts";
+import type { CollectionName, Rows, Storage, StorageTx, TxMode, WorkerPatchRow } from "../storage.ts";
+import type { SqlConn, SqlDriver, SqlValue } from "./driver.ts";
+import { planMust, planQuery } from "./query-sql.ts";
+import {
+  SPECS,
+  SPAN_COLUMNS,
+  attemptSpec,
+  attemptValues,
+  resourcesSpec,
+  rolloutSpec,
+  rolloutValues,
+  spanValues,
+  toSql,
+  workerSpec,
+  ROLLOUT_COLUMNS,
+  WORKER_COLUMNS,
+} from "./tables.ts";
+
+/**
+ * Bind parameters per statement. SQLite allows 32,766 (libSQL servers too); multi-row inserts stay far
+ * below it so one statement never fails on the limit, and so a few statement shapes get reused.
+ */
+export const MAX_BIND_PARAMS = 8000;
+
+const placeholders = (cols: number): string => `(${new Array(cols).fill("?").join(", ")})`;
+const rowsSql = (cols: number, rows: number): string => new Array(rows).fill(placeholders(cols)).join(", ");
+const quoted = (cols: readonly string[]): string => cols.map((c) => `"${c}"`).join(", ");
+
+const RETURNING_ROLLOUT = `RETURNING ${quoted(ROLLOUT_COLUMNS)}`;
+const RETURNING_ATTEMPT = `RETURNING ${quoted(attemptSpec.columns)}`;
+const RETURNING_WORKER = `RETURNING ${quoted(WORKER_COLUMNS)}`;
+const INSERT_SPANS_HEAD = `INSERT INTO "spans" (${quoted(SPAN_COLUMNS)}) VALUES `;
+const INSERT_SPANS_TAIL = ` ON CONFLICT ("rollout_id", "attempt_id", "span_id") DO NOTHING RETURNING "rollout_id", "attempt_id", "span_id"`;
+
+const spanKey = (rid: unknown, aid: unknown, sid: unknown): string => `${rid as string}\u0000${aid as string}\u0000${sid as string}`;
+
+/** Splits `items` into chunks of at most `perChunk`, calling `fn` for each; returns nothing. */
+async function chunked<T>(items: readonly T[], perChunk: number, fn: (chunk: readonly T[]) => Promise<void>): Promise<void> {
+  for (let i = 0; i < items.length; i += perChunk) await fn(items.length <= perChunk ? items : items.slice(i, i + perChunk));
+}
+
+export class SqlTx implements StorageTx {
+  constructor(private readonly c: SqlConn) {}
+
+  private async one<T>(spec: { fromRow(r: ArrayLike<SqlValue>): T }, sql: string, args: SqlValue[]): Promise<T | null> {
+    const rows = await this.c.all(sql, args);
+    return rows.length > 0 ? spec.fromRow(rows[0]!) : null;
+  }
+
+  // Rollouts ---------------------------------------------------------------------------------------
+
+  getRollout(id: string): Promise<Rollout | null> {
+    return this.one(rolloutSpec, `${rolloutSpec.select} WHERE "rollout_id" = ?`, [id]);
+  }
+
+  async insertRollouts(rows: Rollout[]): Promise<void> {
+    const n = ROLLOUT_COLUMNS.length;
+    await chunked(rows, Math.floor(MAX_BIND_PARAMS / n), async (chunk) => {
+      const args: SqlValue[] = [];
+      for (const r of chunk) args.push(...rolloutValues(r));
+      await this.c.run(`INSERT INTO "rollouts" (${quoted(ROLLOUT_COLUMNS)}) VALUES ${rowsSql(n, chunk.length)}`, args);
+    });
+  }
+
+  async updateRollout(id: string, patch: Partial<Rollout>): Promise<Rollout> {
+    const keys = Object.keys(patch).filter((k) => k !== "rollout_id" && (patch as Record<string, unknown>)[k] !== undefined);
+    if (keys.length === 0) {
+      const r = await this.getRollout(id);
+      if (!r) throw new Error(`updateRollout: rollout ${id} does not exist`);
+      return r;
+    }
+    const args = keys.map((k) => toSql(k, (patch as Record<string, unknown>)[k]));
+    args.push(id);
+    const rows = await this.c.all(`UPDATE "rollouts" SET ${keys.map((k) => `"${k}" = ?`).join(", ")} WHERE "rollout_id" = ? ${RETURNING_ROLLOUT}`, args);
+    if (rows.length === 0) throw new Error(`updateRollout: rollout ${id} does not exist`);
+    return rolloutSpec.fromRow(rows[0]!);
+  }
+
+  async listRunningRollouts(): Promise<Rollout[]> {
+    const rows = await this.c.all(`${rolloutSpec.select} WHERE "status" IN ('preparing', 'running') ORDER BY rowid`);
+    return rows.map(rolloutSpec.fromRow);
+  }
+
+  // Attempts ---------------------------------------------------------------------------------------
+
+  getAttempt(rid: string, aid: string): Promise<Attempt | null> {
+    return this.one(attemptSpec, `${attemptSpec.select} WHERE "rollout_id" = ? AND "attempt_id" = ?`, [rid, aid]);
+  }
+
+  getLatestAttempt(rid: string): Promise<Attempt | null> {
+    return this.one(attemptSpec, `${attemptSpec.select} WHERE "rollout_id" = ? ORDER BY "sequence_id" DESC LIMIT 1`, [rid]);
+  }
+
+  async getLatestAttempts(ids: readonly string[]): Promise<Map<string, Attempt>> {
+    const out = new Map<string, Attempt>();
+    if (ids.length === 0) return out;
+    // One JSON parameter whatever the number of ids; the index on (rollout_id, sequence_id) finds each max.
+    const rows = await this.c.all(
+      `${attemptSpec.select} AS a WHERE "rollout_id" IN (SELECT value FROM json_each(?)) ` +
+        `AND "sequence_id" = (SELECT MAX(b."sequence_id") FROM "attempts" AS b WHERE b."rollout_id" = a."rollout_id")`,
+      [JSON.stringify(ids)],
+    );
+    for (const r of rows) {
+      const a = attemptSpec.fromRow(r);
+      out.set(a.rollout_id, a);
+    }
+    return out;
+  }
+
+  async countAttempts(rid: string): Promise<number> {
+    const rows = await this.c.all(`SELECT COUNT(*) FROM "attempts" WHERE "rollout_id" = ?`, [rid]);
+    return Number(rows[0]![0]);
+  }
+
+  async insertAttempt(a: Attempt): Promise<void> {
+    await this.c.run(`INSERT INTO "attempts" (${quoted(attemptSpec.columns)}) VALUES ${placeholders(attemptSpec.columns.length)}`, attemptValues(a));
+  }
+
+  async updateAttempt(rid: string, aid: string, patch: Partial<Attempt>): Promise<Attempt> {
+    const keys = Object.keys(patch).filter((k) => k !== "rollout_id" && k !== "attempt_id" && (patch as Record<string, unknown>)[k] !== undefined);
+    if (keys.length === 0) {
+      const a = await this.getAttempt(rid, aid);
+      if (!a) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
+      return a;
+    }
+    const args = keys.map((k) => toSql(k, (patch as Record<string, unknown>)[k]));
+    args.push(rid, aid);
+    const rows = await this.c.all(
+      `UPDATE "attempts" SET ${keys.map((k) => `"${k}" = ?`).join(", ")} WHERE "rollout_id" = ? AND "attempt_id" = ? ${RETURNING_ATTEMPT}`,
+      args,
+    );
+    if (rows.length === 0) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
+    return attemptSpec.fromRow(rows[0]!);
+  }
+
+  // Queue ------------------------------------------------------------------------------------------
+
+  async pushQueue(ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    if (ids.length === 1) await this.c.run(`INSERT INTO "queue" ("rollout_id") VALUES (?)`, [ids[0]!]);
+    else await this.c.run(`INSERT INTO "queue" ("rollout_id") SELECT value FROM json_each(?) ORDER BY key`, [JSON.stringify(ids)]);
+  }
+
+  async popQueue(n: number): Promise<string[]> {
+    if (n <= 0) return [];
+    const rows = await this.c.all(`DELETE FROM "queue" WHERE "id" IN (SELECT "id" FROM "queue" ORDER BY "id" LIMIT ?) RETURNING "id", "rollout_id"`, [n]);
+    // RETURNING has no guaranteed order: restore FIFO order by id.
+    if (rows.length > 1) rows.sort((a, b) => (a[0] as number) - (b[0] as number));
+    return rows.map((r) => r[1] as string);
+  }
+
+  async queueHas(id: string): Promise<boolean> {
+    return (await this.c.all(`SELECT 1 FROM "queue" WHERE "rollout_id" = ? LIMIT 1`, [id])).length > 0;
+  }
+
+  // Spans ------------------------------------------------------------------------------------------
+
+  async insertSpans(spans: Span[]): Promise<Span[]> {
+    // A duplicate later in the same batch is skipped, as if the batch were inserted one by one.
+    const seen = new Set<string>();
+    const fresh: Span[] = [];
+    for (const s of spans) {
+      const k = spanKey(s.rollout_id, s.attempt_id, s.span_id);
+      if (seen.has(k)) continue;
+      seen.add(k);
+      fresh.push(s);
+    }
+    const inserted = new Set<string>();
+    let all = true;
+    const n = SPAN_COLUMNS.length;
+    await chunked(fresh, Math.floor(MAX_BIND_PARAMS / n), async (chunk) => {
+      const args: SqlValue[] = [];
+      for (const s of chunk) spanValues(s, args);
+      const rows = await this.c.all(INSERT_SPANS_HEAD + rowsSql(n, chunk.length) + INSERT_SPANS_TAIL, args);
+      if (rows.length !== chunk.length) all = false;
+      for (const r of rows) inserted.add(spanKey(r[0], r[1], r[2]));
+    });
+    if (all) return fresh;
+    return fresh.filter((s) => inserted.has(spanKey(s.rollout_id, s.attempt_id, s.span_id)));
+  }
+
+  async incSequence(rid: string, n: number): Promise<number> {
+    const rows = await this.c.all(
+      `INSERT INTO "span_sequences" ("rollout_id", "value") VALUES (?, ?) ON CONFLICT ("rollout_id") DO UPDATE SET "value" = "value" + excluded."value" RETURNING "value"`,
+      [rid, n],
+    );
+    return Number(rows[0]![0]);
+  }
+
+  async chmaxSequence(rid: string, value: number): Promise<number> {
+    const rows = await this.c.all(
+      `INSERT INTO "span_sequences" ("rollout_id", "value") VALUES (?, MAX(?, 0)) ON CONFLICT ("rollout_id") DO UPDATE SET "value" = MAX("value", excluded."value") RETURNING "value"`,
+      [rid, value],
+    );
+    return Number(rows[0]![0]);
+  }
+
+  // Resources --------------------------------------------------------------------------------------
+
+  getResources(id: string): Promise<ResourcesUpdate | null> {
+    return this.one(resourcesSpec, `${resourcesSpec.select} WHERE "resources_id" = ?`, [id]);
+  }
+
+  async putResources(r: ResourcesUpdate): Promise<void> {
+    // An upsert (not INSERT OR REPLACE) keeps the row's rowid, i.e. its place in insertion order.
+    await this.c.run(
+      `INSERT INTO "resources" ("resources_id", "create_time", "update_time", "version", "resources", "write_order") ` +
+        `VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX("write_order"), 0) + 1 FROM "resources")) ` +
+        `ON CONFLICT ("resources_id") DO UPDATE SET "create_time" = excluded."create_time", "update_time" = excluded."update_time", ` +
+        `"version" = excluded."version", "resources" = excluded."resources", "write_order" = excluded."write_order"`,
+      [r.resources_id, r.create_time, r.update_time, r.version, JSON.stringify(r.resources)],
+    );
+  }
+
+  getLatestResources(): Promise<ResourcesUpdate | null> {
+    return this.one(resourcesSpec, `${resourcesSpec.select} ORDER BY "write_order" DESC, "update_time" DESC LIMIT 1`, []);
+  }
+
+  // Workers ----------------------------------------------------------------------------------------
+
+  getWorker(id: string): Promise<Worker | null> {
+    return this.one(workerSpec, `${workerSpec.select} WHERE "worker_id" = ?`, [id]);
+  }
+
+  async upsertWorker(id: string, patch: WorkerPatchRow): Promise<Worker> {
+    const keys = Object.keys(patch).filter((k) => k !== "worker_id" && (patch as Record<string, unknown>)[k] !== undefined);
+    const args: SqlValue[] = [id, ...keys.map((k) => toSql(k, (patch as Record<string, unknown>)[k]))];
+    const cols = quoted(["worker_id", ...keys]);
+    // Column defaults are the model defaults (status 'unknown', the rest NULL): a new worker gets them.
+    const onConflict = keys.length > 0 ? `DO UPDATE SET ${keys.map((k) => `"${k}" = excluded."${k}"`).join(", ")}` : `DO UPDATE SET "worker_id" = "worker_id"`;
+    const rows = await this.c.all(`INSERT INTO "workers" (${cols}) VALUES ${placeholders(keys.length + 1)} ON CONFLICT ("worker_id") ${onConflict} ${RETURNING_WORKER}`, args);
+    return workerSpec.fromRow(rows[0]!);
+  }
+
+  // Queries ----------------------------------------------------------------------------------------
+
+  async query<K extends CollectionName>(collection: K, spec: QuerySpec): Promise<PaginatedResult<Rows[K]>> {
+    const table = SPECS[collection];
+    const plan = planQuery(table, spec);
+    if (plan === null) {
+      // A filter or sort on a JSON column: narrow with SQL where possible, then the reference evaluator.
+      const must = planMust(table, spec);
+      const rows = await this.c.all(`${table.select} ${must.where} ${must.orderBy}`, must.args);
+      return runQuery(rows.map(table.fromRow) as Rows[K][], spec);
+    }
+    const { limit, offset } = spec;
+    const start = Math.max(0, offset);
+    let items: Rows[K][] = [];
+    if (limit !== 0) {
+      const rows = await this.c.all(`${table.select} ${plan.where} ${plan.orderBy} LIMIT ? OFFSET ?`, [...plan.args, limit < 0 ? -1 : limit, start]);
+      items = rows.map(table.fromRow) as Rows[K][];
+    }
+    // The total is known without counting when the page is not cut short by the limit.
+    let total: number;
+    if ((limit < 0 || items.length < limit) && (items.length > 0 || start === 0)) total = start + items.length;
+    else total = Number((await this.c.all(`SELECT COUNT(*) FROM "${table.table}" ${plan.where}`, plan.args))[0]![0]);
+    return { items, limit, offset, total };
+  }
+
+  async counts(): Promise<Record<CollectionName, number>> {
+    const r = (
+      await this.c.all(
+        `SELECT (SELECT COUNT(*) FROM "rollouts"), (SELECT COUNT(*) FROM "attempts"), (SELECT COUNT(*) FROM "spans"), ` +
+          `(SELECT COUNT(*) FROM "resources"), (SELECT COUNT(*) FROM "workers")`,
+      )
+    )[0]!;
+    return { rollouts: Number(r[0]), attempts: Number(r[1]), spans: Number(r[2]), resources: Number(r[3]), workers: Number(r[4]) };
+  }
+}
+
+export class LibsqlStorage implements Storage {
+  /** Another process (or machine) may write the same data, except for a private in-memory database. */
+  readonly sharedWriters: boolean;
+
+  constructor(private readonly driver: SqlDriver) {
+    this.sharedWriters = driver.kind !== "memory";
+  }
+
+  tx<T>(mode: TxMode, fn: (t: StorageTx) => Promise<T>): Promise<T> {
+    return this.driver.tx(mode, (c) => fn(new SqlTx(c)));
+  }
+
+  close(): Promise<void> {
+    return this.driver.close();
+  }
+}
