@@ -53,39 +53,33 @@ function groupStats(s: Float64Array, groups: Int32Array, G: number): GroupStats 
   return { mean, count: members.map((xs) => xs.length), std };
 }
 
-/** GRPO: (s - mean) / (std + eps), or s - mean without std normalisation (Dr.GRPO). Singletons: mean 0, std 1. */
-export function grpo(x: GroupedInput, normByStd = true, epsilon = 1e-6): AdvantageOutput {
+/** Per-row score s_i = sum of rewards, its group's stats, a scalar per row from `f`, broadcast under the mask. */
+function perRowFromGroup(x: GroupedInput, f: (s: number, mean: number, n: number, std: number) => number): Float32Array {
   const G = groupCount(x);
   const s = rowSums(x.rewards, x.B, x.T);
   const g = groupStats(s, x.groups, G);
-  const a = Array.from(s, (si, i) => {
-    const k = x.groups[i];
-    const mean = g.count[k] > 1 ? g.mean[k] : 0;
-    return normByStd ? (si - mean) / (g.std[k] + epsilon) : si - mean;
+  const a = Array.from(s, (si, i) => f(si, g.mean[x.groups[i]], g.count[x.groups[i]], g.std[x.groups[i]]));
+  return broadcast(a, x.mask, x.B, x.T);
+}
+
+/** GRPO: (s - mean) / (std + eps), or s - mean without std normalisation (Dr.GRPO). Singletons: mean 0, std 1. */
+export function grpo(x: GroupedInput, normByStd = true, epsilon = 1e-6): AdvantageOutput {
+  const advantages = perRowFromGroup(x, (si, mean, n, std) => {
+    const m = n > 1 ? mean : 0;
+    return normByStd ? (si - m) / (std + epsilon) : si - m;
   });
-  const advantages = broadcast(a, x.mask, x.B, x.T);
   return { advantages, returns: advantages };
 }
 
 /** RLOO: s minus the mean of the others (as upstream writes it); singletons keep s. */
 export function rloo(x: GroupedInput): AdvantageOutput {
-  const G = groupCount(x);
-  const s = rowSums(x.rewards, x.B, x.T);
-  const g = groupStats(s, x.groups, G);
-  const a = Array.from(s, (si, i) => {
-    const n = g.count[x.groups[i]];
-    return n > 1 ? (si * n) / (n - 1) - (g.mean[x.groups[i]] * n) / (n - 1) : si;
-  });
-  const advantages = broadcast(a, x.mask, x.B, x.T);
+  const advantages = perRowFromGroup(x, (si, mean, n) => (n > 1 ? (si * n) / (n - 1) - (mean * n) / (n - 1) : si));
   return { advantages, returns: advantages };
 }
 
 /** REINFORCE++ with a group-mean baseline, whitened over the batch. */
 export function reinforcePlusPlusBaseline(x: GroupedInput): AdvantageOutput {
-  const G = groupCount(x);
-  const s = rowSums(x.rewards, x.B, x.T);
-  const g = groupStats(s, x.groups, G);
-  const tiled = broadcast(Array.from(s, (si, i) => si - (g.count[x.groups[i]] > 1 ? g.mean[x.groups[i]] : 0)), x.mask, x.B, x.T);
+  const tiled = perRowFromGroup(x, (si, mean, n) => si - (n > 1 ? mean : 0));
   const advantages = maskedWhiten(tiled, x.mask, true);
   return { advantages, returns: advantages };
 }
