@@ -80,6 +80,28 @@ describe("reference model", () => {
     for (let t = 3; t < 6; t++) expect(after[t]).toBe(base[t]);
   });
 
+  it("float32 and float64 runs agree closely (the trainer runs in float32)", () => {
+    const rng = new Rng(7);
+    const c = tinyConfig(rng, false);
+    const p32 = initParams(c, 4).map((x) => x * 10);
+    const input = randomInput(rng, c.vocab_size, 2, 7);
+    const a = forward(c, p32, input);
+    const b = forward(c, Float64Array.from(p32), input);
+    expect(a.logprob).toBeInstanceOf(Float32Array);
+    expect(b.logprob).toBeInstanceOf(Float64Array);
+    for (let i = 0; i < a.logprob.length; i++) expect(Math.abs(a.logprob[i] - b.logprob[i])).toBeLessThan(1e-5);
+    const g = randn(rng, 14);
+    const ga = backward(c, p32, a.cache, g, g);
+    const gb = backward(c, Float64Array.from(p32), b.cache, g, g);
+    let worst = 0;
+    let scale = 0;
+    for (let i = 0; i < ga.length; i++) {
+      worst = Math.max(worst, Math.abs(ga[i] - gb[i]));
+      scale = Math.max(scale, Math.abs(gb[i]));
+    }
+    expect(worst / scale).toBeLessThan(1e-5);
+  });
+
   it.each([
     [21, true],
     [22, false],
