@@ -50,6 +50,24 @@ describe("TraceTripletAdapter (§5.4-5.9)", () => {
         expect(make({ agentMatch: "writ", repairHierarchy: false }).adapt(spans)).toHaveLength(0);
       });
 
+      it("repair descends through a single-child wrapper root, and does not repair deeper levels", () => {
+        const wrapped = [
+          sp({ id: "wrapper", start: 0, end: 20 }),
+          sp({ id: "session", parent: "wrapper", start: 0, end: 10 }),
+          sp({ id: "agent", parent: "session", start: 1, end: 4, attrs: { "agent.name": "writer" } }),
+          llm("x", "session", 2, 3),
+        ];
+        expect(make().adapt(wrapped).map((t) => t.metadata.agent_name)).toEqual(["writer"]);
+        const deeper = [
+          sp({ id: "root", start: 0, end: 20 }),
+          sp({ id: "other", parent: "root", start: 15, end: 16 }),
+          sp({ id: "session", parent: "root", start: 0, end: 10 }),
+          sp({ id: "agent", parent: "session", start: 1, end: 4, attrs: { "agent.name": "writer" } }),
+          llm("x", "session", 2, 3), // mis-nested one level below the root's children: left alone
+        ];
+        expect(make().adapt(deeper).map((t) => t.metadata.agent_name)).toEqual(["*"]);
+      });
+
       it("an identical interval never qualifies as a parent (zero slack)", () => {
         const spans = [
           sp({ id: "a", start: 0, end: 5, attrs: { "agent.name": "twin" } }),
