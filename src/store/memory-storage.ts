@@ -11,6 +11,7 @@ import { pinnedValue, runQuery, type QuerySpec } from "./query.ts";
 import type {
   AttemptPatchRow,
   CollectionName,
+  MaybePromise,
   RolloutPatchRow,
   Rows,
   Storage,
@@ -28,57 +29,56 @@ export interface MemoryStorageOptions {
   spanSizeEstimator: (span: Span) => number;
 }
 
-/** A FIFO of strings with O(1) push, pop and membership. */
-class IdQueue {
-  private items: (string | undefined)[] = [];
+/** A FIFO of rollout entries with O(1) push and pop; membership is counted on the entry itself. */
+class EntryQueue {
+  private items: (RolloutEntry | undefined)[] = [];
   private head = 0;
-  private readonly counts = new Map<string, number>();
 
-  push(id: string): void {
-    this.items.push(id);
-    this.counts.set(id, (this.counts.get(id) ?? 0) + 1);
+  push(e: RolloutEntry): void {
+    this.items.push(e);
+    e.queued++;
   }
 
-  shift(): string | undefined {
+  shift(): RolloutEntry | undefined {
     if (this.head >= this.items.length) return undefined;
-    const id = this.items[this.head]!;
+    const e = this.items[this.head]!;
     this.items[this.head++] = undefined;
     // Drop the consumed prefix now and then, so memory stays proportional to the live queue.
     if (this.head >= 4096 && this.head * 2 >= this.items.length) {
       this.items = this.items.slice(this.head);
       this.head = 0;
     }
-    const n = this.counts.get(id)!;
-    if (n === 1) this.counts.delete(id);
-    else this.counts.set(id, n - 1);
-    return id;
-  }
-
-  has(id: string): boolean {
-    return this.counts.has(id);
+    e.queued--;
+    return e;
   }
 }
 
-/** The spans of one rollout, with their duplicate keys and size. */
-interface SpanBucket {
+/**
+ * Everything kept per rollout, behind one map lookup: the row, its attempts by sequence id, how often
+ * it sits in the queue, its spans (with duplicate keys and size) and its span sequence counter.
+ */
+interface RolloutEntry {
+  row: Rollout;
+  attempts: Attempt[];
+  queued: number;
   spans: Span[];
-  keys: Set<string>;
-  bytes: number;
+  spanKeys: Set<string> | null;
+  spanBytes: number;
+  evicted: boolean;
+  sequence: number;
 }
 
 const spanKey = (s: Span): string => `${s.attempt_id}\u0000${s.span_id}`;
 
 export class MemoryStorage implements Storage {
-  private readonly rollouts = new Map<string, Rollout>();
+  private readonly entries = new Map<string, RolloutEntry>();
   private readonly running = new Set<string>();
-  private readonly attempts = new Map<string, Attempt[]>();
   private attemptCount = 0;
-  private readonly queue = new IdQueue();
-  private readonly spans = new Map<string, SpanBucket>();
+  private readonly queue = new EntryQueue();
   private spanCount = 0;
   private spanBytes = 0;
-  private readonly evicted = new Set<string>();
-  private readonly sequences = new Map<string, number>();
+  /** Sequence counters of rollout ids the store does not know (getNextSpanSequenceId checks nothing). */
+  private readonly orphanSequences = new Map<string, number>();
   private readonly resources = new Map<string, ResourcesUpdate>();
   private latestResourcesId: string | null = null;
   private readonly workers = new Map<string, Worker>();
@@ -90,7 +90,7 @@ export class MemoryStorage implements Storage {
   }
 
   /** Every transaction, reads included, runs under one mutex, so nobody sees a half-done change. */
-  tx<T>(_mode: TxMode, fn: (t: StorageTx) => Promise<T>): Promise<T> {
+  tx<T>(_mode: TxMode, fn: (t: StorageTx) => MaybePromise<T>): Promise<T> {
     return this.mutex.run(() => fn(this.txApi));
   }
 
@@ -110,55 +110,60 @@ export class MemoryStorage implements Storage {
     this.latestResourcesId = null;
   }
 
-  private setRollout(r: Rollout): Rollout {
-    deepFreeze(r);
-    this.rollouts.set(r.rollout_id, r);
-    if (r.status === "preparing" || r.status === "running") this.running.add(r.rollout_id);
-    else this.running.delete(r.rollout_id);
+  private setRow(e: RolloutEntry, r: Rollout): Rollout {
+    const was = e.row.status;
+    e.row = deepFreeze(r);
+    const isRunning = r.status === "preparing" || r.status === "running";
+    if (isRunning !== (was === "preparing" || was === "running")) {
+      if (isRunning) this.running.add(r.rollout_id);
+      else this.running.delete(r.rollout_id);
+    }
     return r;
   }
 
-  private latestAttempt(rolloutId: string): Attempt | null {
-    const list = this.attempts.get(rolloutId);
-    return list && list.length > 0 ? list[list.length - 1]! : null;
+  private entry(rolloutId: string, what: string): RolloutEntry {
+    const e = this.entries.get(rolloutId);
+    if (!e) throw new Error(`${what}: rollout ${rolloutId} does not exist`);
+    return e;
+  }
+
+  private static latest(e: RolloutEntry | undefined): Attempt | null {
+    return e && e.attempts.length > 0 ? e.attempts[e.attempts.length - 1]! : null;
   }
 
   /** §3.6: after a batch, drop whole rollouts' spans, oldest rollout first, until at or below the safe threshold. */
   private evictIfNeeded(): void {
     const { evictionThresholdBytes, safeThresholdBytes } = this.options;
     if (this.spanBytes <= evictionThresholdBytes) return;
-    const candidates = [...this.spans.keys()]
-      .map((id) => ({ id, start: this.rollouts.get(id)?.start_time ?? Number.NEGATIVE_INFINITY }))
-      .sort((a, b) => a.start - b.start);
-    for (const { id } of candidates) {
+    const candidates = [...this.entries.values()].filter((e) => e.spans.length > 0).sort((a, b) => a.row.start_time - b.row.start_time);
+    for (const e of candidates) {
       if (this.spanBytes <= safeThresholdBytes) break;
-      const bucket = this.spans.get(id)!;
-      this.spans.delete(id);
-      this.spanCount -= bucket.spans.length;
-      this.spanBytes -= bucket.bytes;
-      if (bucket.bytes > 0) this.evicted.add(id);
+      this.spanCount -= e.spans.length;
+      this.spanBytes -= e.spanBytes;
+      if (e.spanBytes > 0) e.evicted = true;
+      e.spans = [];
+      e.spanKeys = null;
+      e.spanBytes = 0;
     }
   }
 
   private candidates<K extends CollectionName>(collection: K, spec: QuerySpec): Iterable<Rows[K]> {
     const rid = pinnedValue(spec, "rollout_id");
+    const pinned = typeof rid === "string" ? this.entries.get(rid) : undefined;
     switch (collection) {
       case "rollouts": {
-        if (typeof rid === "string") {
-          const r = this.rollouts.get(rid);
-          return (r ? [r] : []) as Rows[K][];
-        }
-        return this.rollouts.values() as Iterable<Rows[K]>;
+        if (typeof rid === "string") return (pinned ? [pinned.row] : []) as Rows[K][];
+        return [...this.entries.values()].map((e) => e.row) as Rows[K][];
       }
       case "attempts":
-        if (typeof rid === "string") return (this.attempts.get(rid) ?? []) as Rows[K][];
-        return [...this.attempts.values()].flat() as Rows[K][];
+        if (typeof rid === "string") return (pinned?.attempts ?? []) as Rows[K][];
+        return [...this.entries.values()].flatMap((e) => e.attempts) as Rows[K][];
       case "spans":
         if (typeof rid === "string") {
-          if (this.evicted.has(rid)) throw new EvictedError(`Spans for rollout ${rid} have been evicted`);
-          return (this.spans.get(rid)?.spans ?? []) as Rows[K][];
+          if (pinned?.evicted) throw new EvictedError(`Spans for rollout ${rid} have been evicted`);
+          return (pinned?.spans ?? []) as Rows[K][];
         }
-        return [...this.spans.values()].flatMap((b) => b.spans) as Rows[K][];
+        return [...this.entries.values()].flatMap((e) => e.spans) as Rows[K][];
       case "resources":
         return this.resources.values() as Iterable<Rows[K]>;
       case "workers":
@@ -168,85 +173,105 @@ export class MemoryStorage implements Storage {
     }
   }
 
+  private getSequence(rolloutId: string): number {
+    const e = this.entries.get(rolloutId);
+    return e ? e.sequence : (this.orphanSequences.get(rolloutId) ?? 0);
+  }
+
+  private setSequence(rolloutId: string, v: number): number {
+    const e = this.entries.get(rolloutId);
+    if (e) e.sequence = v;
+    else this.orphanSequences.set(rolloutId, v);
+    return v;
+  }
+
   private makeTx(): StorageTx {
     const s = this;
     return {
-      async getRollout(id) {
-        return s.rollouts.get(id) ?? null;
+      getRollout(id) {
+        return s.entries.get(id)?.row ?? null;
       },
-      async insertRollouts(rows) {
-        for (const r of rows) s.setRollout(r);
+      insertRollouts(rows) {
+        for (const r of rows) {
+          const e: RolloutEntry = { row: r, attempts: [], queued: 0, spans: [], spanKeys: null, spanBytes: 0, evicted: false, sequence: 0 };
+          deepFreeze(r);
+          s.entries.set(r.rollout_id, e);
+          if (r.status === "preparing" || r.status === "running") s.running.add(r.rollout_id);
+          // A counter handed out before the rollout existed carries over.
+          const orphan = s.orphanSequences.get(r.rollout_id);
+          if (orphan !== undefined) {
+            s.orphanSequences.delete(r.rollout_id);
+            e.sequence = orphan;
+          }
+        }
       },
-      async updateRollout(id, patch: RolloutPatchRow) {
-        const old = s.rollouts.get(id);
-        if (!old) throw new Error(`updateRollout: rollout ${id} does not exist`);
-        return s.setRollout({ ...old, ...patch });
+      updateRollout(id, patch: RolloutPatchRow) {
+        const e = s.entry(id, "updateRollout");
+        return s.setRow(e, { ...e.row, ...patch });
       },
-      async listRunningRollouts() {
-        return [...s.running].map((id) => s.rollouts.get(id)!);
+      listRunningRollouts() {
+        return [...s.running].map((id) => s.entries.get(id)!.row);
       },
-      async getAttempt(rid, aid) {
-        return s.attempts.get(rid)?.find((a) => a.attempt_id === aid) ?? null;
+      getAttempt(rid, aid) {
+        const list = s.entries.get(rid)?.attempts;
+        if (!list) return null;
+        // Usually the latest one is meant: search from the end.
+        for (let i = list.length - 1; i >= 0; i--) if (list[i]!.attempt_id === aid) return list[i]!;
+        return null;
       },
-      async getLatestAttempt(rid) {
-        return s.latestAttempt(rid);
+      getLatestAttempt(rid) {
+        return MemoryStorage.latest(s.entries.get(rid));
       },
-      async getLatestAttempts(ids) {
+      getLatestAttempts(ids) {
         const out = new Map<string, Attempt>();
         for (const id of ids) {
-          const a = s.latestAttempt(id);
+          const a = MemoryStorage.latest(s.entries.get(id));
           if (a) out.set(id, a);
         }
         return out;
       },
-      async countAttempts(rid) {
-        return s.attempts.get(rid)?.length ?? 0;
+      countAttempts(rid) {
+        return s.entries.get(rid)?.attempts.length ?? 0;
       },
-      async insertAttempt(a) {
-        deepFreeze(a);
-        const list = s.attempts.get(a.rollout_id);
-        if (list) list.push(a);
-        else s.attempts.set(a.rollout_id, [a]);
+      insertAttempt(a) {
+        s.entry(a.rollout_id, "insertAttempt").attempts.push(deepFreeze(a));
         s.attemptCount++;
       },
-      async updateAttempt(rid, aid, patch: AttemptPatchRow) {
-        const list = s.attempts.get(rid);
-        const i = list ? list.findLastIndex((a) => a.attempt_id === aid) : -1;
-        if (!list || i < 0) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
+      updateAttempt(rid, aid, patch: AttemptPatchRow) {
+        const list = s.entry(rid, "updateAttempt").attempts;
+        const i = list.findLastIndex((a) => a.attempt_id === aid);
+        if (i < 0) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
         const next = deepFreeze({ ...list[i]!, ...patch });
         list[i] = next;
         return next;
       },
-      async pushQueue(ids) {
-        for (const id of ids) s.queue.push(id);
+      pushQueue(ids) {
+        for (const id of ids) s.queue.push(s.entry(id, "pushQueue"));
       },
-      async popQueue(n) {
+      popQueue(n) {
         const out: string[] = [];
         while (out.length < n) {
-          const id = s.queue.shift();
-          if (id === undefined) break;
-          out.push(id);
+          const e = s.queue.shift();
+          if (e === undefined) break;
+          out.push(e.row.rollout_id);
         }
         return out;
       },
-      async queueHas(id) {
-        return s.queue.has(id);
+      queueHas(id) {
+        return (s.entries.get(id)?.queued ?? 0) > 0;
       },
-      async insertSpans(spans) {
+      insertSpans(spans) {
         const inserted: Span[] = [];
         for (const span of spans) {
-          let bucket = s.spans.get(span.rollout_id);
+          const e = s.entry(span.rollout_id, "insertSpans");
           const key = spanKey(span);
-          if (bucket?.keys.has(key)) continue;
-          if (!bucket) {
-            bucket = { spans: [], keys: new Set(), bytes: 0 };
-            s.spans.set(span.rollout_id, bucket);
-          }
+          if (e.spanKeys === null) e.spanKeys = new Set();
+          else if (e.spanKeys.has(key)) continue;
           deepFreeze(span);
-          bucket.spans.push(span);
-          bucket.keys.add(key);
+          e.spans.push(span);
+          e.spanKeys.add(key);
           const bytes = Math.max(0, s.options.spanSizeEstimator(span) || 0);
-          bucket.bytes += bytes;
+          e.spanBytes += bytes;
           s.spanBytes += bytes;
           s.spanCount++;
           inserted.push(span);
@@ -254,25 +279,21 @@ export class MemoryStorage implements Storage {
         if (inserted.length > 0) s.evictIfNeeded();
         return inserted;
       },
-      async incSequence(rid, n) {
-        const v = (s.sequences.get(rid) ?? 0) + n;
-        s.sequences.set(rid, v);
-        return v;
+      incSequence(rid, n) {
+        return s.setSequence(rid, s.getSequence(rid) + n);
       },
-      async chmaxSequence(rid, value) {
-        const v = Math.max(s.sequences.get(rid) ?? 0, value);
-        s.sequences.set(rid, v);
-        return v;
+      chmaxSequence(rid, value) {
+        return s.setSequence(rid, Math.max(s.getSequence(rid), value));
       },
-      async getResources(id) {
+      getResources(id) {
         return s.resources.get(id) ?? null;
       },
-      async putResources(r) {
+      putResources(r) {
         deepFreeze(r);
         s.resources.set(r.resources_id, r);
         s.latestResourcesId = r.resources_id;
       },
-      async getLatestResources() {
+      getLatestResources() {
         if (s.latestResourcesId !== null) {
           const r = s.resources.get(s.latestResourcesId);
           if (r) return r;
@@ -281,20 +302,20 @@ export class MemoryStorage implements Storage {
         for (const r of s.resources.values()) if (!best || r.update_time > best.update_time) best = r;
         return best;
       },
-      async getWorker(id) {
+      getWorker(id) {
         return s.workers.get(id) ?? null;
       },
-      async upsertWorker(id, patch: WorkerPatchRow) {
+      upsertWorker(id, patch: WorkerPatchRow) {
         const next = deepFreeze({ ...(s.workers.get(id) ?? newWorker(id)), ...patch });
         s.workers.set(id, next);
         return next;
       },
-      async query<K extends CollectionName>(collection: K, spec: QuerySpec): Promise<PaginatedResult<Rows[K]>> {
+      query<K extends CollectionName>(collection: K, spec: QuerySpec): PaginatedResult<Rows[K]> {
         return runQuery(s.candidates(collection, spec), spec);
       },
-      async counts() {
+      counts() {
         return {
-          rollouts: s.rollouts.size,
+          rollouts: s.entries.size,
           attempts: s.attemptCount,
           spans: s.spanCount,
           resources: s.resources.size,

@@ -7,7 +7,7 @@ export class AsyncMutex {
   private readonly waiting: (() => void)[] = [];
   private head = 0;
 
-  async run<T>(fn: () => Promise<T>): Promise<T> {
+  async run<T>(fn: () => T | Promise<T>): Promise<T> {
     if (this.locked) await new Promise<void>((resolve) => this.waiting.push(resolve));
     else this.locked = true;
     try {

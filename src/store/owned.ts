@@ -14,7 +14,12 @@ const isPlainObject = (v: object): boolean => {
  * A deep, deeply frozen copy of JSON-like data, in one pass: plain objects and arrays are copied
  * recursively (keys whose value is `undefined` are dropped, as JSON does), primitives kept; other
  * objects (Date, Map, typed arrays) go through structuredClone and are frozen where JS allows it.
+ * Empty objects and arrays come back as one shared frozen instance.
  */
+/** Shared frozen empties: spans are full of `{}` and `[]`, and fewer live objects mean cheaper GC. */
+const EMPTY_ARRAY: readonly never[] = Object.freeze([]);
+const EMPTY_OBJECT: Readonly<Record<string, never>> = Object.freeze({});
+
 export function ownedCopy<T>(value: T, what = "value"): T {
   if (value === null || typeof value !== "object") {
     if (typeof value === "function" || typeof value === "symbol") {
@@ -23,6 +28,7 @@ export function ownedCopy<T>(value: T, what = "value"): T {
     return value;
   }
   if (Array.isArray(value)) {
+    if (value.length === 0) return EMPTY_ARRAY as T;
     const out = new Array(value.length);
     for (let i = 0; i < value.length; i++) out[i] = ownedCopy(value[i], what);
     return Object.freeze(out) as T;
@@ -33,7 +39,8 @@ export function ownedCopy<T>(value: T, what = "value"): T {
       const v = (value as Record<string, unknown>)[k];
       if (v !== undefined) out[k] = ownedCopy(v, what);
     }
-    return Object.freeze(out) as T;
+    for (const _ in out) return Object.freeze(out) as T;
+    return EMPTY_OBJECT as T;
   }
   let copy: T;
   try {
