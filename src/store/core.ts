@@ -110,6 +110,19 @@ interface Effects {
   finished: string[];
 }
 
+/** Spans of one add-span call; `allocate`: give its single span the next sequence id. */
+interface SpanRequest {
+  spans: Span[];
+  allocate: boolean;
+}
+interface QueuedSpanRequest extends SpanRequest {
+  resolve(spans: Span[]): void;
+  reject(err: unknown): void;
+}
+
+/** Spans per group-commit transaction (a single bigger request still goes in whole). */
+const MAX_GROUP_COMMIT_SPANS = 5000;
+
 const ALL_FALSE_CAPABILITIES: StoreCapabilities = { thread_safe: false, async_safe: true, zero_copy: false, otlp_traces: false };
 
 const withAttempt = (rollout: Rollout, attempt: Attempt): AttemptedRollout => Object.freeze({ ...rollout, attempt });
@@ -707,29 +720,97 @@ export class LightningStoreCore implements LightningStore {
   }
 
   /**
-   * The add-span path for validated, owned spans: check every rollout and attempt, raise the sequence
-   * counters, insert, then one heartbeat per (rollout, attempt) that really got a span.
-   * With `allocate`, the single span gets the next sequence id of its rollout inside the transaction.
+   * The add-span path for validated, owned spans. With a storage that asks for group commit
+   * (`storage.groupCommit`, e.g. libSQL, where a transaction costs far more than a row), span writes of
+   * concurrent callers are coalesced: requests queue while a batch is being written, and the next batch
+   * takes all of them in ONE transaction (one multi-row insert); each caller's promise settles only after
+   * that commit. Otherwise each call is its own transaction.
    */
-  private async insertSpans(spans: Span[], allocate: boolean): Promise<Span[]> {
-    if (spans.length === 0) return [];
-    const fx: Effects = { finished: [] };
-    const inserted = await this.storage.tx("w", async (t) => {
-      // Every (rollout, attempt) of the batch must exist before anything is written.
-      const targets = new Map<string, { rollout: Rollout; attempt: Attempt }>();
-      for (const s of spans) {
-        const key = `${s.rollout_id}\u0000${s.attempt_id}`;
-        if (targets.has(key)) continue;
-        const rollout = await this.requireRollout(t, s.rollout_id);
-        const attempt = await t.getAttempt(s.rollout_id, s.attempt_id);
-        if (!attempt) throw new NotFoundError(`Attempt ${s.attempt_id} not found for rollout ${s.rollout_id}`, "attempt", s.attempt_id);
-        targets.set(key, { rollout, attempt });
+  private insertSpans(spans: Span[], allocate: boolean): Promise<Span[]> {
+    if (spans.length === 0) return Promise.resolve([]);
+    if (!this.storage.groupCommit) {
+      return this.writeSpanRequests([{ spans, allocate }]).then(([r]) => {
+        if (r instanceof Error) throw r;
+        return r!;
+      });
+    }
+    return new Promise<Span[]>((resolve, reject) => {
+      this.spanQueue.push({ spans, allocate, resolve, reject });
+      this.spanWriter ??= this.drainSpanQueue();
+    });
+  }
+
+  private readonly spanQueue: QueuedSpanRequest[] = [];
+  private spanWriter: Promise<void> | null = null;
+
+  private async drainSpanQueue(): Promise<void> {
+    // Let every caller of the current tick join the first batch.
+    await Promise.resolve();
+    while (this.spanQueue.length > 0) {
+      let n = 0;
+      let take = 0;
+      while (take < this.spanQueue.length && (take === 0 || n + this.spanQueue[take]!.spans.length <= MAX_GROUP_COMMIT_SPANS)) {
+        n += this.spanQueue[take]!.spans.length;
+        take++;
       }
-      if (allocate) spans = [Object.freeze({ ...spans[0]!, sequence_id: await t.incSequence(spans[0]!.rollout_id, 1) })];
+      const batch = this.spanQueue.splice(0, take);
+      let results: (Span[] | Error)[];
+      try {
+        results = await this.writeSpanRequests(batch);
+      } catch (e) {
+        for (const r of batch) r.reject(e);
+        continue;
+      }
+      batch.forEach((r, i) => {
+        const out = results[i]!;
+        if (out instanceof Error) r.reject(out);
+        else r.resolve(out);
+      });
+    }
+    this.spanWriter = null;
+  }
+
+  /**
+   * Writes span requests in one transaction: check every rollout and attempt (a request naming a
+   * missing one fails alone, before anything is written for it), raise the sequence counters, insert,
+   * then one heartbeat per (rollout, attempt) that really got a span. A request with `allocate` has one
+   * span, which gets the next sequence id of its rollout inside the transaction.
+   * Returns, per request, the spans it inserted or the error it failed with.
+   */
+  private async writeSpanRequests(requests: readonly SpanRequest[]): Promise<(Span[] | Error)[]> {
+    const fx: Effects = { finished: [] };
+    const results = await this.storage.tx("w", async (t) => {
+      const targets = new Map<string, { rollout: Rollout; attempt: Attempt }>();
+      const out: (Span[] | Error)[] = [];
+      const accepted: Span[][] = [];
+      for (const req of requests) {
+        try {
+          // Every (rollout, attempt) of the request must exist before anything is written.
+          for (const s of req.spans) {
+            const key = `${s.rollout_id}\u0000${s.attempt_id}`;
+            if (targets.has(key)) continue;
+            const rollout = await this.requireRollout(t, s.rollout_id);
+            const attempt = await t.getAttempt(s.rollout_id, s.attempt_id);
+            if (!attempt) throw new NotFoundError(`Attempt ${s.attempt_id} not found for rollout ${s.rollout_id}`, "attempt", s.attempt_id);
+            targets.set(key, { rollout, attempt });
+          }
+        } catch (e) {
+          if (!(e instanceof NotFoundError)) throw e;
+          out.push(e);
+          accepted.push([]);
+          continue;
+        }
+        let spans = req.spans;
+        if (req.allocate) spans = [Object.freeze({ ...spans[0]!, sequence_id: await t.incSequence(spans[0]!.rollout_id, 1) })];
+        out.push(spans);
+        accepted.push(spans);
+      }
+      const all = accepted.length === 1 ? accepted[0]! : accepted.flat();
+      if (all.length === 0) return out;
       const maxSeq = new Map<string, number>();
-      for (const s of spans) maxSeq.set(s.rollout_id, Math.max(maxSeq.get(s.rollout_id) ?? Number.NEGATIVE_INFINITY, s.sequence_id));
+      for (const s of all) maxSeq.set(s.rollout_id, Math.max(maxSeq.get(s.rollout_id) ?? Number.NEGATIVE_INFINITY, s.sequence_id));
       for (const [rid, seq] of maxSeq) await t.chmaxSequence(rid, seq);
-      const done = await t.insertSpans(spans);
+      const done = await t.insertSpans(all);
       if (done.length > 0) {
         const now = this.clock.now();
         const beats = new Set<string>();
@@ -741,10 +822,18 @@ export class LightningStoreCore implements LightningStore {
           await this.onSpanHeartbeat(t, rollout, attempt, now, fx);
         }
       }
-      return done;
+      // Hand each request the spans of its own that went in (insertSpans returns the objects it was given).
+      if (done.length !== all.length) {
+        const inserted = new Set(done);
+        for (let i = 0; i < out.length; i++) {
+          const r = out[i]!;
+          if (!(r instanceof Error)) out[i] = r.filter((s) => inserted.has(s));
+        }
+      }
+      return out;
     });
     this.notifyFinished(fx);
-    return inserted;
+    return results;
   }
 
   async querySpans(rolloutId: string, query: SpanQuery = {}): Promise<PaginatedResult<Span>> {

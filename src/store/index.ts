@@ -1,6 +1,7 @@
 export * from "./base.ts";
 export * from "./core.ts";
 export * from "./decisions.ts";
+export * from "./libsql/index.ts";
 export * from "./memory.ts";
 export * from "./memory-storage.ts";
 export * from "./mutex.ts";

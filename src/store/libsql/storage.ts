@@ -279,6 +279,8 @@ export class SqlTx implements StorageTx {
 export class LibsqlStorage implements Storage {
   /** Another process (or machine) may write the same data, except for a private in-memory database. */
   readonly sharedWriters: boolean;
+  /** A transaction costs far more than a row: concurrent span writes share one (see the core). */
+  readonly groupCommit = true;
 
   constructor(private readonly driver: SqlDriver) {
     this.sharedWriters = driver.kind !== "memory";
