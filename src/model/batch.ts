@@ -1,6 +1,6 @@
 /** Batch validation and slicing shared by the CPU and WebGPU trainers. */
 import { ValidationError } from "../types/errors.ts";
-import type { MaskArray, TokenBatch } from "./train-types.ts";
+import type { TokenBatch } from "./train-types.ts";
 
 /** Row width T = P + R. */
 export function rowWidth(batch: TokenBatch): number {
@@ -40,10 +40,6 @@ export function resolveResponseMask(batch: TokenBatch): Float32Array {
   return out;
 }
 
-function sliceMask(m: MaskArray, from: number, to: number): MaskArray {
-  return m.subarray(from, to);
-}
-
 /** Rows [r0, r1) of a batch, as views (no copies). */
 export function sliceRows(batch: TokenBatch, r0: number, r1: number): TokenBatch {
   const T = rowWidth(batch);
@@ -52,9 +48,9 @@ export function sliceRows(batch: TokenBatch, r0: number, r1: number): TokenBatch
     P: batch.P,
     R: batch.R,
     inputIds: batch.inputIds.subarray(r0 * T, r1 * T),
-    attentionMask: sliceMask(batch.attentionMask, r0 * T, r1 * T),
+    attentionMask: batch.attentionMask.subarray(r0 * T, r1 * T),
     positionIds: batch.positionIds.subarray(r0 * T, r1 * T),
-    responseMask: batch.responseMask && sliceMask(batch.responseMask, r0 * batch.R, r1 * batch.R),
+    responseMask: batch.responseMask?.subarray(r0 * batch.R, r1 * batch.R),
   };
 }
 
