@@ -118,7 +118,7 @@ export function paramCount(c: ModelConfig): number {
   return paramLayout(c).reduce((a, s) => a + s.size, 0);
 }
 
-/** Throws unless `value` is a config the model can run with the given sequence length. */
+/** Throws ValidationError when a row of `seqLen` tokens exceeds the model's max_seq_len. */
 export function assertSeqLen(c: ModelConfig, seqLen: number): void {
   if (seqLen > c.max_seq_len) throw new ValidationError(`sequence length ${seqLen} exceeds max_seq_len ${c.max_seq_len}`, ["seq_len"]);
 }

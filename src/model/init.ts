@@ -2,7 +2,8 @@ import { paramLayout, type ModelConfig } from "./config.ts";
 
 /**
  * Deterministic PRNG: splitmix32 seeding a xorshift128 state; uniforms in (0, 1) with 32-bit
- * resolution, normals by Box-Muller (both outputs used). Same seed, same sequence.
+ * resolution, normals by Box-Muller (both outputs used). Same seed, same sequence; Node, Deno and Bun
+ * give the same bits (test/model/runtimes.test.ts).
  */
 export class Rng {
   private s0: number;
