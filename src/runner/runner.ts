@@ -115,7 +115,7 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
   private store: LightningStore | null = null;
   workerId: number | null = null;
 
-  constructor(options: LitAgentRunnerOptions = {}) {
+  constructor(private readonly options: LitAgentRunnerOptions = {}) {
     super();
     this.tracer = options.tracer ?? new OtelTracer();
     this.maxRollouts = options.maxRollouts ?? null;
@@ -125,6 +125,11 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
     this.heartbeatLaunchMode = options.heartbeatLaunchMode ?? "thread";
     this.heartbeatIncludeGpu = options.heartbeatIncludeGpu ?? false;
     if (this.maxRollouts !== null && !(this.maxRollouts >= 0)) throw new ValidationError("maxRollouts must be >= 0", ["maxRollouts"]);
+  }
+
+  /** A fresh runner with the same options and a cloned tracer (one runner per worker, DECISIONS row 17). */
+  clone(): LitAgentRunner<T> {
+    return new LitAgentRunner<T>({ ...this.options, tracer: this.tracer.clone() });
   }
 
   async init(agent: LitAgent<T>, options: { hooks?: Hook | readonly Hook[] | null } = {}): Promise<void> {

@@ -104,6 +104,11 @@ export abstract class Tracer {
   protected store: LightningStore | null = null;
   protected workerId: number | null = null;
 
+  /** A fresh tracer with the same configuration (one per runner: a tracer's last trace is per worker). */
+  clone(): Tracer {
+    return new (this.constructor as new () => Tracer)();
+  }
+
   /** Process-level setup; no-op by default. */
   init(): void | Promise<void> {}
   teardown(): void | Promise<void> {}

@@ -78,11 +78,15 @@ export class OtelTracer extends Tracer {
   private readonly maxBatchSize: number;
   private readonly flushIntervalMs: number;
 
-  constructor(options: OtelTracerOptions = {}) {
+  constructor(private readonly options: OtelTracerOptions = {}) {
     super();
     this.maxBatchSize = options.maxBatchSize ?? 512;
     this.flushIntervalMs = (options.flushIntervalSeconds ?? 1) * 1000;
     if (!(this.maxBatchSize >= 1)) throw new ValidationError("maxBatchSize must be >= 1", ["maxBatchSize"]);
+  }
+
+  override clone(): OtelTracer {
+    return new OtelTracer(this.options);
   }
 
   override initWorker(workerId: number, store?: Parameters<Tracer["initWorker"]>[1]): void {

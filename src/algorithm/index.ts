@@ -1,0 +1,3 @@
+export * from "./base.ts";
+export * from "./baseline.ts";
+export * from "./functional.ts";
