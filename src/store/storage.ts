@@ -54,66 +54,69 @@ export type RolloutPatchRow = Partial<Omit<Rollout, "rollout_id">>;
 export type AttemptPatchRow = Partial<Omit<Attempt, "rollout_id" | "attempt_id">>;
 export type WorkerPatchRow = Partial<Omit<Worker, "worker_id">>;
 
+/** A backend answers synchronously (memory) or with a promise (SQL); the core awaits either. */
+export type MaybePromise<T> = T | Promise<T>;
+
 export interface StorageTx {
   // Rollouts
-  getRollout(rolloutId: string): Promise<Rollout | null>;
+  getRollout(rolloutId: string): MaybePromise<Rollout | null>;
   /** Inserts new rollouts (ids are fresh; a duplicate id is a bug in the caller). */
-  insertRollouts(rollouts: Rollout[]): Promise<void>;
+  insertRollouts(rollouts: Rollout[]): MaybePromise<void>;
   /** Writes only the given fields of an existing rollout; returns the row after the update. */
-  updateRollout(rolloutId: string, patch: RolloutPatchRow): Promise<Rollout>;
+  updateRollout(rolloutId: string, patch: RolloutPatchRow): MaybePromise<Rollout>;
   /** Rollouts whose status is `preparing` or `running` (the watchdog's candidates). */
-  listRunningRollouts(): Promise<Rollout[]>;
+  listRunningRollouts(): MaybePromise<Rollout[]>;
 
   // Attempts (primary key: rollout_id + attempt_id; sequence_id counts up from 1 within a rollout)
-  getAttempt(rolloutId: string, attemptId: string): Promise<Attempt | null>;
+  getAttempt(rolloutId: string, attemptId: string): MaybePromise<Attempt | null>;
   /** The attempt with the highest sequence_id, or null. */
-  getLatestAttempt(rolloutId: string): Promise<Attempt | null>;
+  getLatestAttempt(rolloutId: string): MaybePromise<Attempt | null>;
   /** The latest attempt of each given rollout that has one. */
-  getLatestAttempts(rolloutIds: readonly string[]): Promise<Map<string, Attempt>>;
-  countAttempts(rolloutId: string): Promise<number>;
-  insertAttempt(attempt: Attempt): Promise<void>;
-  updateAttempt(rolloutId: string, attemptId: string, patch: AttemptPatchRow): Promise<Attempt>;
+  getLatestAttempts(rolloutIds: readonly string[]): MaybePromise<Map<string, Attempt>>;
+  countAttempts(rolloutId: string): MaybePromise<number>;
+  insertAttempt(attempt: Attempt): MaybePromise<void>;
+  updateAttempt(rolloutId: string, attemptId: string, patch: AttemptPatchRow): MaybePromise<Attempt>;
 
   // Queue of rollout ids (FIFO)
-  pushQueue(rolloutIds: readonly string[]): Promise<void>;
+  pushQueue(rolloutIds: readonly string[]): MaybePromise<void>;
   /** Removes and returns up to `n` ids from the front. */
-  popQueue(n: number): Promise<string[]>;
-  queueHas(rolloutId: string): Promise<boolean>;
+  popQueue(n: number): MaybePromise<string[]>;
+  queueHas(rolloutId: string): MaybePromise<boolean>;
 
   /**
    * Inserts spans, skipping any whose (rollout_id, attempt_id, span_id) already exists, in the store
    * or earlier in the same batch. Returns the inserted spans in input order.
    */
-  insertSpans(spans: Span[]): Promise<Span[]>;
+  insertSpans(spans: Span[]): MaybePromise<Span[]>;
 
   // Per-rollout span sequence counters (a missing counter counts as 0)
   /** Adds `n` to the counter and returns the new value. */
-  incSequence(rolloutId: string, n: number): Promise<number>;
+  incSequence(rolloutId: string, n: number): MaybePromise<number>;
   /** Raises the counter to at least `value`; returns the stored value. */
-  chmaxSequence(rolloutId: string, value: number): Promise<number>;
+  chmaxSequence(rolloutId: string, value: number): MaybePromise<number>;
 
   // Resources
-  getResources(resourcesId: string): Promise<ResourcesUpdate | null>;
+  getResources(resourcesId: string): MaybePromise<ResourcesUpdate | null>;
   /** Inserts or replaces a snapshot and makes it the latest one. */
-  putResources(resources: ResourcesUpdate): Promise<void>;
+  putResources(resources: ResourcesUpdate): MaybePromise<void>;
   /** The snapshot added or updated most recently (by write order, then update_time). */
-  getLatestResources(): Promise<ResourcesUpdate | null>;
+  getLatestResources(): MaybePromise<ResourcesUpdate | null>;
 
   // Workers
-  getWorker(workerId: string): Promise<Worker | null>;
+  getWorker(workerId: string): MaybePromise<Worker | null>;
   /** Writes only the given fields; a missing worker is created with the model defaults first. */
-  upsertWorker(workerId: string, patch: WorkerPatchRow): Promise<Worker>;
+  upsertWorker(workerId: string, patch: WorkerPatchRow): MaybePromise<Worker>;
 
-  query<K extends CollectionName>(collection: K, spec: QuerySpec): Promise<PaginatedResult<Rows[K]>>;
+  query<K extends CollectionName>(collection: K, spec: QuerySpec): MaybePromise<PaginatedResult<Rows[K]>>;
   /** Row counts per collection (exact: evicted spans are not counted). */
-  counts(): Promise<Record<CollectionName, number>>;
+  counts(): MaybePromise<Record<CollectionName, number>>;
 }
 
 export type TxMode = "r" | "w";
 
 export interface Storage {
   /** Runs `fn` atomically (see the contract above). */
-  tx<T>(mode: TxMode, fn: (t: StorageTx) => Promise<T>): Promise<T>;
+  tx<T>(mode: TxMode, fn: (t: StorageTx) => MaybePromise<T>): Promise<T>;
   /** Backend-specific statistics merged into the store's (e.g. memory thresholds). */
   statistics?(): Partial<StoreStatistics>;
   /**
