@@ -754,20 +754,23 @@ export class LightningStoreCore implements LightningStore {
         take++;
       }
       const batch = this.spanQueue.splice(0, take);
-      let results: (Span[] | Error)[];
       try {
-        results = await this.writeSpanRequests(batch);
+        this.settleSpanRequests(batch, await this.writeSpanRequests(batch));
       } catch (e) {
-        for (const r of batch) r.reject(e);
-        continue;
+        if (batch.length === 1) batch[0]!.reject(e);
+        // The batch rolled back as a whole: retry each request alone, so only a bad one fails.
+        else for (const r of batch) await this.writeSpanRequests([r]).then((out) => this.settleSpanRequests([r], out), r.reject);
       }
-      batch.forEach((r, i) => {
-        const out = results[i]!;
-        if (out instanceof Error) r.reject(out);
-        else r.resolve(out);
-      });
     }
     this.spanWriter = null;
+  }
+
+  private settleSpanRequests(batch: readonly QueuedSpanRequest[], results: readonly (Span[] | Error)[]): void {
+    batch.forEach((r, i) => {
+      const out = results[i]!;
+      if (out instanceof Error) r.reject(out);
+      else r.resolve(out);
+    });
   }
 
   /**

@@ -216,7 +216,7 @@ export class SqlTx implements StorageTx {
         `VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX("write_order"), 0) + 1 FROM "resources")) ` +
         `ON CONFLICT ("resources_id") DO UPDATE SET "create_time" = excluded."create_time", "update_time" = excluded."update_time", ` +
         `"version" = excluded."version", "resources" = excluded."resources", "write_order" = excluded."write_order"`,
-      [r.resources_id, r.create_time, r.update_time, r.version, JSON.stringify(r.resources)],
+      [r.resources_id, r.create_time, r.update_time, r.version, toSql("resources", r.resources)],
     );
   }
 
@@ -282,7 +282,7 @@ export class LibsqlStorage implements Storage {
   /** A transaction costs far more than a row: concurrent span writes share one (see the core). */
   readonly groupCommit = true;
 
-  constructor(private readonly driver: SqlDriver) {
+  constructor(readonly driver: SqlDriver) {
     this.sharedWriters = driver.kind !== "memory";
   }
 

@@ -61,6 +61,15 @@ export class LibsqlLightningStore extends LightningStoreCore {
     }
     return new LibsqlLightningStore(location, new LibsqlStorage(driver), options);
   }
+
+  /** SQLite's `PRAGMA integrity_check` on this database: `["ok"]` when the file is sound. */
+  async integrityCheck(): Promise<string[]> {
+    return (await this.libsql.driver.pragma("PRAGMA integrity_check")).map((r) => String(r[0]));
+  }
+
+  private get libsql(): LibsqlStorage {
+    return this.storage as LibsqlStorage;
+  }
 }
 
 async function configure(driver: SqlDriver, loc: DbLocation, sync: "normal" | "full", busyTimeoutMs: number): Promise<void> {

@@ -7,6 +7,7 @@
 import { getTableColumns } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Attempt, ResourcesUpdate, Rollout, Span, Worker } from "../../types/index.ts";
+import { ValidationError } from "../../types/index.ts";
 import type { CollectionName, Rows } from "../storage.ts";
 import type { SqlRow, SqlValue } from "./driver.ts";
 import * as schema from "./schema.ts";
@@ -25,8 +26,18 @@ export interface TableSpec<T> {
   fromRow(row: SqlRow): T;
 }
 
-const json = (v: unknown): string => JSON.stringify(v);
-const jsonOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : JSON.stringify(v));
+/**
+ * JSON text of nested data. Values JSON cannot carry are a ValidationError (a BigInt, a cycle); as in any
+ * JSON store, NaN/Infinity become null and Dates become strings.
+ */
+function json(v: unknown): string {
+  try {
+    return JSON.stringify(v);
+  } catch (e) {
+    throw new ValidationError(`value cannot be stored as JSON: ${(e as Error).message}`, []);
+  }
+}
+const jsonOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : json(v));
 const parse = (v: SqlValue): unknown => (v === null ? null : JSON.parse(v as string));
 
 function spec<T>(table: SQLiteTable, name: string, skip: readonly string[], order: string, fromRow: (r: SqlRow) => T): TableSpec<T> {
@@ -141,5 +152,5 @@ export const attemptValues = (a: Attempt): SqlValue[] => [
 /** A span's columns; everything that is not a column goes into the JSON body (extra keys included). */
 export function spanValues(s: Span, out: SqlValue[]): void {
   const { rollout_id, attempt_id, sequence_id, trace_id, span_id, parent_id, name, start_time, end_time, ...body } = s;
-  out.push(rollout_id, attempt_id, sequence_id, trace_id, span_id, parent_id, name, start_time, end_time, JSON.stringify(body));
+  out.push(rollout_id, attempt_id, sequence_id, trace_id, span_id, parent_id, name, start_time, end_time, json(body));
 }

@@ -1,0 +1,123 @@
+/**
+ * LibsqlLightningStore throughput on a file database (WAL, synchronous=NORMAL), with the
+ * InMemoryLightningStore measured in the same run as the baseline:
+ * - spans/s through addManySpans (batches of 1,000);
+ * - spans/s through many concurrent addSpan calls (group commit coalesces them);
+ * - full rollout lifecycles/s (enqueue, dequeue, 4 spans via addSpan, updateAttempt succeeded), one
+ *   lifecycle at a time and with 32 concurrent workers.
+ * Targets (issue): >= 50,000 spans/s batched and >= 5,000 lifecycles/s on a file database.
+ *
+ * Run: `npx tsx bench/store-libsql.ts` (or `npm run bench -- store-libsql`). BENCH_N scales the counts.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { InMemoryLightningStore, LibsqlLightningStore, type LightningStore } from "../src/store/index.ts";
+import { spanFromAttributes, type Span } from "../src/types/index.ts";
+
+const TARGET_BATCHED_SPANS = 50_000;
+const TARGET_LIFECYCLES = 5_000;
+const N = Number(process.env.BENCH_N ?? 20_000);
+
+/** A span shaped like a runner's LLM-call span (the same one bench/store-memory.ts uses). */
+function makeSpan(rolloutId: string, attemptId: string, seq: number): Span {
+  const span = spanFromAttributes({
+    rollout_id: rolloutId,
+    attempt_id: attemptId,
+    sequence_id: seq,
+    name: "openai.chat.completion",
+    attributes: {
+      "gen_ai.system": "openai",
+      "gen_ai.request.model": "qwen2.5-1.5b",
+      "gen_ai.usage.prompt_tokens": 123,
+      "gen_ai.usage.completion_tokens": 45,
+      "gen_ai.prompt.0.content": "What is 2 + 2? Answer with a number.",
+      "gen_ai.completion.0.content": "4",
+    },
+    start_time: 1_800_000_000 + seq,
+    end_time: 1_800_000_000.5 + seq,
+  });
+  span.events = [{ name: "reward", attributes: { value: 1 }, timestamp: 1_800_000_000.2 + seq }];
+  return span;
+}
+
+const perSecond = (n: number, ms: number): number => (n / ms) * 1000;
+
+async function batchedSpans(store: LightningStore, n: number): Promise<number> {
+  const ar = await store.startRollout({ q: 1 });
+  const spans = Array.from({ length: n }, (_, i) => makeSpan(ar.rollout_id, ar.attempt.attempt_id, i + 1));
+  const t0 = performance.now();
+  for (let i = 0; i < n; i += 1000) await store.addManySpans(spans.slice(i, i + 1000));
+  return perSecond(n, performance.now() - t0);
+}
+
+async function concurrentAddSpan(store: LightningStore, n: number, callers: number): Promise<number> {
+  const ar = await store.startRollout({ q: 1 });
+  const spans = Array.from({ length: n }, (_, i) => makeSpan(ar.rollout_id, ar.attempt.attempt_id, i + 1));
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: callers }, async () => {
+      while (next < n) await store.addSpan(spans[next++]!);
+    }),
+  );
+  return perSecond(n, performance.now() - t0);
+}
+
+async function lifecycles(store: LightningStore, n: number, workers: number): Promise<number> {
+  const one = async (i: number, w: string) => {
+    await store.enqueueRollout({ question: "What is 2 + 2?", i });
+    const ar = await store.dequeueRollout({ worker_id: w });
+    if (!ar) return; // another worker took ours; it runs that one
+    for (let k = 1; k <= 4; k++) await store.addSpan(makeSpan(ar.rollout_id, ar.attempt.attempt_id, k));
+    await store.updateAttempt(ar.rollout_id, ar.attempt.attempt_id, { status: "succeeded" });
+  };
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: workers }, async (_, w) => {
+      while (next < n) await one(next++, `w${w}`);
+    }),
+  );
+  return perSecond(n, performance.now() - t0);
+}
+
+function row(name: string, sql: number, mem: number, unit: string, target?: number): void {
+  const fmt = (v: number) => Math.round(v).toLocaleString("en-US").padStart(9);
+  const t = target === undefined ? "" : `  target ${target.toLocaleString("en-US")}: ${sql >= target ? "met" : "NOT met"}`;
+  console.log(`${name.padEnd(30)} libsql file ${fmt(sql)} ${unit}   in-memory ${fmt(mem)} ${unit}   ratio ${(sql / mem).toFixed(2)}${t}`);
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "bench-libsql-"));
+  let files = 0;
+  const fileStore = () => LibsqlLightningStore.open(`file:${join(dir, `b${files++}.db`)}`);
+  /** Runs `fn` on a fresh file store and a fresh in-memory store, after a warm-up run of a tenth the size. */
+  const measure = async (fn: (s: LightningStore, n: number) => Promise<number>, n: number): Promise<[number, number]> => {
+    for (const s of [await fileStore(), new InMemoryLightningStore()]) {
+      await fn(s, Math.ceil(n / 10));
+      await s.close();
+    }
+    const sql = await fileStore();
+    const sqlRate = await fn(sql, n);
+    await sql.close();
+    const mem = new InMemoryLightningStore();
+    const memRate = await fn(mem, n);
+    await mem.close();
+    return [sqlRate, memRate];
+  };
+  try {
+    const [bs, bm] = await measure(batchedSpans, N * 5);
+    row("addManySpans (x1000)", bs, bm, "spans/s", TARGET_BATCHED_SPANS);
+    const [cs, cm] = await measure((s, n) => concurrentAddSpan(s, n, 256), N);
+    row("addSpan, 256 concurrent", cs, cm, "spans/s");
+    const [ls, lm] = await measure((s, n) => lifecycles(s, n, 1), Math.max(500, N / 4));
+    row("lifecycle, sequential", ls, lm, "lifecycles/s", TARGET_LIFECYCLES);
+    const [lcs, lcm] = await measure((s, n) => lifecycles(s, n, 32), Math.max(500, N / 4));
+    row("lifecycle, 32 workers", lcs, lcm, "lifecycles/s", TARGET_LIFECYCLES);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
