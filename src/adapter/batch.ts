@@ -31,6 +31,11 @@ export interface BatchBuilderOptions {
   /** reward for rollouts without one (default 0; null makes a missing reward an error) */
   rewardFillna?: number | null;
   grouping?: Grouping;
+  /**
+   * Kernels to lay the batch out with. Default: the adapters' private Wasm instance, and the tensors are
+   * copied out of Wasm memory so they stay valid. When given, the tensors are views over that instance's
+   * memory (no copy), valid until its next kernel call: for callers that manage the lifetime themselves.
+   */
   kernels?: Kernels;
 }
 
@@ -134,12 +139,13 @@ export function buildTrainingBatch(rollouts: readonly FinishedRollout[], o: Batc
   }
 
   const rewards = Float32Array.from(rows, (r) => r.reward);
-  const tensors = (o.kernels ?? adapterKernels()).batchLayout({
+  const laid = (o.kernels ?? adapterKernels()).batchLayout({
     prompts: toRagged(rows.map((r) => r.prompt)),
     responses: toRagged(rows.map((r) => r.response)),
     responseMasks: level === "trajectory" ? toRagged(rows.map((r) => r.mask ?? [])) : null,
     rewards, maxPromptLength: P, maxResponseLength: R, padTokenId: o.padTokenId ?? 0,
   });
+  const tensors = o.kernels ? laid : copyTensors(laid);
 
   const groupKeys: string[] = [];
   const keyIndex = new Map<string, number>();
@@ -166,6 +172,15 @@ export function buildTrainingBatch(rollouts: readonly FinishedRollout[], o: Batc
   return {
     tensors, rewards, dataIds: rows.map((r) => r.dataId), rolloutIds: rows.map((r) => r.rolloutId),
     turnIndex: level === "transition" ? rows.map((r) => r.turn) : null, groups, groupKeys, metrics,
+  };
+}
+
+/** The tensors in fresh JS memory (out of a shared Wasm arena that the next kernel call reuses). */
+function copyTensors(t: BatchTensors): BatchTensors {
+  return {
+    ...t,
+    prompts: t.prompts.slice(), responses: t.responses.slice(), inputIds: t.inputIds.slice(), attentionMask: t.attentionMask.slice(),
+    positionIds: t.positionIds.slice(), responseMask: t.responseMask.slice(), tokenLevelScores: t.tokenLevelScores.slice(), isDrop: t.isDrop.slice(),
   };
 }
 

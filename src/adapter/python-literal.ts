@@ -16,6 +16,8 @@ export function parsePythonLiteral(input: unknown): unknown {
   }
 }
 
+/** A Python int or float literal at a given position (sticky: no copying of the rest of the text). */
+const NUMBER = /[-+]?(\d+\.?\d*([eE][-+]?\d+)?|\.\d+([eE][-+]?\d+)?)/y;
 const ESCAPES: Record<string, string> = { n: "\n", t: "\t", r: "\r", "\\": "\\", "'": "'", '"': '"', "0": "\0", b: "\b", f: "\f" };
 
 class Parser {
@@ -40,7 +42,8 @@ class Parser {
     for (const [word, v] of [["True", true], ["False", false], ["None", null]] as const) {
       if (this.s.startsWith(word, this.i)) { this.i += word.length; return v; }
     }
-    const m = /^[-+]?(\d+\.?\d*([eE][-+]?\d+)?|\.\d+([eE][-+]?\d+)?)/.exec(this.s.slice(this.i));
+    NUMBER.lastIndex = this.i;
+    const m = NUMBER.exec(this.s);
     if (!m) this.fail();
     this.i += m[0].length;
     return Number(m[0]);

@@ -74,3 +74,17 @@ describe("batch builder (§8.2-8.6)", () => {
     });
   });
 });
+
+describe("batch builder memory", () => {
+  it("by default the tensors are copies: a later adapter/kernel call cannot change them", async () => {
+    const { TraceTripletAdapter } = await import("../../src/adapter/index.ts");
+    const { spanFromAttributes } = await import("../../src/types/span.ts");
+    const b = buildTrainingBatch([{ rollout_id: "r", data_id: "d", triplets: [t([1, 2, 3], [4, 5], 1)] }], { maxPromptLength: 4, maxResponseLength: 4 });
+    const before = Array.from(b.tensors.inputIds);
+    // run the private Wasm instance again on something else
+    new TraceTripletAdapter().adapt(Array.from({ length: 50 }, (_, i) => spanFromAttributes({ span_id: `s${i}`, name: "openai.chat.completion", start_time: i, end_time: i + 1 })));
+    buildTrainingBatch([{ rollout_id: "x", data_id: "y", triplets: [t([9, 9, 9, 9], [9, 9, 9, 9], 0)] }], { maxPromptLength: 4, maxResponseLength: 4 });
+    expect(Array.from(b.tensors.inputIds)).toEqual(before);
+    expect(before).toEqual([0, 1, 2, 3, 4, 5, 0, 0]);
+  });
+});
