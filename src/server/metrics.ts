@@ -145,7 +145,9 @@ export function instrumentStore(store: LightningStore, metrics: ServerMetrics): 
             metrics.storeTotal.inc(labels);
             metrics.storeLatency.observe(labels, (performance.now() - t0) / 1000);
           };
-          const out = (value as (...a: unknown[]) => unknown).apply(target, args);
+          // Looked up on every call: the target may hand out a different function later (a swapped store).
+          const current = Reflect.get(target, prop) as (...a: unknown[]) => unknown;
+          const out = current.apply(target, args);
           if (out instanceof Promise) {
             return out.then(
               (v) => (done("OK"), v),

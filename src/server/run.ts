@@ -70,8 +70,9 @@ export async function startStoreServer(config: StoreServerConfig, host: ServerHo
     throw e;
   }
   const url = `http://${urlHost(config.host)}:${served.port}`;
-  log.info(`Lightning store (${host.runtime}) listening on ${url}  (API ${url}/v1/agl, OTLP ${url}/v1/traces, metrics ${url}/metrics)`);
-  log.info(`Data: ${location}${config.token ? "; bearer token required" : ""}`);
+  // Always printed, whatever the log level: where it listens and where the data lives.
+  console.log(`[agl store] Lightning store (${host.runtime}) listening on ${url}  (API ${url}/v1/agl, OTLP ${url}/v1/traces, metrics ${url}/metrics)`);
+  console.log(`[agl store] Data: ${location}${config.token ? "; bearer token required" : ""}`);
 
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((r) => (resolveStopped = r));

@@ -1,0 +1,66 @@
+/**
+ * Starts the store server as a real process under Node, Deno or Bun (the runtimes/*.ts entries, from
+ * the npm-installed runtimes) on a loopback port, and stops it with a signal.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+export type Runtime = "node" | "deno" | "bun";
+export const RUNTIMES: readonly Runtime[] = ["node", "deno", "bun"];
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const bin = (name: string): string => `${ROOT}node_modules/.bin/${name}`;
+
+function command(runtime: Runtime): [string, string[]] {
+  switch (runtime) {
+    case "node":
+      return [process.execPath, ["--import", "tsx", "runtimes/node.ts"]];
+    case "deno":
+      return [bin("deno"), ["run", "-A", "runtimes/deno.ts"]];
+    case "bun":
+      return [bin("bun"), ["runtimes/bun.ts"]];
+  }
+}
+
+export interface ServerProcess {
+  url: string;
+  proc: ChildProcess;
+  /** Everything the process printed so far. */
+  output(): string;
+  /** Sends a signal and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export async function startServerProcess(runtime: Runtime, args: string[], env: Record<string, string> = {}): Promise<ServerProcess> {
+  const [cmd, pre] = command(runtime);
+  const proc = spawn(cmd, [...pre, ...args], { cwd: ROOT, env: { ...process.env, ...env, NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  const exited = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${runtime} server did not start within 60 s:\n${out}`)), 60_000);
+    const onData = (d: Buffer) => {
+      out += d.toString();
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    };
+    proc.stdout!.on("data", onData);
+    proc.stderr!.on("data", onData);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`${runtime} server exited with ${code} before listening:\n${out}`));
+    });
+  });
+  return {
+    url,
+    proc,
+    output: () => out,
+    async stop(signal = "SIGTERM") {
+      if (proc.exitCode !== null) return proc.exitCode;
+      proc.kill(signal);
+      return exited;
+    },
+  };
+}
