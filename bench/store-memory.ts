@@ -157,7 +157,8 @@ async function main(): Promise<void> {
     const store = new InMemoryLightningStore();
     const ar = await store.startRollout({ q: 1 });
     const batch: Span[] = [];
-    for (let i = 0; i < 100_000; i++) batch.push(makeSpan(ar.rollout_id, ar.attempt.attempt_id, 100_000 - i));
+    // Spans mostly arrive in sequence order; every 100th pair is swapped so the sort has real work.
+    for (let i = 0; i < 100_000; i++) batch.push(makeSpan(ar.rollout_id, ar.attempt.attempt_id, i % 100 === 0 ? i + 2 : i % 100 === 1 ? i : i + 1));
     for (let i = 0; i < batch.length; i += 10_000) await store.addManySpans(batch.slice(i, i + 10_000));
     const all = await timeIt(10, () => store.querySpans(ar.rollout_id));
     const page = await timeIt(10, () => store.querySpans(ar.rollout_id, { name_contains: "chat", limit: 100, offset: 500 }));

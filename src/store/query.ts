@@ -99,6 +99,11 @@ function sortKeys(rows: Row[], field: string): (number | string)[] {
   });
 }
 
+function isNonDecreasing(keys: readonly (number | string)[]): boolean {
+  for (let i = 1; i < keys.length; i++) if (keys[i - 1]! > keys[i]!) return false;
+  return true;
+}
+
 /** Stable sort; `desc` reverses the order but keeps ties in their original order. */
 export function sortRows<T>(rows: T[], sort: { field: string; order: SortOrder } | null | undefined): T[] {
   if (!sort || rows.length < 2) return rows;
@@ -108,6 +113,7 @@ export function sortRows<T>(rows: T[], sort: { field: string; order: SortOrder }
   if (hasString && hasNumber) {
     throw new ValidationError(`Cannot sort by ${sort.field}: it mixes numbers and strings`, ["sort_by"]);
   }
+  if (sort.order === "asc" && isNonDecreasing(keys)) return rows; // the usual case: spans by sequence_id
   const idx = rows.map((_, i) => i);
   const sign = sort.order === "desc" ? -1 : 1;
   idx.sort((a, b) => {
