@@ -11,7 +11,9 @@
 import { ValidationError } from "../types/errors.ts";
 import type { BatchTensors, Kernels } from "../wasm/types.ts";
 import { toRagged } from "../wasm/validate.ts";
-import { adapterKernels } from "./trace-triplet.ts";
+import { denseIds } from "../wasm/dense-ids.ts";
+import type { Span } from "../types/span.ts";
+import { adapterKernels, TraceTripletAdapter } from "./trace-triplet.ts";
 import type { Triplet } from "./types.ts";
 
 export interface FinishedRollout {
@@ -56,6 +58,15 @@ interface Row { prompt: number[]; response: number[]; mask: number[] | null; rew
 
 const ids = (v: unknown): number[] => (Array.isArray(v) ? (v as number[]) : []);
 const tokens = (t: Triplet) => ({ prompt: ids(t.prompt?.token_ids), response: ids(t.response?.token_ids) });
+
+/** §8.2: a finished rollout's triplets from the spans of its latest attempt (no spans: no triplets). */
+export function rolloutFromSpans(
+  rollout: { rollout_id: string; data_id: string },
+  spans: readonly Span[],
+  adapter: { adapt(spans: Span[]): Triplet[] } = new TraceTripletAdapter(),
+): FinishedRollout {
+  return { rollout_id: rollout.rollout_id, data_id: rollout.data_id, triplets: spans.length > 0 ? adapter.adapt([...spans]) : [] };
+}
 
 /** The last non-null triplet reward (scanning backwards), or null. */
 export function finalReward(triplets: readonly Triplet[]): number | null {
@@ -147,13 +158,7 @@ export function buildTrainingBatch(rollouts: readonly FinishedRollout[], o: Batc
   });
   const tensors = o.kernels ? laid : copyTensors(laid);
 
-  const groupKeys: string[] = [];
-  const keyIndex = new Map<string, number>();
-  const groups = Int32Array.from(rows, (r) => {
-    const key = grouping === "sample" ? r.dataId : `${r.dataId}#${r.turn}`;
-    if (!keyIndex.has(key)) { keyIndex.set(key, groupKeys.length); groupKeys.push(key); }
-    return keyIndex.get(key)!;
-  });
+  const { ids: groups, keys: groupKeys } = denseIds(rows.map((r) => (grouping === "sample" ? r.dataId : `${r.dataId}#${r.turn}`)));
 
   metrics["training/reward"] = rollouts.length > 0 ? rewardSum / rollouts.length : 0;
   metrics["training/n_rollouts"] = rollouts.length;

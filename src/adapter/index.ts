@@ -8,6 +8,6 @@ export { TraceTripletAdapter, TracerTraceToTriplet, type TraceTripletOptions } f
 export { LlmProxyTraceToTriplet, proxyTokenIds } from "./proxy-triplet.ts";
 export { TraceToMessages, groupGenai, type ChatRecord } from "./messages.ts";
 export {
-  buildTrainingBatch, finalReward, groupMetrics, mergeRuns, trajectoryRow, validationMetrics,
+  buildTrainingBatch, finalReward, rolloutFromSpans, groupMetrics, mergeRuns, trajectoryRow, validationMetrics,
   type BatchBuilderOptions, type FinishedRollout, type Grouping, type TrainingBatch,
 } from "./batch.ts";

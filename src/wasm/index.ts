@@ -6,3 +6,4 @@ export { referenceKernels } from "./reference/index.ts";
 export { toRagged } from "./validate.ts";
 export { TRACE_FLAG, TRACE_OPT } from "./exports.ts";
 export { computeRolloutLevelAdvantage, type RolloutLevelInput, type RolloutLevelResult, type RepresentativeBatch } from "./rollout-level.ts";
+export { denseIds } from "./dense-ids.ts";

@@ -6,6 +6,7 @@
  */
 import { LightningError } from "../types/errors.ts";
 import type { AdvantageOutput, Kernels } from "./types.ts";
+import { denseIds } from "./dense-ids.ts";
 
 export interface RolloutLevelInput {
   rewards: Float32Array; // token_level_rewards [B, T]
@@ -49,13 +50,7 @@ export function computeRolloutLevelAdvantage(
   if (!uids) throw new LightningError("rollout-level advantage needs 'uid' or 'data_id_list'");
   if (uids.length !== B) throw new LightningError(`'uid' has ${uids.length} entries for ${B} rows`);
 
-  const order: string[] = [];
-  const index = new Map<string, number>();
-  const rowRollout = new Int32Array(B);
-  x.rolloutIds.forEach((id, i) => {
-    if (!index.has(id)) { index.set(id, order.length); order.push(id); }
-    rowRollout[i] = index.get(id)!;
-  });
+  const { ids: rowRollout, keys: order } = denseIds(x.rolloutIds);
   const K = order.length;
   const first = new Int32Array(K).fill(-1), rows = new Int32Array(K);
   rowRollout.forEach((k, i) => { if (first[k] < 0) first[k] = i; rows[k]++; });

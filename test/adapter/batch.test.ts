@@ -88,3 +88,13 @@ describe("batch builder memory", () => {
     expect(before).toEqual([0, 1, 2, 3, 4, 5, 0, 0]);
   });
 });
+
+describe("rolloutFromSpans (§8.2)", () => {
+  it("adapts the spans of a rollout, and gives no triplets for no spans", async () => {
+    const { rolloutFromSpans } = await import("../../src/adapter/index.ts");
+    const { llm, reward, sp } = await import("./spans.ts");
+    const r = rolloutFromSpans({ rollout_id: "ro", data_id: "d" }, [sp({ id: "root", start: 0, end: 9 }), llm("c", "root", 1, 2), reward("w", "root", 3, 0.5)]);
+    expect(r.triplets.map((x) => [x.prompt.token_ids, x.reward])).toEqual([[[1, 2], 0.5]]);
+    expect(rolloutFromSpans({ rollout_id: "ro", data_id: "d" }, []).triplets).toEqual([]);
+  });
+});
