@@ -193,12 +193,14 @@ function copyTensors(t: BatchTensors): BatchTensors {
  * Group statistics: `training/n_groups`, `training/n_singleton_groups`, and `training/n_tied_groups` /
  * `training/tied_group_ratio`: groups of two or more rows whose rewards are all equal (max == min), which
  * carry no gradient under GRPO and RLOO. Singletons are counted apart: GRPO keeps their reward as the advantage.
+ * `training/n_zero_adv_groups` is upstream HEAD's count (max - min == 0, singletons included).
  */
 export function groupMetrics(groups: Int32Array, G: number, rewards: Float32Array): Record<string, number> {
   const lo = new Float64Array(G).fill(Infinity), hi = new Float64Array(G).fill(-Infinity), count = new Int32Array(G);
   groups.forEach((g, i) => { lo[g] = Math.min(lo[g], rewards[i]); hi[g] = Math.max(hi[g], rewards[i]); count[g]++; });
-  let tied = 0, singletons = 0, multi = 0;
+  let tied = 0, singletons = 0, multi = 0, zeroSpread = 0;
   for (let g = 0; g < G; g++) {
+    if (count[g] > 0 && hi[g] === lo[g]) zeroSpread++;
     if (count[g] === 1) singletons++;
     else if (count[g] > 1) { multi++; if (hi[g] === lo[g]) tied++; }
   }
@@ -207,6 +209,7 @@ export function groupMetrics(groups: Int32Array, G: number, rewards: Float32Arra
     "training/n_singleton_groups": singletons,
     "training/n_tied_groups": tied,
     "training/tied_group_ratio": multi > 0 ? tied / multi : 0,
+    "training/n_zero_adv_groups": zeroSpread,
   };
 }
 

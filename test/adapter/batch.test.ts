@@ -44,7 +44,7 @@ describe("batch builder (§8.2-8.6)", () => {
       { rollout_id: "d", data_id: "y", triplets: [t([1], [2], 1)] },
       { rollout_id: "e", data_id: "z", triplets: [t([1], [2], 1)] },
     ], { maxPromptLength: 2, maxResponseLength: 2 });
-    expect(tied.metrics).toMatchObject({ "training/n_groups": 3, "training/n_tied_groups": 1, "training/tied_group_ratio": 0.5, "training/n_singleton_groups": 1 });
+    expect(tied.metrics).toMatchObject({ "training/n_groups": 3, "training/n_tied_groups": 1, "training/tied_group_ratio": 0.5, "training/n_singleton_groups": 1, "training/n_zero_adv_groups": 2 });
   });
 
   it("a missing reward with rewardFillna null is an error", () => {
