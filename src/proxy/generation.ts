@@ -1,0 +1,98 @@
+/**
+ * Batched generation for serving the policy: many prompts in, sampled continuations with the log-prob
+ * of every sampled token out. The CPU engine runs `src/model/generate.ts` (KV cache) per request; a
+ * GPU engine plugs in through the same {@link GenerationEngine} interface.
+ *
+ * Stop strings are applied to the decoded text: the output ends with the token that completed the
+ * first stop string, and the text is cut before it (the vLLM convention). Because sampling is
+ * sequential, cutting a finished sequence gives exactly what stopping early would have given.
+ */
+import type { ModelConfig } from "../model/config.ts";
+import { generate } from "../model/generate.ts";
+import { decode, EOS_ID } from "../model/tokenizer.ts";
+import { ValidationError } from "../types/errors.ts";
+
+export interface GenerationRequest {
+  /** Prompt token ids (at least one). */
+  prompt: number[];
+  /** Most new tokens; the model's max_seq_len also caps prompt + output. */
+  maxTokens: number;
+  /** 0 is greedy [1]. */
+  temperature?: number;
+  /** Nucleus mass in (0, 1] [1]. */
+  topP?: number;
+  /** Strings that end the output (cut from the text, kept in the token ids) [none]. */
+  stop?: readonly string[];
+  /** Token ids that end the output (kept in the token ids) [EOS]. */
+  stopTokenIds?: readonly number[];
+  /** Sampler seed [0]. */
+  seed?: number;
+}
+
+export type FinishReason = "stop" | "length";
+
+export interface Generation {
+  /** Sampled token ids, the stop token included. */
+  tokenIds: number[];
+  /** log p(token) under the policy (temperature 1, no top-p) for each sampled token. */
+  logprobs: number[];
+  /** Decoded text without special tokens, cut before a matched stop string. */
+  text: string;
+  finishReason: FinishReason;
+}
+
+/** Something that turns requests into generations for a given set of weights. */
+export interface GenerationEngine {
+  readonly backend: "cpu" | "webgpu";
+  generate(config: ModelConfig, params: Float32Array, requests: readonly GenerationRequest[]): Promise<Generation[]>;
+}
+
+/** Cuts `tokens` at the first stop string found in their decoded text; null when none occurs. */
+export function applyStopStrings(tokens: readonly number[], stop: readonly string[]): { keep: number; text: string } | null {
+  const needles = stop.filter((s) => s.length > 0);
+  if (needles.length === 0) return null;
+  for (let k = 1; k <= tokens.length; k++) {
+    const text = decode(tokens.slice(0, k));
+    let at = -1;
+    for (const s of needles) {
+      const i = text.indexOf(s);
+      if (i >= 0 && (at < 0 || i < at)) at = i;
+    }
+    if (at >= 0) return { keep: k, text: text.slice(0, at) };
+  }
+  return null;
+}
+
+/** Finishes one raw sample: stop strings, text. */
+export function finishGeneration(tokens: number[], logprobs: number[], finishReason: FinishReason, stop: readonly string[] = []): Generation {
+  const cut = applyStopStrings(tokens, stop);
+  if (cut) return { tokenIds: tokens.slice(0, cut.keep), logprobs: logprobs.slice(0, cut.keep), text: cut.text, finishReason: "stop" };
+  return { tokenIds: tokens, logprobs, text: decode(tokens), finishReason };
+}
+
+export function validateRequest(config: ModelConfig, r: GenerationRequest, index = 0): void {
+  if (!Array.isArray(r.prompt) || r.prompt.length === 0) throw new ValidationError("prompt must hold at least one token", ["requests", index, "prompt"]);
+  if (r.prompt.length >= config.max_seq_len)
+    throw new ValidationError(`prompt of ${r.prompt.length} tokens leaves no room to generate (max_seq_len ${config.max_seq_len})`, ["requests", index, "prompt"]);
+  r.prompt.forEach((id, j) => {
+    if (!(Number.isInteger(id) && id >= 0 && id < config.vocab_size)) throw new ValidationError(`token id ${id} is outside the vocabulary`, ["requests", index, "prompt", j]);
+  });
+}
+
+/** The CPU reference engine: one KV-cached sequence at a time. */
+export const cpuGenerationEngine: GenerationEngine = {
+  backend: "cpu",
+  async generate(config, params, requests) {
+    requests.forEach((r, i) => validateRequest(config, r, i));
+    return requests.map((r) => {
+      const out = generate(config, params, r.prompt, {
+        maxTokens: r.maxTokens,
+        temperature: r.temperature,
+        topP: r.topP,
+        stop: r.stopTokenIds ? [...r.stopTokenIds] : [EOS_ID],
+        seed: r.seed,
+      });
+      return finishGeneration(out.tokens, out.logprobs, out.finishReason, r.stop);
+    });
+  },
+};

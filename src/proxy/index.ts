@@ -1,0 +1,6 @@
+/** Serving the policy: batched generation, the OpenAI-compatible policy server, its LLM-call spans. */
+export * from "./generation.ts";
+export * from "./policy.ts";
+export * from "./llm-span.ts";
+export * from "./openai-schemas.ts";
+export * from "./policy-server.ts";

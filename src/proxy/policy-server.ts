@@ -1,0 +1,369 @@
+/**
+ * The policy server: an OpenAI-compatible `/v1/chat/completions` and `/v1/completions` (Hono) that
+ * answers with the current policy version and returns `prompt_token_ids` and per-choice `token_ids`
+ * (the vLLM convention). Requests under upstream's routing prefix `/rollout/{rid}/attempt/{aid}/…`
+ * are recorded in the store as LLM-call spans (llm-span.ts), with a sequence id allocated when the
+ * request arrives, so an agent written with the official `openai` client needs no tracing code.
+ *
+ * Streaming answers are the OpenAI SSE chunk format, produced once the generation has finished (as
+ * upstream's stream-conversion middleware does): each chunk carries its `token_ids`, the first one the
+ * `prompt_token_ids`.
+ */
+import { Hono, type Context } from "hono";
+import type { LightningStore } from "../store/base.ts";
+import type { Clock } from "../types/clock.ts";
+import { systemClock } from "../types/clock.ts";
+import { LightningError, ValidationError } from "../types/errors.ts";
+import { newSpanId } from "../types/ids.ts";
+import type { LLM, ProxyLLM } from "../types/resources.ts";
+import { applyChatTemplate, decode, type ChatMessage } from "../model/tokenizer.ts";
+import { llmCallSpans } from "./llm-span.ts";
+import type { Generation } from "./generation.ts";
+import { ChatCompletionRequest, CompletionRequest, contentText, stopList, type ChatMessageInput } from "./openai-schemas.ts";
+import type { Policy } from "./policy.ts";
+
+export interface PolicyAppOptions {
+  policy: Policy;
+  /** Where routed calls are recorded; without it nothing is recorded. */
+  store?: LightningStore | null;
+  clock?: Clock;
+}
+
+type Kind = "chat" | "completion";
+
+/** An error in the OpenAI shape: `{ error: { message, type, param, code } }`. */
+class OpenAiError extends LightningError {
+  constructor(
+    override readonly status: number,
+    readonly type: string,
+    message: string,
+    readonly code: string | null = null,
+  ) {
+    super(message);
+  }
+}
+
+function errorBody(err: unknown): { status: number; body: unknown } {
+  if (err instanceof OpenAiError) return { status: err.status, body: { error: { message: err.message, type: err.type, param: null, code: err.code } } };
+  if (err instanceof ValidationError) {
+    const param = err.issues[0]?.path.join(".") ?? null;
+    return { status: 400, body: { error: { message: err.message, type: "invalid_request_error", param, code: null } } };
+  }
+  if (err instanceof LightningError) return { status: err.status, body: { error: { message: err.message, type: err.errorType, param: null, code: null } } };
+  return { status: 500, body: { error: { message: err instanceof Error ? err.message : String(err), type: "server_error", param: null, code: null } } };
+}
+
+const CHAT_ROLES: Record<ChatMessageInput["role"], ChatMessage["role"]> = { system: "system", developer: "system", user: "user", assistant: "assistant", tool: "tool" };
+
+interface Prepared {
+  kind: Kind;
+  messages: { role: string; content: string }[];
+  promptIds: number[];
+  temperature: number;
+  topP: number;
+  maxTokens: number;
+  n: number;
+  stop: string[];
+  stopTokenIds: number[] | undefined;
+  seed: number | undefined;
+  stream: boolean;
+  includeUsage: boolean;
+  logprobs: boolean;
+}
+
+async function readJson(c: Context): Promise<unknown> {
+  try {
+    return await c.req.json();
+  } catch {
+    throw new OpenAiError(400, "invalid_request_error", "The request body is not valid JSON");
+  }
+}
+
+function parse<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: import("zod").ZodError } }, v: unknown): T {
+  const r = schema.safeParse(v);
+  if (!r.success) throw ValidationError.fromZod(r.error, "request");
+  return r.data;
+}
+
+function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
+  let messages: { role: string; content: string }[];
+  let promptIds: number[];
+  let logprobs: boolean;
+  let req: ChatCompletionRequest | CompletionRequest;
+  let maxTokens: number | null | undefined;
+  if (kind === "chat") {
+    const chat = parse(ChatCompletionRequest, body);
+    req = chat;
+    const turns = chat.messages.map((m) => ({ role: CHAT_ROLES[m.role], content: contentText(m.content) }));
+    messages = turns;
+    promptIds = applyChatTemplate(turns, { addGenerationPrompt: true });
+    logprobs = chat.logprobs === true;
+    maxTokens = chat.max_completion_tokens ?? chat.max_tokens;
+  } else {
+    const comp = parse(CompletionRequest, body);
+    req = comp;
+    if (typeof comp.prompt === "string") {
+      promptIds = Array.from(new TextEncoder().encode(comp.prompt));
+      if (promptIds.length === 0) throw new ValidationError("prompt must not be empty", ["prompt"]);
+    } else promptIds = comp.prompt;
+    messages = [{ role: "user", content: typeof comp.prompt === "string" ? comp.prompt : decode(comp.prompt, { specials: "show" }) }];
+    logprobs = (comp.logprobs ?? 0) > 0;
+    maxTokens = comp.max_tokens ?? 16; // the OpenAI default for completions
+  }
+  if (req.model !== policy.model) throw new OpenAiError(404, "invalid_request_error", `The model '${req.model}' does not exist; this server serves '${policy.model}'`, "model_not_found");
+  const room = policy.maxSeqLen - promptIds.length;
+  if (room <= 0) throw new OpenAiError(400, "invalid_request_error", `The prompt has ${promptIds.length} tokens; the model's context is ${policy.maxSeqLen}`, "context_length_exceeded");
+  return {
+    kind,
+    messages,
+    promptIds,
+    temperature: req.temperature ?? 1,
+    topP: req.top_p ?? 1,
+    maxTokens: Math.min(maxTokens ?? room, room),
+    n: req.n ?? 1,
+    stop: stopList(req.stop),
+    stopTokenIds: req.stop_token_ids ?? undefined,
+    seed: req.seed ?? undefined,
+    stream: req.stream === true,
+    includeUsage: req.stream_options?.include_usage === true,
+    logprobs,
+  };
+}
+
+interface Answer {
+  id: string;
+  created: number;
+  prompt: Prepared;
+  choices: Generation[];
+  version: number;
+}
+
+const usage = (a: Answer) => {
+  const completion = a.choices.reduce((s, c) => s + c.tokenIds.length, 0);
+  return { prompt_tokens: a.prompt.promptIds.length, completion_tokens: completion, total_tokens: a.prompt.promptIds.length + completion };
+};
+
+/** OpenAI-style logprobs of the sampled tokens (no alternatives). */
+function chatLogprobs(g: Generation) {
+  return {
+    content: g.tokenIds.map((id, i) => {
+      const token = decode([id], { specials: "show" });
+      return { token, logprob: g.logprobs[i], bytes: id < 256 ? [id] : [], top_logprobs: [] };
+    }),
+  };
+}
+
+function fullBody(policy: Policy, a: Answer): unknown {
+  const head = { id: a.id, created: a.created, model: policy.model, system_fingerprint: `policy-v${a.version}`, prompt_token_ids: a.prompt.promptIds };
+  if (a.prompt.kind === "chat") {
+    return {
+      ...head,
+      object: "chat.completion",
+      choices: a.choices.map((g, index) => ({
+        index,
+        message: { role: "assistant", content: g.text, refusal: null },
+        finish_reason: g.finishReason,
+        logprobs: a.prompt.logprobs ? chatLogprobs(g) : null,
+        token_ids: g.tokenIds,
+      })),
+      usage: usage(a),
+    };
+  }
+  return {
+    ...head,
+    object: "text_completion",
+    choices: a.choices.map((g, index) => ({
+      index,
+      text: g.text,
+      finish_reason: g.finishReason,
+      logprobs: a.prompt.logprobs ? { tokens: g.tokenIds.map((id) => decode([id], { specials: "show" })), token_logprobs: g.logprobs, top_logprobs: null, text_offset: null } : null,
+      token_ids: g.tokenIds,
+    })),
+    usage: usage(a),
+  };
+}
+
+/**
+ * Text deltas of one generation: consecutive tokens are grouped until their bytes decode to whole
+ * characters, and the deltas add up to exactly `text` (which a stop string may have cut short).
+ */
+export function textDeltas(g: Generation): { text: string; tokenIds: number[] }[] {
+  const out: { text: string; tokenIds: number[] }[] = [];
+  let emitted = 0;
+  let pending: number[] = [];
+  for (let k = 1; k <= g.tokenIds.length; k++) {
+    pending.push(g.tokenIds[k - 1]);
+    const t = decode(g.tokenIds.slice(0, k));
+    if (t.endsWith("\uFFFD") && k < g.tokenIds.length) continue; // an incomplete UTF-8 sequence
+    const upto = Math.min(t.length, g.text.length);
+    out.push({ text: g.text.slice(emitted, Math.max(emitted, upto)), tokenIds: pending });
+    emitted = Math.max(emitted, upto);
+    pending = [];
+  }
+  return out;
+}
+
+function streamChunks(policy: Policy, a: Answer): unknown[] {
+  const chat = a.prompt.kind === "chat";
+  const head = { id: a.id, created: a.created, model: policy.model, system_fingerprint: `policy-v${a.version}`, object: chat ? "chat.completion.chunk" : "text_completion" };
+  const chunks: unknown[] = [];
+  const choice = (index: number, text: string | null, tokenIds: number[], finish: string | null) =>
+    chat
+      ? { index, delta: text === null ? {} : { content: text }, finish_reason: finish, logprobs: null, token_ids: tokenIds }
+      : { index, text: text ?? "", finish_reason: finish, logprobs: null, token_ids: tokenIds };
+  a.choices.forEach((g, index) => {
+    const first = chat ? { index, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null, token_ids: [] } : choice(index, "", [], null);
+    chunks.push({ ...head, choices: [first], ...(index === 0 ? { prompt_token_ids: a.prompt.promptIds } : {}) });
+    for (const d of textDeltas(g)) chunks.push({ ...head, choices: [choice(index, d.text, d.tokenIds, null)] });
+    chunks.push({ ...head, choices: [choice(index, null, [], g.finishReason)] });
+  });
+  if (a.prompt.includeUsage) chunks.push({ ...head, choices: [], usage: usage(a) });
+  return chunks;
+}
+
+function sseResponse(chunks: unknown[]): Response {
+  const enc = new TextEncoder();
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      for (const c of chunks) controller.enqueue(enc.encode(`data: ${JSON.stringify(c)}\n\n`));
+      controller.enqueue(enc.encode("data: [DONE]\n\n"));
+      controller.close();
+    },
+  });
+  return new Response(body, { status: 200, headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", "x-accel-buffering": "no" } });
+}
+
+/** The OpenAI-compatible app. Every route exists both bare and under `/rollout/:rid/attempt/:aid`. */
+export function createPolicyApp(options: PolicyAppOptions): Hono {
+  const { policy } = options;
+  const store = options.store ?? null;
+  const clock = options.clock ?? systemClock;
+  const app = new Hono();
+  app.onError((err, c) => {
+    const { status, body } = errorBody(err);
+    return c.json(body, status as 400);
+  });
+
+  const complete = (kind: Kind) => async (c: Context) => {
+    const rid = c.req.param("rid");
+    const aid = c.req.param("aid");
+    const startTime = clock.now();
+    const prepared = prepare(policy, kind, await readJson(c));
+    // One sequence id per request, taken when it arrives (upstream's RolloutAttemptMiddleware).
+    const sequenceId = rid !== undefined && aid !== undefined && store !== null ? await store.getNextSpanSequenceId(rid, aid) : null;
+    const baseSeed = prepared.seed ?? policy.nextSeed();
+    const version = policy.version;
+    const choices = await policy.generate(
+      Array.from({ length: prepared.n }, (_, i) => ({
+        prompt: prepared.promptIds,
+        maxTokens: prepared.maxTokens,
+        temperature: prepared.temperature,
+        topP: prepared.topP,
+        stop: prepared.stop,
+        stopTokenIds: prepared.stopTokenIds,
+        seed: (baseSeed + i) >>> 0,
+      })),
+    );
+    const answer: Answer = { id: `${kind === "chat" ? "chatcmpl" : "cmpl"}-${newSpanId()}`, created: Math.floor(clock.now()), prompt: prepared, choices, version };
+    if (sequenceId !== null) {
+      const spans = llmCallSpans({
+        rolloutId: rid!,
+        attemptId: aid!,
+        sequenceId,
+        messages: prepared.messages,
+        request: { model: policy.model, temperature: prepared.temperature, top_p: prepared.topP, max_tokens: prepared.maxTokens, n: prepared.n },
+        responseId: answer.id,
+        model: policy.model,
+        policyVersion: version,
+        promptTokenIds: prepared.promptIds,
+        choices,
+        startTime,
+        endTime: clock.now(),
+      });
+      await store!.addManySpans(spans);
+    }
+    return prepared.stream ? sseResponse(streamChunks(policy, answer)) : c.json(fullBody(policy, answer));
+  };
+
+  for (const prefix of ["", "/rollout/:rid/attempt/:aid"]) {
+    app.get(`${prefix}/health`, (c) => c.json({ status: "ok" }));
+    app.get(`${prefix}/v1/models`, (c) =>
+      c.json({ object: "list", data: [{ id: policy.model, object: "model", created: 0, owned_by: "lightning-ts", policy_version: policy.version }] }),
+    );
+    app.post(`${prefix}/v1/chat/completions`, complete("chat"));
+    app.post(`${prefix}/v1/completions`, complete("completion"));
+  }
+  app.notFound((c) => c.json({ error: { message: `No route for ${c.req.method} ${c.req.path}`, type: "invalid_request_error", param: null, code: "not_found" } }, 404));
+  return app;
+}
+
+/** How to serve a fetch handler (runtimes/*.ts have one per runtime; Node's is the default). */
+export type ServeFn = (fetch: (req: Request) => Response | Promise<Response>, at: { hostname: string; port: number }) => Promise<{ port: number; stop(): Promise<void> }>;
+
+async function nodeServe(): Promise<ServeFn> {
+  const { serve } = await import("@hono/node-server");
+  return (fetch, { hostname, port }) =>
+    new Promise((resolve, reject) => {
+      const server = serve({ fetch, hostname, port }, (info) =>
+        resolve({ port: info.port, stop: () => new Promise<void>((done, fail) => server.close((e) => (e ? fail(e) : done()))) }),
+      );
+      server.once("error", reject);
+    });
+}
+
+export interface PolicyServerOptions extends PolicyAppOptions {
+  hostname?: string;
+  /** 0 picks a free port [0]. */
+  port?: number;
+  serve?: ServeFn;
+}
+
+/** The policy app on a port, with the lifecycle an algorithm expects of an LLM proxy. */
+export class PolicyServer {
+  private handle: { port: number; stop(): Promise<void> } | null = null;
+  private store: LightningStore | null;
+  readonly policy: Policy;
+
+  constructor(private readonly options: PolicyServerOptions) {
+    this.policy = options.policy;
+    this.store = options.store ?? null;
+  }
+
+  setStore(store: LightningStore): void {
+    if (this.handle) throw new ValidationError("setStore must come before start()", ["store"]);
+    this.store = store;
+  }
+
+  isRunning(): boolean {
+    return this.handle !== null;
+  }
+
+  async start(): Promise<void> {
+    if (this.handle) return;
+    const app = createPolicyApp({ policy: this.policy, store: this.store, clock: this.options.clock });
+    const serve = this.options.serve ?? (await nodeServe());
+    this.handle = await serve(app.fetch, { hostname: this.options.hostname ?? "127.0.0.1", port: this.options.port ?? 0 });
+  }
+
+  async stop(): Promise<void> {
+    const h = this.handle;
+    this.handle = null;
+    if (h) await h.stop();
+  }
+
+  /** `http://host:port/v1` (throws before start). */
+  get endpoint(): string {
+    if (!this.handle) throw new ValidationError("the policy server is not running", []);
+    const host = this.options.hostname ?? "127.0.0.1";
+    return `http://${host.includes(":") ? `[${host}]` : host}:${this.handle.port}/v1`;
+  }
+
+  /** The server as a resource: a ProxyLLM (runners bind it to their attempt), or an LLM bound to one attempt. */
+  asResource(options: { samplingParameters?: Record<string, unknown>; rolloutId?: string; attemptId?: string } = {}): ProxyLLM | LLM {
+    const base = { endpoint: this.endpoint, model: this.policy.model, api_key: null, sampling_parameters: options.samplingParameters ?? {} };
+    if (options.rolloutId === undefined && options.attemptId === undefined) return { resource_type: "proxy_llm", ...base };
+    if (options.rolloutId === undefined || options.attemptId === undefined) throw new ValidationError("rolloutId and attemptId must be given together", ["rolloutId"]);
+    const bare = this.endpoint.slice(0, -3);
+    return { resource_type: "llm", ...base, endpoint: `${bare}/rollout/${options.rolloutId}/attempt/${options.attemptId}/v1` };
+  }
+}

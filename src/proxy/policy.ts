@@ -1,0 +1,79 @@
+/**
+ * The policy the server answers with: a model name, a version that changes with every published
+ * update, and batched generation. {@link ModelPolicy} serves a model config and flat parameters through
+ * a {@link GenerationEngine} (CPU by default); the GRPO loop calls `update` after each step.
+ */
+import type { ModelConfig } from "../model/config.ts";
+import { paramCount } from "../model/config.ts";
+import { Rng } from "../model/init.ts";
+import { ValidationError } from "../types/errors.ts";
+import { cpuGenerationEngine, type Generation, type GenerationEngine, type GenerationRequest } from "./generation.ts";
+
+export interface Policy {
+  /** The model name clients put in their requests. */
+  readonly model: string;
+  /** Increases with every update of the weights. */
+  readonly version: number;
+  /** Model context length: prompt + output never exceed it. */
+  readonly maxSeqLen: number;
+  generate(requests: readonly GenerationRequest[]): Promise<Generation[]>;
+  /** A fresh sampler seed for a request that names none (so repeated calls give different samples). */
+  nextSeed(): number;
+}
+
+export interface ModelPolicyOptions {
+  model: string;
+  config: ModelConfig;
+  params: Float32Array;
+  version?: number;
+  engine?: GenerationEngine;
+  /** Seed of the stream of per-request seeds [0]. */
+  seed?: number;
+}
+
+export class ModelPolicy implements Policy {
+  readonly model: string;
+  readonly config: ModelConfig;
+  private params: Float32Array;
+  private currentVersion: number;
+  private readonly engine: GenerationEngine;
+  private readonly seeds: Rng;
+
+  constructor(o: ModelPolicyOptions) {
+    this.model = o.model;
+    this.config = o.config;
+    this.params = checked(o.config, o.params);
+    this.currentVersion = o.version ?? 0;
+    this.engine = o.engine ?? cpuGenerationEngine;
+    this.seeds = new Rng(o.seed ?? 0);
+  }
+
+  get version(): number {
+    return this.currentVersion;
+  }
+  get maxSeqLen(): number {
+    return this.config.max_seq_len;
+  }
+  get backend(): "cpu" | "webgpu" {
+    return this.engine.backend;
+  }
+
+  /** Publishes new weights (copied, so the trainer may keep changing its own). */
+  update(params: Float32Array, version = this.currentVersion + 1): void {
+    this.params = checked(this.config, params);
+    this.currentVersion = version;
+  }
+
+  generate(requests: readonly GenerationRequest[]): Promise<Generation[]> {
+    return this.engine.generate(this.config, this.params, requests);
+  }
+
+  nextSeed(): number {
+    return this.seeds.nextU32();
+  }
+}
+
+function checked(config: ModelConfig, params: Float32Array): Float32Array {
+  if (params.length !== paramCount(config)) throw new ValidationError(`params has ${params.length} elements, the config needs ${paramCount(config)}`, ["params"]);
+  return params.slice();
+}
