@@ -27,7 +27,8 @@ import { getLogger } from "../tracer/log.ts";
 import { OtelTracer } from "../tracer/otel.ts";
 import type { NamedResourcesInput } from "../types/index.ts";
 import { ValidationError } from "../types/index.ts";
-import { buildComponent, isClass, lookupComponent, registerComponent, type ComponentSpec } from "./registry.ts";
+import "./cs.ts";
+import { buildComponent, isClass, registerComponent, type ComponentSpec } from "./registry.ts";
 import { SharedMemoryExecutionStrategy } from "./shm.ts";
 import { ExecutionStrategy } from "./strategy.ts";
 
@@ -67,11 +68,6 @@ export interface TrainerOptions {
 const isStore = (v: unknown): v is LightningStore =>
   typeof v === "object" && v !== null && typeof (v as LightningStore).dequeueRollout === "function" && typeof (v as LightningStore).addManySpans === "function";
 
-/** The default strategy is client-server (as upstream) when it is registered, shared-memory otherwise. */
-function defaultStrategyName(): string {
-  return lookupComponent("cs") ? "cs" : "shm";
-}
-
 export class Trainer {
   readonly tracer: Tracer;
   readonly adapter: TraceAdapter<unknown>;
@@ -104,7 +100,9 @@ export class Trainer {
     this.algorithm = buildComponent(o.algorithm, { expectedType: Algorithm as never, specName: "algorithm", allowNone: true });
     this.initialResources = o.initialResources ?? null;
     this.port = o.port ?? null;
-    this.strategy = this.buildStrategy(o.strategy ?? defaultStrategyName(), nRunners);
+    // Default: shared memory with the algorithm in front, so any nRunners works and nothing re-executes
+    // the caller's script. Upstream defaults to client-server; ask for it with strategy "cs".
+    this.strategy = this.buildStrategy(o.strategy ?? { type: "shm", main_thread: "algorithm" }, nRunners);
     this.store = this.buildStore(o.store);
     this.runnerSpec = o.runner;
     this.runner = this.buildRunner(this.tracer);

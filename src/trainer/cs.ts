@@ -1,0 +1,272 @@
+/**
+ * `ClientServerExecutionStrategy` (alias `cs`, runtime.md §4.4): the algorithm side serves the store
+ * over HTTP; runners are separate processes that talk to it through `LightningStoreClient`.
+ *
+ * Runner processes are started by re-running this process's entry script (the way Python's "spawn"
+ * start method re-imports `__main__`) with `AGL_CURRENT_ROLE=runner`, `AGL_WORKER_ID=<i>`,
+ * `AGL_SERVER_HOST` and `AGL_SERVER_PORT` set: the script builds the same Trainer, whose strategy then
+ * runs exactly that one runner against the server. So everything before `fit()` runs again in each
+ * child, and `fit()` returns there when the runner stops. `childCommand` replaces the command line.
+ *
+ * Stopping escalates so no runner lingers: a stop line on the child's stdin (a child whose stdin
+ * closes stops too, so runners never outlive a dead parent), then SIGINT, SIGTERM and SIGKILL, each
+ * after a timeout. A runner killed mid-rollout leaves its attempt to the store's watchdog, which marks
+ * it unresponsive (or timed out) and requeues the rollout per its config.
+ */
+import { LightningStoreClient } from "../client/client.ts";
+import { LocalEvent, type ExecutionEvent } from "../runner/event.ts";
+import { RuntimeError } from "../runner/errors.ts";
+import { createStoreApp } from "../server/app.ts";
+import type { LightningStore } from "../store/base.ts";
+import { getLogger } from "../tracer/log.ts";
+import { ValidationError } from "../types/index.ts";
+import { readEnv, resolveBoolEnv, resolveIntEnv, resolveStrEnv } from "./env.ts";
+import { onInterrupt } from "./interrupt.ts";
+import { registerComponent } from "./registry.ts";
+import { serveFetch, type ServedApp } from "./serve.ts";
+import { ChildHandle, listenForParentStop, selfCommand } from "./spawn.ts";
+import { ExecutionStrategy, runUntilCompletedOrCanceled, type AlgorithmBundle, type RunnerBundle } from "./strategy.ts";
+
+const log = getLogger("agentlightning.execution.client_server");
+
+export type Role = "algorithm" | "runner" | "both";
+
+export interface ClientServerOptions {
+  role?: Role | null;
+  serverHost?: string | null;
+  /** 0 picks a free port (the runners are told the real one). */
+  serverPort?: number | null;
+  nRunners?: number;
+  /** Seconds runners get to stop by themselves after the stop line (default 10). */
+  gracefulTimeout?: number;
+  /** Seconds after each signal (SIGINT, SIGTERM, SIGKILL) before the next (default 10). */
+  terminateTimeout?: number;
+  mainProcess?: "algorithm" | "runner";
+  managedStore?: boolean | null;
+  /** Exit codes that count as a clean runner exit (default 0 and -15, death by SIGTERM). */
+  allowedExitCodes?: readonly number[];
+  /** The command that starts a child (default: this process's runtime and entry script again). */
+  childCommand?: readonly string[] | null;
+  /** Seconds a bundle gets after stop before it is aborted (default 5). */
+  gracefulDelay?: number;
+}
+
+const bindable = (host: string): string => (host === "localhost" ? "127.0.0.1" : host);
+
+export class ClientServerExecutionStrategy extends ExecutionStrategy {
+  static readonly acceptedOptions = [
+    "role", "serverHost", "serverPort", "nRunners", "gracefulTimeout", "terminateTimeout", "mainProcess", "managedStore",
+    "allowedExitCodes", "childCommand", "gracefulDelay",
+  ] as const;
+
+  role: Role;
+  serverHost: string;
+  serverPort: number;
+  override nRunners: number;
+  readonly gracefulTimeout: number;
+  readonly terminateTimeout: number;
+  readonly mainProcess: "algorithm" | "runner";
+  readonly managedStore: boolean;
+  readonly allowedExitCodes: readonly number[];
+  readonly childCommand: readonly string[] | null;
+  readonly gracefulDelay: number;
+  /** The port the server really bound (after `execute` started it). */
+  boundPort: number | null = null;
+  /** The child processes of the last `execute` (for inspection). */
+  children: ChildHandle[] = [];
+
+  constructor(o: ClientServerOptions = {}) {
+    super();
+    this.role = resolveStrEnv("AGL_CURRENT_ROLE", o.role, "both") as Role;
+    if (!["algorithm", "runner", "both"].includes(this.role)) {
+      throw new ValidationError(`role must be 'algorithm', 'runner' or 'both', got '${this.role}'`, ["role"]);
+    }
+    this.serverHost = resolveStrEnv("AGL_SERVER_HOST", o.serverHost, "localhost");
+    this.serverPort = resolveIntEnv("AGL_SERVER_PORT", o.serverPort, 4747);
+    this.nRunners = o.nRunners ?? 1;
+    this.gracefulTimeout = o.gracefulTimeout ?? 10.0;
+    this.terminateTimeout = o.terminateTimeout ?? 10.0;
+    this.mainProcess = o.mainProcess ?? "algorithm";
+    this.managedStore = resolveBoolEnv("AGL_MANAGED_STORE", o.managedStore, true);
+    this.allowedExitCodes = o.allowedExitCodes ?? [0, -15];
+    this.childCommand = o.childCommand ?? null;
+    this.gracefulDelay = o.gracefulDelay ?? 5.0;
+    if (this.mainProcess !== "algorithm" && this.mainProcess !== "runner") {
+      throw new ValidationError(`mainProcess must be 'algorithm' or 'runner', got '${String(this.mainProcess)}'`, ["mainProcess"]);
+    }
+    if (this.mainProcess === "runner" && this.role !== "both") throw new ValidationError("main_process='runner' requires role='both'", ["mainProcess"]);
+    if (this.mainProcess === "runner" && this.nRunners !== 1) throw new ValidationError("main_process='runner' requires n_runners to be 1", ["nRunners"]);
+    if (!(Number.isInteger(this.nRunners) && this.nRunners >= 1)) throw new ValidationError("nRunners must be an integer >= 1", ["nRunners"]);
+  }
+
+  private address(port: number): string {
+    return `http://${bindable(this.serverHost)}:${port}`;
+  }
+
+  override async execute(algorithm: AlgorithmBundle, runner: RunnerBundle, store: LightningStore): Promise<void> {
+    const event = new LocalEvent();
+    this.children = [];
+    let failure: unknown = undefined;
+    let interrupted = false;
+    const stopInterrupt = onInterrupt(() => {
+      interrupted = true;
+      event.set();
+    });
+    try {
+      const childWorker = readEnv("AGL_WORKER_ID");
+      if (this.role === "runner" && childWorker !== undefined) {
+        await this.runnerChild(runner, Number.parseInt(childWorker, 10), store, event);
+      } else if (this.role === "algorithm") {
+        await this.executeAlgorithm(algorithm, store, event);
+      } else if (this.role === "runner") {
+        if (this.nRunners === 1) await this.executeRunner(runner, 0, store, event);
+        else {
+          this.spawnRunners(this.serverPort);
+          await Promise.race([Promise.all(this.children.map((c) => c.exited)), event.wait()]);
+        }
+      } else if (this.mainProcess === "algorithm") {
+        // Runners are stopped before the server goes away, so none sees the server vanish mid-poll.
+        await this.executeAlgorithm(algorithm, store, event, (port) => this.spawnRunners(port), () => this.shutdownProcesses(this.children, event));
+      } else {
+        const child = this.spawnChild("algorithm", { AGL_CURRENT_ROLE: "algorithm", AGL_SERVER_PORT: String(this.serverPort) });
+        // The algorithm process ending is the stop signal for the runner here.
+        void child.exited.then(() => event.set());
+        await this.waitForServer(this.serverPort, event);
+        await this.executeRunner(runner, 0, store, event);
+        await child.exited;
+      }
+    } catch (err) {
+      event.set();
+      failure = err;
+    } finally {
+      stopInterrupt();
+      await this.shutdownProcesses(this.children, event);
+    }
+    try {
+      this.checkExitCodes(this.children);
+    } catch (err) {
+      if (failure !== undefined || interrupted) log.warn(String((err as Error).message));
+      else throw err;
+    }
+    if (failure !== undefined) throw failure;
+  }
+
+  private spawnChild(name: string, env: Record<string, string>): ChildHandle {
+    const command = this.childCommand ?? selfCommand();
+    const child = new ChildHandle(name, command, {
+      AGL_SERVER_HOST: this.serverHost,
+      AGL_MANAGED_STORE: this.managedStore ? "true" : "false",
+      ...env,
+    });
+    this.children.push(child);
+    log.info(`Started ${name} (pid ${child.pid})`);
+    return child;
+  }
+
+  private spawnRunners(port: number): void {
+    for (let i = 0; i < this.nRunners; i++) {
+      this.spawnChild(`runner-${i}`, { AGL_CURRENT_ROLE: "runner", AGL_WORKER_ID: String(i), AGL_SERVER_PORT: String(port) });
+    }
+  }
+
+  private async waitForServer(port: number, event: ExecutionEvent): Promise<void> {
+    const client = new LightningStoreClient(this.address(port), { retryDelays: [], healthRetryDelays: [] });
+    try {
+      for (let i = 0; i < 600 && !event.isSet(); i++) {
+        if (await client.health()) return;
+        await event.wait(0.1);
+      }
+    } finally {
+      await client.close();
+    }
+  }
+
+  /** The algorithm side: serve the store (managed), run the algorithm, stop serving. */
+  private async executeAlgorithm(
+    algorithm: AlgorithmBundle,
+    store: LightningStore,
+    event: ExecutionEvent,
+    onServing?: (port: number) => void,
+    beforeServerStop?: () => Promise<void>,
+  ): Promise<void> {
+    let served: ServedApp | null = null;
+    const shutdown = new AbortController();
+    try {
+      if (this.managedStore) {
+        const app = createStoreApp(store, { shutdownSignal: shutdown.signal });
+        served = await serveFetch(app.fetch, { hostname: bindable(this.serverHost), port: this.serverPort });
+        this.boundPort = served.port;
+        log.info(`Store server listening on ${this.address(served.port)}`);
+      }
+      onServing?.(served?.port ?? this.serverPort);
+      await runUntilCompletedOrCanceled("algorithm", (signal) => algorithm(store, event, signal), event, this.gracefulDelay);
+    } catch (err) {
+      event.set();
+      throw err;
+    } finally {
+      event.set();
+      await beforeServerStop?.();
+      if (served) {
+        shutdown.abort();
+        await served.stop().catch((err: unknown) => log.error("Error while stopping the store server", err));
+      }
+    }
+  }
+
+  /** A runner in this process: through a client to the server (managed), or on `store` as given. */
+  private async executeRunner(runner: RunnerBundle, workerId: number, store: LightningStore, event: ExecutionEvent): Promise<void> {
+    const client = this.managedStore ? new LightningStoreClient(this.address(this.serverPort)) : null;
+    try {
+      await runUntilCompletedOrCanceled(`runner-${workerId}`, (signal) => runner(client ?? store, workerId, event, signal), event, this.gracefulDelay);
+    } catch (err) {
+      event.set();
+      throw err;
+    } finally {
+      await client?.close().catch((err: unknown) => log.error("Error while closing the store client", err));
+    }
+  }
+
+  /** Inside a runner child: run worker `id` until the parent says stop (stdin) or SIGINT arrives. */
+  private async runnerChild(runner: RunnerBundle, id: number, store: LightningStore, event: LocalEvent): Promise<void> {
+    if (!Number.isInteger(id) || id < 0) throw new ValidationError(`AGL_WORKER_ID must be a worker index, got '${readEnv("AGL_WORKER_ID")}'`, ["AGL_WORKER_ID"]);
+    const release = listenForParentStop(() => event.set());
+    try {
+      await this.executeRunner(runner, id, store, event);
+    } finally {
+      release();
+    }
+  }
+
+  /** Stop line, then SIGINT, SIGTERM and SIGKILL, each step only for the children still alive. */
+  private async shutdownProcesses(children: ChildHandle[], event: ExecutionEvent): Promise<void> {
+    if (children.length === 0) return;
+    event.set();
+    for (const c of children) c.requestStop();
+    const deadline = performance.now() / 1000 + this.gracefulTimeout;
+    for (const c of children) await c.waitExit(Math.max(0, deadline - performance.now() / 1000));
+    for (const sig of ["SIGINT", "SIGTERM", "SIGKILL"] as const) {
+      const alive = children.filter((c) => c.alive);
+      if (alive.length === 0) return;
+      log.warn(`Sending ${sig} to ${alive.map((c) => `${c.name} (pid ${c.pid})`).join(", ")}`);
+      for (const c of alive) {
+        try {
+          c.signal(sig);
+        } catch (err) {
+          log.warn(`Failed to send ${sig} to ${c.name}`, err);
+        }
+      }
+      await Promise.all(alive.map((c) => c.waitExit(this.terminateTimeout)));
+    }
+    const survivors = children.filter((c) => c.alive);
+    if (survivors.length > 0) log.error(`Processes still alive after SIGKILL: ${survivors.map((c) => c.name).join(", ")}`);
+  }
+
+  private checkExitCodes(children: ChildHandle[]): void {
+    const bad = children.filter((c) => c.exitCode !== null && !this.allowedExitCodes.includes(c.exitCode));
+    if (bad.length > 0) {
+      throw new RuntimeError(`Subprocesses failed with unexpected exit codes: ${bad.map((c) => `${c.name} (exitcode=${c.exitCode})`).join(", ")}`);
+    }
+  }
+}
+
+registerComponent(ClientServerExecutionStrategy as never, "cs", "agentlightning.ClientServerExecutionStrategy");
