@@ -62,13 +62,12 @@ interface RolloutEntry {
   attempts: Attempt[];
   queued: number;
   spans: Span[];
-  spanKeys: Set<string> | null;
+  /** span ids per attempt id, for duplicate checks (no concatenated key strings to allocate and keep). */
+  spanKeys: Map<string, Set<string>> | null;
   spanBytes: number;
   evicted: boolean;
   sequence: number;
 }
-
-const spanKey = (s: Span): string => `${s.attempt_id}\u0000${s.span_id}`;
 
 export class MemoryStorage implements Storage {
   private readonly entries = new Map<string, RolloutEntry>();
@@ -264,12 +263,13 @@ export class MemoryStorage implements Storage {
         const inserted: Span[] = [];
         for (const span of spans) {
           const e = s.entry(span.rollout_id, "insertSpans");
-          const key = spanKey(span);
-          if (e.spanKeys === null) e.spanKeys = new Set();
-          else if (e.spanKeys.has(key)) continue;
+          e.spanKeys ??= new Map();
+          let ids = e.spanKeys.get(span.attempt_id);
+          if (ids === undefined) e.spanKeys.set(span.attempt_id, (ids = new Set()));
+          else if (ids.has(span.span_id)) continue;
           deepFreeze(span);
           e.spans.push(span);
-          e.spanKeys.add(key);
+          ids.add(span.span_id);
           const bytes = Math.max(0, s.options.spanSizeEstimator(span) || 0);
           e.spanBytes += bytes;
           s.spanBytes += bytes;
