@@ -40,7 +40,8 @@ export async function startServerProcess(runtime: Runtime, args: string[], env: 
     const timer = setTimeout(() => reject(new Error(`${runtime} server did not start within 60 s:\n${out}`)), 60_000);
     const onData = (d: Buffer) => {
       out += d.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(out);
+      // Both startup lines: where it listens, then where the data lives.
+      const m = /listening on (http:\/\/\S+)[^]*Data: .*\n/.exec(out);
       if (m) {
         clearTimeout(timer);
         resolve(m[1]!);
