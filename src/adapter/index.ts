@@ -1,6 +1,6 @@
 export * from "./types.ts";
 export { parsePythonLiteral, tokenIds } from "./python-literal.ts";
-export { getRewardValue, isRewardSpan, findRewardSpans, findFinalReward, rewardDimensions } from "./reward.ts";
+export { getRewardValue, isRewardSpan, isRewardOperation, findRewardSpans, findFinalReward, rewardDimensions } from "./reward.ts";
 export { agentName } from "./agent-name.ts";
 export { buildTree, type FlatTree } from "./tree.ts";
 export { spanToTriplet } from "./span-triplet.ts";

@@ -28,10 +28,15 @@ export function rewardDimensions(span: Span): { name: string; value: number }[] 
   });
 }
 
+function hasKeyWithPrefix(attrs: Record<string, unknown>, prefix: string): boolean {
+  for (const k in attrs) if (k.startsWith(prefix)) return true;
+  return false;
+}
+
 /** get_reward_value: the primary reward of a span, or null. 0 is a real reward. */
 export function getRewardValue(span: Span): number | null {
   const attrs = span.attributes;
-  if (Object.keys(attrs).some((k) => k.startsWith(A.REWARD))) {
+  if (hasKeyWithPrefix(attrs, A.REWARD)) {
     const dims = rewardDimensions(span);
     if (dims.length > 0) return dims[0].value;
   }
@@ -55,9 +60,13 @@ export function getRewardValue(span: Span): number | null {
 
 export const isRewardValueSpan = (span: Span): boolean => getRewardValue(span) !== null;
 
-/** A reward span for scoping: carries a value, or is an AGL operation named agentlightning.reward. */
+/** An AGL operation span named agentlightning.reward (a reward subtree, with or without a value). */
+export const isRewardOperation = (span: Span): boolean =>
+  span.name === AGL_OPERATION && span.attributes[A.OPERATION_NAME] === AGL_REWARD;
+
+/** A reward span for scoping: carries a value, or is a reward operation. */
 export function isRewardSpan(span: Span): boolean {
-  return getRewardValue(span) !== null || (span.name === AGL_OPERATION && span.attributes[A.OPERATION_NAME] === AGL_REWARD);
+  return isRewardOperation(span) || getRewardValue(span) !== null;
 }
 
 export const findRewardSpans = (spans: Span[]): Span[] => spans.filter(isRewardValueSpan);

@@ -10,7 +10,7 @@ import { wasmKernels } from "../wasm/kernels.ts";
 import { TRACE_FLAG as F, TRACE_OPT as O } from "../wasm/exports.ts";
 import type { EncodedTrace, Kernels } from "../wasm/types.ts";
 import { agentName } from "./agent-name.ts";
-import { getRewardValue, isRewardSpan } from "./reward.ts";
+import { getRewardValue, isRewardOperation } from "./reward.ts";
 import { promptTokenIds, responseIdOf, responseTokenIds, spanToTriplet } from "./span-triplet.ts";
 import { buildTree, type FlatTree } from "./tree.ts";
 import { RewardMatchPolicy, TraceAdapter, type Triplet } from "./types.ts";
@@ -95,7 +95,7 @@ export class TraceTripletAdapter extends TraceAdapter<Triplet[]> {
         }
         if (o.skipEmptyTokenSpans && (promptTokenIds(span).length === 0 || responseTokenIds(span).length === 0)) f |= F.EMPTY_TOKENS;
       }
-      if (reward !== null || isRewardSpan(span)) f |= F.REWARD_SPAN;
+      if (reward !== null || isRewardOperation(span)) f |= F.REWARD_SPAN;
       const name = agentName(span);
       if (name !== null) {
         f |= F.HAS_AGENT;
