@@ -80,4 +80,17 @@ describe("LibsqlLightningStore: a failing batch commits nothing", () => {
     expect(stored.items.map((s) => s.sequence_id)).toEqual([...Array(50).keys()].map((i) => i + 1).filter((s) => s !== 26));
     await store.close();
   });
+
+  it("a batch of several INSERT statements with duplicates scattered through it returns exactly the new spans, in order", async () => {
+    const store = await open();
+    const ar = await store.startRollout(1);
+    const count = Math.ceil((MAX_BIND_PARAMS / 10) * 2.5);
+    const all = Array.from({ length: count }, (_, i) => span(ar, i + 1));
+    const existing = all.filter((_, i) => i % 7 === 3);
+    await store.addManySpans(existing);
+    const out = await store.addManySpans(all);
+    expect(out.map((s) => s.span_id)).toEqual(all.filter((_, i) => i % 7 !== 3).map((s) => s.span_id));
+    expect((await store.statistics()).total_spans).toBe(count);
+    await store.close();
+  });
 });

@@ -24,8 +24,14 @@ export type SqlRow = ArrayLike<SqlValue>;
 export interface SqlConn {
   /** Runs a statement that returns rows. */
   all(sql: string, args?: readonly SqlValue[]): Promise<SqlRow[]>;
-  /** Runs a statement that returns no rows; resolves to the number of changed rows. */
-  run(sql: string, args?: readonly SqlValue[]): Promise<number>;
+  /** Runs a statement that returns no rows. */
+  run(sql: string, args?: readonly SqlValue[]): Promise<RunResult>;
+}
+
+/** Rows changed, and the rowid of the last row inserted (rows inserted by one statement have consecutive rowids). */
+export interface RunResult {
+  changes: number;
+  lastRowid: number;
 }
 
 export type SqlTxMode = "r" | "w";
@@ -82,14 +88,24 @@ interface NativeStatement {
   reader: boolean;
   raw(on?: boolean): NativeStatement;
   all(...params: unknown[]): unknown[];
-  run(...params: unknown[]): { changes: number };
+  run(...params: unknown[]): { changes: number; lastInsertRowid: number | bigint };
 }
 interface NativeDatabase {
   prepare(sql: string): NativeStatement;
+  open: boolean;
   exec(sql: string): unknown;
   close(): unknown;
   inTransaction: boolean;
 }
+
+interface PendingWrite {
+  fn: (c: SqlConn) => Promise<unknown>;
+  resolve(value: unknown): void;
+  reject(err: unknown): void;
+}
+
+/** Write transactions per group commit. */
+const MAX_WRITE_GROUP = 256;
 
 /** Prepared statements kept per connection; dynamic SQL beyond this many entries resets the cache. */
 const STATEMENT_CACHE_LIMIT = 1000;
@@ -106,7 +122,10 @@ class NativeDriver implements SqlDriver {
   ) {
     this.conn = {
       all: async (sql, args) => this.prepare(sql).all(args ?? []) as SqlValue[][],
-      run: async (sql, args) => this.prepare(sql).run(args ?? []).changes,
+      run: async (sql, args) => {
+        const r = this.prepare(sql).run(args ?? []);
+        return { changes: r.changes, lastRowid: Number(r.lastInsertRowid) };
+      },
     };
   }
 
@@ -127,19 +146,83 @@ class NativeDriver implements SqlDriver {
     return st;
   }
 
+  /**
+   * Reads run one at a time in a deferred transaction. Writes are group-committed: write transactions
+   * requested while another group holds the connection queue up, and the next group runs them one after
+   * another inside ONE `BEGIN IMMEDIATE ... COMMIT`, each in its own SAVEPOINT (a failing one rolls back
+   * alone). Each caller's promise settles after the COMMIT, so the result is the same as one transaction
+   * each, in the same order, but the commit (the WAL write, and its fsync with synchronous=FULL) is shared.
+   */
   tx<T>(mode: SqlTxMode, fn: (c: SqlConn) => Promise<T>): Promise<T> {
-    return this.mutex.run(async () => {
-      if (this.closed) throw new Error("The libSQL store is closed");
-      this.prepare(mode === "w" ? "BEGIN IMMEDIATE" : "BEGIN").run();
-      try {
-        const out = await fn(this.conn);
-        this.prepare("COMMIT").run();
-        return out;
-      } catch (e) {
-        if (this.db.inTransaction) this.prepare("ROLLBACK").run();
-        throw e;
+    if (mode === "r") {
+      return this.mutex.run(async () => {
+        this.checkOpen();
+        this.exec("BEGIN");
+        try {
+          const out = await fn(this.conn);
+          this.exec("COMMIT");
+          return out;
+        } catch (e) {
+          if (this.db.inTransaction) this.exec("ROLLBACK");
+          throw e;
+        }
+      });
+    }
+    return new Promise<T>((resolve, reject) => {
+      this.writes.push({ fn, resolve: resolve as (v: unknown) => void, reject });
+      if (!this.draining) {
+        this.draining = true;
+        void this.mutex.run(() => this.commitGroup());
       }
     });
+  }
+
+  private readonly writes: PendingWrite[] = [];
+  private draining = false;
+
+  private exec(sql: string): void {
+    this.prepare(sql).run();
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new Error("The libSQL store is closed");
+  }
+
+  private async commitGroup(): Promise<void> {
+    const group = this.writes.splice(0, MAX_WRITE_GROUP);
+    const results: { ok: boolean; value: unknown }[] = [];
+    try {
+      this.checkOpen();
+      this.exec("BEGIN IMMEDIATE");
+      if (group.length === 1) {
+        results.push({ ok: true, value: await group[0]!.fn(this.conn) });
+      } else {
+        for (const w of group) {
+          this.exec("SAVEPOINT lightning_tx");
+          try {
+            const value = await w.fn(this.conn);
+            this.exec("RELEASE lightning_tx");
+            results.push({ ok: true, value });
+          } catch (e) {
+            // SQLite may have rolled the whole transaction back (disk full, I/O error): then nothing of
+            // the group survives, and the catch below fails every member.
+            if (!this.db.inTransaction) throw e;
+            this.exec("ROLLBACK TO lightning_tx");
+            this.exec("RELEASE lightning_tx");
+            results.push({ ok: false, value: e });
+          }
+        }
+      }
+      this.exec("COMMIT");
+    } catch (e) {
+      if (this.db.open && this.db.inTransaction) this.exec("ROLLBACK");
+      for (const w of group) w.reject(e);
+      return;
+    } finally {
+      if (this.writes.length > 0) void this.mutex.run(() => this.commitGroup());
+      else this.draining = false;
+    }
+    group.forEach((w, i) => (results[i]!.ok ? w.resolve(results[i]!.value) : w.reject(results[i]!.value)));
   }
 
   pragma(sql: string): Promise<SqlRow[]> {
@@ -168,6 +251,7 @@ class NativeDriver implements SqlDriver {
 interface ClientRows {
   rows: ArrayLike<SqlValue>[];
   rowsAffected: number;
+  lastInsertRowid: bigint | undefined;
 }
 interface ClientTx {
   execute(stmt: { sql: string; args: SqlValue[] }): Promise<ClientRows>;
@@ -207,7 +291,10 @@ class ClientDriver implements SqlDriver {
       const t = await this.client.transaction(mode === "w" ? "write" : "read");
       const conn: SqlConn = {
         all: async (sql, args) => (await t.execute({ sql, args: (args ?? []) as SqlValue[] })).rows,
-        run: async (sql, args) => (await t.execute({ sql, args: (args ?? []) as SqlValue[] })).rowsAffected,
+        run: async (sql, args) => {
+          const r = await t.execute({ sql, args: (args ?? []) as SqlValue[] });
+          return { changes: r.rowsAffected, lastRowid: Number(r.lastInsertRowid ?? 0) };
+        },
       };
       try {
         const out = await fn(conn);

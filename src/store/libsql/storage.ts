@@ -38,7 +38,7 @@ const RETURNING_ROLLOUT = `RETURNING ${quoted(ROLLOUT_COLUMNS)}`;
 const RETURNING_ATTEMPT = `RETURNING ${quoted(attemptSpec.columns)}`;
 const RETURNING_WORKER = `RETURNING ${quoted(WORKER_COLUMNS)}`;
 const INSERT_SPANS_HEAD = `INSERT INTO "spans" (${quoted(SPAN_COLUMNS)}) VALUES `;
-const INSERT_SPANS_TAIL = ` ON CONFLICT ("rollout_id", "attempt_id", "span_id") DO NOTHING RETURNING "rollout_id", "attempt_id", "span_id"`;
+const INSERT_SPANS_TAIL = ` ON CONFLICT ("rollout_id", "attempt_id", "span_id") DO NOTHING`;
 
 const spanKey = (rid: unknown, aid: unknown, sid: unknown): string => `${rid as string}\u0000${aid as string}\u0000${sid as string}`;
 
@@ -174,16 +174,26 @@ export class SqlTx implements StorageTx {
       fresh.push(s);
     }
     const inserted = new Set<string>();
+    const whole: (readonly Span[])[] = [];
     let all = true;
     const n = SPAN_COLUMNS.length;
     await chunked(fresh, Math.floor(MAX_BIND_PARAMS / n), async (chunk) => {
       const args: SqlValue[] = [];
       for (const s of chunk) spanValues(s, args);
-      const rows = await this.c.all(INSERT_SPANS_HEAD + rowsSql(n, chunk.length) + INSERT_SPANS_TAIL, args);
-      if (rows.length !== chunk.length) all = false;
+      const { changes, lastRowid } = await this.c.run(INSERT_SPANS_HEAD + rowsSql(n, chunk.length) + INSERT_SPANS_TAIL, args);
+      if (changes === chunk.length) {
+        whole.push(chunk);
+        return;
+      }
+      // Some were duplicates: the rows this statement inserted are the last `changes` ids (ids are
+      // consecutive under the write lock). Cheaper than RETURNING on every insert.
+      all = false;
+      if (changes === 0) return;
+      const rows = await this.c.all(`SELECT "rollout_id", "attempt_id", "span_id" FROM "spans" WHERE "id" > ? AND "id" <= ?`, [lastRowid - changes, lastRowid]);
       for (const r of rows) inserted.add(spanKey(r[0], r[1], r[2]));
     });
     if (all) return fresh;
+    for (const chunk of whole) for (const s of chunk) inserted.add(spanKey(s.rollout_id, s.attempt_id, s.span_id));
     return fresh.filter((s) => inserted.has(spanKey(s.rollout_id, s.attempt_id, s.span_id)));
   }
 
