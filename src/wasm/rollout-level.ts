@@ -4,7 +4,7 @@
  * over every row (turn) of the rollout under its response mask. Row sums, row scalars and the broadcast
  * run in the kernels; grouping by id strings stays here.
  */
-import { LightningError } from "../types/errors.ts";
+import { LightningError, ValidationError } from "../types/errors.ts";
 import type { AdvantageOutput, Kernels } from "./types.ts";
 import { denseIds } from "./dense-ids.ts";
 
@@ -95,4 +95,25 @@ export function computeRolloutLevelAdvantage(
       "training/rollout_level_advantage/max_rows_per_rollout": K > 0 ? Math.max(...rows) : 0,
     },
   };
+}
+
+/**
+ * §9.9 normalize_advantages_by_rollout (upstream HEAD, loss mode `per_rollout_mean`): divide each row's
+ * advantages by max(1, tokens of its rollout x numTrainedRows), so every rollout carries the same total
+ * weight whatever its number of turns and tokens. Returns a new array.
+ */
+export function normalizeAdvantagesByRollout(
+  advantages: Float32Array, mask: Float32Array, B: number, T: number, rolloutIds: readonly string[], numTrainedRows: number,
+): Float32Array {
+  if (rolloutIds.length !== B) throw new ValidationError(`rollout_ids length ${rolloutIds.length} does not match ${B} rows`, ["rollout_ids"]);
+  if (!(numTrainedRows > 0)) throw new ValidationError(`num_trained_rows must be positive, got ${numTrainedRows}`, ["num_trained_rows"]);
+  const { ids, keys } = denseIds(rolloutIds);
+  const tokens = new Float64Array(keys.length);
+  for (let i = 0; i < B; i++) for (let t = 0; t < T; t++) tokens[ids[i]] += mask[i * T + t];
+  const out = new Float32Array(B * T);
+  for (let i = 0; i < B; i++) {
+    const divisor = Math.max(1, tokens[ids[i]] * numTrainedRows);
+    for (let t = 0; t < T; t++) out[i * T + t] = advantages[i * T + t] / divisor;
+  }
+  return out;
 }

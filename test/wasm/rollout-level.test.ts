@@ -56,3 +56,16 @@ describe("rollout-level advantage (§9.8)", () => {
     });
   }
 });
+
+describe("normalizeAdvantagesByRollout (§9.9)", () => {
+  it("gives each rollout the same masked mass 1/rows", async () => {
+    const { normalizeAdvantagesByRollout } = await import("../../src/wasm/index.ts");
+    const mask = f32([1, 1, 0, 1, 0, 0, 1, 1, 1]);
+    const out = normalizeAdvantagesByRollout(new Float32Array(9).fill(1), mask, 3, 3, ["A", "A", "B"], 3);
+    const mass = (rows: number[]) => rows.reduce((s, i) => s + [0, 1, 2].reduce((a, t) => a + out[i * 3 + t] * mask[i * 3 + t], 0), 0);
+    expect(mass([0, 1])).toBeCloseTo(1 / 3, 6);
+    expect(mass([2])).toBeCloseTo(1 / 3, 6);
+    expect(() => normalizeAdvantagesByRollout(new Float32Array(9), mask, 3, 3, ["A"], 3)).toThrow(/rollout_ids length/);
+    expect(() => normalizeAdvantagesByRollout(new Float32Array(9), mask, 3, 3, ["A", "A", "B"], 0)).toThrow(/num_trained_rows/);
+  });
+});
