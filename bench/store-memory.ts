@@ -8,7 +8,7 @@
  *
  * Run: `npx tsx bench/store-memory.ts` (or `npm run bench -- store-memory`).
  */
-import { InMemoryLightningStore } from "../src/store/index.ts";
+import { InMemoryLightningStore } from "../src/store/memory.ts";
 import { spanFromAttributes, type Span } from "../src/types/index.ts";
 
 const UPSTREAM_PYTHON: Record<string, number> = {

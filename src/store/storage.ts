@@ -27,6 +27,8 @@
  *   reference implementation; a SQL backend pushes the same description down.
  * - **Errors**: throw typed errors from src/types/errors.ts; `EvictedError` from `query("spans")` when a
  *   backend dropped that rollout's spans (memory eviction).
+ * - **Sync or async.** Every `StorageTx` method may return its value directly (memory does: fewer
+ *   promises on the hot path) or a promise (SQL); the core awaits either.
  */
 import type {
   Attempt,

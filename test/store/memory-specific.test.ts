@@ -4,7 +4,7 @@
  * store shares is in conformance.ts.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { InMemoryLightningStore, resolveMemoryThresholds, jsonSpanSize, type InMemoryLightningStoreOptions } from "../../src/store/index.ts";
+import { InMemoryLightningStore, resolveMemoryThresholds, jsonSpanSize, type InMemoryLightningStoreOptions } from "../../src/store/memory.ts";
 import { EvictedError, ManualClock, ValidationError, spanFromAttributes, type AttemptedRollout, type Span } from "../../src/types/index.ts";
 
 const stores: InMemoryLightningStore[] = [];

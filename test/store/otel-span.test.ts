@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { context, trace, SpanStatusCode, TraceFlags } from "@opentelemetry/api";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { resourceFromAttributes } from "@opentelemetry/resources";
-import { hrTimeToSeconds, spanFromOpenTelemetry } from "../../src/store/index.ts";
+import { hrTimeToSeconds, spanFromOpenTelemetry } from "../../src/store/otel-span.ts";
 import { Span } from "../../src/types/index.ts";
 
 function recordSpans(body: (tracer: ReturnType<BasicTracerProvider["getTracer"]>) => void): ReadableSpan[] {

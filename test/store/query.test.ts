@@ -1,6 +1,6 @@
 /** The in-memory query evaluator (query.ts): filter, sort and page semantics of store.md §2.1. */
 import { describe, expect, it } from "vitest";
-import { compileFilter, runQuery, sortRows } from "../../src/store/index.ts";
+import { compileFilter, runQuery, sortRows } from "../../src/store/query.ts";
 import { ValidationError } from "../../src/types/index.ts";
 
 type Row = { id: string; mode: string | null; rank: number | null; end_time: number | null; tags?: string[] };
