@@ -19,7 +19,7 @@ const log = getLogger("agentlightning.litagent.decorator");
 
 export type AgentKind = "llm" | "prompt";
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type RolloutFunction<T> = (task: T, ...rest: any[]) => MaybePromise<RolloutRawResult>;
+export type RolloutFunction<T> = (task: T, ...rest: any[]) => unknown;
 
 export interface FunctionalAgentOptions {
   /** Which resource to inject; parsed from parameter names when left out. */
@@ -66,7 +66,7 @@ function detectKind(fn: RolloutFunction<never>, names: string[]): AgentKind {
 
 export interface FunctionalLitAgent<T> {
   /** Calls the wrapped function directly. */
-  (task: T, ...rest: unknown[]): MaybePromise<RolloutRawResult>;
+  (task: T, ...rest: unknown[]): unknown;
 }
 
 export class FunctionalLitAgent<T = unknown> extends LitAgent<T> {
@@ -111,8 +111,8 @@ export class FunctionalLitAgent<T = unknown> extends LitAgent<T> {
     const byName = (n: string): unknown =>
       n === "rollout" ? rollout : n === "resources" ? resources : n === "llm" || PROMPT_PARAMS.includes(n) ? resource : NOT_INJECTABLE;
     const args = names.slice(1).map(byName);
-    if (names.length >= 2 && names[0] === "task" && !args.includes(NOT_INJECTABLE)) return this.fn(task, ...args);
-    return this.fn(task, resource, rollout);
+    if (names.length >= 2 && names[0] === "task" && !args.includes(NOT_INJECTABLE)) return this.fn(task, ...args) as MaybePromise<RolloutRawResult>;
+    return this.fn(task, resource, rollout) as MaybePromise<RolloutRawResult>;
   }
 
   override async rolloutAsync(task: T, resources: NamedResources, rollout: AttemptedRollout): Promise<RolloutRawResult> {

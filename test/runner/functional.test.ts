@@ -35,8 +35,9 @@ describe("LitAgent", () => {
         return 2;
       }
     }
-    expect(new A().validationRollout(0, {}, attempted)).toBe(1);
-    expect(new A().trainingRollout(0, {}, attempted)).toBe(2);
+    const a: LitAgent<number> = new A();
+    expect(a.validationRollout(0, {}, attempted)).toBe(1);
+    expect(a.trainingRollout(0, {}, attempted)).toBe(2);
   });
 });
 
