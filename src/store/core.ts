@@ -533,6 +533,7 @@ export class LightningStoreCore implements LightningStore {
     let onAbort: (() => void) | null = null;
     try {
       for (;;) {
+        if (process.env.DBG_WAIT) console.error("WAITDBG loop", Date.now() % 100000, deadline === null ? null : deadline % 100000);
         const toRead = [...notified].filter((id) => pending.has(id));
         notified.clear();
         if (toRead.length > 0) {
@@ -561,6 +562,8 @@ export class LightningStoreCore implements LightningStore {
             }, ms);
           }
           if (signal) {
+            // It may have fired while we were reading: an abort event is not sent twice.
+            if (signal.aborted) return reject(signal.reason);
             onAbort = () => reject(signal.reason);
             signal.addEventListener("abort", onAbort, { once: true });
           }

@@ -303,6 +303,18 @@ describe("returned rows are frozen, never live (DECISIONS row 9)", () => {
   });
 });
 
+describe("waitForRollouts cancellation", () => {
+  it("an abort that lands before the wait starts listening still cancels it", async () => {
+    const store = makeStore();
+    const r = await store.enqueueRollout(null);
+    const ac = new AbortController();
+    const waiting = store.waitForRollouts({ rollout_ids: [r.rollout_id], timeout: null, signal: ac.signal });
+    // The call is now past its synchronous checks and reading the store: abort right there.
+    ac.abort(new Error("stop"));
+    await expect(waiting).rejects.toThrow("stop");
+  });
+});
+
 describe("statistics and capabilities", () => {
   it("reports the in-memory fields with the class name and uptime from the clock", async () => {
     const clock = new ManualClock(50);
