@@ -533,7 +533,6 @@ export class LightningStoreCore implements LightningStore {
     let onAbort: (() => void) | null = null;
     try {
       for (;;) {
-        if (process.env.DBG_WAIT) console.error("WAITDBG loop", Date.now() % 100000, deadline === null ? null : deadline % 100000);
         const toRead = [...notified].filter((id) => pending.has(id));
         notified.clear();
         if (toRead.length > 0) {
