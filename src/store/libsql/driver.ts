@@ -241,6 +241,11 @@ class NativeDriver implements SqlDriver {
       if (this.closed) return;
       this.closed = true;
       this.cache.clear();
+      // The binding closes the file only when the garbage collector has dropped every prepared
+      // statement, and the last close checkpoints the WAL: checkpoint now, so that late close (on the GC's
+      // schedule, on the main thread) finds nothing to write. Other processes may still be reading: a
+      // busy checkpoint is fine, it reports rather than throws.
+      if (this.kind === "file") this.db.prepare("PRAGMA wal_checkpoint(TRUNCATE)").raw(true).all();
       this.db.close();
     });
   }
@@ -317,6 +322,8 @@ class ClientDriver implements SqlDriver {
     return this.mutex.run(async () => {
       if (this.closed) return;
       this.closed = true;
+      // See NativeDriver.close: checkpoint while we control when the I/O happens.
+      if (this.kind === "file") await this.client.execute("PRAGMA wal_checkpoint(TRUNCATE)");
       this.client.close();
     });
   }

@@ -47,7 +47,17 @@ async function chunked<T>(items: readonly T[], perChunk: number, fn: (chunk: rea
   for (let i = 0; i < items.length; i += perChunk) await fn(items.length <= perChunk ? items : items.slice(i, i + perChunk));
 }
 
+/**
+ * One core transaction. It remembers the rollouts and attempts it has read or written (it holds the
+ * write lock or a read snapshot, so they cannot change under it), which saves the core's repeated reads
+ * of the same rows within one operation. The memory dies with the transaction: nothing is cached across
+ * transactions, so other processes' writes are always seen.
+ */
 export class SqlTx implements StorageTx {
+  private readonly rollouts = new Map<string, Rollout | null>();
+  /** Latest attempt per rollout id, where known. */
+  private readonly latest = new Map<string, Attempt | null>();
+
   constructor(private readonly c: SqlConn) {}
 
   private async one<T>(spec: { fromRow(r: ArrayLike<SqlValue>): T }, sql: string, args: SqlValue[]): Promise<T | null> {
@@ -57,8 +67,12 @@ export class SqlTx implements StorageTx {
 
   // Rollouts ---------------------------------------------------------------------------------------
 
-  getRollout(id: string): Promise<Rollout | null> {
-    return this.one(rolloutSpec, `${rolloutSpec.select} WHERE "rollout_id" = ?`, [id]);
+  async getRollout(id: string): Promise<Rollout | null> {
+    const known = this.rollouts.get(id);
+    if (known !== undefined) return known;
+    const r = await this.one(rolloutSpec, `${rolloutSpec.select} WHERE "rollout_id" = ?`, [id]);
+    this.rollouts.set(id, r);
+    return r;
   }
 
   async insertRollouts(rows: Rollout[]): Promise<void> {
@@ -68,6 +82,7 @@ export class SqlTx implements StorageTx {
       for (const r of chunk) args.push(...rolloutValues(r));
       await this.c.run(`INSERT INTO "rollouts" (${quoted(ROLLOUT_COLUMNS)}) VALUES ${rowsSql(n, chunk.length)}`, args);
     });
+    if (rows.length <= 64) for (const r of rows) this.rollouts.set(r.rollout_id, r);
   }
 
   async updateRollout(id: string, patch: Partial<Rollout>): Promise<Rollout> {
@@ -81,7 +96,9 @@ export class SqlTx implements StorageTx {
     args.push(id);
     const rows = await this.c.all(`UPDATE "rollouts" SET ${keys.map((k) => `"${k}" = ?`).join(", ")} WHERE "rollout_id" = ? ${RETURNING_ROLLOUT}`, args);
     if (rows.length === 0) throw new Error(`updateRollout: rollout ${id} does not exist`);
-    return rolloutSpec.fromRow(rows[0]!);
+    const r = rolloutSpec.fromRow(rows[0]!);
+    this.rollouts.set(id, r);
+    return r;
   }
 
   async listRunningRollouts(): Promise<Rollout[]> {
@@ -91,12 +108,31 @@ export class SqlTx implements StorageTx {
 
   // Attempts ---------------------------------------------------------------------------------------
 
-  getAttempt(rid: string, aid: string): Promise<Attempt | null> {
-    return this.one(attemptSpec, `${attemptSpec.select} WHERE "rollout_id" = ? AND "attempt_id" = ?`, [rid, aid]);
+  async getAttempt(rid: string, aid: string): Promise<Attempt | null> {
+    const latest = this.latest.get(rid);
+    if (latest !== undefined && latest?.attempt_id === aid) return latest;
+    // The requested attempt and the rollout's latest in one query: the core usually asks for both.
+    const rows = await this.c.all(
+      `${attemptSpec.select} WHERE "rollout_id" = ? AND ("attempt_id" = ? OR "sequence_id" = (SELECT MAX("sequence_id") FROM "attempts" WHERE "rollout_id" = ?))`,
+      [rid, aid, rid],
+    );
+    let found: Attempt | null = null;
+    let newest: Attempt | null = null;
+    for (const r of rows) {
+      const a = attemptSpec.fromRow(r);
+      if (a.attempt_id === aid) found = a;
+      if (newest === null || a.sequence_id > newest.sequence_id) newest = a;
+    }
+    this.latest.set(rid, newest);
+    return found;
   }
 
-  getLatestAttempt(rid: string): Promise<Attempt | null> {
-    return this.one(attemptSpec, `${attemptSpec.select} WHERE "rollout_id" = ? ORDER BY "sequence_id" DESC LIMIT 1`, [rid]);
+  async getLatestAttempt(rid: string): Promise<Attempt | null> {
+    const known = this.latest.get(rid);
+    if (known !== undefined) return known;
+    const a = await this.one(attemptSpec, `${attemptSpec.select} WHERE "rollout_id" = ? ORDER BY "sequence_id" DESC LIMIT 1`, [rid]);
+    this.latest.set(rid, a);
+    return a;
   }
 
   async getLatestAttempts(ids: readonly string[]): Promise<Map<string, Attempt>> {
@@ -122,6 +158,9 @@ export class SqlTx implements StorageTx {
 
   async insertAttempt(a: Attempt): Promise<void> {
     await this.c.run(`INSERT INTO "attempts" (${quoted(attemptSpec.columns)}) VALUES ${placeholders(attemptSpec.columns.length)}`, attemptValues(a));
+    const known = this.latest.get(a.rollout_id);
+    if (known === null || (known !== undefined && known.sequence_id < a.sequence_id)) this.latest.set(a.rollout_id, a);
+    else if (known !== undefined) this.latest.delete(a.rollout_id);
   }
 
   async updateAttempt(rid: string, aid: string, patch: Partial<Attempt>): Promise<Attempt> {
@@ -138,7 +177,9 @@ export class SqlTx implements StorageTx {
       args,
     );
     if (rows.length === 0) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
-    return attemptSpec.fromRow(rows[0]!);
+    const a = attemptSpec.fromRow(rows[0]!);
+    if (this.latest.get(rid)?.attempt_id === aid) this.latest.set(rid, a);
+    return a;
   }
 
   // Queue ------------------------------------------------------------------------------------------
