@@ -77,7 +77,8 @@ export class SharedMemoryExecutionStrategy extends ExecutionStrategy {
           event.set();
         }
       } else {
-        startBackground("algorithm", (signal) => algorithm(store, event, signal));
+        // When the algorithm is done, so are the runners (otherwise a runner without maxRollouts polls forever).
+        startBackground("algorithm", (signal) => algorithm(store, event, signal).finally(() => event.set()));
         try {
           await runUntilCompletedOrCanceled("runner-0", (signal) => runner(store, 0, event, signal), event, this.gracefulDelay);
         } catch (err) {
