@@ -9,6 +9,7 @@ export interface GpuTuning {
   rowThreads: number;
   /** Matmul: the workgroup is side x side threads, each computing micro x micro outputs; k-tile depth. */
   matmulSide: number;
+  /** Outputs per thread per dimension in the matmul (fixed by the kernel at 4). */
   matmulMicro: number;
   matmulDepth: number;
   /** Attention: queries per workgroup (one thread each); K/V rows held in workgroup memory per head dim. */
@@ -85,16 +86,23 @@ export class GpuContext {
   private encoder: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
   private lost = false;
+  private errors: string[] = [];
 
+  /** `tuning` overrides the sizes derived from the device limits (tests of small-limit devices). */
   constructor(
     device: GPUDevice,
     readonly handle?: GpuDeviceHandle,
+    tuning?: GpuTuning,
   ) {
     this.device = device;
-    this.tuning = tuningFromLimits(device.limits);
+    this.tuning = tuning ?? tuningFromLimits(device.limits);
     void device.lost.then(() => {
       this.lost = true;
     });
+    // Validation errors (a bad shader, a dispatch over a limit) otherwise only reach the console.
+    device.onuncapturederror = (event: GPUUncapturedErrorEvent) => {
+      this.errors.push(event.error.message);
+    };
   }
 
   static async create(options?: GpuDeviceOptions): Promise<GpuContext> {
@@ -216,11 +224,20 @@ export class GpuContext {
     if (bytes > 0) this.copy(buffer, staging, bytes, elementOffset * 4, 0);
     this.flush();
     await staging.mapAsync(GPUMapMode.READ);
+    this.throwErrors();
     const out = new Float32Array(staging.getMappedRange(0, Math.max(4, bytes)).slice(0, bytes));
     staging.unmap();
     staging.destroy();
     if (this.uniforms.size > UNIFORM_CACHE_LIMIT) this.dropUniforms();
     return out;
+  }
+
+  /** Throws the WebGPU validation errors reported since the last check. */
+  throwErrors(): void {
+    if (this.errors.length === 0) return;
+    const message = this.errors.join("\n");
+    this.errors = [];
+    throw new LightningError(`WebGPU error: ${message}`);
   }
 
   /** Frees cached uniform buffers; called only when the queue has drained (after a read). */

@@ -22,7 +22,7 @@ function transpose(a: Float32Array, rows: number, cols: number): Float32Array {
   return t;
 }
 
-describe.skipIf(noGpu)("WGSL kernels vs the CPU reference", () => {
+describe.skipIf(noGpu)("WGSL kernels vs the CPU reference", { timeout: 180_000 }, () => {
   let ctx: GpuContext;
   const rng = new Rng(1234);
   beforeAll(async () => {

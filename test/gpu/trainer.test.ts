@@ -55,7 +55,7 @@ function randomAdvantages(rng: Rng, n: number): Float32Array {
   return Float32Array.from({ length: n }, () => rng.normal());
 }
 
-describe.skipIf(noGpu)("GpuPolicyTrainer vs the CPU reference", () => {
+describe.skipIf(noGpu)("GpuPolicyTrainer vs the CPU reference", { timeout: 180_000 }, () => {
   let ctx: GpuContext;
   beforeAll(async () => {
     ctx = await GpuContext.create();
@@ -212,11 +212,18 @@ describe.skipIf(noGpu)("GpuPolicyTrainer vs the CPU reference", () => {
     const before = (await gpu.getState()).params;
     const adv = randomAdvantages(rng, batch.n * batch.R);
     const mask = resolveResponseMask(batch);
-    // NaN on masked-out tokens is ignored; on a trained token it makes the loss NaN.
-    adv[mask.findIndex((m) => m === 1)] = NaN;
+    // NaN on a masked-out token is ignored (lr 0 keeps the weights as they were)...
+    const padded = mask.findIndex((x) => x === 0);
+    expect(padded).toBeGreaterThanOrEqual(0);
+    adv[padded] = NaN;
+    const ok = await gpu.policyStep(batch, adv, old, { lr: 0 });
+    expect(ok.skipped).toBe(false);
+    expect(Number.isFinite(ok.loss)).toBe(true);
+    // ...on a trained token it makes the loss NaN and the step is skipped.
+    adv[mask.findIndex((x) => x === 1)] = NaN;
     const m = await gpu.policyStep(batch, adv, old);
     expect(m.skipped).toBe(true);
-    expect(m.step).toBe(0);
+    expect(m.step).toBe(1);
     expect((await gpu.getState()).params).toEqual(before);
     gpu.destroy();
   });

@@ -14,25 +14,33 @@ export interface MatmulShape {
 
 const LAYOUT = { M: "u32", N: "u32", K: "u32", accumulate: "u32" } as const;
 
+/** Register blocking is fixed at 4 x 4 (one vec4 accumulator per output row) so the kernel has no
+ * dynamically indexed private arrays, which software adapters (lavapipe) spill to memory. */
+const MICRO = 4;
+
+/**
+ * Tiled kernel: a side x side workgroup computes a (4 side) x (4 side) tile of C; each thread a 4 x 4 block
+ * (4 consecutive rows, 4 consecutive columns) in four vec4 accumulators. A and B tiles of depth D are staged
+ * in workgroup memory, k-major, B as vec4 so the inner loop is 4 scalar loads, 1 vec4 load and 4 vec4 FMAs.
+ * Out-of-range rows, columns and k are zero-filled, so any M, N, K works.
+ */
 export function matmulKernel(t: GpuTuning, transA: boolean, transB: boolean): KernelSource {
   const key = `matmul_${transA ? "t" : "n"}${transB ? "t" : "n"}`;
   return memoKernel(t, key, LAYOUT, () => {
-  const S = t.matmulSide;
-  const R = t.matmulMicro;
-  const D = t.matmulDepth;
-  // Tiles are stored k-major ([D][TILE]) so the inner loop reads consecutive rows/columns.
-  // Loads map consecutive threads to consecutive addresses of the source layout (coalesced).
-  const loadA = transA
-    ? `let r = e % TILE; let k = e / TILE;` // A stored [K,M]: consecutive e -> consecutive m
-    : `let k = e % D; let r = e / D;`; // A stored [M,K]: consecutive e -> consecutive k
-  const loadB = transB ? `let k = e % D; let c = e / D;` : `let c = e % TILE; let k = e / TILE;`;
-  return `
-const S = ${S}u; const R = ${R}u; const D = ${D}u; const TILE = ${S * R}u;
+    const S = t.matmulSide;
+    const D = t.matmulDepth;
+    const TILE = S * MICRO;
+    // Consecutive threads load consecutive addresses of the source layout.
+    const loadA = transA ? `let r = e % TILE; let k = e / TILE;` : `let k = e % D; let r = e / D;`;
+    const loadB = transB ? `let k = e % D; let c = e / D;` : `let c = e % TILE; let k = e / TILE;`;
+    const rows = [0, 1, 2, 3];
+    return `
+const S = ${S}u; const D = ${D}u; const TILE = ${TILE}u; const TILE4 = ${TILE / 4}u;
 @group(0) @binding(1) var<storage, read> A: array<f32>;
 @group(0) @binding(2) var<storage, read> B: array<f32>;
 @group(0) @binding(3) var<storage, read_write> C: array<f32>;
-var<workgroup> As: array<f32, ${S * R * D}>;
-var<workgroup> Bs: array<f32, ${S * R * D}>;
+var<workgroup> As: array<f32, ${TILE * D}>;
+var<workgroup> Bs: array<vec4<f32>, ${(TILE * D) / 4}>;
 fn readA(r: u32, k: u32) -> f32 {
   if (r >= P.M || k >= P.K) { return 0.0; }
   return A[${transA ? "k * P.M + r" : "r * P.K + k"}];
@@ -41,49 +49,46 @@ fn readB(k: u32, c: u32) -> f32 {
   if (k >= P.K || c >= P.N) { return 0.0; }
   return B[${transB ? "c * P.K + k" : "k * P.N + c"}];
 }
+fn store(r: u32, c: u32, v: f32) {
+  if (r < P.M && c < P.N) {
+    let idx = r * P.N + c;
+    C[idx] = select(0.0, C[idx], P.accumulate != 0u) + v;
+  }
+}
 @compute @workgroup_size(${S}, ${S}, 1)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) {
   let row0 = wg.y * TILE;
   let col0 = wg.x * TILE;
   let tid = l.y * S + l.x;
-  var acc: array<f32, ${R * R}>;
+${rows.map((i) => `  var acc${i} = vec4<f32>(0.0);`).join("\n")}
   for (var k0 = 0u; k0 < P.K; k0 += D) {
     for (var e = tid; e < TILE * D; e += S * S) {
       ${loadA}
       As[k * TILE + r] = readA(row0 + r, k0 + k);
     }
-    for (var e = tid; e < TILE * D; e += S * S) {
-      ${loadB}
-      Bs[k * TILE + c] = readB(k0 + k, col0 + c);
+    for (var e = tid; e < TILE4 * D; e += S * S) {
+      let c4 = e % TILE4; let k = e / TILE4;
+      let c = col0 + c4 * 4u;
+      Bs[k * TILE4 + c4] = vec4<f32>(readB(k0 + k, c), readB(k0 + k, c + 1u), readB(k0 + k, c + 2u), readB(k0 + k, c + 3u));
     }
     workgroupBarrier();
     for (var k = 0u; k < D; k++) {
-      var a: array<f32, ${R}>;
-      var b: array<f32, ${R}>;
-      for (var i = 0u; i < R; i++) { a[i] = As[k * TILE + l.y + i * S]; b[i] = Bs[k * TILE + l.x + i * S]; }
-      for (var i = 0u; i < R; i++) {
-        for (var j = 0u; j < R; j++) { acc[i * R + j] = fma(a[i], b[j], acc[i * R + j]); }
-      }
+      let b = Bs[k * TILE4 + l.x];
+      let a = k * TILE + l.y * 4u;
+${rows.map((i) => `      acc${i} = fma(vec4<f32>(As[a + ${i}u]), b, acc${i});`).join("\n")}
     }
     workgroupBarrier();
   }
-  for (var i = 0u; i < R; i++) {
-    let r = row0 + l.y + i * S;
-    if (r >= P.M) { continue; }
-    for (var j = 0u; j < R; j++) {
-      let c = col0 + l.x + j * S;
-      if (c >= P.N) { continue; }
-      let idx = r * P.N + c;
-      C[idx] = select(0.0, C[idx], P.accumulate != 0u) + acc[i * R + j];
-    }
-  }
+  let r = row0 + l.y * 4u;
+  let c = col0 + l.x * 4u;
+${rows.map((i) => [0, 1, 2, 3].map((j) => `  store(r + ${i}u, c + ${j}u, acc${i}[${j}]);`).join("\n")).join("\n")}
 }
 `;
   });
 }
 
 export function matmul(ctx: GpuContext, a: GPUBuffer, b: GPUBuffer, c: GPUBuffer, s: MatmulShape): void {
-  const tile = ctx.tuning.matmulSide * ctx.tuning.matmulMicro;
+  const tile = ctx.tuning.matmulSide * MICRO;
   ctx.dispatch(
     matmulKernel(ctx.tuning, s.transA === true, s.transB === true),
     { M: s.M, N: s.N, K: s.K, accumulate: s.accumulate === true ? 1 : 0 },
