@@ -118,8 +118,9 @@ export class LightningStoreClient implements LightningStore {
   private readonly timeoutMs: number;
   private readonly headers: Record<string, string>;
   private readonly fetchFn: typeof fetch;
-  /** Aborts requests still in flight when the client is closed. */
-  private readonly lifetime = new AbortController();
+  /** Requests in flight, aborted by `close()`. */
+  private readonly inFlight = new Set<AbortController>();
+  private closed = false;
 
   constructor(serverAddress: string, options: LightningStoreClientOptions = {}) {
     this.serverAddress = serverAddress.replace(/\/+$/, "");
@@ -140,18 +141,40 @@ export class LightningStoreClient implements LightningStore {
   /** True when `GET /v1/agl/health` answers 200 within the request timeout. */
   async health(): Promise<boolean> {
     try {
-      const res = await this.fetchFn(`${this.base}/health`, { headers: this.headers, signal: this.signalFor(0) });
-      await res.body?.cancel();
-      return res.status === 200;
+      return await this.withSignal(0, undefined, async (signal) => {
+        const res = await this.fetchFn(`${this.base}/health`, { headers: this.headers, signal });
+        await res.body?.cancel();
+        return res.status === 200;
+      });
     } catch {
       return false;
     }
   }
 
-  private signalFor(holdSeconds: number, caller?: AbortSignal): AbortSignal {
-    const signals = [AbortSignal.timeout(this.timeoutMs + holdSeconds * 1000), this.lifetime.signal];
-    if (caller) signals.push(caller);
-    return AbortSignal.any(signals);
+  /**
+   * Runs one fetch under its own AbortController: aborted by the request timeout, the caller's signal
+   * or `close()`. (A plain controller with a timer per request: `AbortSignal.any` over a long-lived
+   * signal plus `AbortSignal.timeout` piles up dependents and timers in Node 20 and slows every request.)
+   */
+  private async withSignal<T>(holdSeconds: number, caller: AbortSignal | undefined, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const ac = new AbortController();
+    const timer = setTimeout(
+      () => ac.abort(new DOMException(`request timed out after ${this.timeoutMs / 1000 + holdSeconds} s`, "TimeoutError")),
+      this.timeoutMs + holdSeconds * 1000,
+    );
+    const onCallerAbort = () => ac.abort(caller!.reason);
+    if (caller) {
+      if (caller.aborted) onCallerAbort();
+      else caller.addEventListener("abort", onCallerAbort, { once: true });
+    }
+    this.inFlight.add(ac);
+    try {
+      return await run(ac.signal);
+    } finally {
+      clearTimeout(timer);
+      caller?.removeEventListener("abort", onCallerAbort);
+      this.inFlight.delete(ac);
+    }
   }
 
   /** After a retryable failure: probe health once per configured delay (and once more); false if never healthy. */
@@ -179,13 +202,15 @@ export class LightningStoreClient implements LightningStore {
       let text = "";
       let headers: Headers | null = null;
       try {
-        const res = await this.fetchFn(url, { ...init, signal: this.signalFor(o.holdSeconds ?? 0, o.signal) });
-        text = await res.text();
-        status = res.status;
-        headers = res.headers;
+        await this.withSignal(o.holdSeconds ?? 0, o.signal, async (signal) => {
+          const res = await this.fetchFn(url, { ...init, signal });
+          text = await res.text();
+          status = res.status;
+          headers = res.headers;
+        });
       } catch (e) {
         if (o.signal?.aborted) throw o.signal.reason;
-        if (this.lifetime.signal.aborted) throw new StoreConnectionError(`${method} ${path}: the client was closed`);
+        if (this.closed) throw new StoreConnectionError(`${method} ${path}: the client was closed`);
         last = new StoreConnectionError(`${method} ${path}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
       }
       if (headers !== null) {
@@ -369,6 +394,7 @@ export class LightningStoreClient implements LightningStore {
 
   /** Aborts requests in flight; the server and its store keep running. Safe to call twice. */
   async close(): Promise<void> {
-    this.lifetime.abort();
+    this.closed = true;
+    for (const ac of this.inFlight) ac.abort(new StoreConnectionError("the client was closed"));
   }
 }

@@ -20,7 +20,12 @@ const labelText = (labels: Labels, extra?: [string, string]): string => {
   if (extra) parts.push(`${extra[0]}="${escapeLabel(extra[1])}"`);
   return parts.length ? `{${parts.join(",")}}` : "";
 };
-const keyOf = (labels: Labels): string => JSON.stringify(Object.entries(labels));
+// Label names are fixed per metric, so the values alone identify a series.
+const keyOf = (labels: Labels): string => {
+  let k = "";
+  for (const name in labels) k += labels[name] + "\u0000";
+  return k;
+};
 
 interface Metric {
   render(): string[];
@@ -60,9 +65,15 @@ export class Histogram implements Metric {
     let s = this.series.get(k);
     if (!s) this.series.set(k, (s = { labels, counts: new Array<number>(this.buckets.length).fill(0), sum: 0, count: 0 }));
     // Counts are per bucket here and made cumulative when rendered.
-    let i = 0;
-    while (i < this.buckets.length && value > this.buckets[i]!) i++;
-    if (i < this.buckets.length) s.counts[i]!++;
+    // First bucket with value <= bound (binary search; past the last bound only +Inf counts it).
+    let lo = 0;
+    let hi = this.buckets.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (value > this.buckets[mid]!) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo < this.buckets.length) s.counts[lo]!++;
     s.sum += value;
     s.count++;
   }

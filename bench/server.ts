@@ -1,0 +1,172 @@
+/**
+ * Store server throughput over loopback HTTP, per runtime (the server is `runtimes/<runtime>.ts` in its
+ * own process, on a libSQL file; the load comes from this Node process through LightningStoreClient):
+ * - spans/s through single `POST /v1/agl/spans` (32 requests in flight),
+ * - spans/s through `POST /v1/agl/spans/batch` (batches of 200, 4 in flight),
+ * - full rollout lifecycles/s with 8 concurrent clients (enqueue, dequeue, 4 spans in one batch,
+ *   updateAttempt succeeded).
+ * Baseline, measured in the same run: upstream's protocol, two round trips per span (`POST /spans/next`
+ * for a sequence id, then `POST /spans`), 32 in flight.
+ *
+ * Each figure is printed twice: the wall-clock rate on this machine as it is (shared, so it varies with
+ * the load, printed alongside), and the rate that the CPU time both processes really used allows on two
+ * dedicated cores (units / max(client CPU s, server CPU s), each process needing its own core). The
+ * server's CPU time is read from /proc (Linux).
+ *
+ * Run: `npx tsx bench/server.ts [node|deno|bun ...] [--seconds 3]` (or `npm run bench -- server`).
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { LightningStoreClient } from "../src/client/index.ts";
+import { spanFromAttributes, type Span } from "../src/types/index.ts";
+import { RUNTIMES, startServerProcess, type Runtime } from "../test/server/processes.ts";
+
+const TARGET_BATCH = 20_000;
+const TARGET_SINGLE = 3_000;
+
+const args = process.argv.slice(2);
+const secIdx = args.indexOf("--seconds");
+const SECONDS = secIdx >= 0 ? Number(args[secIdx + 1]) : 3;
+const chosen = args.filter((a, i) => !a.startsWith("--") && args[i - 1] !== "--seconds") as Runtime[];
+const runtimes = chosen.length ? chosen : RUNTIMES;
+
+/** A span shaped like a runner's LLM-call span (as bench/store-memory.ts). */
+function makeSpan(rolloutId: string, attemptId: string, seq: number): Span {
+  const span = spanFromAttributes({
+    rollout_id: rolloutId,
+    attempt_id: attemptId,
+    sequence_id: seq,
+    name: "openai.chat.completion",
+    attributes: {
+      "gen_ai.system": "openai",
+      "gen_ai.request.model": "qwen2.5-1.5b",
+      "gen_ai.usage.prompt_tokens": 123,
+      "gen_ai.usage.completion_tokens": 45,
+      "gen_ai.prompt.0.content": "What is 2 + 2? Answer with a number.",
+      "gen_ai.completion.0.content": "4",
+    },
+    start_time: 1_800_000_000 + seq,
+    end_time: 1_800_000_000.5 + seq,
+  });
+  span.events = [{ name: "reward", attributes: { value: 1 }, timestamp: 1_800_000_000.2 + seq }];
+  return span;
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat. */
+function processCpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime + stime, in USER_HZ (100/s)
+}
+
+interface Rate {
+  /** Units per wall-clock second, here and now. */
+  wall: number;
+  /** Units per second that two dedicated cores allow, from the CPU time both processes used. */
+  twoCores: number;
+}
+
+/** Runs `workers` loops of `op` for `seconds`; each op reports its units (spans, lifecycles). */
+async function rate(seconds: number, workers: number, serverPid: number, op: (worker: number) => Promise<number>): Promise<Rate> {
+  const deadline = performance.now() + seconds * 1000;
+  let units = 0;
+  const c0 = process.cpuUsage();
+  const s0 = processCpuSeconds(serverPid);
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: workers }, async (_, w) => {
+      while (performance.now() < deadline) {
+        // Await first: `units += await op()` would read `units` before the await and lose updates.
+        const u = await op(w);
+        units += u;
+      }
+    }),
+  );
+  const wall = (performance.now() - t0) / 1000;
+  const c = process.cpuUsage(c0);
+  const clientCpu = (c.user + c.system) / 1e6;
+  const serverCpu = processCpuSeconds(serverPid) - s0;
+  return { wall: units / wall, twoCores: units / Math.max(clientCpu, serverCpu, 1e-9) };
+}
+
+interface Row {
+  runtime: string;
+  upstream: Rate;
+  single: Rate;
+  batch: Rate;
+  lifecycles: Rate;
+}
+
+async function benchRuntime(runtime: Runtime): Promise<Row> {
+  const dir = mkdtempSync(join(tmpdir(), `agl-bench-${runtime}-`));
+  const server = await startServerProcess(runtime, ["--port", "0", "--db", `file:${join(dir, "bench.db")}`, "--log-level", "warning"]);
+  const client = new LightningStoreClient(server.url);
+  const pid = server.proc.pid!;
+  try {
+    const targets = await Promise.all(Array.from({ length: 16 }, (_, i) => client.startRollout({ bench: i })));
+    let seq = 1;
+    const target = (w: number) => targets[w % targets.length]!;
+    // Warm-up: connections, JIT, the database file.
+    await rate(0.5, 8, pid, async (w) => (await client.addSpan(makeSpan(target(w).rollout_id, target(w).attempt.attempt_id, seq++)), 1));
+
+    const upstream = await rate(SECONDS, 32, pid, async (w) => {
+      const t = target(w);
+      const id = await client.getNextSpanSequenceId(t.rollout_id, t.attempt.attempt_id);
+      await client.addSpan(makeSpan(t.rollout_id, t.attempt.attempt_id, id));
+      return 1;
+    });
+    const single = await rate(SECONDS, 32, pid, async (w) => {
+      const t = target(w);
+      await client.addSpan(makeSpan(t.rollout_id, t.attempt.attempt_id, seq++));
+      return 1;
+    });
+    const batch = await rate(SECONDS, 4, pid, async (w) => {
+      const t = target(w);
+      const spans = Array.from({ length: 200 }, () => makeSpan(t.rollout_id, t.attempt.attempt_id, seq++));
+      return (await client.addManySpans(spans)).length;
+    });
+    const lifecycles = await rate(SECONDS, 8, pid, async (w) => {
+      await client.enqueueRollout({ task: w });
+      const r = await client.dequeueRollout({ worker_id: `worker-${w}` });
+      if (!r) return 0; // another client took it; this one's is claimed later
+      await client.addManySpans([1, 2, 3, 4].map((i) => makeSpan(r.rollout_id, r.attempt.attempt_id, i)));
+      await client.updateAttempt(r.rollout_id, r.attempt.attempt_id, { status: "succeeded" });
+      return 1;
+    });
+    const stats = await client.statistics();
+    if (stats.total_spans === undefined || stats.total_spans <= 0) throw new Error("no spans were stored");
+    return { runtime: server.output().match(/\((node|deno|bun) [^)]*\)/)?.[0].slice(1, -1) ?? runtime, upstream, single, batch, lifecycles };
+  } finally {
+    await client.close();
+    const code = await server.stop("SIGTERM");
+    rmSync(dir, { recursive: true, force: true });
+    if (code !== 0) throw new Error(`${runtime} server exited with ${code}:\n${server.output()}`);
+  }
+}
+
+const fmt = (n: number): string => Math.round(n).toLocaleString("en-US");
+const both = (r: Rate): string => `${fmt(r.wall)} / ${fmt(r.twoCores)}`;
+const rows: Row[] = [];
+const load0 = loadavg()[0]!;
+for (const rt of runtimes) {
+  console.log(`benchmarking the ${rt} server (${SECONDS} s per measurement)...`);
+  rows.push(await benchRuntime(rt));
+}
+const load1 = loadavg()[0]!;
+
+console.log(`\nStore server on a libSQL file, loopback HTTP, load from a Node LightningStoreClient, ${SECONDS} s per figure.`);
+console.log(`Each cell: wall-clock rate here (1-min load average ${load0.toFixed(1)} -> ${load1.toFixed(1)} on ${availableParallelism()} cores) / rate the CPU time used allows on 2 dedicated cores.\n`);
+console.log("| server | baseline: upstream protocol, next id + POST /spans (spans/s) | single POST /spans (spans/s) | POST /spans/batch (spans/s) | batch vs baseline | lifecycles/s, 8 clients |");
+console.log("|---|---:|---:|---:|---:|---:|");
+for (const r of rows) {
+  console.log(`| ${r.runtime} | ${both(r.upstream)} | ${both(r.single)} | ${both(r.batch)} | ${(r.batch.wall / r.upstream.wall).toFixed(0)}x / ${(r.batch.twoCores / r.upstream.twoCores).toFixed(0)}x | ${both(r.lifecycles)} |`);
+}
+const misses = rows.flatMap((r) => [
+  ...(r.batch.twoCores < TARGET_BATCH ? [`${r.runtime}: batch ${fmt(r.batch.twoCores)} < ${fmt(TARGET_BATCH)} spans/s`] : []),
+  ...(r.single.twoCores < TARGET_SINGLE ? [`${r.runtime}: single ${fmt(r.single.twoCores)} < ${fmt(TARGET_SINGLE)} spans/s`] : []),
+]);
+console.log(
+  misses.length
+    ? `\nbelow target (2-core figures): ${misses.join("; ")}`
+    : `\nevery runtime meets the targets on 2 cores (batch >= ${fmt(TARGET_BATCH)}, single >= ${fmt(TARGET_SINGLE)} spans/s)`,
+);
