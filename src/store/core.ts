@@ -190,17 +190,26 @@ export class LightningStoreCore implements LightningStore {
     this.scanning = true;
     try {
       const fx: Effects = { finished: [] };
-      const changed = await this.storage.tx("w", async (t) => {
+      // Most scans find nothing: look in a read transaction first and open a write transaction only
+      // for the rollouts that seem due (a SQL write transaction is expensive and blocks writers).
+      const due = await this.storage.tx("r", async (t) => {
         const running = await t.listRunningRollouts();
-        if (running.length === 0) return 0;
+        if (running.length === 0) return [];
         const now = this.clock.now();
         const latest = await t.getLatestAttempts(running.map((r) => r.rollout_id));
+        return running.filter((r) => this.dueVerdict(r, latest.get(r.rollout_id) ?? null, now) !== null).map((r) => r.rollout_id);
+      });
+      if (due.length === 0) return 0;
+      const changed = await this.storage.tx("w", async (t) => {
+        const now = this.clock.now();
+        const latest = await t.getLatestAttempts(due);
         let n = 0;
-        for (const rollout of running) {
-          const attempt = latest.get(rollout.rollout_id);
-          if (!attempt || !(attempt.status === "preparing" || attempt.status === "running" || attempt.status === "unresponsive")) continue;
-          const verdict = watchdogVerdict(attempt, rollout.config, now);
-          if (verdict === null || verdict === attempt.status) continue;
+        for (const id of due) {
+          // Judged again on fresh rows: a span or an update may have landed in between.
+          const rollout = await t.getRollout(id);
+          const attempt = latest.get(id) ?? null;
+          const verdict = rollout && this.dueVerdict(rollout, attempt, now);
+          if (!verdict || !rollout || !attempt) continue;
           await this.applyAttemptPatch(t, rollout, attempt, { status: verdict }, now, fx);
           n++;
         }
@@ -211,6 +220,18 @@ export class LightningStoreCore implements LightningStore {
     } finally {
       this.scanning = false;
     }
+  }
+
+  /**
+   * The status the watchdog gives a rollout's latest attempt now, or null. Only a still-running
+   * rollout's preparing/running/unresponsive attempt is judged (a finished attempt never becomes
+   * `timeout`), and a verdict equal to the current status changes nothing.
+   */
+  private dueVerdict(rollout: Rollout, attempt: Attempt | null, now: number): "timeout" | "unresponsive" | null {
+    if (!attempt || !(rollout.status === "preparing" || rollout.status === "running")) return null;
+    if (!(attempt.status === "preparing" || attempt.status === "running" || attempt.status === "unresponsive")) return null;
+    const verdict = watchdogVerdict(attempt, rollout.config, now);
+    return verdict === attempt.status ? null : verdict;
   }
 
   private startWatchdogTimer(seconds: number): void {
