@@ -24,6 +24,8 @@ export type SqlRow = ArrayLike<SqlValue>;
 export interface SqlConn {
   /** Runs a statement that returns rows. */
   all(sql: string, args?: readonly SqlValue[]): Promise<SqlRow[]>;
+  /** Runs a statement that returns at most one row (cheaper than `all` in the binding); a DML with RETURNING does all its work. */
+  get(sql: string, args?: readonly SqlValue[]): Promise<SqlRow | undefined>;
   /** Runs a statement that returns no rows. */
   run(sql: string, args?: readonly SqlValue[]): Promise<RunResult>;
 }
@@ -88,6 +90,7 @@ interface NativeStatement {
   reader: boolean;
   raw(on?: boolean): NativeStatement;
   all(...params: unknown[]): unknown[];
+  get(...params: unknown[]): unknown;
   run(...params: unknown[]): { changes: number; lastInsertRowid: number | bigint };
 }
 interface NativeDatabase {
@@ -122,6 +125,7 @@ class NativeDriver implements SqlDriver {
   ) {
     this.conn = {
       all: async (sql, args) => this.prepare(sql).all(args ?? []) as SqlValue[][],
+      get: async (sql, args) => this.prepare(sql).get(args ?? []) as SqlValue[] | undefined,
       run: async (sql, args) => {
         const r = this.prepare(sql).run(args ?? []);
         return { changes: r.changes, lastRowid: Number(r.lastInsertRowid) };
@@ -296,6 +300,7 @@ class ClientDriver implements SqlDriver {
       const t = await this.client.transaction(mode === "w" ? "write" : "read");
       const conn: SqlConn = {
         all: async (sql, args) => (await t.execute({ sql, args: (args ?? []) as SqlValue[] })).rows,
+        get: async (sql, args) => (await t.execute({ sql, args: (args ?? []) as SqlValue[] })).rows[0],
         run: async (sql, args) => {
           const r = await t.execute({ sql, args: (args ?? []) as SqlValue[] });
           return { changes: r.rowsAffected, lastRowid: Number(r.lastInsertRowid ?? 0) };

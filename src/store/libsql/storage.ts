@@ -61,8 +61,8 @@ export class SqlTx implements StorageTx {
   constructor(private readonly c: SqlConn) {}
 
   private async one<T>(spec: { fromRow(r: ArrayLike<SqlValue>): T }, sql: string, args: SqlValue[]): Promise<T | null> {
-    const rows = await this.c.all(sql, args);
-    return rows.length > 0 ? spec.fromRow(rows[0]!) : null;
+    const row = await this.c.get(sql, args);
+    return row === undefined ? null : spec.fromRow(row);
   }
 
   // Rollouts ---------------------------------------------------------------------------------------
@@ -94,9 +94,9 @@ export class SqlTx implements StorageTx {
     }
     const args = keys.map((k) => toSql(k, (patch as Record<string, unknown>)[k]));
     args.push(id);
-    const rows = await this.c.all(`UPDATE "rollouts" SET ${keys.map((k) => `"${k}" = ?`).join(", ")} WHERE "rollout_id" = ? ${RETURNING_ROLLOUT}`, args);
-    if (rows.length === 0) throw new Error(`updateRollout: rollout ${id} does not exist`);
-    const r = rolloutSpec.fromRow(rows[0]!);
+    const row = await this.c.get(`UPDATE "rollouts" SET ${keys.map((k) => `"${k}" = ?`).join(", ")} WHERE "rollout_id" = ? ${RETURNING_ROLLOUT}`, args);
+    if (row === undefined) throw new Error(`updateRollout: rollout ${id} does not exist`);
+    const r = rolloutSpec.fromRow(row);
     this.rollouts.set(id, r);
     return r;
   }
@@ -152,8 +152,7 @@ export class SqlTx implements StorageTx {
   }
 
   async countAttempts(rid: string): Promise<number> {
-    const rows = await this.c.all(`SELECT COUNT(*) FROM "attempts" WHERE "rollout_id" = ?`, [rid]);
-    return Number(rows[0]![0]);
+    return Number((await this.c.get(`SELECT COUNT(*) FROM "attempts" WHERE "rollout_id" = ?`, [rid]))![0]);
   }
 
   async insertAttempt(a: Attempt): Promise<void> {
@@ -172,12 +171,12 @@ export class SqlTx implements StorageTx {
     }
     const args = keys.map((k) => toSql(k, (patch as Record<string, unknown>)[k]));
     args.push(rid, aid);
-    const rows = await this.c.all(
+    const row = await this.c.get(
       `UPDATE "attempts" SET ${keys.map((k) => `"${k}" = ?`).join(", ")} WHERE "rollout_id" = ? AND "attempt_id" = ? ${RETURNING_ATTEMPT}`,
       args,
     );
-    if (rows.length === 0) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
-    const a = attemptSpec.fromRow(rows[0]!);
+    if (row === undefined) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
+    const a = attemptSpec.fromRow(row);
     if (this.latest.get(rid)?.attempt_id === aid) this.latest.set(rid, a);
     return a;
   }
@@ -199,7 +198,7 @@ export class SqlTx implements StorageTx {
   }
 
   async queueHas(id: string): Promise<boolean> {
-    return (await this.c.all(`SELECT 1 FROM "queue" WHERE "rollout_id" = ? LIMIT 1`, [id])).length > 0;
+    return (await this.c.get(`SELECT 1 FROM "queue" WHERE "rollout_id" = ? LIMIT 1`, [id])) !== undefined;
   }
 
   // Spans ------------------------------------------------------------------------------------------
@@ -239,19 +238,19 @@ export class SqlTx implements StorageTx {
   }
 
   async incSequence(rid: string, n: number): Promise<number> {
-    const rows = await this.c.all(
+    const row = await this.c.get(
       `INSERT INTO "span_sequences" ("rollout_id", "value") VALUES (?, ?) ON CONFLICT ("rollout_id") DO UPDATE SET "value" = "value" + excluded."value" RETURNING "value"`,
       [rid, n],
     );
-    return Number(rows[0]![0]);
+    return Number(row![0]);
   }
 
   async chmaxSequence(rid: string, value: number): Promise<number> {
-    const rows = await this.c.all(
+    const row = await this.c.get(
       `INSERT INTO "span_sequences" ("rollout_id", "value") VALUES (?, MAX(?, 0)) ON CONFLICT ("rollout_id") DO UPDATE SET "value" = MAX("value", excluded."value") RETURNING "value"`,
       [rid, value],
     );
-    return Number(rows[0]![0]);
+    return Number(row![0]);
   }
 
   // Resources --------------------------------------------------------------------------------------
@@ -287,8 +286,8 @@ export class SqlTx implements StorageTx {
     const cols = quoted(["worker_id", ...keys]);
     // Column defaults are the model defaults (status 'unknown', the rest NULL): a new worker gets them.
     const onConflict = keys.length > 0 ? `DO UPDATE SET ${keys.map((k) => `"${k}" = excluded."${k}"`).join(", ")}` : `DO UPDATE SET "worker_id" = "worker_id"`;
-    const rows = await this.c.all(`INSERT INTO "workers" (${cols}) VALUES ${placeholders(keys.length + 1)} ON CONFLICT ("worker_id") ${onConflict} ${RETURNING_WORKER}`, args);
-    return workerSpec.fromRow(rows[0]!);
+    const row = await this.c.get(`INSERT INTO "workers" (${cols}) VALUES ${placeholders(keys.length + 1)} ON CONFLICT ("worker_id") ${onConflict} ${RETURNING_WORKER}`, args);
+    return workerSpec.fromRow(row!);
   }
 
   // Queries ----------------------------------------------------------------------------------------
