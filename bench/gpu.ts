@@ -1,6 +1,6 @@
 /**
  * WebGPU engine figures on the adapter found here, each beside the CPU reference measured in the same run:
- * - matmul GFLOP/s by size (the tiled WGSL kernel vs src/model/reference/ops.ts matmul);
+ * - matmul GFLOP/s by size (the tiled WGSL kernel vs src/model/reference/ops.ts matmul, up to 512);
  * - policyStep (PPO, token-mean, AdamW, clipping) response tokens/s per preset (tiny, small; base with
  *   `--base` or on a hardware adapter), vs the CPU trainer on the same batch (small: on a 1-row slice,
  *   because the plain-TS reference would take minutes; tokens/s is per token so it still compares).
@@ -45,7 +45,7 @@ function randn(rng: Rng, n: number): Float32Array {
 {
   const rng = new Rng(1);
   const rows: string[][] = [["size", "GPU ms", "GPU GFLOP/s", "CPU ref ms", "CPU GFLOP/s", "ratio"]];
-  for (const n of [128, 256, 512, 1024, 2048]) {
+  for (const n of report.software ? [128, 256, 512, 1024] : [128, 256, 512, 1024, 2048, 4096]) {
     const a = randn(rng, n * n);
     const b = randn(rng, n * n);
     const [A, B, C] = [ctx.upload(a), ctx.upload(b), ctx.alloc(n * n)];
@@ -85,10 +85,18 @@ function fullBatch(config: ModelConfig, n: number, P: number, R: number, rng: Rn
   return { n, P, R, inputIds, attentionMask, positionIds };
 }
 
-const SHAPES: Record<PresetName, { n: number; P: number; R: number; micro: number }> = {
+type Shape = { n: number; P: number; R: number; micro: number };
+/** Batch shapes per preset (bench/torch/policy_step.py uses the hardware ones). A software adapter
+ * (lavapipe on a shared CPU) gets a quarter of the tokens so the run stays within minutes. */
+const SHAPES: Record<PresetName, Shape> = {
   tiny: { n: 8, P: 32, R: 96, micro: 8 },
   small: { n: 8, P: 64, R: 192, micro: 4 },
   base: { n: 4, P: 128, R: 384, micro: 2 },
+};
+const SOFTWARE_SHAPES: Record<PresetName, Shape> = {
+  tiny: { n: 4, P: 16, R: 48, micro: 4 },
+  small: { n: 2, P: 32, R: 96, micro: 2 },
+  base: { n: 1, P: 64, R: 192, micro: 1 },
 };
 
 async function gpuTokensPerSecond(config: ModelConfig, batch: TokenBatch, micro: number, steps: number): Promise<number> {
@@ -119,7 +127,7 @@ if (process.argv.includes("--base") || !report.software) presets.push("base");
 console.log("\npolicyStep (PPO token-mean + grad clip + AdamW), response tokens per second");
 for (const name of presets) {
   const config = presetConfig(name);
-  const s = SHAPES[name];
+  const s = (report.software ? SOFTWARE_SHAPES : SHAPES)[name];
   const batch = fullBatch(config, s.n, s.P, s.R, new Rng(2));
   const steps = report.software ? 2 : 10;
   const gpu = await gpuTokensPerSecond(config, batch, s.micro, steps);

@@ -1,5 +1,5 @@
 export { requestGpuDevice, probeGpu, describeAdapter, GpuUnavailableError, GPU_HELP, type GpuAdapterReport, type GpuDeviceHandle, type GpuDeviceOptions } from "./device.ts";
-export { detectRuntime, type GpuRuntime } from "./navigator.ts";
+export type { GpuRuntime } from "./navigator.ts";
 export { GpuContext, tuningFromLimits, type GpuTuning } from "./context.ts";
 export { GpuPolicyTrainer, type GpuTrainerOptions } from "./trainer.ts";
 export { createPolicyTrainer, type CreateTrainerOptions } from "./factory.ts";
