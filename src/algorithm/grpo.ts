@@ -1,0 +1,338 @@
+/**
+ * GRPO (gpu-training.md part 7, runtime.md §5.6, trace-train.md §8): the training loop of Lightning TS.
+ *
+ * Each step: publish the policy server as the `main_llm` resource (a ProxyLLM, so every runner's calls
+ * carry the rollout/attempt routing prefix and land in the store with their token ids), enqueue each
+ * task of the batch `nSamples` times with `metadata.data_id`, wait for the rollouts, turn each one's
+ * spans into triplets with the adapter, build the padded batch and the GRPO advantages in the Wasm
+ * core, take one `policyStep` on the trainer (WebGPU or CPU), and serve the new weights as the next
+ * policy version. Validation (temperature 0, one rollout per task) runs before the first step, every
+ * `valEvery` steps and after the last; checkpoints are written every `checkpointEvery` steps.
+ *
+ * Rows of groups whose rewards are all equal have zero advantage and carry no policy gradient; they
+ * are left out of the update (`dropTiedGroups`, as upstream HEAD prefers dropping them), which saves
+ * their forward and backward passes. Token-mean aggregation then averages over the kept rows only.
+ *
+ * Metrics per step go to the console (a progress line) and to the store: each step is a
+ * `grpo.step` span, each validation a `grpo.validation` span, under one `grpo` bookkeeping rollout.
+ */
+import { buildTrainingBatch, type FinishedRollout, type Triplet } from "../adapter/index.ts";
+import { LlmProxyTraceToTriplet } from "../adapter/proxy-triplet.ts";
+import { adapterKernels } from "../adapter/trace-triplet.ts";
+import { saveCheckpoint } from "../model/checkpoint.ts";
+import { PAD_ID } from "../model/tokenizer.ts";
+import type { PolicyLossOptions, PolicyTrainer, StepMetrics, TokenBatch } from "../model/train-types.ts";
+import type { ModelPolicy } from "../proxy/policy.ts";
+import type { PolicyServer } from "../proxy/policy-server.ts";
+import type { LightningStore } from "../store/base.ts";
+import { getLogger } from "../tracer/log.ts";
+import type { BatchTensors, Kernels } from "../wasm/types.ts";
+import { spanFromAttributes, type Attributes, type Span } from "../types/span.ts";
+import { RuntimeError } from "../runner/errors.ts";
+import { ValidationError } from "../types/errors.ts";
+import { Algorithm, batchIterOverDataset, withLlmProxy, type Dataset } from "./base.ts";
+
+const log = getLogger("agentlightning.algorithm.grpo");
+
+export interface GrpoOptions {
+  /** The policy trainer (GPU or CPU); its parameters are the policy being trained. */
+  trainer: PolicyTrainer;
+  /** The policy the server serves; updated after every step. */
+  policy: ModelPolicy;
+  /** Training steps [20]. */
+  steps?: number;
+  /** Tasks per step [16]. */
+  batchSize?: number;
+  /** Rollouts per task: the GRPO group size [8]. */
+  nSamples?: number;
+  /** Validate every k steps (and before the first and after the last); 0: only before and after [5]. */
+  valEvery?: number;
+  maxPromptLength: number;
+  maxResponseLength: number;
+  /** Sampling temperature of training rollouts [1.0]; validation uses `valTemperature` [0]. */
+  temperature?: number;
+  valTemperature?: number;
+  /** Learning rate of each step [the trainer's]. */
+  lr?: number;
+  /** Rows per forward/backward pass [all]. */
+  microBatchSize?: number;
+  /** PPO loss options (clip ratios, aggregation, entropy bonus). */
+  loss?: PolicyLossOptions;
+  /** Divide group-centred rewards by the group std (verl's `norm_adv_by_std_in_grpo`) [true]. */
+  normByStd?: boolean;
+  /** Leave rows of all-equal-reward groups out of the update [true]. */
+  dropTiedGroups?: boolean;
+  /** A rollout at or above this reward counts as correct in `accuracy` [1]. */
+  successReward?: number;
+  /** Reward of a rollout without one [0]. */
+  rewardFillna?: number;
+  checkpointDir?: string | null;
+  /** Steps between checkpoints (the last step always writes one when checkpointDir is set) [10]. */
+  checkpointEvery?: number;
+  /** Seed of the task order [0]. */
+  seed?: number;
+  /** Give up on a batch of rollouts after this many seconds [600]. */
+  rolloutTimeoutSeconds?: number;
+  /** Print a progress line per step and per validation [true]. */
+  progress?: boolean;
+  /** Called after each step and validation. */
+  onReport?: (report: GrpoReport) => void;
+  kernels?: Kernels;
+  /** Spans to triplets [LlmProxyTraceToTriplet, which reads the policy server's LLM-call spans]. */
+  adapter?: { adapt(spans: Span[]): Triplet[] };
+}
+
+export interface ValidationReport {
+  kind: "validation";
+  step: number;
+  reward: number;
+  accuracy: number;
+  n: number;
+}
+
+export interface StepReport {
+  kind: "step";
+  step: number;
+  version: number;
+  reward: number;
+  accuracy: number;
+  /** Share of groups (two rollouts or more) whose rewards were all equal. */
+  zero_variance_group_share: number;
+  rows: number;
+  trained_rows: number;
+  kl: number;
+  clip_frac: number;
+  entropy: number;
+  grad_norm: number;
+  loss: number;
+  /** Response tokens trained per second of policyStep. */
+  train_tokens_per_second: number;
+  /** Response tokens sampled per second of the rollout phase (wall time, agents included). */
+  rollout_tokens_per_second: number;
+  seconds: number;
+  skipped: boolean;
+}
+
+export type GrpoReport = ValidationReport | StepReport;
+
+/** The slice of a PolicyServer the loop uses. */
+type PolicyEndpoint = Pick<PolicyServer, "asResource">;
+
+type OptionalKeys = "checkpointDir" | "onReport" | "kernels" | "lr" | "microBatchSize" | "loss" | "adapter";
+
+const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
+
+/** Rows `keep` of a batch, as a new TokenBatch. */
+export function selectRows(t: BatchTensors | TokenBatch, keep: readonly number[]): TokenBatch {
+  const T = t.P + t.R;
+  const take = <A extends Int32Array | Float32Array | Uint8Array>(a: A, w: number): A => {
+    const out = new (a.constructor as new (n: number) => A)(keep.length * w);
+    keep.forEach((r, i) => out.set(a.subarray(r * w, (r + 1) * w), i * w));
+    return out;
+  };
+  const mask = t.responseMask;
+  return {
+    n: keep.length,
+    P: t.P,
+    R: t.R,
+    inputIds: take(t.inputIds, T),
+    attentionMask: take(t.attentionMask as Int32Array, T),
+    positionIds: take(t.positionIds, T),
+    ...(mask ? { responseMask: take(mask as Int32Array, t.R) } : {}),
+  };
+}
+
+function progressBar(done: number, total: number, width = 20): string {
+  const filled = total > 0 ? Math.round((done / total) * width) : width;
+  return `[${"#".repeat(filled)}${".".repeat(width - filled)}]`;
+}
+
+export class GRPO extends Algorithm {
+  readonly options: Required<Omit<GrpoOptions, OptionalKeys>> & Pick<GrpoOptions, OptionalKeys>;
+  /** Every report, in order. */
+  readonly reports: GrpoReport[] = [];
+  private metricsRollout: { rid: string; aid: string } | null = null;
+
+  constructor(o: GrpoOptions) {
+    super();
+    this.options = {
+      steps: 20, batchSize: 16, nSamples: 8, valEvery: 5, temperature: 1, valTemperature: 0, normByStd: true, dropTiedGroups: true,
+      successReward: 1, rewardFillna: 0, checkpointEvery: 10, seed: 0, rolloutTimeoutSeconds: 600, progress: true, ...o,
+    };
+    for (const k of ["steps", "batchSize", "nSamples"] as const) {
+      const v = this.options[k];
+      if (!(Number.isInteger(v) && v >= 1)) throw new ValidationError(`${k} must be a positive integer, got ${v}`, [k]);
+    }
+  }
+
+  get validations(): ValidationReport[] {
+    return this.reports.filter((r): r is ValidationReport => r.kind === "validation");
+  }
+  get steps(): StepReport[] {
+    return this.reports.filter((r): r is StepReport => r.kind === "step");
+  }
+
+  async run(trainDataset?: Dataset<unknown> | null, valDataset?: Dataset<unknown> | null): Promise<void> {
+    if (!trainDataset || trainDataset.length === 0) throw new ValidationError("GRPO needs a non-empty training dataset", ["train_dataset"]);
+    await withLlmProxy(this, async (proxy) => {
+      if (proxy === null || typeof (proxy as unknown as PolicyEndpoint).asResource !== "function")
+        throw new RuntimeError("GRPO needs a PolicyServer as its LLM proxy (Trainer option llmProxy)");
+      await this.loop(proxy as unknown as PolicyEndpoint, trainDataset, valDataset ?? null);
+    }, { required: true });
+  }
+
+  private async loop(server: PolicyEndpoint, train: Dataset<unknown>, val: Dataset<unknown> | null): Promise<void> {
+    const o = this.options;
+    const store = this.getStore();
+    const started = await store.startRollout({ algorithm: "grpo", steps: o.steps }, { metadata: { kind: "grpo-metrics" } });
+    this.metricsRollout = { rid: started.rollout_id, aid: started.attempt.attempt_id };
+    let seed = o.seed >>> 0;
+    const random = () => ((seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 4294967296);
+    const batches = batchIterOverDataset(train, o.batchSize, random);
+    try {
+      if (val) await this.validate(server, val, 0);
+      for (let step = 1; step <= o.steps; step++) {
+        await this.trainStep(server, batches.next().value as unknown[], step);
+        const last = step === o.steps;
+        if (val && (last || (o.valEvery > 0 && step % o.valEvery === 0))) await this.validate(server, val, step);
+        if (o.checkpointDir && (last || step % o.checkpointEvery === 0)) {
+          const state = await o.trainer.getState();
+          await saveCheckpoint(`${o.checkpointDir}/step-${step}`, { config: state.config, params: state.params, optimizer: state.optimizer });
+        }
+      }
+      await store.updateRollout(started.rollout_id, { status: "succeeded" });
+    } catch (e) {
+      await store.updateRollout(started.rollout_id, { status: "failed" });
+      throw e;
+    }
+  }
+
+  /** Enqueues `tasks` (each `n` times), waits for them, and adapts each rollout's latest spans. */
+  private async rollouts(server: PolicyEndpoint, tasks: readonly unknown[], n: number, mode: "train" | "val", tag: string): Promise<{ finished: FinishedRollout[]; tokens: number; seconds: number }> {
+    const o = this.options;
+    const store = this.getStore();
+    const t0 = performance.now();
+    const temperature = mode === "train" ? o.temperature : o.valTemperature;
+    const resources = await store.addResources({ main_llm: server.asResource({ samplingParameters: { temperature } }) });
+    const requests = tasks.flatMap((input, i) =>
+      Array.from({ length: n }, () => ({ input, mode, resources_id: resources.resources_id, metadata: { data_id: `${tag}-${i}`, is_train: mode === "train" } })),
+    );
+    const enqueued = await store.enqueueManyRollouts(requests);
+    await waitAll(store, enqueued.map((r) => r.rollout_id), o.rolloutTimeoutSeconds);
+    const adapter = o.adapter ?? new LlmProxyTraceToTriplet();
+    let tokens = 0;
+    const finished: FinishedRollout[] = [];
+    for (const [k, r] of enqueued.entries()) {
+      const spans = (await store.querySpans(r.rollout_id, { attempt_id: "latest" })).items;
+      const triplets = spans.length > 0 ? adapter.adapt(spans) : [];
+      for (const t of triplets) tokens += (t.response.token_ids as number[] | undefined)?.length ?? 0;
+      finished.push({ rollout_id: r.rollout_id, data_id: requests[k].metadata.data_id, triplets });
+    }
+    return { finished, tokens, seconds: (performance.now() - t0) / 1000 };
+  }
+
+  private rewardsOf(finished: FinishedRollout[]): number[] {
+    return finished.map((r) => {
+      for (let i = r.triplets.length - 1; i >= 0; i--) {
+        const v = r.triplets[i].reward;
+        if (v !== null && v !== undefined) return v;
+      }
+      return this.options.rewardFillna;
+    });
+  }
+
+  private async validate(server: PolicyEndpoint, val: Dataset<unknown>, step: number): Promise<void> {
+    const tasks = Array.from({ length: val.length }, (_, i) => val[i]);
+    const { finished } = await this.rollouts(server, tasks, 1, "val", `val${step}`);
+    const rewards = this.rewardsOf(finished);
+    const report: ValidationReport = {
+      kind: "validation", step, n: rewards.length,
+      reward: mean(rewards), accuracy: mean(rewards.map((r) => (r >= this.options.successReward ? 1 : 0))),
+    };
+    if (this.options.progress) console.log(`grpo validation @ step ${step}: accuracy ${(report.accuracy * 100).toFixed(1)}% reward ${report.reward.toFixed(3)} (${report.n} tasks)`);
+    await this.report(report, "grpo.validation");
+  }
+
+  private async trainStep(server: PolicyEndpoint, tasks: unknown[], step: number): Promise<void> {
+    const o = this.options;
+    const t0 = performance.now();
+    const { finished, tokens, seconds: rolloutSeconds } = await this.rollouts(server, tasks, o.nSamples, "train", `s${step}`);
+    const rewards = this.rewardsOf(finished);
+    const batch = buildTrainingBatch(finished, {
+      maxPromptLength: o.maxPromptLength, maxResponseLength: o.maxResponseLength, padTokenId: PAD_ID,
+      rewardFillna: o.rewardFillna, grouping: "sample", kernels: o.kernels,
+    });
+    const t = batch.tensors;
+    let metrics: StepMetrics | null = null;
+    let trained = 0;
+    if (t.n > 0) {
+      const kernels = o.kernels ?? adapterKernels();
+      const mask = Float32Array.from(t.responseMask);
+      const adv = kernels.grpo({ rewards: t.tokenLevelScores, mask, B: t.n, T: t.R, groups: batch.groups }, o.normByStd).advantages.slice();
+      const keep: number[] = [];
+      for (let i = 0; i < t.n; i++) {
+        if (t.isDrop[i]) continue;
+        let any = !o.dropTiedGroups;
+        for (let j = 0; j < t.R && !any; j++) any = adv[i * t.R + j] !== 0;
+        if (any) keep.push(i);
+      }
+      if (keep.length > 0) {
+        const sub = selectRows(t, keep);
+        const subAdv = new Float32Array(keep.length * t.R);
+        keep.forEach((r, i) => subAdv.set(adv.subarray(r * t.R, (r + 1) * t.R), i * t.R));
+        const old = await o.trainer.logProbs(sub, { microBatchSize: o.microBatchSize });
+        metrics = await o.trainer.policyStep(sub, subAdv, old.log_probs, { ...o.loss, lr: o.lr, microBatchSize: o.microBatchSize });
+        if (!metrics.skipped) {
+          const state = await o.trainer.getState();
+          o.policy.update(state.params);
+        }
+        trained = keep.length;
+      }
+    }
+    const report: StepReport = {
+      kind: "step", step, version: o.policy.version,
+      reward: mean(rewards), accuracy: mean(rewards.map((r) => (r >= o.successReward ? 1 : 0))),
+      zero_variance_group_share: batch.metrics["training/tied_group_ratio"] ?? 0,
+      rows: t.n, trained_rows: trained,
+      kl: metrics?.approx_kl ?? 0, clip_frac: metrics?.clip_frac ?? 0, entropy: metrics?.entropy ?? 0,
+      grad_norm: metrics?.grad_norm ?? 0, loss: metrics?.loss ?? 0,
+      train_tokens_per_second: metrics?.tokens_per_second ?? 0,
+      rollout_tokens_per_second: rolloutSeconds > 0 ? tokens / rolloutSeconds : 0,
+      seconds: (performance.now() - t0) / 1000, skipped: metrics?.skipped ?? true,
+    };
+    if (o.progress) {
+      console.log(
+        `grpo ${progressBar(step, o.steps)} step ${step}/${o.steps} reward ${report.reward.toFixed(3)} acc ${(report.accuracy * 100).toFixed(1)}% ` +
+          `zero-var ${(report.zero_variance_group_share * 100).toFixed(0)}% kl ${report.kl.toExponential(2)} clip ${report.clip_frac.toFixed(3)} ` +
+          `rows ${trained}/${t.n} gen ${report.rollout_tokens_per_second.toFixed(0)} tok/s train ${report.train_tokens_per_second.toFixed(0)} tok/s ${report.seconds.toFixed(1)} s`,
+      );
+    }
+    await this.report(report, "grpo.step");
+  }
+
+  private async report(report: GrpoReport, name: string): Promise<void> {
+    this.reports.push(report);
+    this.options.onReport?.(report);
+    const m = this.metricsRollout;
+    if (!m) return;
+    const store = this.getStore();
+    const attributes: Attributes = {};
+    for (const [k, v] of Object.entries(report)) if (typeof v === "number" || typeof v === "boolean" || typeof v === "string") attributes[`grpo.${k}`] = v;
+    const now = Date.now() / 1000;
+    await store.addSpan(spanFromAttributes({ rollout_id: m.rid, attempt_id: m.aid, sequence_id: await store.getNextSpanSequenceId(m.rid, m.aid), name, attributes, start_time: now, end_time: now }));
+  }
+}
+
+async function waitAll(store: LightningStore, ids: string[], timeoutSeconds: number): Promise<void> {
+  const deadline = performance.now() + timeoutSeconds * 1000;
+  let pending = new Set(ids);
+  while (pending.size > 0) {
+    const left = (deadline - performance.now()) / 1000;
+    if (left <= 0) throw new RuntimeError(`${pending.size} rollouts did not finish within ${timeoutSeconds} s`);
+    const done = await store.waitForRollouts({ rollout_ids: [...pending], timeout: Math.min(left, 5) });
+    for (const r of done) if (FINISHED.has(r.status)) pending.delete(r.rollout_id);
+    pending = new Set(pending);
+  }
+}
+
+const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
