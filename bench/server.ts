@@ -64,6 +64,9 @@ interface Rate {
   wall: number;
   /** Units per second that two dedicated cores allow, from the CPU time both processes used. */
   twoCores: number;
+  /** CPU microseconds per unit in the client and in the server process. */
+  clientUs: number;
+  serverUs: number;
 }
 
 /** Runs `workers` loops of `op` for `seconds`; each op reports its units (spans, lifecycles). */
@@ -86,7 +89,12 @@ async function rate(seconds: number, workers: number, serverPid: number, op: (wo
   const c = process.cpuUsage(c0);
   const clientCpu = (c.user + c.system) / 1e6;
   const serverCpu = processCpuSeconds(serverPid) - s0;
-  return { wall: units / wall, twoCores: units / Math.max(clientCpu, serverCpu, 1e-9) };
+  return {
+    wall: units / wall,
+    twoCores: units / Math.max(clientCpu, serverCpu, 1e-9),
+    clientUs: (1e6 * clientCpu) / units,
+    serverUs: (1e6 * serverCpu) / units,
+  };
 }
 
 interface Row {
@@ -161,6 +169,11 @@ console.log("|---|---:|---:|---:|---:|---:|");
 for (const r of rows) {
   console.log(`| ${r.runtime} | ${both(r.upstream)} | ${both(r.single)} | ${both(r.batch)} | ${(r.batch.wall / r.upstream.wall).toFixed(0)}x / ${(r.batch.twoCores / r.upstream.twoCores).toFixed(0)}x | ${both(r.lifecycles)} |`);
 }
+console.log("\nCPU microseconds per span / per lifecycle, client + server:\n");
+console.log("| server | baseline | single | batch | lifecycle |");
+console.log("|---|---:|---:|---:|---:|");
+const us = (r: Rate): string => `${fmt(r.clientUs)} + ${fmt(r.serverUs)}`;
+for (const r of rows) console.log(`| ${r.runtime} | ${us(r.upstream)} | ${us(r.single)} | ${us(r.batch)} | ${us(r.lifecycles)} |`);
 const misses = rows.flatMap((r) => [
   ...(r.batch.twoCores < TARGET_BATCH ? [`${r.runtime}: batch ${fmt(r.batch.twoCores)} < ${fmt(TARGET_BATCH)} spans/s`] : []),
   ...(r.single.twoCores < TARGET_SINGLE ? [`${r.runtime}: single ${fmt(r.single.twoCores)} < ${fmt(TARGET_SINGLE)} spans/s`] : []),

@@ -22,5 +22,5 @@ runStoreConformance(
     };
     return client;
   },
-  { timingSlackMs: 100 },
+  { timingSlackMs: 300 },
 );

@@ -30,7 +30,7 @@ export function runRemoteConformance(runtime: Runtime): void {
         await res.body?.cancel();
         return new LightningStoreClient(server.url, { retryDelays: [], healthRetryDelays: [], fetch: withClock });
       },
-      { timingSlackMs: 150 },
+      { timingSlackMs: 500 },
     );
   });
 }
