@@ -16,6 +16,7 @@
  * Importing the native binding lazily keeps the remote path free of native code (and lets Deno/Bun
  * load the binding through their Node-API support only when a file database is opened).
  */
+import { ValidationError } from "../../types/index.ts";
 import { AsyncMutex } from "../mutex.ts";
 
 export type SqlValue = string | number | null;
@@ -72,11 +73,11 @@ export function parseDbUrl(url: string): DbLocation {
     if (path.startsWith("//")) path = path.replace(/^\/\/(localhost)?/, "");
     const q = path.indexOf("?");
     if (q >= 0) path = path.slice(0, q);
-    if (path === "") throw new TypeError(`No file path in database URL ${url}`);
+    if (path === "") throw new ValidationError(`No file path in database URL ${url}`, ["url"]);
     return { kind: "file", path: decodeURIComponent(path), url };
   }
   if (/^(libsql|https?|wss?):\/\//i.test(url)) return { kind: "remote", path: "", url };
-  throw new TypeError(`Unsupported database URL ${JSON.stringify(url)}: use file:path.db, :memory:, libsql://, http(s):// or ws(s)://`);
+  throw new ValidationError(`Unsupported database URL ${JSON.stringify(url)}: use file:path.db, :memory:, libsql://, http(s):// or ws(s)://`, ["url"]);
 }
 
 export async function openDriver(loc: DbLocation, opts: DriverOptions): Promise<SqlDriver> {
