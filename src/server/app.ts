@@ -268,7 +268,10 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   });
   api.post("/spans/batch", async (c) => {
     const { spans } = await body(c, S.SpanBatchBody);
-    return c.json(await addSpansAssigningSequence(store, spans as unknown as SpanWithOptionalSequence[]), 201);
+    spans.forEach((s, i) => {
+      if (s === null || typeof s !== "object" || Array.isArray(s)) throw new ValidationError(`span #${i} must be an object`, [{ path: ["spans", i], message: "expected an object" }]);
+    });
+    return c.json(await addSpansAssigningSequence(store, spans as SpanWithOptionalSequence[]), 201);
   });
   api.post("/spans", async (c) => {
     const span = await readJson(c, false);

@@ -110,8 +110,8 @@ export const NextSequenceBody = z.strictObject({ rollout_id: z.string(), attempt
 
 export const ManySequenceBody = z.strictObject({ pairs: z.array(z.tuple([z.string(), z.string()])) });
 
-/** Spans are checked by the store; only the envelope is checked here. */
-export const SpanBatchBody = z.strictObject({ spans: z.array(z.record(z.string(), z.unknown())) });
+/** Spans are checked by the store (fast path, then zod with issue paths); only the envelope is checked here. */
+export const SpanBatchBody = z.strictObject({ spans: z.array(z.unknown()) });
 
 export const WaitBody = z.strictObject({
   rollout_ids: z.array(z.string()),

@@ -56,6 +56,8 @@ describe("bad input gets a 4xx with a clear message; data unchanged; server up",
     { label: "an unknown worker", send: () => fetch(`${server.url}/v1/agl/workers/nobody`), status: 404, type: "NotFoundError" },
     { label: "no resources yet", send: () => fetch(`${server.url}/v1/agl/resources/latest`), status: 404, type: "NotFoundError" },
     { label: "an unknown route", send: () => fetch(`${server.url}/v1/agl/rollouts/x/y/z`), status: 404, type: "RouteNotFound" },
+    { label: "a batch with a non-object span", send: () => post("/v1/agl/spans/batch", { spans: [42] }), status: 400, type: "ValidationError", path: ["spans", 0] },
+    { label: "a batch without its envelope", send: () => post("/v1/agl/spans/batch", [{}]), status: 400, type: "ValidationError" },
     { label: "a null that may not be null", send: () => post("/v1/agl/workers/w1", { heartbeat_stats: null }), status: 400, type: "ValidationError", path: ["heartbeat_stats"] },
   ];
 
