@@ -27,6 +27,23 @@ function params(s: AttentionShape): Record<string, number> {
   return { T: s.seq, H: s.heads, KV: s.kvHeads, scale: 1 / Math.sqrt(s.headDim) };
 }
 
+/** Workgroup K/V tiles of KT keys and the cooperative load of keys j0..j0+KT of one kv head
+ * (the forward and the dQ pass walk the keys the same way). Needs bindings k, v and constants Q, HD. */
+function keyTileWgsl(KT: number, HD: number): string {
+  return `var<workgroup> Ks: array<f32, ${KT * HD}>;
+var<workgroup> Vs: array<f32, ${KT * HD}>;
+fn loadKeyTile(b: u32, kvh: u32, j0: u32, lid: u32) {
+  for (var e = lid; e < KT * HD; e += Q) {
+    let jj = j0 + e / HD;
+    if (jj < P.T) {
+      let ko = ((b * P.T + jj) * P.KV + kvh) * HD + e % HD;
+      Ks[e] = k[ko];
+      Vs[e] = v[ko];
+    }
+  }
+}`;
+}
+
 const VISIBLE = `fn visible(maskBase: u32, i: u32, j: u32) -> bool { return j == i || (j < i && mask[maskBase + j] != 0u); }`;
 
 export function attentionForward(ctx: GpuContext, q: GPUBuffer, k: GPUBuffer, v: GPUBuffer, mask: GPUBuffer, out: GPUBuffer, lse: GPUBuffer, s: AttentionShape): void {
@@ -41,8 +58,7 @@ const Q = ${Q}u; const HD = ${HD}u; const KT = ${KT}u;
 @group(0) @binding(4) var<storage, read> mask: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 @group(0) @binding(6) var<storage, read_write> lse: array<f32>;
-var<workgroup> Ks: array<f32, ${KT * HD}>;
-var<workgroup> Vs: array<f32, ${KT * HD}>;
+${keyTileWgsl(KT, HD)}
 ${VISIBLE}
 @compute @workgroup_size(${Q})
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
@@ -57,14 +73,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   var l = 0.0;
   let lastKey = min(wg.x * Q + Q, P.T);
   for (var j0 = 0u; j0 < lastKey; j0 += KT) {
-    for (var e = lid; e < KT * HD; e += Q) {
-      let jj = j0 + e / HD;
-      if (jj < P.T) {
-        let ko = ((b * P.T + jj) * P.KV + kvh) * HD + e % HD;
-        Ks[e] = k[ko];
-        Vs[e] = v[ko];
-      }
-    }
+    loadKeyTile(b, kvh, j0, lid);
     workgroupBarrier();
     if (valid) {
       let jEnd = min(j0 + KT, i + 1u);
@@ -109,8 +118,7 @@ const Q = ${Q}u; const HD = ${HD}u; const KT = ${KT}u;
 @group(0) @binding(7) var<storage, read> lse: array<f32>;
 @group(0) @binding(8) var<storage, read_write> dq: array<f32>;
 @group(0) @binding(9) var<storage, read_write> Dsum: array<f32>;
-var<workgroup> Ks: array<f32, ${KT * HD}>;
-var<workgroup> Vs: array<f32, ${KT * HD}>;
+${keyTileWgsl(KT, HD)}
 ${VISIBLE}
 @compute @workgroup_size(${Q})
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
@@ -130,14 +138,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   }
   let lastKey = min(wg.x * Q + Q, P.T);
   for (var j0 = 0u; j0 < lastKey; j0 += KT) {
-    for (var e = lid; e < KT * HD; e += Q) {
-      let jj = j0 + e / HD;
-      if (jj < P.T) {
-        let ko = ((b * P.T + jj) * P.KV + kvh) * HD + e % HD;
-        Ks[e] = k[ko];
-        Vs[e] = v[ko];
-      }
-    }
+    loadKeyTile(b, kvh, j0, lid);
     workgroupBarrier();
     if (valid) {
       let jEnd = min(j0 + KT, i + 1u);
