@@ -115,6 +115,10 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
     try {
       const childWorker = readEnv("AGL_WORKER_ID");
       if (this.role === "runner" && childWorker !== undefined) {
+        // A child started by a parent strategy: the address the parent gives wins over the script's own
+        // options (the script asked for port 0, say, and the parent bound a real one).
+        this.serverHost = readEnv("AGL_SERVER_HOST") ?? this.serverHost;
+        this.serverPort = resolveIntEnv("AGL_SERVER_PORT", null, this.serverPort);
         await this.runnerChild(runner, Number.parseInt(childWorker, 10), store, event);
       } else if (this.role === "algorithm") {
         await this.executeAlgorithm(algorithm, store, event);

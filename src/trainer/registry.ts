@@ -89,7 +89,12 @@ function fromSpec<T>(spec: string | Record<string, unknown>, o: BuildOptions<T>)
     if (!o.dictDefaultCls) throw new ValidationError(`${o.specName} dict is missing 'type' and no default class provided`, [o.specName, "type"]);
     cls = o.dictDefaultCls as ConcreteCtor<unknown>;
   }
-  const options = Object.fromEntries(Object.entries(rest).map(([k, v]) => [toCamel(k), v]));
+  // Nested `{ type }` dicts (a runner's tracer, say) are built too, as fresh instances each time.
+  const nested = (v: unknown): unknown =>
+    typeof v === "object" && v !== null && Object.getPrototypeOf(v) === Object.prototype && typeof (v as { type?: unknown }).type === "string"
+      ? fromSpec(v as Record<string, unknown>, { expectedType: Object as never, specName: o.specName })
+      : v;
+  const options = Object.fromEntries(Object.entries(rest).map(([k, v]) => [toCamel(k), nested(v)]));
   return check(instantiateComponent(cls, options, o.optionalDefaults), o, "spec");
 }
 

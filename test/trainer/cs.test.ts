@@ -1,0 +1,116 @@
+/**
+ * The client-server strategy with real child processes: runners re-run the fixture script, talk to
+ * the in-process server over HTTP, and are shut down so none lingers. Also a runner killed with
+ * SIGKILL mid-rollout: its attempt turns unresponsive, the rollout is requeued and finished by
+ * another runner, and the trainer still finishes. Plus the example under Deno and Bun.
+ */
+import { execFileSync, spawnSync } from "node:child_process";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
+const fixture = join(root, "test/trainer/fixtures/cs-fit.ts");
+const bin = (name: string) => join(root, "node_modules/.bin", name);
+
+interface Report {
+  finished: number;
+  rollouts: { status: string; attempts: { status: string; worker: string }[]; spans: string[]; reward: number }[];
+  workers: { id: string; host: string | null }[];
+  exitCodes: [string, number | null][];
+}
+
+function run(env: Record<string, string>): Report {
+  const out = spawnSync(process.execPath, ["--import", "tsx", fixture], {
+    cwd: root,
+    encoding: "utf8",
+    timeout: 120_000,
+    env: { ...process.env, NO_COLOR: "1", AGL_LOG_LEVEL: "error", ...env },
+  });
+  const line = out.stdout.split("\n").find((l) => l.startsWith("REPORT "));
+  if (!line) throw new Error(`no report (status ${out.status}):\n${out.stdout}\n${out.stderr}`);
+  return JSON.parse(line.slice(7)) as Report;
+}
+
+const pidsOf = (pattern: string): string[] => {
+  const r = spawnSync("pgrep", ["-f", pattern], { encoding: "utf8" });
+  return r.stdout.split("\n").filter(Boolean);
+};
+
+describe("ClientServerExecutionStrategy", () => {
+  it("runs runners as child processes against the served store and shuts them all down", () => {
+    const report = run({ CS_TASKS: "8", CS_RUNNERS: "2" });
+    expect(report.finished).toBe(8);
+    report.rollouts.forEach((r, i) => {
+      expect(r.status).toBe("succeeded");
+      expect(r.spans).toEqual(["agentlightning.message", "agentlightning.annotation"]);
+      expect(r.reward).toBeCloseTo(1 + i / 100);
+    });
+    // Both runner processes reached the server (claims or heartbeats with telemetry); claims carry their labels.
+    const workers = new Set(report.rollouts.flatMap((r) => r.attempts.map((a) => a.worker)));
+    expect([...workers].every((w) => w === "Worker-0" || w === "Worker-1")).toBe(true);
+    expect(report.workers.map((w) => w.id).sort()).toEqual(["Worker-0", "Worker-1"]);
+    expect(report.exitCodes).toEqual([["runner-0", 0], ["runner-1", 0]]);
+    expect(pidsOf(fixture)).toEqual([]);
+  }, 120_000);
+
+  it("a runner SIGKILLed mid-rollout: the attempt goes unresponsive, the rollout is requeued and another runner completes it", () => {
+    const report = run({ CS_TASKS: "4", CS_RUNNERS: "2", CS_KILL: "1" });
+    expect(report.finished).toBe(4);
+    const victim = report.rollouts[0]!;
+    expect(victim.status).toBe("succeeded");
+    expect(victim.attempts).toHaveLength(2);
+    expect(victim.attempts[0]!.status).toBe("unresponsive");
+    expect(victim.attempts[1]!.status).toBe("succeeded");
+    expect(victim.attempts[1]!.worker).not.toBe(victim.attempts[0]!.worker);
+    expect(victim.reward).toBeCloseTo(1);
+    expect(report.rollouts.slice(1).every((r) => r.status === "succeeded")).toBe(true);
+    const codes = Object.fromEntries(report.exitCodes);
+    expect(Object.values(codes).sort()).toEqual([-9, 0]);
+    expect(pidsOf(fixture)).toEqual([]);
+  }, 120_000);
+
+  for (const [name, cmd, args] of [
+    ["deno", bin("deno"), ["run", "-A"]],
+    ["bun", bin("bun"), []],
+  ] as const) {
+    it(`${name}: the example trains under both strategies, children started with the same runtime`, () => {
+      for (const strategy of ["shm", "cs"]) {
+        const out = execFileSync(cmd, [...args, join(root, "examples/arithmetic/train.ts"), strategy], {
+          cwd: root,
+          encoding: "utf8",
+          timeout: 120_000,
+          env: { ...process.env, NO_COLOR: "1", AGL_LOG_LEVEL: "error" },
+        });
+        expect(out).toContain(`strategy=${strategy} rollouts=24 succeeded=24 mean_reward=1.000`);
+      }
+    }, 240_000);
+  }
+});
+
+describe("shutdown escalation", () => {
+  it("stop line, then SIGINT, SIGTERM and SIGKILL, each only for the children still alive", async () => {
+    const { ChildHandle, ClientServerExecutionStrategy } = await import("../../src/trainer/index.ts");
+    const { LocalEvent } = await import("../../src/runner/index.ts");
+    const node = (code: string) => [process.execPath, "-e", code];
+    const children = [
+      // Cooperative: exits on the stop line.
+      new ChildHandle("polite", node(`process.stdin.on("data", (d) => { if (String(d).includes("agl:stop")) process.exit(0); }); setInterval(() => {}, 1000);`), {}),
+      // Ignores stdin, exits on SIGINT with code 0 (as a runner child does).
+      new ChildHandle("sigint", node(`process.on("SIGINT", () => process.exit(0)); setInterval(() => {}, 1000);`), {}),
+      // Ignores stdin and SIGINT: needs SIGTERM.
+      new ChildHandle("sigterm", node(`process.on("SIGINT", () => {}); setInterval(() => {}, 1000);`), {}),
+      // Ignores everything it can: needs SIGKILL.
+      new ChildHandle("sigkill", node(`process.on("SIGINT", () => {}); process.on("SIGTERM", () => {}); setInterval(() => {}, 1000);`), {}),
+    ];
+    await new Promise((r) => setTimeout(r, 500));
+    const strategy = new ClientServerExecutionStrategy({ gracefulTimeout: 1, terminateTimeout: 1 });
+    const event = new LocalEvent();
+    await (strategy as unknown as { shutdownProcesses(c: unknown[], e: unknown): Promise<void> }).shutdownProcesses(children, event);
+    expect(event.isSet()).toBe(true);
+    expect(children.map((c) => [c.name, c.exitCode])).toEqual([["polite", 0], ["sigint", 0], ["sigterm", -15], ["sigkill", -9]]);
+    expect(() => (strategy as unknown as { checkExitCodes(c: unknown[]): void }).checkExitCodes(children)).toThrow(
+      "Subprocesses failed with unexpected exit codes: sigkill (exitcode=-9)",
+    );
+  }, 30_000);
+});
