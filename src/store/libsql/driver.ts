@@ -108,6 +108,9 @@ interface PendingWrite {
   reject(err: unknown): void;
 }
 
+/** How long the engine itself blocks on a locked database before `beginWrite` retries asynchronously (ms). */
+const SYNC_BUSY_WAIT_MS = 5;
+
 /** Write transactions per group commit. */
 const MAX_WRITE_GROUP = 256;
 
@@ -123,6 +126,7 @@ class NativeDriver implements SqlDriver {
   private constructor(
     readonly kind: "file" | "memory",
     private readonly db: NativeDatabase,
+    private readonly busyTimeoutMs: number,
   ) {
     this.conn = {
       all: async (sql, args) => this.prepare(sql).all(args ?? []) as SqlValue[][],
@@ -136,8 +140,10 @@ class NativeDriver implements SqlDriver {
 
   static async open(loc: DbLocation, opts: DriverOptions): Promise<NativeDriver> {
     const mod = (await import("libsql")) as unknown as { default: new (path: string, o?: object) => NativeDatabase };
-    const db = new mod.default(loc.path, { timeout: opts.busyTimeoutMs });
-    return new NativeDriver(loc.kind as "file" | "memory", db);
+    // The binding waits for a lock synchronously, stalling the event loop; so the engine waits only
+    // briefly, and `beginWrite` keeps retrying asynchronously until `busyTimeoutMs` has passed.
+    const db = new mod.default(loc.path, { timeout: Math.min(SYNC_BUSY_WAIT_MS, opts.busyTimeoutMs) });
+    return new NativeDriver(loc.kind as "file" | "memory", db, opts.busyTimeoutMs);
   }
 
   private prepare(sql: string): NativeStatement {
@@ -189,6 +195,23 @@ class NativeDriver implements SqlDriver {
     this.prepare(sql).run();
   }
 
+  /**
+   * `BEGIN IMMEDIATE`, waiting for another process's write lock without blocking the event loop:
+   * retries with a growing pause until `busyTimeoutMs`, then the SQLITE_BUSY error goes to the callers.
+   */
+  private async beginWrite(): Promise<void> {
+    const deadline = Date.now() + this.busyTimeoutMs;
+    for (let pause = 1; ; pause = Math.min(pause * 2, 25)) {
+      try {
+        this.exec("BEGIN IMMEDIATE");
+        return;
+      } catch (e) {
+        if ((e as { code?: unknown }).code !== "SQLITE_BUSY" || Date.now() >= deadline) throw e;
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, Math.min(pause, deadline - Date.now()))));
+    }
+  }
+
   private checkOpen(): void {
     if (this.closed) throw new Error("The libSQL store is closed");
   }
@@ -198,7 +221,7 @@ class NativeDriver implements SqlDriver {
     const results: { ok: boolean; value: unknown }[] = [];
     try {
       this.checkOpen();
-      this.exec("BEGIN IMMEDIATE");
+      await this.beginWrite();
       if (group.length === 1) {
         results.push({ ok: true, value: await group[0]!.fn(this.conn) });
       } else {

@@ -53,7 +53,7 @@ export class LibsqlLightningStore extends LightningStoreCore {
     const busyTimeoutMs = options.busyTimeoutMs ?? 10_000;
     const driver = await openDriver(location, { authToken: options.authToken, busyTimeoutMs, driver: options.driver });
     try {
-      await configure(driver, location, sync, busyTimeoutMs);
+      await configure(driver, location, sync);
       await applyMigrations(driver, MIGRATIONS);
     } catch (e) {
       await driver.close();
@@ -72,12 +72,10 @@ export class LibsqlLightningStore extends LightningStoreCore {
   }
 }
 
-async function configure(driver: SqlDriver, loc: DbLocation, sync: "normal" | "full", busyTimeoutMs: number): Promise<void> {
-  if (loc.kind === "remote") return; // the server owns its journal and durability settings
-  await driver.pragma(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
-  if (loc.kind === "file") {
-    const mode = await driver.pragma("PRAGMA journal_mode = WAL");
-    if (String(mode[0]?.[0]).toLowerCase() !== "wal") throw new Error(`Could not switch ${loc.path} to WAL mode (got ${String(mode[0]?.[0])})`);
-    await driver.pragma(`PRAGMA synchronous = ${sync === "full" ? "FULL" : "NORMAL"}`);
-  }
+async function configure(driver: SqlDriver, loc: DbLocation, sync: "normal" | "full"): Promise<void> {
+  // A server owns its journal and durability settings; the busy timeout is the driver's business.
+  if (loc.kind !== "file") return;
+  const mode = await driver.pragma("PRAGMA journal_mode = WAL");
+  if (String(mode[0]?.[0]).toLowerCase() !== "wal") throw new Error(`Could not switch ${loc.path} to WAL mode (got ${String(mode[0]?.[0])})`);
+  await driver.pragma(`PRAGMA synchronous = ${sync === "full" ? "FULL" : "NORMAL"}`);
 }
