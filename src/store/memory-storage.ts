@@ -260,8 +260,11 @@ export class MemoryStorage implements Storage {
         return (s.entries.get(id)?.queued ?? 0) > 0;
       },
       insertSpans(spans) {
+        // Sizes first: a throwing custom estimator must leave the store unchanged.
+        const sizes = spans.map((sp) => Math.max(0, s.options.spanSizeEstimator(sp) || 0));
         const inserted: Span[] = [];
-        for (const span of spans) {
+        for (let i = 0; i < spans.length; i++) {
+          const span = spans[i]!;
           const e = s.entry(span.rollout_id, "insertSpans");
           e.spanKeys ??= new Map();
           let ids = e.spanKeys.get(span.attempt_id);
@@ -270,7 +273,7 @@ export class MemoryStorage implements Storage {
           deepFreeze(span);
           e.spans.push(span);
           ids.add(span.span_id);
-          const bytes = Math.max(0, s.options.spanSizeEstimator(span) || 0);
+          const bytes = sizes[i]!;
           e.spanBytes += bytes;
           s.spanBytes += bytes;
           s.spanCount++;

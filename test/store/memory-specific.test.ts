@@ -142,6 +142,21 @@ describe("span eviction (§3.6)", () => {
     expect((await store.statistics()).total_span_bytes).toBe(7);
   });
 
+  it("a custom estimator that throws fails the call and stores none of the batch", async () => {
+    const store = makeStore({
+      memoryCapacityBytes: 1000,
+      spanSizeEstimator: (s) => {
+        if (s.name === "bad") throw new Error("cannot size");
+        return 1;
+      },
+    });
+    const ar = await store.startRollout(null);
+    await expect(store.addManySpans([spanFor(ar, 1), spanFor(ar, 2, { name: "bad" })])).rejects.toThrow("cannot size");
+    expect((await store.querySpans(ar.rollout_id)).total).toBe(0);
+    expect(await store.statistics()).toMatchObject({ total_spans: 0, total_span_bytes: 0 });
+    expect((await store.getLatestAttempt(ar.rollout_id))!.last_heartbeat_time).toBeNull();
+  });
+
   it("the default estimator grows with the span's content", () => {
     const small = spanFromAttributes({ rollout_id: "ro-1", attempt_id: "at-1", sequence_id: 1 });
     const big = { ...small, attributes: { text: "x".repeat(10_000) } };
