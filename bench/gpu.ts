@@ -32,10 +32,7 @@ const report = ctx.handle!.report;
 console.log(`adapter: ${describeAdapter(report)}`);
 console.log(`tuning: ${JSON.stringify(ctx.tuning)}`);
 
-async function sync(): Promise<void> {
-  ctx.flush();
-  await ctx.device.queue.onSubmittedWorkDone();
-}
+const sync = (): Promise<void> => ctx.drain();
 
 function randn(rng: Rng, n: number): Float32Array {
   return Float32Array.from({ length: n }, () => rng.normal());

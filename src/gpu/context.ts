@@ -195,6 +195,13 @@ export class GpuContext {
     }
   }
 
+  /** Submits pending work and waits until the GPU has finished it; throws any validation error. */
+  async drain(): Promise<void> {
+    this.flush();
+    await this.device.queue.onSubmittedWorkDone();
+    this.throwErrors();
+  }
+
   /** A storage buffer of `elements` 4-byte values, zero-filled. */
   alloc(elements: number, label?: string): GPUBuffer {
     return this.device.createBuffer({

@@ -249,7 +249,8 @@ export class GpuPolicyTrainer implements PolicyTrainer {
       this.stepCount += 1;
       const scalars = adamwScalars({ ...this.optim, lr: options.lr ?? this.optim.lr }, this.stepCount, coef < 1 ? coef : 1);
       for (const s of model.layout) adamw(ctx, model.params[s.name], model.grads[s.name], model.m[s.name], model.v[s.name], s.size, scalars);
-      ctx.flush();
+      // Wait for the update so tokens_per_second covers the whole step.
+      await ctx.drain();
     }
     const seconds = (now() - started) / 1000;
     return {
