@@ -1,6 +1,8 @@
 /**
- * Store server throughput over loopback HTTP, per runtime (the server is `runtimes/<runtime>.ts` in its
- * own process, on a libSQL file; the load comes from this Node process through LightningStoreClient):
+ * Store server throughput over loopback HTTP, per server runtime. The server is `runtimes/<runtime>.ts`
+ * in its own process on a libSQL file; the load comes from a second process running the same
+ * `LightningStoreClient` (under Bun by default, whose fetch costs the least CPU per request, so the
+ * figures measure the server; `--client node` uses Node's fetch instead):
  * - spans/s through single `POST /v1/agl/spans` (32 requests in flight),
  * - spans/s through `POST /v1/agl/spans/batch` (batches of 200, 4 in flight),
  * - full rollout lifecycles/s with 8 concurrent clients (enqueue, dequeue, 4 spans in one batch,
@@ -10,26 +12,23 @@
  *
  * Each figure is printed twice: the wall-clock rate on this machine as it is (shared, so it varies with
  * the load, printed alongside), and the rate that the CPU time both processes really used allows on two
- * dedicated cores (units / max(client CPU s, server CPU s), each process needing its own core). The
+ * dedicated cores (units / max(client CPU s, server CPU s): each process needs a core of its own). The
  * server's CPU time is read from /proc (Linux).
  *
- * Run: `npx tsx bench/server.ts [node|deno|bun ...] [--seconds 3]` (or `npm run bench -- server`).
+ * Run: `npx tsx bench/server.ts [node|deno|bun ...] [--seconds 3] [--client bun|node]`
+ * (or `npm run bench -- server`).
  */
+import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { LightningStoreClient } from "../src/client/index.ts";
 import { spanFromAttributes, type Span } from "../src/types/index.ts";
 import { RUNTIMES, startServerProcess, type Runtime } from "../test/server/processes.ts";
 
 const TARGET_BATCH = 20_000;
 const TARGET_SINGLE = 3_000;
-
-const args = process.argv.slice(2);
-const secIdx = args.indexOf("--seconds");
-const SECONDS = secIdx >= 0 ? Number(args[secIdx + 1]) : 3;
-const chosen = args.filter((a, i) => !a.startsWith("--") && args[i - 1] !== "--seconds") as Runtime[];
-const runtimes = chosen.length ? chosen : RUNTIMES;
 
 /** A span shaped like a runner's LLM-call span (as bench/store-memory.ts). */
 function makeSpan(rolloutId: string, attemptId: string, seq: number): Span {
@@ -69,117 +68,165 @@ interface Rate {
   serverUs: number;
 }
 
-/** Runs `workers` loops of `op` for `seconds`; each op reports its units (spans, lifecycles). */
-async function rate(seconds: number, workers: number, serverPid: number, op: (worker: number) => Promise<number>): Promise<Rate> {
-  const deadline = performance.now() + seconds * 1000;
-  let units = 0;
-  const c0 = process.cpuUsage();
-  const s0 = processCpuSeconds(serverPid);
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: workers }, async (_, w) => {
-      while (performance.now() < deadline) {
-        // Await first: `units += await op()` would read `units` before the await and lose updates.
-        const u = await op(w);
-        units += u;
-      }
-    }),
-  );
-  const wall = (performance.now() - t0) / 1000;
-  const c = process.cpuUsage(c0);
-  const clientCpu = (c.user + c.system) / 1e6;
-  const serverCpu = processCpuSeconds(serverPid) - s0;
-  return {
-    wall: units / wall,
-    twoCores: units / Math.max(clientCpu, serverCpu, 1e-9),
-    clientUs: (1e6 * clientCpu) / units,
-    serverUs: (1e6 * serverCpu) / units,
-  };
-}
-
-interface Row {
-  runtime: string;
+interface Phases {
   upstream: Rate;
   single: Rate;
   batch: Rate;
   lifecycles: Rate;
 }
 
-async function benchRuntime(runtime: Runtime): Promise<Row> {
+// ------------------------------------------------------------------------------------------------
+// The load generator (`--load URL SERVER_PID SECONDS`), run in its own process.
+
+async function generateLoad(url: string, serverPid: number, seconds: number): Promise<Phases> {
+  const client = new LightningStoreClient(url);
+  /** Runs `workers` loops of `op` for `seconds`; each op reports its units (spans, lifecycles). */
+  async function rate(secs: number, workers: number, op: (worker: number) => Promise<number>): Promise<Rate> {
+    const deadline = performance.now() + secs * 1000;
+    let units = 0;
+    const c0 = process.cpuUsage();
+    const s0 = processCpuSeconds(serverPid);
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: workers }, async (_, w) => {
+        while (performance.now() < deadline) {
+          // Await first: `units += await op()` would read `units` before the await and lose updates.
+          const u = await op(w);
+          units += u;
+        }
+      }),
+    );
+    const wall = (performance.now() - t0) / 1000;
+    const c = process.cpuUsage(c0);
+    const clientCpu = (c.user + c.system) / 1e6;
+    const serverCpu = processCpuSeconds(serverPid) - s0;
+    return { wall: units / wall, twoCores: units / Math.max(clientCpu, serverCpu, 1e-9), clientUs: (1e6 * clientCpu) / units, serverUs: (1e6 * serverCpu) / units };
+  }
+
+  const targets = await Promise.all(Array.from({ length: 16 }, (_, i) => client.startRollout({ bench: i })));
+  let seq = 1;
+  const target = (w: number) => targets[w % targets.length]!;
+  // Warm-up: connections, JIT, the database file.
+  await rate(0.5, 8, async (w) => (await client.addSpan(makeSpan(target(w).rollout_id, target(w).attempt.attempt_id, seq++)), 1));
+
+  const upstream = await rate(seconds, 32, async (w) => {
+    const t = target(w);
+    const id = await client.getNextSpanSequenceId(t.rollout_id, t.attempt.attempt_id);
+    await client.addSpan(makeSpan(t.rollout_id, t.attempt.attempt_id, id));
+    return 1;
+  });
+  const single = await rate(seconds, 32, async (w) => {
+    const t = target(w);
+    await client.addSpan(makeSpan(t.rollout_id, t.attempt.attempt_id, seq++));
+    return 1;
+  });
+  const batch = await rate(seconds, 4, async (w) => {
+    const t = target(w);
+    const spans = Array.from({ length: 200 }, () => makeSpan(t.rollout_id, t.attempt.attempt_id, seq++));
+    return (await client.addManySpans(spans)).length;
+  });
+  const lifecycles = await rate(seconds, 8, async (w) => {
+    await client.enqueueRollout({ task: w });
+    const r = await client.dequeueRollout({ worker_id: `worker-${w}` });
+    if (!r) return 0; // another client took it; this one's is claimed on a later turn
+    await client.addManySpans([1, 2, 3, 4].map((i) => makeSpan(r.rollout_id, r.attempt.attempt_id, i)));
+    await client.updateAttempt(r.rollout_id, r.attempt.attempt_id, { status: "succeeded" });
+    return 1;
+  });
+  const stats = await client.statistics();
+  if (!stats.total_spans) throw new Error("no spans were stored");
+  await client.close();
+  return { upstream, single, batch, lifecycles };
+}
+
+// ------------------------------------------------------------------------------------------------
+// The orchestrator.
+
+const ROOT = fileURLToPath(new URL("../", import.meta.url));
+
+function loadCommand(client: "bun" | "node"): [string, string[]] {
+  const self = join(ROOT, "bench/server.ts");
+  return client === "bun" ? [join(ROOT, "node_modules/.bin/bun"), [self]] : [process.execPath, ["--import", "tsx", self]];
+}
+
+function runLoad(client: "bun" | "node", url: string, serverPid: number, seconds: number): Promise<Phases> {
+  const [cmd, pre] = loadCommand(client);
+  const proc = spawn(cmd, [...pre, "--load", url, String(serverPid), String(seconds)], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  proc.stdout.on("data", (d: Buffer) => (out += d.toString()));
+  return new Promise((resolve, reject) =>
+    proc.once("exit", (code) => {
+      const line = out.split("\n").find((l) => l.startsWith("RESULT "));
+      if (code !== 0 || !line) reject(new Error(`load generator (${client}) exited with ${code}:\n${out}`));
+      else resolve(JSON.parse(line.slice("RESULT ".length)) as Phases);
+    }),
+  );
+}
+
+interface Row extends Phases {
+  runtime: string;
+}
+
+async function benchRuntime(runtime: Runtime, client: "bun" | "node", seconds: number): Promise<Row> {
   const dir = mkdtempSync(join(tmpdir(), `agl-bench-${runtime}-`));
   const server = await startServerProcess(runtime, ["--port", "0", "--db", `file:${join(dir, "bench.db")}`, "--log-level", "warning"]);
-  const client = new LightningStoreClient(server.url);
-  const pid = server.proc.pid!;
   try {
-    const targets = await Promise.all(Array.from({ length: 16 }, (_, i) => client.startRollout({ bench: i })));
-    let seq = 1;
-    const target = (w: number) => targets[w % targets.length]!;
-    // Warm-up: connections, JIT, the database file.
-    await rate(0.5, 8, pid, async (w) => (await client.addSpan(makeSpan(target(w).rollout_id, target(w).attempt.attempt_id, seq++)), 1));
-
-    const upstream = await rate(SECONDS, 32, pid, async (w) => {
-      const t = target(w);
-      const id = await client.getNextSpanSequenceId(t.rollout_id, t.attempt.attempt_id);
-      await client.addSpan(makeSpan(t.rollout_id, t.attempt.attempt_id, id));
-      return 1;
-    });
-    const single = await rate(SECONDS, 32, pid, async (w) => {
-      const t = target(w);
-      await client.addSpan(makeSpan(t.rollout_id, t.attempt.attempt_id, seq++));
-      return 1;
-    });
-    const batch = await rate(SECONDS, 4, pid, async (w) => {
-      const t = target(w);
-      const spans = Array.from({ length: 200 }, () => makeSpan(t.rollout_id, t.attempt.attempt_id, seq++));
-      return (await client.addManySpans(spans)).length;
-    });
-    const lifecycles = await rate(SECONDS, 8, pid, async (w) => {
-      await client.enqueueRollout({ task: w });
-      const r = await client.dequeueRollout({ worker_id: `worker-${w}` });
-      if (!r) return 0; // another client took it; this one's is claimed later
-      await client.addManySpans([1, 2, 3, 4].map((i) => makeSpan(r.rollout_id, r.attempt.attempt_id, i)));
-      await client.updateAttempt(r.rollout_id, r.attempt.attempt_id, { status: "succeeded" });
-      return 1;
-    });
-    const stats = await client.statistics();
-    if (stats.total_spans === undefined || stats.total_spans <= 0) throw new Error("no spans were stored");
-    return { runtime: server.output().match(/\((node|deno|bun) [^)]*\)/)?.[0].slice(1, -1) ?? runtime, upstream, single, batch, lifecycles };
+    const phases = await runLoad(client, server.url, server.proc.pid!, seconds);
+    return { runtime: server.output().match(/\((node|deno|bun) [^)]*\)/)?.[0].slice(1, -1) ?? runtime, ...phases };
   } finally {
-    await client.close();
     const code = await server.stop("SIGTERM");
     rmSync(dir, { recursive: true, force: true });
     if (code !== 0) throw new Error(`${runtime} server exited with ${code}:\n${server.output()}`);
   }
 }
 
-const fmt = (n: number): string => Math.round(n).toLocaleString("en-US");
-const both = (r: Rate): string => `${fmt(r.wall)} / ${fmt(r.twoCores)}`;
-const rows: Row[] = [];
-const load0 = loadavg()[0]!;
-for (const rt of runtimes) {
-  console.log(`benchmarking the ${rt} server (${SECONDS} s per measurement)...`);
-  rows.push(await benchRuntime(rt));
-}
-const load1 = loadavg()[0]!;
+async function main(argv: string[]): Promise<void> {
+  const flag = (name: string): string | undefined => {
+    const i = argv.indexOf(name);
+    return i >= 0 ? argv[i + 1] : undefined;
+  };
+  const seconds = Number(flag("--seconds") ?? 3);
+  const client = (flag("--client") ?? "bun") as "bun" | "node";
+  const chosen = argv.filter((a, i) => !a.startsWith("--") && !["--seconds", "--client"].includes(argv[i - 1] ?? "")) as Runtime[];
+  const runtimes = chosen.length ? chosen : RUNTIMES;
 
-console.log(`\nStore server on a libSQL file, loopback HTTP, load from a Node LightningStoreClient, ${SECONDS} s per figure.`);
-console.log(`Each cell: wall-clock rate here (1-min load average ${load0.toFixed(1)} -> ${load1.toFixed(1)} on ${availableParallelism()} cores) / rate the CPU time used allows on 2 dedicated cores.\n`);
-console.log("| server | baseline: upstream protocol, next id + POST /spans (spans/s) | single POST /spans (spans/s) | POST /spans/batch (spans/s) | batch vs baseline | lifecycles/s, 8 clients |");
-console.log("|---|---:|---:|---:|---:|---:|");
-for (const r of rows) {
-  console.log(`| ${r.runtime} | ${both(r.upstream)} | ${both(r.single)} | ${both(r.batch)} | ${(r.batch.wall / r.upstream.wall).toFixed(0)}x / ${(r.batch.twoCores / r.upstream.twoCores).toFixed(0)}x | ${both(r.lifecycles)} |`);
+  const rows: Row[] = [];
+  const load0 = loadavg()[0]!;
+  for (const rt of runtimes) {
+    console.log(`benchmarking the ${rt} server (${seconds} s per measurement, load from a ${client} client)...`);
+    rows.push(await benchRuntime(rt, client, seconds));
+  }
+  const load1 = loadavg()[0]!;
+
+  const fmt = (n: number): string => Math.round(n).toLocaleString("en-US");
+  const both = (r: Rate): string => `${fmt(r.wall)} / ${fmt(r.twoCores)}`;
+  console.log(`\nStore server on a libSQL file, loopback HTTP, load from LightningStoreClient under ${client}, ${seconds} s per figure.`);
+  console.log(`Each cell: wall-clock rate here (1-min load average ${load0.toFixed(1)} -> ${load1.toFixed(1)} on ${availableParallelism()} cores) / rate the CPU time used allows on 2 dedicated cores.\n`);
+  console.log("| server | baseline: upstream protocol, next id + POST /spans (spans/s) | single POST /spans (spans/s) | POST /spans/batch (spans/s) | batch vs baseline | lifecycles/s, 8 clients |");
+  console.log("|---|---:|---:|---:|---:|---:|");
+  for (const r of rows) {
+    console.log(`| ${r.runtime} | ${both(r.upstream)} | ${both(r.single)} | ${both(r.batch)} | ${(r.batch.wall / r.upstream.wall).toFixed(0)}x / ${(r.batch.twoCores / r.upstream.twoCores).toFixed(0)}x | ${both(r.lifecycles)} |`);
+  }
+  console.log("\nCPU microseconds per span (per lifecycle in the last column), client + server:\n");
+  console.log("| server | baseline | single | batch | lifecycle |");
+  console.log("|---|---:|---:|---:|---:|");
+  const us = (r: Rate): string => `${fmt(r.clientUs)} + ${fmt(r.serverUs)}`;
+  for (const r of rows) console.log(`| ${r.runtime} | ${us(r.upstream)} | ${us(r.single)} | ${us(r.batch)} | ${us(r.lifecycles)} |`);
+  const misses = rows.flatMap((r) => [
+    ...(r.batch.twoCores < TARGET_BATCH ? [`${r.runtime}: batch ${fmt(r.batch.twoCores)} < ${fmt(TARGET_BATCH)} spans/s`] : []),
+    ...(r.single.twoCores < TARGET_SINGLE ? [`${r.runtime}: single ${fmt(r.single.twoCores)} < ${fmt(TARGET_SINGLE)} spans/s`] : []),
+  ]);
+  console.log(
+    misses.length
+      ? `\nbelow target (2-core figures): ${misses.join("; ")}`
+      : `\nevery runtime meets the targets on 2 cores (batch >= ${fmt(TARGET_BATCH)}, single >= ${fmt(TARGET_SINGLE)} spans/s)`,
+  );
 }
-console.log("\nCPU microseconds per span / per lifecycle, client + server:\n");
-console.log("| server | baseline | single | batch | lifecycle |");
-console.log("|---|---:|---:|---:|---:|");
-const us = (r: Rate): string => `${fmt(r.clientUs)} + ${fmt(r.serverUs)}`;
-for (const r of rows) console.log(`| ${r.runtime} | ${us(r.upstream)} | ${us(r.single)} | ${us(r.batch)} | ${us(r.lifecycles)} |`);
-const misses = rows.flatMap((r) => [
-  ...(r.batch.twoCores < TARGET_BATCH ? [`${r.runtime}: batch ${fmt(r.batch.twoCores)} < ${fmt(TARGET_BATCH)} spans/s`] : []),
-  ...(r.single.twoCores < TARGET_SINGLE ? [`${r.runtime}: single ${fmt(r.single.twoCores)} < ${fmt(TARGET_SINGLE)} spans/s`] : []),
-]);
-console.log(
-  misses.length
-    ? `\nbelow target (2-core figures): ${misses.join("; ")}`
-    : `\nevery runtime meets the targets on 2 cores (batch >= ${fmt(TARGET_BATCH)}, single >= ${fmt(TARGET_SINGLE)} spans/s)`,
-);
+
+const args = process.argv.slice(2);
+if (args[0] === "--load") {
+  const phases = await generateLoad(args[1]!, Number(args[2]), Number(args[3]));
+  console.log(`RESULT ${JSON.stringify(phases)}`);
+} else {
+  await main(args);
+}

@@ -149,15 +149,21 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     app.use("*", auth);
   }
 
-  app.use(
-    "*",
-    bodyLimit({
-      maxSize: limit,
-      onError: () => {
-        throw new HttpProblem(413, "PayloadTooLarge", `Request body exceeds the limit of ${limit} bytes`);
-      },
-    }),
-  );
+  const tooLarge = (): never => {
+    throw new HttpProblem(413, "PayloadTooLarge", `Request body exceeds the limit of ${limit} bytes`);
+  };
+  // Hono's bodyLimit reads `c.req.raw.body`, which makes @hono/node-server build a full Request for
+  // every call; a declared Content-Length is checked from the header alone, and only bodies without
+  // one (chunked) go through the streaming check.
+  const streamingLimit = bodyLimit({ maxSize: limit, onError: tooLarge });
+  app.use("*", async (c, next) => {
+    if (c.req.method === "GET" || c.req.method === "HEAD" || c.req.method === "OPTIONS") return next();
+    const length = c.req.header("content-length");
+    if (length !== undefined && c.req.header("transfer-encoding") === undefined) {
+      return Number(length) > limit ? tooLarge() : next();
+    }
+    return streamingLimit(c, next);
+  });
 
   if (options.testHooks) options.testHooks.install(app, API_PREFIX);
 
