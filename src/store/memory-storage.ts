@@ -109,9 +109,15 @@ export class MemoryStorage implements Storage {
     this.latestResourcesId = null;
   }
 
+  /** The frozen row `{...old, ...patch}`: the old row is frozen already, so only the patch's values need it. */
+  private static updated<T extends object>(old: T, patch: object): T {
+    for (const k in patch) deepFreeze((patch as Record<string, unknown>)[k]);
+    return Object.freeze({ ...old, ...patch });
+  }
+
   private setRow(e: RolloutEntry, r: Rollout): Rollout {
     const was = e.row.status;
-    e.row = deepFreeze(r);
+    e.row = r;
     const isRunning = r.status === "preparing" || r.status === "running";
     if (isRunning !== (was === "preparing" || was === "running")) {
       if (isRunning) this.running.add(r.rollout_id);
@@ -206,7 +212,7 @@ export class MemoryStorage implements Storage {
       },
       updateRollout(id, patch: RolloutPatchRow) {
         const e = s.entry(id, "updateRollout");
-        return s.setRow(e, { ...e.row, ...patch });
+        return s.setRow(e, MemoryStorage.updated(e.row, patch));
       },
       listRunningRollouts() {
         return [...s.running].map((id) => s.entries.get(id)!.row);
@@ -240,7 +246,7 @@ export class MemoryStorage implements Storage {
         const list = s.entry(rid, "updateAttempt").attempts;
         const i = list.findLastIndex((a) => a.attempt_id === aid);
         if (i < 0) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
-        const next = deepFreeze({ ...list[i]!, ...patch });
+        const next = MemoryStorage.updated(list[i]!, patch);
         list[i] = next;
         return next;
       },
@@ -309,7 +315,7 @@ export class MemoryStorage implements Storage {
         return s.workers.get(id) ?? null;
       },
       upsertWorker(id, patch: WorkerPatchRow) {
-        const next = deepFreeze({ ...(s.workers.get(id) ?? newWorker(id)), ...patch });
+        const next = MemoryStorage.updated(s.workers.get(id) ?? Object.freeze(newWorker(id)), patch);
         s.workers.set(id, next);
         return next;
       },
