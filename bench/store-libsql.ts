@@ -16,33 +16,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { InMemoryLightningStore, LibsqlLightningStore, type LightningStore } from "../src/store/index.ts";
-import { spanFromAttributes, type Span } from "../src/types/index.ts";
+import { makeLlmSpan } from "./_llm-span.ts";
 
 const TARGET_BATCHED_SPANS = 50_000;
 const TARGET_LIFECYCLES = 5_000;
 const N = Number(process.env.BENCH_N ?? 20_000);
-
-/** A span shaped like a runner's LLM-call span (the same one bench/store-memory.ts uses). */
-function makeSpan(rolloutId: string, attemptId: string, seq: number): Span {
-  const span = spanFromAttributes({
-    rollout_id: rolloutId,
-    attempt_id: attemptId,
-    sequence_id: seq,
-    name: "openai.chat.completion",
-    attributes: {
-      "gen_ai.system": "openai",
-      "gen_ai.request.model": "qwen2.5-1.5b",
-      "gen_ai.usage.prompt_tokens": 123,
-      "gen_ai.usage.completion_tokens": 45,
-      "gen_ai.prompt.0.content": "What is 2 + 2? Answer with a number.",
-      "gen_ai.completion.0.content": "4",
-    },
-    start_time: 1_800_000_000 + seq,
-    end_time: 1_800_000_000.5 + seq,
-  });
-  span.events = [{ name: "reward", attributes: { value: 1 }, timestamp: 1_800_000_000.2 + seq }];
-  return span;
-}
 
 /** A rate by wall clock, and by the CPU time this process used (the rate an otherwise idle core would give). */
 interface Rate {
@@ -62,7 +40,7 @@ async function rate(n: number, fn: () => Promise<void>): Promise<Rate> {
 
 async function batchedSpans(store: LightningStore, n: number): Promise<Rate> {
   const ar = await store.startRollout({ q: 1 });
-  const spans = Array.from({ length: n }, (_, i) => makeSpan(ar.rollout_id, ar.attempt.attempt_id, i + 1));
+  const spans = Array.from({ length: n }, (_, i) => makeLlmSpan(ar.rollout_id, ar.attempt.attempt_id, i + 1));
   return rate(n, async () => {
     for (let i = 0; i < n; i += 1000) await store.addManySpans(spans.slice(i, i + 1000));
   });
@@ -70,7 +48,7 @@ async function batchedSpans(store: LightningStore, n: number): Promise<Rate> {
 
 async function concurrentAddSpan(store: LightningStore, n: number, callers: number): Promise<Rate> {
   const ar = await store.startRollout({ q: 1 });
-  const spans = Array.from({ length: n }, (_, i) => makeSpan(ar.rollout_id, ar.attempt.attempt_id, i + 1));
+  const spans = Array.from({ length: n }, (_, i) => makeLlmSpan(ar.rollout_id, ar.attempt.attempt_id, i + 1));
   let next = 0;
   return rate(n, async () => {
     await Promise.all(
@@ -86,7 +64,7 @@ async function lifecycles(store: LightningStore, n: number, workers: number): Pr
     await store.enqueueRollout({ question: "What is 2 + 2?", i });
     const ar = await store.dequeueRollout({ worker_id: w });
     if (!ar) return; // another worker took ours; it runs that one
-    for (let k = 1; k <= 4; k++) await store.addSpan(makeSpan(ar.rollout_id, ar.attempt.attempt_id, k));
+    for (let k = 1; k <= 4; k++) await store.addSpan(makeLlmSpan(ar.rollout_id, ar.attempt.attempt_id, k));
     await store.updateAttempt(ar.rollout_id, ar.attempt.attempt_id, { status: "succeeded" });
   };
   let next = 0;
