@@ -92,7 +92,15 @@ class Workspace {
     const qd = c.n_heads * hd;
     const kvd = c.n_kv_heads * hd;
     const d = c.d_model;
+    const maxBytes = ctx.device.limits.maxStorageBufferBindingSize;
     const a = (n: number): GPUBuffer => {
+      if (n * 4 > maxBytes) {
+        this.destroy();
+        throw new ValidationError(
+          `a micro-batch of ${tokens} tokens needs a ${n * 4}-byte activation buffer, over this device's ${maxBytes}-byte binding limit: lower microBatchSize`,
+          ["microBatchSize"],
+        );
+      }
       const b = ctx.alloc(n);
       this.all.push(b);
       return b;
@@ -205,6 +213,7 @@ export class GpuModel {
     if (this.workspace === null || !this.workspace.fits(tokens, responseRows, tokens)) {
       this.ctx.flush();
       this.workspace?.destroy();
+      this.workspace = null;
       this.workspace = new Workspace(this.ctx, this.config, tokens, responseRows, tokens);
     }
     return this.workspace;

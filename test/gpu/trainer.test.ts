@@ -4,7 +4,7 @@ import { GpuPolicyTrainer } from "../../src/gpu/trainer.ts";
 import { CpuTrainer } from "../../src/model/cpu-trainer.ts";
 import { backward, forward } from "../../src/model/reference.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
-import { batchFromTokens, resolveResponseMask } from "../../src/model/batch.ts";
+import { batchFromTokens, resolveResponseMask, sliceRows } from "../../src/model/batch.ts";
 import { decodeModel, decodeOptimizer, encodeModel, encodeOptimizer } from "../../src/model/checkpoint.ts";
 import { normFromMask, ppoPolicyLoss } from "../../src/wasm/reference/ppo-loss.ts";
 import type { ModelConfig } from "../../src/model/config.ts";
@@ -201,6 +201,19 @@ describe.skipIf(noGpu)("GpuPolicyTrainer vs the CPU reference", { timeout: 180_0
     expect(mc.step).toBe(ma.step);
     expect((await c.getState()).params).toEqual((await a.getState()).params);
     for (const t of [a, b, c]) t.destroy();
+  });
+
+  it("a micro-batch over the device's buffer binding limit is refused with advice, and a smaller one then works", async () => {
+    const config: ModelConfig = { ...tinyConfig(true), d_model: 8, n_heads: 2, n_kv_heads: 1, d_ff: 1 << 16, max_seq_len: 64 };
+    const T = 64;
+    const rows = Math.ceil((ctx.device.limits.maxStorageBufferBindingSize / 4 / config.d_ff + 1) / T);
+    const ids = new Int32Array(rows * T).fill(1);
+    const batch: TokenBatch = { n: rows, P: 32, R: 32, inputIds: ids, attentionMask: new Int32Array(rows * T).fill(1), positionIds: ids.map((_, i) => i % T) };
+    const gpu = await GpuPolicyTrainer.create({ config, seed: 1, context: ctx });
+    await expect(gpu.logProbs(batch)).rejects.toThrow(/microBatchSize/);
+    const one = await gpu.logProbs(sliceRows(batch, 0, 1));
+    expect(one.log_probs.every(Number.isFinite)).toBe(true);
+    gpu.destroy();
   });
 
   it("a non-finite loss skips the step and leaves the weights untouched", async () => {
