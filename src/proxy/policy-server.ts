@@ -308,6 +308,10 @@ async function nodeServe(): Promise<ServeFn> {
         resolve({ port: info.port, stop: () => new Promise<void>((done, fail) => server.close((e) => (e ? fail(e) : done()))) }),
       );
       server.once("error", reject);
+      // Agents reuse pooled connections across training steps; a step can block the event loop for
+      // longer than Node's 5 s keep-alive, and a socket the server closes just as a client reuses it
+      // fails that request (ECONNRESET). Idle connections therefore stay open for 10 minutes.
+      (server as { keepAliveTimeout?: number }).keepAliveTimeout = 600_000;
     });
 }
 
