@@ -165,7 +165,9 @@ class NativeDriver implements SqlDriver {
    * each, in the same order, but the commit (the WAL write, and its fsync with synchronous=FULL) is shared.
    */
   tx<T>(mode: SqlTxMode, fn: (c: SqlConn) => Promise<T>): Promise<T> {
-    if (mode === "r") {
+    // A read asked for while writes wait for their group joins that group, so that calls still run in
+    // the order they were made (a read never overtakes a write requested before it).
+    if (mode === "r" && this.writes.length === 0) {
       return this.mutex.run(async () => {
         this.checkOpen();
         this.exec("BEGIN");
@@ -217,6 +219,8 @@ class NativeDriver implements SqlDriver {
   }
 
   private async commitGroup(): Promise<void> {
+    // Let the rest of a synchronous burst of calls join this group.
+    await Promise.resolve();
     const group = this.writes.splice(0, MAX_WRITE_GROUP);
     const results: { ok: boolean; value: unknown }[] = [];
     try {
