@@ -1,0 +1,35 @@
+/**
+ * Gathers the calls made while the server handles one batch of socket events and issues them together
+ * in a single macrotask. A store with group commit (libSQL) writes the calls that queue up in the same
+ * tick as one transaction; requests arriving over HTTP are otherwise handled in separate ticks and would
+ * each commit alone. Every caller still gets its own result or error.
+ */
+type Schedule = (fn: () => void) => void;
+
+const nextMacrotask: Schedule =
+  typeof (globalThis as { setImmediate?: unknown }).setImmediate === "function"
+    ? (fn) => (globalThis as unknown as { setImmediate(f: () => void): void }).setImmediate(fn)
+    : (fn) => setTimeout(fn, 0);
+
+export function coalesced<A extends unknown[], R>(fn: (...args: A) => Promise<R>, schedule: Schedule = nextMacrotask): (...args: A) => Promise<R> {
+  let pending: { args: A; resolve: (v: R) => void; reject: (e: unknown) => void }[] = [];
+  const flush = () => {
+    const batch = pending;
+    pending = [];
+    for (const call of batch) {
+      let out: Promise<R>;
+      try {
+        out = fn(...call.args);
+      } catch (e) {
+        call.reject(e);
+        continue;
+      }
+      out.then(call.resolve, call.reject);
+    }
+  };
+  return (...args: A) =>
+    new Promise<R>((resolve, reject) => {
+      if (pending.length === 0) schedule(flush);
+      pending.push({ args, resolve, reject });
+    });
+}
