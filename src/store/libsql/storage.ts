@@ -35,6 +35,12 @@ const rowsSql = (cols: number, rows: number): string => new Array(rows).fill(pla
 const quoted = (cols: readonly string[]): string => cols.map((c) => `"${c}"`).join(", ");
 
 const RETURNING_ROLLOUT = `RETURNING ${quoted(ROLLOUT_COLUMNS)}`;
+/** A rollout and its latest attempt (NULL columns when it has none) in one row. */
+const SELECT_ROLLOUT_WITH_LATEST =
+  `SELECT ${ROLLOUT_COLUMNS.map((c) => `r."${c}"`).join(", ")}, ${attemptSpec.columns.map((c) => `a."${c}"`).join(", ")} ` +
+  `FROM "rollouts" AS r LEFT JOIN "attempts" AS a ON a."rollout_id" = r."rollout_id" ` +
+  `AND a."sequence_id" = (SELECT MAX(b."sequence_id") FROM "attempts" AS b WHERE b."rollout_id" = r."rollout_id") ` +
+  `WHERE r."rollout_id" = ?`;
 const RETURNING_ATTEMPT = `RETURNING ${quoted(attemptSpec.columns)}`;
 const RETURNING_WORKER = `RETURNING ${quoted(WORKER_COLUMNS)}`;
 const INSERT_SPANS_HEAD = `INSERT INTO "spans" (${quoted(SPAN_COLUMNS)}) VALUES `;
@@ -70,8 +76,16 @@ export class SqlTx implements StorageTx {
   async getRollout(id: string): Promise<Rollout | null> {
     const known = this.rollouts.get(id);
     if (known !== undefined) return known;
-    const r = await this.one(rolloutSpec, `${rolloutSpec.select} WHERE "rollout_id" = ?`, [id]);
+    // The latest attempt comes along: the core nearly always reads it right after the rollout.
+    const row = await this.c.get(SELECT_ROLLOUT_WITH_LATEST, [id]);
+    if (row === undefined) {
+      this.rollouts.set(id, null);
+      return null;
+    }
+    const r = rolloutSpec.fromRow(row);
     this.rollouts.set(id, r);
+    const attempt = Array.prototype.slice.call(row, ROLLOUT_COLUMNS.length) as SqlValue[];
+    this.latest.set(id, attempt[0] === null ? null : attemptSpec.fromRow(attempt));
     return r;
   }
 
@@ -152,6 +166,9 @@ export class SqlTx implements StorageTx {
   }
 
   async countAttempts(rid: string): Promise<number> {
+    // Sequence ids count up from 1 within a rollout (the storage contract), so the latest one is the count.
+    const latest = this.latest.get(rid);
+    if (latest !== undefined) return latest === null ? 0 : latest.sequence_id;
     return Number((await this.c.get(`SELECT COUNT(*) FROM "attempts" WHERE "rollout_id" = ?`, [rid]))![0]);
   }
 
