@@ -24,33 +24,11 @@ import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { LightningStoreClient } from "../src/client/index.ts";
-import { spanFromAttributes, type Span } from "../src/types/index.ts";
 import { RUNTIMES, startServerProcess, type Runtime } from "../test/server/processes.ts";
+import { makeLlmSpan as makeSpan } from "./_llm-span.ts";
 
 const TARGET_BATCH = 20_000;
 const TARGET_SINGLE = 3_000;
-
-/** A span shaped like a runner's LLM-call span (as bench/store-memory.ts). */
-function makeSpan(rolloutId: string, attemptId: string, seq: number): Span {
-  const span = spanFromAttributes({
-    rollout_id: rolloutId,
-    attempt_id: attemptId,
-    sequence_id: seq,
-    name: "openai.chat.completion",
-    attributes: {
-      "gen_ai.system": "openai",
-      "gen_ai.request.model": "qwen2.5-1.5b",
-      "gen_ai.usage.prompt_tokens": 123,
-      "gen_ai.usage.completion_tokens": 45,
-      "gen_ai.prompt.0.content": "What is 2 + 2? Answer with a number.",
-      "gen_ai.completion.0.content": "4",
-    },
-    start_time: 1_800_000_000 + seq,
-    end_time: 1_800_000_000.5 + seq,
-  });
-  span.events = [{ name: "reward", attributes: { value: 1 }, timestamp: 1_800_000_000.2 + seq }];
-  return span;
-}
 
 /** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat. */
 function processCpuSeconds(pid: number): number {
