@@ -16,7 +16,7 @@ import { openStore } from "../../src/store/index.ts";
 import { Trainer } from "../../src/trainer/index.ts";
 import { calcAgent, MAX_ANSWER_TOKENS } from "./agent.ts";
 import { lineChartSvg } from "./svg.ts";
-import { heldOutTasks, trainTasks } from "./tasks.ts";
+import { heldOutTasks, trainTasks, type CalcTask } from "./tasks.ts";
 
 export interface CalcTrainOptions {
   steps: number;
@@ -36,6 +36,8 @@ export interface CalcTrainOptions {
   backend: "auto" | "cpu" | "webgpu";
   runners: number;
   progress: boolean;
+  /** Training problems [4096 drawn from seed + 17, none held out]. */
+  trainSet?: CalcTask[];
 }
 
 export const CALC_TRAIN_DEFAULTS: CalcTrainOptions = {
@@ -78,7 +80,7 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
   await rm(dbPath, { force: true });
   const store = await openStore(`file:${dbPath}`);
   const heldOut = heldOutTasks(o.valTasks);
-  const train = trainTasks(4096, o.seed + 17, heldOut);
+  const train = o.trainSet ?? trainTasks(4096, o.seed + 17, heldOut);
   const grpo = new GRPO({
     trainer, policy, steps: o.steps, batchSize: o.batch, nSamples: o.n, valEvery: o.valEvery, seed: o.seed,
     maxPromptLength: ckpt.config.max_seq_len - MAX_ANSWER_TOKENS, maxResponseLength: MAX_ANSWER_TOKENS,

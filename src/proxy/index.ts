@@ -4,3 +4,4 @@ export * from "./policy.ts";
 export * from "./llm-span.ts";
 export * from "./openai-schemas.ts";
 export * from "./policy-server.ts";
+export * from "./gpu-generation.ts";
