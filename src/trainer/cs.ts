@@ -22,6 +22,7 @@ import { getLogger } from "../tracer/log.ts";
 import { ValidationError } from "../types/index.ts";
 import { readEnv, resolveBoolEnv, resolveIntEnv, resolveStrEnv } from "./env.ts";
 import { onInterrupt } from "./interrupt.ts";
+import { runnerFetch } from "./node-fetch.ts";
 import { registerComponent } from "./registry.ts";
 import { serveFetch, type ServedApp } from "./serve.ts";
 import { ChildHandle, listenForParentStop, selfCommand } from "./spawn.ts";
@@ -219,7 +220,7 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
 
   /** A runner in this process: through a client to the server (managed), or on `store` as given. */
   private async executeRunner(runner: RunnerBundle, workerId: number, store: LightningStore, event: ExecutionEvent): Promise<void> {
-    const client = this.managedStore ? new LightningStoreClient(this.address(this.serverPort)) : null;
+    const client = this.managedStore ? new LightningStoreClient(this.address(this.serverPort), { fetch: runnerFetch() }) : null;
     try {
       await runUntilCompletedOrCanceled(`runner-${workerId}`, (signal) => runner(client ?? store, workerId, event, signal), event, this.gracefulDelay);
     } catch (err) {
