@@ -165,6 +165,16 @@ class Workspace {
 
 export type ParamBuffers = Record<string, GPUBuffer>;
 
+/** Token ids must index the embedding table and positions the RoPE table (the GPU would read out of range). */
+export function checkTokenRanges(c: ModelConfig, ids: ArrayLike<number>, positions: ArrayLike<number>): void {
+  for (let i = 0; i < ids.length; i++) {
+    if (!(ids[i] >= 0 && ids[i] < c.vocab_size)) throw new ValidationError(`token id ${ids[i]} outside [0, ${c.vocab_size})`, ["inputIds", i]);
+  }
+  for (let i = 0; i < positions.length; i++) {
+    if (!(positions[i] >= 0 && positions[i] < c.max_seq_len)) throw new ValidationError(`position id ${positions[i]} outside [0, max_seq_len ${c.max_seq_len})`, ["positionIds", i]);
+  }
+}
+
 export class GpuModel {
   readonly layout: ParamSpec[];
   readonly params: ParamBuffers = {};
@@ -222,12 +232,7 @@ export class GpuModel {
   /** Uploads the inputs and encodes the forward pass; the response log-probs/entropies land in ws.logprob/ws.entropy. */
   forward(s: MicroShape, inputs: MicroInputs): Workspace {
     const c = this.config;
-    for (const p of inputs.positions) {
-      if (p >= c.max_seq_len) throw new ValidationError(`position id ${p} exceeds max_seq_len ${c.max_seq_len}`, ["positionIds"]);
-    }
-    for (const id of inputs.ids) {
-      if (id >= c.vocab_size) throw new ValidationError(`token id ${id} outside [0, ${c.vocab_size})`, ["inputIds"]);
-    }
+    checkTokenRanges(c, inputs.ids, inputs.positions);
     const ws = this.ensureWorkspace(s);
     const ctx = this.ctx;
     ctx.write(ws.ids, inputs.ids);

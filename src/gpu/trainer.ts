@@ -24,7 +24,7 @@ import type {
   TrainerState,
 } from "../model/train-types.ts";
 import { GpuContext } from "./context.ts";
-import { GpuModel, type MicroInputs, type MicroShape } from "./model.ts";
+import { checkTokenRanges, GpuModel, type MicroInputs, type MicroShape } from "./model.ts";
 import { METRIC_COLUMNS, ppoLoss, type PpoParams } from "./kernels/ppo-loss.ts";
 import { columnSums, sumSquares, SUMSQ_GROUPS } from "./kernels/reduce.ts";
 import { adamw, adamwScalars } from "./kernels/adamw.ts";
@@ -111,8 +111,14 @@ export class GpuPolicyTrainer implements PolicyTrainer {
 
   /** Acquires a device (or uses `options.context`) and uploads the initial parameters. */
   static async create(options: GpuTrainerOptions): Promise<GpuPolicyTrainer> {
+    parseModelConfig(options.config); // bad input fails before a device is taken
     const ctx = options.context ?? (await GpuContext.create(options.device));
-    return new GpuPolicyTrainer(ctx, options.context === undefined, options);
+    try {
+      return new GpuPolicyTrainer(ctx, options.context === undefined, options);
+    } catch (e) {
+      if (options.context === undefined) ctx.destroy();
+      throw e;
+    }
   }
 
   private loadOptimizer(o: OptimizerState): void {
@@ -123,8 +129,14 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     this.stepCount = o.step;
   }
 
-  async logProbs(batch: TokenBatch, options: StepOptions = {}): Promise<LogProbsResult> {
+  /** Shapes, masks and token/position ranges, checked before any GPU work so bad input changes nothing. */
+  private validate(batch: TokenBatch): void {
     validateBatch(batch);
+    checkTokenRanges(this.config, batch.inputIds, batch.positionIds);
+  }
+
+  async logProbs(batch: TokenBatch, options: StepOptions = {}): Promise<LogProbsResult> {
+    this.validate(batch);
     const { n, R } = batch;
     const log_probs = new Float32Array(n * R);
     const entropy = new Float32Array(n * R);
@@ -139,7 +151,7 @@ export class GpuPolicyTrainer implements PolicyTrainer {
   }
 
   async policyStep(batch: TokenBatch, advantages: Float32Array, oldLogProbs: Float32Array, options: PolicyStepOptions = {}): Promise<StepMetrics> {
-    validateBatch(batch);
+    this.validate(batch);
     checkResponseTensor("advantages", advantages, batch);
     checkResponseTensor("oldLogProbs", oldLogProbs, batch);
     const ref = options.refLogProbs;
@@ -164,7 +176,7 @@ export class GpuPolicyTrainer implements PolicyTrainer {
 
   /** Cross-entropy of the response tokens, aggregated with `lossAggMode` [token-mean]. */
   async sftStep(batch: TokenBatch, options: SftStepOptions = {}): Promise<StepMetrics> {
-    validateBatch(batch);
+    this.validate(batch);
     const params: PpoParams = { clipLow: 0, clipHigh: 0, clipC: 0, entropyCoeff: 0, klCoef: 0, klKind: "k1", hasRef: false, sft: true };
     const zeros = new Float32Array(batch.n * batch.R);
     return this.step(batch, options, options.lossAggMode ?? "token-mean", params, { advantages: zeros, oldLogProbs: zeros }, (s) => ({ loss: s.pg, pg_loss: s.pg }));
@@ -198,6 +210,60 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     const model = this.model;
     const micro = microBatches(n, options.microBatchSize);
     const sums = ctx.alloc(micro.length * C + 1, "step_sums");
+    let out: Float32Array;
+    try {
+      out = await this.accumulate(batch, micro, mask, weight, lossParams, perToken, sums);
+    } finally {
+      ctx.flush(); // encoded work may still reference `sums`
+      sums.destroy();
+    }
+    const total = (name: (typeof METRIC_COLUMNS)[number]): number => {
+      let s = 0;
+      for (let i = 0; i < micro.length; i++) s += out[i * C + col(name)];
+      return s;
+    };
+    const meanScale = 1 / (norm.tokens + MASKED_MEAN_EPS);
+    const { loss, pg_loss } = objective({ pg: total("pg"), entropy: total("entropy"), kl: total("kl") });
+    const gradNorm = Math.sqrt(out[micro.length * C]);
+    const skipped = !Number.isFinite(loss) || !Number.isFinite(gradNorm);
+    if (!skipped) {
+      const maxNorm = this.optim.maxGradNorm;
+      const coef = maxNorm > 0 && maxNorm !== Infinity ? maxNorm / (gradNorm + 1e-6) : 1;
+      this.stepCount += 1;
+      const scalars = adamwScalars({ ...this.optim, lr: options.lr ?? this.optim.lr }, this.stepCount, coef < 1 ? coef : 1);
+      for (const s of model.layout) adamw(ctx, model.params[s.name], model.grads[s.name], model.m[s.name], model.v[s.name], s.size, scalars);
+      // Wait for the update so tokens_per_second covers the whole step.
+      await ctx.drain();
+    }
+    const seconds = (now() - started) / 1000;
+    return {
+      loss,
+      pg_loss,
+      clip_frac: total("clipped") * meanScale,
+      clip_frac_lower: total("clipped_lower") * meanScale,
+      approx_kl: total("neg_log_ratio") * meanScale,
+      entropy: total("entropy"),
+      grad_norm: gradNorm,
+      tokens_per_second: seconds > 0 ? norm.tokens / seconds : 0,
+      tokens: norm.tokens,
+      skipped,
+      step: this.stepCount,
+    };
+  }
+
+  /** Zeroes the gradients, runs forward, loss and backward over the micro-batches, and reads back the
+   * per-micro-batch metric sums followed by the squared gradient norm. */
+  private async accumulate(
+    batch: TokenBatch,
+    micro: Array<[number, number]>,
+    mask: Float32Array,
+    weight: Float32Array,
+    lossParams: PpoParams,
+    perToken: { advantages: Float32Array; oldLogProbs: Float32Array; refLogProbs?: Float32Array },
+    sums: GPUBuffer,
+  ): Promise<Float32Array> {
+    const { ctx, model } = this;
+    const R = batch.R;
     model.zeroGrads();
     micro.forEach(([r0, r1], index) => {
       const { shape, inputs } = microInputs(sliceRows(batch, r0, r1));
@@ -232,40 +298,7 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     });
     model.layout.forEach((s, i) => sumSquares(ctx, model.grads[s.name], s.size, this.partials, i));
     columnSums(ctx, this.partials, sums, model.layout.length * SUMSQ_GROUPS, 1, micro.length * C);
-    const out = await ctx.read(sums);
-    sums.destroy();
-    const total = (name: (typeof METRIC_COLUMNS)[number]): number => {
-      let s = 0;
-      for (let i = 0; i < micro.length; i++) s += out[i * C + col(name)];
-      return s;
-    };
-    const meanScale = 1 / (norm.tokens + MASKED_MEAN_EPS);
-    const { loss, pg_loss } = objective({ pg: total("pg"), entropy: total("entropy"), kl: total("kl") });
-    const gradNorm = Math.sqrt(out[micro.length * C]);
-    const skipped = !Number.isFinite(loss) || !Number.isFinite(gradNorm);
-    if (!skipped) {
-      const maxNorm = this.optim.maxGradNorm;
-      const coef = maxNorm > 0 && maxNorm !== Infinity ? maxNorm / (gradNorm + 1e-6) : 1;
-      this.stepCount += 1;
-      const scalars = adamwScalars({ ...this.optim, lr: options.lr ?? this.optim.lr }, this.stepCount, coef < 1 ? coef : 1);
-      for (const s of model.layout) adamw(ctx, model.params[s.name], model.grads[s.name], model.m[s.name], model.v[s.name], s.size, scalars);
-      // Wait for the update so tokens_per_second covers the whole step.
-      await ctx.drain();
-    }
-    const seconds = (now() - started) / 1000;
-    return {
-      loss,
-      pg_loss,
-      clip_frac: total("clipped") * meanScale,
-      clip_frac_lower: total("clipped_lower") * meanScale,
-      approx_kl: total("neg_log_ratio") * meanScale,
-      entropy: total("entropy"),
-      grad_norm: gradNorm,
-      tokens_per_second: seconds > 0 ? norm.tokens / seconds : 0,
-      tokens: norm.tokens,
-      skipped,
-      step: this.stepCount,
-    };
+    return ctx.read(sums);
   }
 
   /** The last step's accumulated gradient before clipping (flat, paramLayout order); for tests and diagnostics. */

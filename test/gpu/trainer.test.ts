@@ -8,6 +8,7 @@ import { batchFromTokens, resolveResponseMask, sliceRows } from "../../src/model
 import { decodeModel, decodeOptimizer, encodeModel, encodeOptimizer } from "../../src/model/checkpoint.ts";
 import { normFromMask, ppoPolicyLoss } from "../../src/wasm/reference/ppo-loss.ts";
 import type { ModelConfig } from "../../src/model/config.ts";
+import { ValidationError } from "../../src/types/errors.ts";
 import type { PolicyStepOptions, TokenBatch } from "../../src/model/train-types.ts";
 import { maxRelError, noGpu } from "./gpu-env.ts";
 
@@ -213,6 +214,23 @@ describe.skipIf(noGpu)("GpuPolicyTrainer vs the CPU reference", { timeout: 180_0
     await expect(gpu.logProbs(batch)).rejects.toThrow(/microBatchSize/);
     const one = await gpu.logProbs(sliceRows(batch, 0, 1));
     expect(one.log_probs.every(Number.isFinite)).toBe(true);
+    gpu.destroy();
+  });
+
+  it("bad input throws a ValidationError and changes nothing", async () => {
+    const config = tinyConfig(true);
+    await expect(GpuPolicyTrainer.create({ config: { ...config, n_kv_heads: 3 }, context: ctx })).rejects.toBeInstanceOf(ValidationError);
+    const gpu = await GpuPolicyTrainer.create({ config, seed: 8, context: ctx });
+    const batch = makeBatch(new Rng(5), config.vocab_size, 2);
+    const before = (await gpu.getState()).params;
+    const badId = { ...batch, inputIds: batch.inputIds.map((x, i) => (i === 3 ? config.vocab_size : x)) };
+    await expect(gpu.logProbs(badId)).rejects.toBeInstanceOf(ValidationError);
+    const badPos = { ...batch, positionIds: batch.positionIds.map((x, i) => (i === 1 ? config.max_seq_len : x)) };
+    const zeros = new Float32Array(batch.n * batch.R);
+    await expect(gpu.policyStep(badPos, zeros, zeros)).rejects.toBeInstanceOf(ValidationError);
+    await expect(gpu.policyStep(batch, zeros.subarray(1), zeros)).rejects.toBeInstanceOf(ValidationError);
+    expect((await gpu.getState()).params).toEqual(before);
+    expect((await gpu.policyStep(batch, zeros, zeros)).step).toBe(1);
     gpu.destroy();
   });
 
