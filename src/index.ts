@@ -4,3 +4,7 @@ export * from "./client/index.ts";
 export * from "./wasm/index.ts";
 export * from "./adapter/index.ts";
 export * from "./gpu/index.ts";
+export * from "./tracer/index.ts";
+export * from "./runner/index.ts";
+export * from "./trainer/index.ts";
+export * from "./algorithm/index.ts";

@@ -13,7 +13,8 @@ import { getLogger } from "../tracer/log.ts";
 import type { AttemptedRollout, LLM, NamedResources, PromptTemplate, ProxyLLM, Resource } from "../types/index.ts";
 import { ValidationError, proxyLlmForAttempt } from "../types/index.ts";
 import { NotImplementedError } from "./errors.ts";
-import { LitAgent, type MaybePromise, type RolloutRawResult } from "./litagent.ts";
+import type { MaybePromise } from "../store/storage.ts";
+import { LitAgent, type RolloutRawResult } from "./litagent.ts";
 
 const log = getLogger("agentlightning.litagent.decorator");
 

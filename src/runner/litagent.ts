@@ -8,13 +8,13 @@
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import type { Tracer } from "../tracer/base.ts";
 import { getLogger } from "../tracer/log.ts";
+import type { MaybePromise } from "../store/storage.ts";
 import type { AttemptedRollout, NamedResources, Span, SpanCoreFields } from "../types/index.ts";
 import { NotImplementedError, RuntimeError } from "./errors.ts";
 
 const log = getLogger("agentlightning.litagent");
 
 export type RolloutRawResult = void | null | undefined | number | boolean | ReadableSpan[] | Span[] | SpanCoreFields[];
-export type MaybePromise<T> = T | Promise<T>;
 
 /** What an agent needs from its trainer / runner: only their tracer. */
 export interface HasTracer {
