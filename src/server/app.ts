@@ -19,7 +19,7 @@ import { silentLogger, type Logger } from "./log.ts";
 import { ServerMetrics, instrumentStore } from "./metrics.ts";
 import { otlpTracesHandler } from "./otlp/route.ts";
 import * as S from "./schemas.ts";
-import { coalesced } from "./coalesce.ts";
+import { coalescedStore } from "./coalesce.ts";
 import { addSpansAssigningSequence, type SpanWithOptionalSequence } from "./spans.ts";
 import type { TestHooks } from "./test-hooks.ts";
 
@@ -96,7 +96,8 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   const log = options.log ?? silentLogger;
   const metricsOn = options.metrics ?? true;
   const metrics = metricsOn ? new ServerMetrics(rawStore) : null;
-  const store = metrics ? instrumentStore(rawStore, metrics) : rawStore;
+  // Calls are timed at the store itself; coalescing happens in front of that (queueing is not store time).
+  const store = coalescedStore(metrics ? instrumentStore(rawStore, metrics) : rawStore);
   const maxWait = options.maxWaitSeconds ?? MAX_WAIT_SECONDS;
   const limit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
   const token = options.token ?? null;
@@ -169,9 +170,6 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   if (options.testHooks) options.testHooks.install(app, API_PREFIX);
 
   const api = new Hono();
-  // Spans from concurrent requests reach the store together, so its group commit can batch them.
-  const addSpan = coalesced((span: Span) => store.addSpan(span));
-  const addManySpans = coalesced((spans: Span[]) => store.addManySpans(spans));
 
   api.get("/health", (c) => c.json({ status: "ok" }));
 
@@ -281,12 +279,12 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     spans.forEach((s, i) => {
       if (s === null || typeof s !== "object" || Array.isArray(s)) throw new ValidationError(`span #${i} must be an object`, [{ path: ["spans", i], message: "expected an object" }]);
     });
-    return c.json(await addSpansAssigningSequence(store, spans as SpanWithOptionalSequence[], addManySpans), 201);
+    return c.json(await addSpansAssigningSequence(store, spans as SpanWithOptionalSequence[]), 201);
   });
   api.post("/spans", async (c) => {
     const span = await readJson(c, false);
     if (span === null || typeof span !== "object" || Array.isArray(span)) throw new ValidationError("The request body must be a span object", []);
-    return c.json(await addSpan(span as Span), 201);
+    return c.json(await store.addSpan(span as Span), 201);
   });
 
   // Waits: a long poll held until the rollouts finish, the caller's timeout, or maxWait.
@@ -315,7 +313,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   app.route(API_PREFIX, api);
 
   // OTLP/HTTP
-  app.post("/v1/traces", otlpTracesHandler(store, { maxBytes: limit, log, addManySpans }));
+  app.post("/v1/traces", otlpTracesHandler(store, { maxBytes: limit, log }));
   for (const p of ["/v1/metrics", "/v1/logs", "/v1/development/profiles"]) app.post(p, (c) => c.body(null, 501));
 
   if (metrics) {

@@ -33,3 +33,25 @@ export function coalesced<A extends unknown[], R>(fn: (...args: A) => Promise<R>
       pending.push({ args, resolve, reject });
     });
 }
+
+/**
+ * A store whose method calls are all issued through one `coalesced` queue: the calls of concurrent
+ * requests reach the store together, in arrival order, so a group-committing store (libSQL) shares one
+ * commit among their writes. Results, errors and per-caller order are unchanged.
+ */
+export function coalescedStore<S extends object>(store: S): S {
+  const issue = coalesced((call: () => Promise<unknown>) => call());
+  const methods = new Map<PropertyKey, unknown>();
+  return new Proxy(store, {
+    get(target, prop) {
+      const value = Reflect.get(target, prop, target) as unknown;
+      if (typeof value !== "function" || prop === "constructor") return value;
+      let m = methods.get(prop);
+      if (!m) {
+        m = (...args: unknown[]) => issue(() => (Reflect.get(target, prop, target) as (...a: unknown[]) => Promise<unknown>).apply(target, args));
+        methods.set(prop, m);
+      }
+      return m;
+    },
+  });
+}

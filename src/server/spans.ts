@@ -15,20 +15,16 @@ export interface SpanWithOptionalSequence {
  * Ids handed out for a batch that is then rejected are not reused (upstream's next-id call does not
  * validate either; ids only have to grow).
  */
-export async function addSpansAssigningSequence(
-  store: LightningStore,
-  spans: readonly SpanWithOptionalSequence[],
-  addMany: (spans: Span[]) => Promise<Span[]> = (s) => store.addManySpans(s),
-): Promise<Span[]> {
+export async function addSpansAssigningSequence(store: LightningStore, spans: readonly SpanWithOptionalSequence[]): Promise<Span[]> {
   const missing: number[] = [];
   spans.forEach((s, i) => {
     if (s.sequence_id === undefined || s.sequence_id === null) missing.push(i);
   });
-  if (missing.length === 0) return addMany(spans as Span[]);
+  if (missing.length === 0) return store.addManySpans(spans as Span[]);
   const ids = await store.getManySpanSequenceIds(missing.map((i) => [spans[i]!.rollout_id, spans[i]!.attempt_id] as const));
   const filled = spans.slice() as Span[];
   missing.forEach((spanIndex, k) => {
     filled[spanIndex] = { ...spans[spanIndex]!, sequence_id: ids[k]! } as Span;
   });
-  return addMany(filled);
+  return store.addManySpans(filled);
 }

@@ -1,6 +1,6 @@
 /** `coalesced`: calls made in one tick are issued together in one later macrotask, each with its own outcome. */
 import { describe, expect, it } from "vitest";
-import { coalesced } from "../../src/server/coalesce.ts";
+import { coalesced, coalescedStore } from "../../src/server/coalesce.ts";
 
 describe("coalesced", () => {
   it("issues the calls of one tick together, in order, in a later macrotask", async () => {
@@ -24,5 +24,30 @@ describe("coalesced", () => {
     });
     const out = await Promise.allSettled([f(1), f(2), f(3)]);
     expect(out.map((o) => (o.status === "fulfilled" ? o.value : (o.reason as Error).message))).toEqual(["sync one", "async two", 3]);
+  });
+});
+
+describe("coalescedStore", () => {
+  it("issues every method call of one tick together, in arrival order, keeping results and properties", async () => {
+    const log: string[] = [];
+    const store = {
+      name: "s",
+      async a(x: number) {
+        log.push(`a${x}`);
+        return x;
+      },
+      async b(x: number) {
+        log.push(`b${x}`);
+        if (x < 0) throw new Error("negative");
+        return -x;
+      },
+    };
+    const c = coalescedStore(store);
+    expect(c.name).toBe("s");
+    const calls = [c.a(1), c.b(2), c.a(3), c.b(-1)];
+    expect(log).toEqual([]);
+    const out = await Promise.allSettled(calls);
+    expect(log).toEqual(["a1", "b2", "a3", "b-1"]);
+    expect(out.map((o) => (o.status === "fulfilled" ? o.value : (o.reason as Error).message))).toEqual([1, -2, 3, "negative"]);
   });
 });

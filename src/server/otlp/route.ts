@@ -7,7 +7,7 @@ import { create, fromBinary, fromJson, toBinary, toJson } from "@bufbuild/protob
 import type { DescMessage, JsonValue } from "@bufbuild/protobuf";
 import type { Context } from "hono";
 import type { LightningStore } from "../../store/base.ts";
-import { LightningError, type Span } from "../../types/index.ts";
+import { LightningError } from "../../types/index.ts";
 import type { Logger } from "../log.ts";
 import { addSpansAssigningSequence } from "../spans.ts";
 import { spansFromOtlp, type TraceRequestMsg } from "./mapping.ts";
@@ -110,8 +110,6 @@ export interface OtlpOptions {
   /** Largest body accepted after decompression, in bytes. */
   maxBytes: number;
   log: Logger;
-  /** How spans reach the store (the app passes its coalescing writer). */
-  addManySpans?: (spans: Span[]) => Promise<Span[]>;
 }
 
 export function otlpTracesHandler(store: LightningStore, options: OtlpOptions) {
@@ -146,7 +144,7 @@ export function otlpTracesHandler(store: LightningStore, options: OtlpOptions) {
       }
       const { spans, rejected } = spansFromOtlp(decode(bytes, encoding));
       if (rejected > 0) options.log.warning(`OTLP: ${rejected} span(s) without ${"agentlightning.rollout_id"}/attempt_id were skipped`);
-      if (spans.length > 0) await addSpansAssigningSequence(store, spans, options.addManySpans);
+      if (spans.length > 0) await addSpansAssigningSequence(store, spans);
       const partial = rejected > 0 ? { partialSuccess: { rejectedSpans: BigInt(rejected), errorMessage: "spans need agentlightning.rollout_id and agentlightning.attempt_id attributes" } } : {};
       return await reply(200, ExportTraceServiceResponseSchema, partial);
     } catch (e) {
