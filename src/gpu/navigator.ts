@@ -18,6 +18,12 @@ export function detectRuntime(): GpuRuntime {
 
 let cached: Promise<GPU | null> | undefined;
 
+/** Native bindings are imported through a variable so browser bundlers do not try to pack them. */
+const NODE_WEBGPU = "webgpu";
+const BUN_WEBGPU = "bun-webgpu";
+type NodeWebGpu = { create(flags: string[]): GPU; globals: object };
+type BunWebGpu = { setupGlobals(): void };
+
 /** The runtime's `GPU` object, or null when this runtime has no WebGPU at all. Installs the WebGPU globals
  * (GPUBufferUsage, GPUMapMode, ...) where the runtime does not have them built in. */
 export function getNavigatorGpu(): Promise<GPU | null> {
@@ -28,13 +34,13 @@ export function getNavigatorGpu(): Promise<GPU | null> {
 async function loadGpu(runtime: GpuRuntime): Promise<GPU | null> {
   switch (runtime) {
     case "node": {
-      const dawn = await import("webgpu");
+      const dawn = (await import(NODE_WEBGPU)) as NodeWebGpu;
       Object.assign(globalThis, dawn.globals);
       // Keep the instance alive for the whole process: collecting it tears Dawn down under live devices.
       return dawn.create([]);
     }
     case "bun": {
-      const bunGpu = (await import("bun-webgpu")) as { setupGlobals: () => void };
+      const bunGpu = (await import(BUN_WEBGPU)) as BunWebGpu;
       bunGpu.setupGlobals();
       return navigatorGpu();
     }

@@ -51,7 +51,7 @@ function now(): number {
   return typeof performance !== "undefined" ? performance.now() : Date.now();
 }
 
-/** The GPU-format inputs of rows [r0, r1) of a batch. */
+/** A (micro-)batch in the GPU formats: u32 ids/mask/positions, the rows that predict response tokens, the targets. */
 function microInputs(batch: TokenBatch): { shape: MicroShape; inputs: MicroInputs } {
   const { n: B, P, R } = batch;
   const T = rowWidth(batch);
