@@ -74,6 +74,7 @@ export function sleepUnlessStopped(seconds: number, event?: ExecutionEvent | nul
     const onAbort = () => finish(true);
     const timer = setTimeout(() => finish(false), Math.max(0, seconds * 1000));
     signal?.addEventListener("abort", onAbort, { once: true });
+    // The event's own timeout equals ours, so its timer never outlives this sleep by more than a tick.
     if (event) void event.wait(seconds).then((set) => set && finish(true));
   });
 }

@@ -250,12 +250,14 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
     const started = systemClock.now();
     let spans: Span[] = [];
     let failed = false;
+    let hooksStarted = false;
     try {
       const update = rollout.resources_id ? await store.getResourcesById(rollout.resources_id) : await store.getLatestResources();
       if (update === null) {
         // Upstream leaves the attempt "preparing" here; we mark it failed so the retry policy applies at once.
         throw new RuntimeError(`Failed to fetch resources ${rollout.resources_id ?? "(latest)"}. Skipping.`);
       }
+      hooksStarted = true;
       await this.runHooks("onRolloutStart", { agent, runner: this, rollout });
       const raw = await this.tracer.traceContext({ name: rid, rolloutId: rid, attemptId: aid }, async () => {
         await this.runHooks("onTraceStart", { agent, runner: this, tracer: this.tracer, rollout });
@@ -270,7 +272,8 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
       log.error(`${this.prefix(rid)} Exception during rollout`, err);
       if (raiseOnException) throw err;
     } finally {
-      await this.runHooks("onRolloutEnd", { agent, runner: this, rollout, spans });
+      // A rollout skipped for missing resources never started, so it gets no hooks (as upstream).
+      if (hooksStarted) await this.runHooks("onRolloutEnd", { agent, runner: this, rollout, spans });
       try {
         await store.updateAttempt(rid, aid, { status: failed ? "failed" : "succeeded" });
       } catch (err) {
