@@ -6,9 +6,14 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { ROOT_CONTEXT, trace } from "@opentelemetry/api";
+import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
+import { CompressionAlgorithm } from "@opentelemetry/otlp-exporter-base";
+import { resourceFromAttributes } from "@opentelemetry/resources";
+import { BasicTracerProvider, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { afterAll, describe, expect, it } from "vitest";
 import { LightningStoreClient } from "../../src/client/index.ts";
-import { spanFromAttributes } from "../../src/types/index.ts";
+import { LightningResourceAttributes as R, spanFromAttributes } from "../../src/types/index.ts";
 import { RUNTIMES, startServerProcess } from "./processes.ts";
 
 const dirs: string[] = [];
@@ -32,6 +37,23 @@ describe.each(RUNTIMES)("agl store under %s", (runtime) => {
     const added = await client.addManySpans([1, 2, 3].map((i) => spanFromAttributes({ rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id, sequence_id: i, name: `s${i}` })));
     expect(added).toHaveLength(3);
 
+    // OTLP/HTTP protobuf, gzipped, with the token, into this runtime's server.
+    const provider = new BasicTracerProvider({
+      resource: resourceFromAttributes({ [R.ROLLOUT_ID]: r.rollout_id, [R.ATTEMPT_ID]: r.attempt.attempt_id }),
+      spanProcessors: [
+        new SimpleSpanProcessor(new OTLPTraceExporter({ url: `${first.url}/v1/traces`, compression: CompressionAlgorithm.GZIP, headers: { authorization: "Bearer tok-123" } })),
+      ],
+    });
+    const tracer = provider.getTracer("runtime-test");
+    const root = tracer.startSpan("otlp-root");
+    tracer.startSpan("otlp-child", {}, trace.setSpan(ROOT_CONTEXT, root)).end();
+    root.end();
+    await provider.shutdown();
+    const otlp = (await client.querySpans(r.rollout_id)).items.filter((s) => s.name.startsWith("otlp-"));
+    expect(otlp.map((s) => s.name).sort()).toEqual(["otlp-child", "otlp-root"]);
+    expect(otlp.find((s) => s.name === "otlp-child")!.parent_id).toBe(root.spanContext().spanId);
+    expect(otlp.map((s) => s.sequence_id).sort()).toEqual([4, 5]);
+
     // A held long poll is answered when the server shuts down; the process exits 0.
     const held = fetch(`${first.url}/v1/agl/waits/rollouts`, {
       method: "POST",
@@ -51,7 +73,8 @@ describe.each(RUNTIMES)("agl store under %s", (runtime) => {
     try {
       const again = new LightningStoreClient(second.url, { token: "tok-123" });
       expect((await again.getRolloutById(r.rollout_id))?.input).toEqual({ task: runtime });
-      expect((await again.querySpans(r.rollout_id)).items.map((s) => s.name)).toEqual(["s1", "s2", "s3"]);
+      expect((await again.querySpans(r.rollout_id)).items.map((s) => s.name).slice(0, 3)).toEqual(["s1", "s2", "s3"]);
+      expect((await again.querySpans(r.rollout_id)).total).toBe(5);
     } finally {
       expect(await second.stop("SIGTERM")).toBe(0);
     }
