@@ -31,6 +31,14 @@ describe.each(RUNTIMES)("agl store under %s", (runtime) => {
     expect(first.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(first.output()).toContain(`embedded libSQL file ${join(dir, "store.db")}`);
     expect((await fetch(`${first.url}/v1/agl/statistics`)).status).toBe(401);
+    // A second server on the same port fails clearly, with exit code 1.
+    const port = new URL(first.url).port;
+    const clash = await startServerProcess(runtime, ["--port", port, "--db", ":memory:"]).then(
+      () => null,
+      (e: unknown) => e as Error,
+    );
+    expect(clash?.message).toMatch(/exited with 1/);
+    expect(clash?.message).toMatch(/agl store: .*(in use|AddrInUse|EADDRINUSE)/i);
 
     const client = new LightningStoreClient(first.url, { token: "tok-123" });
     const r = await client.startRollout({ task: runtime });
