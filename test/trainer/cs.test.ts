@@ -114,3 +114,31 @@ describe("shutdown escalation", () => {
     );
   }, 30_000);
 });
+
+describe("roles in separate processes (AGL_CURRENT_ROLE, AGL_SERVER_HOST, AGL_SERVER_PORT)", () => {
+  it("an algorithm process serves the store, a runner process does the rollouts, SIGINT ends the runner cleanly", async () => {
+    const { spawn } = await import("node:child_process");
+    const { createServer } = await import("node:net");
+    const port = await new Promise<number>((resolve) => {
+      const srv = createServer().listen(0, "127.0.0.1", () => {
+        const p = (srv.address() as { port: number }).port;
+        srv.close(() => resolve(p));
+      });
+    });
+    const base = { ...process.env, NO_COLOR: "1", AGL_LOG_LEVEL: "error", AGL_SERVER_HOST: "127.0.0.1", AGL_SERVER_PORT: String(port), CS_TASKS: "4", CS_RUNNERS: "1" };
+    const start = (role: string) => spawn(process.execPath, ["--import", "tsx", fixture], { cwd: root, env: { ...base, AGL_CURRENT_ROLE: role }, stdio: ["ignore", "pipe", "pipe"] });
+    const exited = (p: ReturnType<typeof start>) => new Promise<[number | null, string | null]>((r) => p.once("exit", (c, s) => r([c, s])));
+    const algorithm = start("algorithm");
+    let out = "";
+    algorithm.stdout!.on("data", (d) => (out += d));
+    const runner = start("runner");
+    const runnerExit = exited(runner);
+    expect(await exited(algorithm)).toEqual([0, null]);
+    const report = JSON.parse(out.split("\n").find((l) => l.startsWith("REPORT "))!.slice(7)) as Report;
+    expect(report.rollouts.map((r) => r.status)).toEqual(["succeeded", "succeeded", "succeeded", "succeeded"]);
+    expect(new Set(report.rollouts.map((r) => r.attempts[0]!.worker))).toEqual(new Set(["Worker-0"]));
+    expect(report.exitCodes).toEqual([]);
+    runner.kill("SIGINT");
+    expect(await runnerExit).toEqual([0, null]);
+  }, 120_000);
+});
