@@ -292,6 +292,7 @@ export class LightningStoreClient implements LightningStore {
     const { signal } = options;
     signal?.throwIfAborted();
     const timeout = options.timeout ?? null;
+    if (typeof timeout === "number" && Number.isNaN(timeout)) throw new ValidationError("timeout must be a number of seconds or null", ["timeout"]);
     const deadline = typeof timeout === "number" ? Date.now() + Math.max(0, timeout) * 1000 : null;
     for (;;) {
       const remaining = deadline === null ? null : Math.max(0, deadline - Date.now()) / 1000;

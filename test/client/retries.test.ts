@@ -90,4 +90,10 @@ describe("LightningStoreClient retries", () => {
     setTimeout(() => ac.abort(new Error("stop")), 100);
     await expect(client(fetchFn).waitForRollouts({ rollout_ids: ["ro-1"], timeout: null, signal: ac.signal })).rejects.toThrow("stop");
   });
+
+  it("a NaN wait timeout is refused before any request", async () => {
+    const { calls, fetchFn } = scripted([200]);
+    await expect(client(fetchFn).waitForRollouts({ rollout_ids: ["ro-1"], timeout: Number.NaN })).rejects.toBeInstanceOf(ValidationError);
+    expect(calls).toEqual([]);
+  });
 });
