@@ -87,6 +87,7 @@ export class GpuContext {
   private pass: GPUComputePassEncoder | null = null;
   private lost = false;
   private errors: string[] = [];
+  private tail: Promise<unknown> = Promise.resolve();
 
   /** `tuning` overrides the sizes derived from the device limits (tests of small-limit devices). */
   constructor(
@@ -193,6 +194,14 @@ export class GpuContext {
       this.device.queue.submit([this.encoder.finish()]);
       this.encoder = null;
     }
+  }
+
+  /** Runs `run` after every earlier exclusive call on this context has settled: multi-step users (a trainer
+   * step, a generation) must not interleave their encoding and queue writes. */
+  exclusive<T>(run: () => Promise<T>): Promise<T> {
+    const result = this.tail.then(run, run);
+    this.tail = result.catch(() => undefined);
+    return result;
   }
 
   /** Submits pending work and waits until the GPU has finished it; throws any validation error. */

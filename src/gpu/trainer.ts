@@ -129,13 +129,31 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     this.stepCount = o.step;
   }
 
+  /** Calls run one at a time per context: they share its command encoder and this trainer's workspace. */
+  private exclusive<T>(run: () => Promise<T>): Promise<T> {
+    return this.ctx.exclusive(run);
+  }
+
   /** Shapes, masks and token/position ranges, checked before any GPU work so bad input changes nothing. */
   private validate(batch: TokenBatch): void {
     validateBatch(batch);
     checkTokenRanges(this.config, batch.inputIds, batch.positionIds);
   }
 
-  async logProbs(batch: TokenBatch, options: StepOptions = {}): Promise<LogProbsResult> {
+  logProbs(batch: TokenBatch, options: StepOptions = {}): Promise<LogProbsResult> {
+    return this.exclusive(() => this.runLogProbs(batch, options));
+  }
+
+  policyStep(batch: TokenBatch, advantages: Float32Array, oldLogProbs: Float32Array, options: PolicyStepOptions = {}): Promise<StepMetrics> {
+    return this.exclusive(() => this.runPolicyStep(batch, advantages, oldLogProbs, options));
+  }
+
+  /** Cross-entropy of the response tokens, aggregated with `lossAggMode` [token-mean]. */
+  sftStep(batch: TokenBatch, options: SftStepOptions = {}): Promise<StepMetrics> {
+    return this.exclusive(() => this.runSftStep(batch, options));
+  }
+
+  private async runLogProbs(batch: TokenBatch, options: StepOptions): Promise<LogProbsResult> {
     this.validate(batch);
     const { n, R } = batch;
     const log_probs = new Float32Array(n * R);
@@ -150,7 +168,7 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     return { log_probs, entropy };
   }
 
-  async policyStep(batch: TokenBatch, advantages: Float32Array, oldLogProbs: Float32Array, options: PolicyStepOptions = {}): Promise<StepMetrics> {
+  private async runPolicyStep(batch: TokenBatch, advantages: Float32Array, oldLogProbs: Float32Array, options: PolicyStepOptions): Promise<StepMetrics> {
     this.validate(batch);
     checkResponseTensor("advantages", advantages, batch);
     checkResponseTensor("oldLogProbs", oldLogProbs, batch);
@@ -174,8 +192,7 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     }));
   }
 
-  /** Cross-entropy of the response tokens, aggregated with `lossAggMode` [token-mean]. */
-  async sftStep(batch: TokenBatch, options: SftStepOptions = {}): Promise<StepMetrics> {
+  private async runSftStep(batch: TokenBatch, options: SftStepOptions): Promise<StepMetrics> {
     this.validate(batch);
     const params: PpoParams = { clipLow: 0, clipHigh: 0, clipC: 0, entropyCoeff: 0, klCoef: 0, klKind: "k1", hasRef: false, sft: true };
     const zeros = new Float32Array(batch.n * batch.R);
@@ -302,19 +319,23 @@ export class GpuPolicyTrainer implements PolicyTrainer {
   }
 
   /** The last step's accumulated gradient before clipping (flat, paramLayout order); for tests and diagnostics. */
-  async lastGradients(): Promise<Float32Array> {
-    return this.model.readFlat(this.model.grads);
+  lastGradients(): Promise<Float32Array> {
+    return this.exclusive(() => this.model.readFlat(this.model.grads));
   }
 
-  async getState(): Promise<TrainerState> {
-    return {
+  getState(): Promise<TrainerState> {
+    return this.exclusive(async () => ({
       config: { ...this.config },
       params: await this.model.readFlat(this.model.params),
       optimizer: { step: this.stepCount, m: await this.model.readFlat(this.model.m), v: await this.model.readFlat(this.model.v) },
-    };
+    }));
   }
 
-  async setState(state: TrainerState): Promise<void> {
+  setState(state: TrainerState): Promise<void> {
+    return this.exclusive(async () => this.replaceState(state));
+  }
+
+  private replaceState(state: TrainerState): void {
     if (JSON.stringify(parseModelConfig(state.config)) !== JSON.stringify(this.config))
       throw new ValidationError("state was saved for a different model config", ["config"]);
     const size = paramCount(this.config);

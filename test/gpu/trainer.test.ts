@@ -217,6 +217,30 @@ describe.skipIf(noGpu)("GpuPolicyTrainer vs the CPU reference", { timeout: 180_0
     gpu.destroy();
   });
 
+  it("calls made without awaiting, on two trainers sharing a context, run one at a time as in sequence", async () => {
+    const config = tinyConfig(true);
+    const batch = makeBatch(new Rng(71), config.vocab_size, 3);
+    const adv = randomAdvantages(new Rng(72), batch.n * batch.R);
+    const a = await GpuPolicyTrainer.create({ config, seed: 6, context: ctx, lr: 1e-3 });
+    const b = await GpuPolicyTrainer.create({ config, seed: 6, context: ctx, lr: 1e-3 });
+    const old = (await a.logProbs(batch)).log_probs;
+    const [, , , , afterA, afterB] = await Promise.all([
+      a.policyStep(batch, adv, old),
+      b.policyStep(batch, adv, old),
+      a.policyStep(batch, adv, old, { microBatchSize: 1 }),
+      b.policyStep(batch, adv, old, { microBatchSize: 1 }),
+      a.logProbs(batch),
+      b.logProbs(batch),
+    ]);
+    const c = await GpuPolicyTrainer.create({ config, seed: 6, context: ctx, lr: 1e-3 });
+    await c.policyStep(batch, adv, old);
+    await c.policyStep(batch, adv, old, { microBatchSize: 1 });
+    const want = (await c.logProbs(batch)).log_probs;
+    expect(afterA.log_probs).toEqual(want);
+    expect(afterB.log_probs).toEqual(want);
+    for (const t of [a, b, c]) t.destroy();
+  });
+
   it("bad input throws a ValidationError and changes nothing", async () => {
     const config = tinyConfig(true);
     await expect(GpuPolicyTrainer.create({ config: { ...config, n_kv_heads: 3 }, context: ctx })).rejects.toBeInstanceOf(ValidationError);
