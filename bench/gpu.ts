@@ -96,6 +96,12 @@ const SOFTWARE_SHAPES: Record<PresetName, Shape> = {
   base: { n: 1, P: 64, R: 192, micro: 1 },
 };
 
+/** FLOPs of one step: 6 x params x tokens for the matmuls (forward + backward) plus attention; as the torch script. */
+function stepFlops(config: ModelConfig, s: Shape): number {
+  const T = s.P + s.R;
+  return 6 * paramCount(config) * s.n * T + 12 * config.n_layers * s.n * T * T * config.d_model;
+}
+
 async function gpuTokensPerSecond(config: ModelConfig, batch: TokenBatch, micro: number, steps: number): Promise<number> {
   const trainer = await GpuPolicyTrainer.create({ config, seed: 0, context: ctx, lr: 1e-5 });
   const old = (await trainer.logProbs(batch, { microBatchSize: micro })).log_probs;
@@ -129,6 +135,7 @@ for (const name of presets) {
   const steps = report.software ? 2 : 10;
   const gpu = await gpuTokensPerSecond(config, batch, s.micro, steps);
   console.log(`policy_step preset=${name} params=${paramCount(config)} n=${s.n} P=${s.P} R=${s.R} micro=${s.micro} backend=webgpu tokens/s=${gpu.toFixed(1)}`);
+  console.log(`  achieved ${(stepFlops(config, s) * (gpu / (s.n * s.R)) / 1e9).toFixed(2)} GFLOP/s (same estimate as bench/torch/policy_step.py)`);
   if (name === "base") continue; // the CPU reference would take many minutes
   const cpuBatch = name === "tiny" ? batch : sliceRows(batch, 0, 1);
   const cpu = await cpuTokensPerSecond(config, cpuBatch);
