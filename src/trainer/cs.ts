@@ -87,7 +87,10 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
     this.nRunners = o.nRunners ?? 1;
     this.gracefulTimeout = o.gracefulTimeout ?? 10.0;
     this.terminateTimeout = o.terminateTimeout ?? 10.0;
-    this.mainProcess = o.mainProcess ?? "algorithm";
+    // A child this strategy started with AGL_CURRENT_ROLE re-runs the same script, whose options may say
+    // mainProcess "runner": that choice was the parent's, so a role from the environment overrides it.
+    const roleFromEnv = (o.role === null || o.role === undefined) && readEnv("AGL_CURRENT_ROLE") !== undefined;
+    this.mainProcess = roleFromEnv && this.role !== "both" ? "algorithm" : (o.mainProcess ?? "algorithm");
     this.managedStore = resolveBoolEnv("AGL_MANAGED_STORE", o.managedStore, true);
     this.allowedExitCodes = o.allowedExitCodes ?? [0, -15];
     this.childCommand = o.childCommand ?? null;
@@ -97,6 +100,8 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
     }
     if (this.mainProcess === "runner" && this.role !== "both") throw new ValidationError("main_process='runner' requires role='both'", ["mainProcess"]);
     if (this.mainProcess === "runner" && this.nRunners !== 1) throw new ValidationError("main_process='runner' requires n_runners to be 1", ["nRunners"]);
+    // The algorithm then lives in a child process: this process must know its port in advance.
+    if (this.mainProcess === "runner" && this.serverPort === 0) throw new ValidationError("main_process='runner' needs a fixed server port, not 0", ["serverPort"]);
     if (!(Number.isInteger(this.nRunners) && this.nRunners >= 1)) throw new ValidationError("nRunners must be an integer >= 1", ["nRunners"]);
   }
 

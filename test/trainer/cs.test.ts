@@ -142,3 +142,19 @@ describe("roles in separate processes (AGL_CURRENT_ROLE, AGL_SERVER_HOST, AGL_SE
     expect(await runnerExit).toEqual([0, null]);
   }, 120_000);
 });
+
+describe("main_process='runner'", () => {
+  it("runs runner 0 in this process and the algorithm (with the server) in a child, which ends the run", async () => {
+    const { createServer } = await import("node:net");
+    const port = await new Promise<number>((resolve) => {
+      const srv = createServer().listen(0, "127.0.0.1", () => {
+        const p = (srv.address() as { port: number }).port;
+        srv.close(() => resolve(p));
+      });
+    });
+    const report = run({ CS_TASKS: "3", CS_RUNNERS: "1", CS_MAIN: "runner", CS_PORT: String(port) });
+    expect(report.rollouts.map((r) => r.status)).toEqual(["succeeded", "succeeded", "succeeded"]);
+    expect(report.rollouts.every((r) => r.attempts[0]!.worker === "Worker-0")).toBe(true);
+    expect(pidsOf(fixture)).toEqual([]);
+  }, 120_000);
+});
