@@ -10,6 +10,7 @@
  */
 import type { LightningStore } from "../store/base.ts";
 import type { NamedResourcesInput } from "../types/index.ts";
+import { callableInstance } from "../runner/callable.ts";
 import { Algorithm, type AdapterLike, type Dataset, type LlmProxyLike } from "./base.ts";
 
 export interface AlgoContext {
@@ -76,11 +77,8 @@ export class FunctionalAlgorithm extends Algorithm {
     super();
     this.fn = fn;
     this.accepts = options.accepts?.map((k) => SNAKE[k] ?? k) ?? destructuredKeys(fn);
-    const callable = ((ctx: AlgoContext) => fn(ctx)) as unknown as FunctionalAlgorithm;
-    Object.setPrototypeOf(callable, new.target.prototype);
-    for (const key of Object.keys(this)) Object.defineProperty(callable, key, { value: (this as Record<string, unknown>)[key], writable: true, enumerable: true, configurable: true });
-    Object.defineProperty(callable, "name", { value: fn.name, configurable: true });
-    return callable;
+    // Callable, passing straight through to the function.
+    return callableInstance(this, new.target.prototype, fn as (...args: never[]) => unknown);
   }
 
   override isAsync(): boolean {

@@ -12,6 +12,7 @@ import { parameterNames } from "../tracer/params.ts";
 import { getLogger } from "../tracer/log.ts";
 import type { AttemptedRollout, LLM, NamedResources, PromptTemplate, ProxyLLM, Resource } from "../types/index.ts";
 import { ValidationError, proxyLlmForAttempt } from "../types/index.ts";
+import { callableInstance } from "./callable.ts";
 import { NotImplementedError } from "./errors.ts";
 import type { MaybePromise } from "../store/storage.ts";
 import { LitAgent, type RolloutRawResult } from "./litagent.ts";
@@ -84,12 +85,8 @@ export class FunctionalLitAgent<T = unknown> extends LitAgent<T> {
     this.parameters = names;
     this.kind = options.kind ?? detectKind(fn as RolloutFunction<never>, names);
     this.stripProxy = options.stripProxy ?? true;
-    // The agent is callable: a function object carrying this instance's prototype and fields.
-    const callable = ((task: T, ...rest: unknown[]) => fn(task, ...rest)) as unknown as FunctionalLitAgent<T>;
-    Object.setPrototypeOf(callable, new.target.prototype);
-    for (const key of Object.keys(this)) Object.defineProperty(callable, key, { value: (this as Record<string, unknown>)[key], writable: true, enumerable: true, configurable: true });
-    Object.defineProperty(callable, "name", { value: fn.name, configurable: true });
-    return callable;
+    // The agent is callable and passes straight through to the function.
+    return callableInstance(this, new.target.prototype, fn as (...args: never[]) => unknown);
   }
 
   /** True when the wrapped function is declared `async`. */

@@ -1,3 +1,4 @@
+export * from "./callable.ts";
 export * from "./errors.ts";
 export * from "./event.ts";
 export * from "./functional.ts";

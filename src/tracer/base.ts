@@ -196,8 +196,8 @@ export class PlainOperationRecorder implements OperationRecorder {
   }
 }
 
-/** Errors become status ERROR(message) plus exception attributes, then propagate. */
-export function runOperation<T>(recorder: PlainOperationRecorder, endTime: number | null | undefined, fn: (op: OperationRecorder) => T): T {
+/** Runs `fn(recorder)`; an error becomes status ERROR(message) plus exception attributes and propagates; `end` runs last either way. */
+export function runRecorded<T>(recorder: OperationRecorder, fn: (op: OperationRecorder) => T, end: () => void): T {
   return finallyAfter(
     () => fn(recorder),
     (err, failed) => {
@@ -205,7 +205,7 @@ export function runOperation<T>(recorder: PlainOperationRecorder, endTime: numbe
         recorder.recordException(err);
         recorder.recordStatus("ERROR", err instanceof Error ? err.message : String(err));
       }
-      recorder.end(endTime);
+      end();
     },
   );
 }
@@ -233,6 +233,7 @@ export class DummyTracer extends Tracer {
   }
 
   operationContext<T>(name: string, options: OperationContextOptions, fn: (op: OperationRecorder) => T): T {
-    return runOperation(new PlainOperationRecorder(name, options), options.endTime, fn);
+    const recorder = new PlainOperationRecorder(name, options);
+    return runRecorded(recorder, fn, () => recorder.end(options.endTime));
   }
 }

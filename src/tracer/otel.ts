@@ -12,7 +12,7 @@ import { LightningError, ValidationError } from "../types/index.ts";
 import { formatExceptionAttributes } from "./attributes.ts";
 import {
   Tracer,
-  finallyAfter,
+  runRecorded,
   withActiveTracer,
   type CreateSpanOptions,
   type OperationContextOptions,
@@ -136,17 +136,10 @@ export class OtelTracer extends Tracer {
     const start = options.startTime != null ? secondsToHrTime(options.startTime) : undefined;
     return this.tracer().startActiveSpan(name, { attributes: options.attributes ?? {}, startTime: start }, (span) => {
       const recorder = new OtelOperationRecorder(span);
-      return finallyAfter(
-        () => fn(recorder),
-        (err, failed) => {
-          if (failed) {
-            recorder.recordException(err);
-            recorder.recordStatus("ERROR", err instanceof Error ? err.message : String(err));
-          }
-          span.end();
-          recorder.ended = true;
-        },
-      );
+      return runRecorded(recorder, fn, () => {
+        span.end();
+        recorder.ended = true;
+      });
     });
   }
 }
