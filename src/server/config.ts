@@ -4,15 +4,16 @@
  */
 import { parseLogLevel, type LogLevel } from "./log.ts";
 import { DEFAULT_BODY_LIMIT } from "./app.ts";
+import { DEFAULT_STORE_URL } from "../store/libsql/store.ts";
 
 export const DEFAULT_HOST = "127.0.0.1";
 export const DEFAULT_PORT = 4747;
-export const DEFAULT_DB = "file:agl-store.db";
+export const DEFAULT_DB = DEFAULT_STORE_URL;
 
 export interface StoreServerConfig {
   host: string;
   port: number;
-  /** `file:path.db` (embedded libSQL), `:memory:` (in-memory store), or a libSQL server URL. */
+  /** A location for `openStore`: `file:path.db` (embedded libSQL), `:memory:` (libSQL in memory), `memory` (InMemoryLightningStore), or a libSQL server URL. */
   db: string;
   token: string | null;
   corsOrigins: string[];
@@ -30,7 +31,7 @@ Serves a LightningStore over HTTP (Agent Lightning's /v1/agl API, OTLP at /v1/tr
 Options:
   --host HOST           interface to bind (default ${DEFAULT_HOST}; 0.0.0.0 for all interfaces)   [AGL_SERVER_HOST]
   --port PORT           port (default ${DEFAULT_PORT}; 0 picks a free one)                            [AGL_SERVER_PORT]
-  --db URL              file:path.db (embedded libSQL, default ${DEFAULT_DB}), :memory: (in-memory store),
+  --db URL              file:path.db (embedded libSQL, default ${DEFAULT_DB}), memory (InMemoryLightningStore), :memory: (libSQL in memory),
                         or libsql://… / http(s)://… (a libSQL server; auth token from AGL_STORE_DB_TOKEN)  [AGL_STORE_DB]
   --token TOKEN         require "Authorization: Bearer TOKEN" on every route but /v1/agl/health          [AGL_STORE_TOKEN]
   --cors-origin ORIGIN  allow browser calls from ORIGIN (repeatable; * allows any)

@@ -1,6 +1,5 @@
-/** Opens the store behind `--db`: the in-memory store for `:memory:`, the libSQL store for everything else. */
+/** Opens the store behind `--db` with the library's one rule (`openStore`), adding what the server needs. */
 import type { LightningStore } from "../store/base.ts";
-import { InMemoryLightningStore } from "../store/memory.ts";
 import type { Clock } from "../types/index.ts";
 
 export interface OpenedStore {
@@ -9,24 +8,22 @@ export interface OpenedStore {
   location: string;
 }
 
-const isMemory = (db: string): boolean => db === ":memory:" || db === "memory";
-
-/** A db argument that is a plain path means an embedded file. */
-export const normaliseDb = (db: string): string => (isMemory(db) || /^[a-z][a-z0-9+.-]*:/i.test(db) ? db : `file:${db}`);
+/** A db argument that is a plain path means an embedded file; `memory`, `:memory:` and URLs stay as they are. */
+export const normaliseDb = (db: string): string =>
+  db === "memory" || db === ":memory:" || /^[a-z][a-z0-9+.-]*:/i.test(db) ? db : `file:${db}`;
 
 export async function openServerStore(db: string, options: { clock?: Clock; cwd?: string; authToken?: string } = {}): Promise<OpenedStore> {
   const url = normaliseDb(db);
   // The server runs a background watchdog (DECISIONS row 11), so timeouts are noticed without traffic.
-  const common = { clock: options.clock, watchdogIntervalSeconds: 5 };
-  if (isMemory(url)) {
-    return { store: new InMemoryLightningStore(common), location: "in memory (lost when the server stops)" };
-  }
-  const { LibsqlLightningStore } = await import("../store/libsql/index.ts");
-  const store = await LibsqlLightningStore.open(url, { ...common, ...(options.authToken ? { authToken: options.authToken } : {}) });
-  return { store, location: describeLocation(url, options.cwd) };
+  const common = { clock: options.clock, watchdogIntervalSeconds: 5, ...(options.authToken ? { authToken: options.authToken } : {}) };
+  // Loaded lazily: the libSQL driver is only needed when the server really opens one.
+  const { openStore } = await import("../store/libsql/open.ts");
+  return { store: await openStore(url, common), location: describeLocation(url, options.cwd) };
 }
 
 function describeLocation(url: string, cwd: string | undefined): string {
+  if (url === "memory") return "in memory (InMemoryLightningStore; lost when the server stops)";
+  if (url === ":memory:") return "libSQL in memory (lost when the server stops)";
   if (url.startsWith("file:")) {
     const path = url.slice("file:".length);
     const abs = path.startsWith("/") || !cwd ? path : `${cwd.replace(/\/+$/, "")}/${path}`;

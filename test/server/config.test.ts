@@ -39,5 +39,6 @@ describe("parseStoreArgs", () => {
     expect(normaliseDb("file:x.db")).toBe("file:x.db");
     expect(normaliseDb("libsql://db.example.org")).toBe("libsql://db.example.org");
     expect(normaliseDb(":memory:")).toBe(":memory:");
+    expect(normaliseDb("memory")).toBe("memory");
   });
 });

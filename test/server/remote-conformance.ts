@@ -13,7 +13,7 @@ export function runRemoteConformance(runtime: Runtime): void {
   describe(`server process under ${runtime}`, () => {
     let server: ServerProcess;
     beforeAll(async () => {
-      server = await startServerProcess(runtime, ["--test-clock", "--port", "0", "--db", ":memory:", "--log-level", "warning"]);
+      server = await startServerProcess(runtime, ["--test-clock", "--port", "0", "--db", "memory", "--log-level", "warning"]);
     }, 90_000);
     afterAll(async () => {
       // Graceful shutdown on SIGTERM: exit code 0.

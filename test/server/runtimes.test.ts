@@ -33,7 +33,7 @@ describe.each(RUNTIMES)("agl store under %s", (runtime) => {
     expect((await fetch(`${first.url}/v1/agl/statistics`)).status).toBe(401);
     // A second server on the same port fails clearly, with exit code 1.
     const port = new URL(first.url).port;
-    const clash = await startServerProcess(runtime, ["--port", port, "--db", ":memory:"]).then(
+    const clash = await startServerProcess(runtime, ["--port", port, "--db", "memory"]).then(
       () => null,
       (e: unknown) => e as Error,
     );

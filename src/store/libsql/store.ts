@@ -22,7 +22,7 @@ import { MIGRATIONS } from "./migrations/index.ts";
 import { LibsqlStorage } from "./storage.ts";
 
 /** The embedded default: a file in the working directory. */
-export const DEFAULT_STORE_URL = "file:lightning-store.db";
+export const DEFAULT_STORE_URL = "file:agl-store.db";
 
 export interface LibsqlLightningStoreOptions extends LightningStoreCoreOptions {
   /** Auth token for a libSQL server URL. */
