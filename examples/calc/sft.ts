@@ -2,17 +2,28 @@
  * Supervised fine-tuning of a fresh calc policy (config.ts) on calc problems: the starting checkpoint of the
  * GRPO demo. It stops early on purpose (a modest held-out accuracy leaves GRPO room to improve).
  *
- *   npx tsx examples/calc/sft.ts [--steps 300] [--batch 32] [--lr 3e-3] [--seed 0] [--out checkpoints/calc-sft]
+ *   npx tsx examples/calc/sft.ts [--steps 450] [--batch 32] [--lr 3e-3] [--seed 0] [--out checkpoints/calc-sft]
+ *                                [--init <checkpoint>] [--teacher-noise 0]
  *
- * The committed checkpoint was produced by this script with its defaults.
+ * The committed checkpoint (checkpoints/calc-sft, 24% greedy accuracy on the 100 held-out problems)
+ * is this script with its defaults: 450 steps of 32 problems, about 12 minutes on one free core.
+ * Every `--eval-every` steps it also saves `<out>-steps/<step>`.
  */
-import { applyChatTemplate, batchFromTokens, CpuTrainer, encode, EOS_ID, PAD_ID, saveCheckpoint, type ModelConfig } from "../../src/model/index.ts";
+import { applyChatTemplate, batchFromTokens, CpuTrainer, encode, EOS_ID, loadCheckpoint, PAD_ID, Rng, saveCheckpoint, type ModelConfig } from "../../src/model/index.ts";
 import { CALC_CONFIG } from "./config.ts";
 import { cpuGenerationEngine } from "../../src/proxy/generation.ts";
 import { MAX_ANSWER_TOKENS } from "./agent.ts";
 import { heldOutTasks, reward, trainTasks, type CalcTask } from "./tasks.ts";
 
 export interface SftOptions {
+  /** Start from this checkpoint instead of a fresh init. */
+  init?: string | null;
+  /**
+   * Share of subtraction and multiplication demonstrations where the teacher applies the wrong
+   * operation (it adds the operands) [0]. A teacher with this systematic mistake makes a starting
+   * point that imitation alone cannot fix and a verifiable reward can.
+   */
+  teacherNoise?: number;
   steps: number;
   batch: number;
   lr: number;
@@ -23,10 +34,10 @@ export interface SftOptions {
   log?: (line: string) => void;
 }
 
-export const SFT_DEFAULTS: SftOptions = { steps: 300, batch: 32, lr: 3e-3, seed: 0, evalEvery: 50, out: "checkpoints/calc-sft", config: CALC_CONFIG };
+export const SFT_DEFAULTS: SftOptions = { steps: 450, batch: 32, lr: 3e-3, seed: 0, evalEvery: 50, out: "checkpoints/calc-sft", config: CALC_CONFIG };
 
 export const promptIds = (t: CalcTask): number[] => applyChatTemplate([{ role: "user", content: t.question }], { addGenerationPrompt: true });
-export const answerIds = (t: CalcTask): number[] => [...encode(String(t.answer)), EOS_ID];
+export const answerIds = (t: CalcTask, answer = t.answer): number[] => [...encode(String(answer)), EOS_ID];
 
 /** Greedy accuracy of `params` on `tasks`, generating directly (no server). */
 export async function greedyAccuracy(config: ModelConfig, params: Float32Array, tasks: readonly CalcTask[]): Promise<number> {
@@ -36,23 +47,29 @@ export async function greedyAccuracy(config: ModelConfig, params: Float32Array, 
 
 export async function runSft(o: SftOptions): Promise<{ params: Float32Array; accuracy: number }> {
   const log = o.log ?? console.log;
-  const trainer = new CpuTrainer({ config: o.config, seed: o.seed, lr: o.lr, weightDecay: 0 });
+  const start = o.init ? await loadCheckpoint(o.init, undefined, { optimizer: false }) : null;
+  const trainer = new CpuTrainer({ config: start?.config ?? o.config, params: start?.params, seed: o.seed, lr: o.lr, weightDecay: 0 });
+  const config = start?.config ?? o.config;
+  const noise = o.teacherNoise ?? 0;
+  const teacher = new Rng(o.seed + 99);
+  // the teacher's answer: right, except that it adds the operands of a share of - and * problems
+  const taught = (t: CalcTask): number => (t.op !== "+" && teacher.uniform() < noise ? t.a + t.b : t.answer);
   const heldOut = heldOutTasks();
   const data = trainTasks(o.steps * o.batch, o.seed + 1, heldOut);
   const t0 = Date.now();
   for (let s = 0; s < o.steps; s++) {
-    const rows = data.slice(s * o.batch, (s + 1) * o.batch).map((t) => ({ prompt: promptIds(t), response: answerIds(t) }));
+    const rows = data.slice(s * o.batch, (s + 1) * o.batch).map((t) => ({ prompt: promptIds(t), response: answerIds(t, taught(t)) }));
     const m = await trainer.sftStep(batchFromTokens(rows, { padId: PAD_ID }), { lr: o.lr * Math.min(1, (s + 1) / 20) });
     if ((s + 1) % o.evalEvery === 0 || s + 1 === o.steps) {
       const { params } = await trainer.getState();
-      const acc = await greedyAccuracy(o.config, params, heldOut);
-      if (o.out) await saveCheckpoint(`${o.out}-steps/${s + 1}`, { config: o.config, params });
+      const acc = await greedyAccuracy(config, params, heldOut);
+      if (o.out) await saveCheckpoint(`${o.out}-steps/${s + 1}`, { config, params });
       log(`sft step ${s + 1}/${o.steps} loss ${m.loss.toFixed(3)} held-out accuracy ${(acc * 100).toFixed(1)}% (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
     }
   }
   const { params } = await trainer.getState();
-  const accuracy = await greedyAccuracy(o.config, params, heldOut);
-  if (o.out) await saveCheckpoint(o.out, { config: o.config, params });
+  const accuracy = await greedyAccuracy(config, params, heldOut);
+  if (o.out) await saveCheckpoint(o.out, { config, params });
   return { params, accuracy };
 }
 
@@ -67,6 +84,8 @@ function parseArgs(argv: string[]): SftOptions {
     else if (k === "--seed") o.seed = Number(v);
     else if (k === "--eval-every") o.evalEvery = Number(v);
     else if (k === "--out") o.out = v === "none" ? null : v;
+    else if (k === "--init") o.init = v;
+    else if (k === "--teacher-noise") o.teacherNoise = Number(v);
     else throw new Error(`unknown option ${k}`);
   }
   return o;

@@ -9,6 +9,10 @@ import { Rng } from "../../src/model/init.ts";
 export interface CalcTask {
   question: string;
   answer: number;
+  /** The operation and its operands (for teachers and analysis; the agent sees only the question). */
+  op: "+" | "-" | "*";
+  a: number;
+  b: number;
 }
 
 const NAMES = ["Ann", "Bob", "Sam", "Eva", "Tom", "Mia"];
@@ -24,14 +28,14 @@ export function drawTask(rng: Rng): CalcTask {
   const kind = int(rng, 0, 2);
   if (kind === 0) {
     const a = int(rng, 0, 12), b = int(rng, 0, 12);
-    return { question: `${name} has ${a} ${item}, gets ${b}. Total?`, answer: a + b };
+    return { question: `${name} has ${a} ${item}, gets ${b}. Total?`, answer: a + b, op: "+", a, b };
   }
   if (kind === 1) {
     const a = int(rng, 0, 20), b = int(rng, 0, a);
-    return { question: `${name} has ${a} ${item}, loses ${b}. Left?`, answer: a - b };
+    return { question: `${name} has ${a} ${item}, loses ${b}. Left?`, answer: a - b, op: "-", a, b };
   }
   const a = int(rng, 1, 6), b = int(rng, 1, 6);
-  return { question: `${name} has ${a} bags of ${b} ${item}. Total?`, answer: a * b };
+  return { question: `${name} has ${a} bags of ${b} ${item}. Total?`, answer: a * b, op: "*", a, b };
 }
 
 export const HELD_OUT_SEED = 1001;
