@@ -7,14 +7,38 @@ export class AsyncMutex {
   private readonly waiting: (() => void)[] = [];
   private head = 0;
 
-  async run<T>(fn: () => T | Promise<T>): Promise<T> {
-    if (this.locked) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    else this.locked = true;
+  /**
+   * Runs `fn` under the lock. Not an async function on purpose: an uncontended call runs `fn` at once
+   * and adds only one `then` to its promise (no extra async frames or ticks on the store's hot path).
+   */
+  run<T>(fn: () => T | Promise<T>): Promise<T> {
+    if (this.locked) return new Promise<void>((resolve) => this.waiting.push(resolve)).then(() => this.runLocked(fn));
+    this.locked = true;
+    return this.runLocked(fn);
+  }
+
+  private runLocked<T>(fn: () => T | Promise<T>): Promise<T> {
+    let out: T | Promise<T>;
     try {
-      return await fn();
-    } finally {
+      out = fn();
+    } catch (e) {
       this.release();
+      return Promise.reject(e);
     }
+    if (!(out instanceof Promise)) {
+      this.release();
+      return Promise.resolve(out);
+    }
+    return out.then(
+      (v) => {
+        this.release();
+        return v;
+      },
+      (e: unknown) => {
+        this.release();
+        throw e;
+      },
+    );
   }
 
   /** Hands the lock straight to the next waiter (it stays locked), so no newcomer can jump the queue. */
