@@ -18,6 +18,7 @@
  */
 import { ValidationError } from "../../types/index.ts";
 import { AsyncMutex } from "../mutex.ts";
+import { nextTurn } from "../next-turn.ts";
 
 export type SqlValue = string | number | null;
 export type SqlRow = ArrayLike<SqlValue>;
@@ -219,8 +220,8 @@ class NativeDriver implements SqlDriver {
   }
 
   private async commitGroup(): Promise<void> {
-    // Let the rest of a synchronous burst of calls join this group.
-    await Promise.resolve();
+    // Let every caller that is ready by the next event-loop turn join this group (see next-turn.ts).
+    await nextTurn();
     const group = this.writes.splice(0, MAX_WRITE_GROUP);
     const results: { ok: boolean; value: unknown }[] = [];
     try {
