@@ -41,7 +41,7 @@ export interface CalcTrainOptions {
 }
 
 export const CALC_TRAIN_DEFAULTS: CalcTrainOptions = {
-  steps: 40, batch: 16, n: 8, lr: 2e-3, valEvery: 10, valTasks: 100, seed: 0,
+  steps: 40, batch: 16, n: 8, lr: 1e-3, valEvery: 10, valTasks: 100, seed: 0,
   checkpoint: "checkpoints/calc-sft", out: "runs/calc", backend: "auto", runners: 4, progress: true,
 };
 

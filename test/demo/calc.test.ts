@@ -53,6 +53,7 @@ describe("calc demo, shortened", () => {
     const steps = r.reports.filter((x) => x.kind === "step");
     expect(steps).toHaveLength(8);
     const rewards = steps.map((s) => s.reward);
+    console.log(`[calc demo, shortened] step rewards: ${rewards.map((x) => x.toFixed(3)).join(" ")}`);
     expect(slope(rewards)).toBeGreaterThan(0);
     const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
     expect(mean(rewards.slice(-3))).toBeGreaterThan(mean(rewards.slice(0, 3)));
