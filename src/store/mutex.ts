@@ -25,11 +25,12 @@ export class AsyncMutex {
       this.release();
       return Promise.reject(e);
     }
-    if (!(out instanceof Promise)) {
+    // Any thenable holds the lock until it settles (not only this realm's Promise).
+    if (typeof (out as { then?: unknown } | null)?.then !== "function") {
       this.release();
       return Promise.resolve(out);
     }
-    return out.then(
+    return Promise.resolve(out).then(
       (v) => {
         this.release();
         return v;
