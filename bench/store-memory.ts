@@ -9,7 +9,8 @@
  * Run: `npx tsx bench/store-memory.ts` (or `npm run bench -- store-memory`).
  */
 import { InMemoryLightningStore } from "../src/store/memory.ts";
-import { spanFromAttributes, type Span } from "../src/types/index.ts";
+import type { Span } from "../src/types/index.ts";
+import { makeLlmSpan as makeSpan } from "./_llm-span.ts";
 
 const UPSTREAM_PYTHON: Record<string, number> = {
   enqueue: 14_500,
@@ -18,28 +19,6 @@ const UPSTREAM_PYTHON: Record<string, number> = {
   lifecycle: 865,
 };
 const TARGET_LIFECYCLES = 20_000;
-
-/** A span shaped like a runner's LLM-call span: a handful of attributes, one event. */
-function makeSpan(rolloutId: string, attemptId: string, seq: number): Span {
-  const span = spanFromAttributes({
-    rollout_id: rolloutId,
-    attempt_id: attemptId,
-    sequence_id: seq,
-    name: "openai.chat.completion",
-    attributes: {
-      "gen_ai.system": "openai",
-      "gen_ai.request.model": "qwen2.5-1.5b",
-      "gen_ai.usage.prompt_tokens": 123,
-      "gen_ai.usage.completion_tokens": 45,
-      "gen_ai.prompt.0.content": "What is 2 + 2? Answer with a number.",
-      "gen_ai.completion.0.content": "4",
-    },
-    start_time: 1_800_000_000 + seq,
-    end_time: 1_800_000_000.5 + seq,
-  });
-  span.events = [{ name: "reward", attributes: { value: 1 }, timestamp: 1_800_000_000.2 + seq }];
-  return span;
-}
 
 interface Rate {
   /** Operations per second of CPU time (user + system of this process): stable on a shared machine. */
