@@ -5,7 +5,7 @@
  * accuracy before and after (greedy, same tasks, same seed) and writes the reward curve as SVG.
  *
  *   npm run demo                      # = npx tsx examples/calc/train.ts
- *   npx tsx examples/calc/train.ts --steps 30 --batch 16 --n 8 --out runs/calc
+ *   npx tsx examples/calc/train.ts --steps 80 --batch 16 --n 8 --lr 1e-3 --decay-share 0.4 --lr-final 0.2 --out runs/calc
  */
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { GRPO, type GrpoReport } from "../../src/algorithm/grpo.ts";
@@ -25,6 +25,9 @@ export interface CalcTrainOptions {
   /** Rollouts per task (GRPO group size). */
   n: number;
   lr: number;
+  /** Share of the steps, at the end, over which the learning rate decays linearly to `lrFinal` x lr. */
+  decayShare: number;
+  lrFinal: number;
   valEvery: number;
   /** Held-out tasks used for validation. */
   valTasks: number;
@@ -41,7 +44,7 @@ export interface CalcTrainOptions {
 }
 
 export const CALC_TRAIN_DEFAULTS: CalcTrainOptions = {
-  steps: 40, batch: 16, n: 8, lr: 1e-3, valEvery: 10, valTasks: 100, seed: 0,
+  steps: 80, batch: 16, n: 8, lr: 1e-3, decayShare: 0.4, lrFinal: 0.2, valEvery: 20, valTasks: 100, seed: 0,
   checkpoint: "checkpoints/calc-sft", out: "runs/calc", backend: "auto", runners: 4, progress: true,
 };
 
@@ -52,6 +55,13 @@ export interface CalcTrainResult {
   svgPath: string;
   backend: string;
   seconds: number;
+}
+
+/** 1 until the last `share` of the steps, then linear down to `final` at the last step. */
+export function lateDecay(step: number, steps: number, share: number, final: number): number {
+  const start = steps * (1 - share);
+  if (step <= start || steps <= start) return 1;
+  return 1 - (1 - final) * ((step - start) / (steps - start));
 }
 
 async function makeTrainer(o: CalcTrainOptions, ckpt: Awaited<ReturnType<typeof loadCheckpoint>>): Promise<PolicyTrainer> {
@@ -82,7 +92,7 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
   const heldOut = heldOutTasks(o.valTasks);
   const train = o.trainSet ?? trainTasks(4096, o.seed + 17, heldOut);
   const grpo = new GRPO({
-    trainer, policy, steps: o.steps, batchSize: o.batch, nSamples: o.n, valEvery: o.valEvery, seed: o.seed,
+    trainer, policy, steps: o.steps, lrSchedule: (step, steps) => o.lr * lateDecay(step, steps, o.decayShare, o.lrFinal), batchSize: o.batch, nSamples: o.n, valEvery: o.valEvery, seed: o.seed,
     maxPromptLength: ckpt.config.max_seq_len - MAX_ANSWER_TOKENS, maxResponseLength: MAX_ANSWER_TOKENS,
     temperature: 1, valTemperature: 0, checkpointDir: `${o.out}/checkpoints`, checkpointEvery: o.steps,
     progress: o.progress, adapter: new LlmProxyTraceToTriplet(),
@@ -115,7 +125,7 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
 
 function parseArgs(argv: readonly string[]): Partial<CalcTrainOptions> {
   const o: Partial<CalcTrainOptions> = {};
-  const nums = { "--steps": "steps", "--batch": "batch", "--n": "n", "--lr": "lr", "--val-every": "valEvery", "--val-tasks": "valTasks", "--seed": "seed", "--runners": "runners" } as const;
+  const nums = { "--steps": "steps", "--batch": "batch", "--n": "n", "--lr": "lr", "--decay-share": "decayShare", "--lr-final": "lrFinal", "--val-every": "valEvery", "--val-tasks": "valTasks", "--seed": "seed", "--runners": "runners" } as const;
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i]!, v = argv[i + 1];
     if (v === undefined) throw new Error(`missing value for ${k}`);

@@ -54,6 +54,8 @@ export interface GrpoOptions {
   valTemperature?: number;
   /** Learning rate of each step [the trainer's]. */
   lr?: number;
+  /** Learning rate of step `step` (1-based) of `steps`; overrides `lr` (e.g. a late decay that keeps the gains of the early steps). */
+  lrSchedule?: (step: number, steps: number) => number;
   /** Rows per forward/backward pass [all]. */
   microBatchSize?: number;
   /** PPO loss options (clip ratios, aggregation, entropy bonus). */
@@ -118,7 +120,7 @@ export type GrpoReport = ValidationReport | StepReport;
 /** The slice of a PolicyServer the loop uses. */
 type PolicyEndpoint = Pick<PolicyServer, "asResource">;
 
-type OptionalKeys = "checkpointDir" | "onReport" | "kernels" | "lr" | "microBatchSize" | "loss" | "adapter";
+type OptionalKeys = "checkpointDir" | "onReport" | "kernels" | "lr" | "lrSchedule" | "microBatchSize" | "loss" | "adapter";
 
 const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
 
@@ -281,7 +283,7 @@ export class GRPO extends Algorithm {
         const subAdv = new Float32Array(keep.length * t.R);
         keep.forEach((r, i) => subAdv.set(adv.subarray(r * t.R, (r + 1) * t.R), i * t.R));
         const old = await o.trainer.logProbs(sub, { microBatchSize: o.microBatchSize });
-        metrics = await o.trainer.policyStep(sub, subAdv, old.log_probs, { ...o.loss, lr: o.lr, microBatchSize: o.microBatchSize });
+        metrics = await o.trainer.policyStep(sub, subAdv, old.log_probs, { ...o.loss, lr: o.lrSchedule ? o.lrSchedule(step, o.steps) : o.lr, microBatchSize: o.microBatchSize });
         if (!metrics.skipped) {
           const state = await o.trainer.getState();
           o.policy.update(state.params);
