@@ -184,19 +184,27 @@ export class GpuModel {
   private readonly rope: GPUBuffer;
   private workspace: Workspace | null = null;
 
+  /** `training` false: parameters only, no gradient or AdamW-moment buffers (inference, e.g. generation). */
   constructor(
     readonly ctx: GpuContext,
     readonly config: ModelConfig,
     flatParams: Float32Array,
+    readonly training = true,
   ) {
     this.layout = paramLayout(config);
     for (const s of this.layout) {
       this.params[s.name] = ctx.upload(flatParams.subarray(s.offset, s.offset + s.size), s.name);
+      if (!training) continue;
       this.grads[s.name] = ctx.alloc(s.size, `grad.${s.name}`);
       this.m[s.name] = ctx.alloc(s.size, `adam_m.${s.name}`);
       this.v[s.name] = ctx.alloc(s.size, `adam_v.${s.name}`);
     }
     this.rope = ctx.upload(ropeTable(config.max_seq_len, headDim(config), config.rope_theta), "rope_table");
+  }
+
+  /** The [max_seq_len, hd/2] cos then sin table RoPE reads (shared with KV-cached decoding). */
+  get ropeBuffer(): GPUBuffer {
+    return this.rope;
   }
 
   /** Uploads a flat buffer (paramLayout order) into per-tensor buffers. */

@@ -1,11 +1,13 @@
 /**
- * Generation on WebGPU with the GPU model's forward pass (src/gpu/model.ts): every step runs the batch
- * of live sequences (left-padded, masked) through the model, reads back only the last position's
- * logits of each row, and samples on the host with the same sampler and per-request seed stream as the
- * CPU engine, so equal logits give equal tokens. There is no KV cache yet: each step recomputes the
- * whole prefix (quadratic in length, fine for the short answers agents ask the policy for).
+ * Generation on WebGPU. The default path is KV-cached (src/gpu/decode.ts): the batch's prompts are
+ * prefilled once, then each step feeds one token per live sequence and attends over the cache. Only the
+ * last position's logits of the live rows come back per step; sampling runs on the host with the same
+ * sampler and per-request seed stream as the CPU engine, so equal logits give equal tokens.
+ * `kvCache: false` keeps the older path that recomputes the whole (left-padded) prefix every step: the
+ * baseline of bench/generate.ts and a cross-check in the tests.
  */
 import { GpuContext } from "../gpu/context.ts";
+import { GpuDecoder, maxDecoderBatch } from "../gpu/decode.ts";
 import type { GpuDeviceOptions } from "../gpu/device.ts";
 import { GpuModel } from "../gpu/model.ts";
 import type { ModelConfig } from "../model/config.ts";
@@ -23,27 +25,61 @@ export function logProbOf(logits: ArrayLike<number>, id: number): number {
   return logits[id] - max - Math.log(sum);
 }
 
-interface Live {
-  req: GenerationRequest;
-  ids: number[];
-  tokens: number[];
-  logprobs: number[];
-  limit: number;
-  stop: Set<number>;
-  rng: Rng;
-  finish: FinishReason | null;
+/** One sequence being generated: its request, its sampler, what it has produced. */
+class Live {
+  readonly tokens: number[] = [];
+  readonly logprobs: number[] = [];
+  readonly limit: number;
+  readonly stop: Set<number>;
+  readonly rng: Rng;
+  finish: FinishReason | null = null;
+
+  constructor(
+    readonly req: GenerationRequest,
+    config: ModelConfig,
+  ) {
+    this.limit = Math.min(req.maxTokens, config.max_seq_len - req.prompt.length);
+    this.stop = new Set(req.stopTokenIds ?? [EOS_ID]);
+    this.rng = new Rng(req.seed ?? 0);
+    if (this.limit <= 0) this.finish = "length";
+  }
+
+  /** Samples the next token from this sequence's logits row and updates its state. */
+  take(row: Float32Array): void {
+    const token = sampleToken(row, { temperature: this.req.temperature, topP: this.req.topP }, this.rng);
+    this.tokens.push(token);
+    this.logprobs.push(logProbOf(row, token));
+    if (this.stop.has(token)) this.finish = "stop";
+    else if (this.tokens.length >= this.limit) this.finish = "length";
+  }
+
+  result(): Generation {
+    return finishGeneration(this.tokens, this.logprobs, this.finish ?? "length", this.req.stop);
+  }
+}
+
+export interface GpuGenerationOptions {
+  /** Decode over a KV cache [true]; false recomputes the whole prefix every step. */
+  kvCache?: boolean;
 }
 
 export class GpuGenerationEngine implements GenerationEngine {
   readonly backend = "webgpu" as const;
+  readonly kvCache: boolean;
   private model: GpuModel | null = null;
   private modelConfig: string | null = null;
   private uploaded: Float32Array | null = null;
 
-  constructor(readonly ctx: GpuContext) {}
+  /** `ctx` may be shared with a GPU trainer: generations run through `ctx.exclusive`. */
+  constructor(
+    readonly ctx: GpuContext,
+    options: GpuGenerationOptions = {},
+  ) {
+    this.kvCache = options.kvCache ?? true;
+  }
 
-  static async create(options?: GpuDeviceOptions): Promise<GpuGenerationEngine> {
-    return new GpuGenerationEngine(await GpuContext.create(options));
+  static async create(options?: GpuDeviceOptions & GpuGenerationOptions): Promise<GpuGenerationEngine> {
+    return new GpuGenerationEngine(await GpuContext.create(options), options);
   }
 
   /** The model for `config` with `params` on the device (uploaded again only when a new array comes). */
@@ -51,33 +87,64 @@ export class GpuGenerationEngine implements GenerationEngine {
     const key = JSON.stringify(config);
     if (this.model === null || this.modelConfig !== key) {
       this.model?.destroy();
-      this.model = new GpuModel(this.ctx, config, params);
+      this.model = null;
+      this.model = new GpuModel(this.ctx, config, params, false);
       this.modelConfig = key;
     } else if (this.uploaded !== params) this.model.writeFlat(this.model.params, params);
     this.uploaded = params;
     return this.model;
   }
 
-  async generate(config: ModelConfig, params: Float32Array, requests: readonly GenerationRequest[]): Promise<Generation[]> {
+  generate(config: ModelConfig, params: Float32Array, requests: readonly GenerationRequest[]): Promise<Generation[]> {
     requests.forEach((r, i) => validateRequest(config, r, i));
-    const model = this.modelFor(config, params);
-    const V = config.vocab_size;
-    const live: Live[] = requests.map((req) => ({
-      req, ids: [...req.prompt], tokens: [], logprobs: [],
-      limit: Math.min(req.maxTokens, config.max_seq_len - req.prompt.length),
-      stop: new Set(req.stopTokenIds ?? [EOS_ID]), rng: new Rng(req.seed ?? 0), finish: null,
-    }));
-    for (const s of live) if (s.limit <= 0) s.finish = "length";
+    return this.ctx.exclusive(async () => {
+      const model = this.modelFor(config, params);
+      const live = requests.map((req) => new Live(req, config));
+      if (this.kvCache) await this.runCached(model, live);
+      else await this.runUncached(model, live);
+      return live.map((s) => s.result());
+    });
+  }
+
+  /** Prefill + cached decode steps, in batches as large as the device's buffer limits allow. */
+  private async runCached(model: GpuModel, live: Live[]): Promise<void> {
+    const V = model.config.vocab_size;
+    const todo = live.filter((s) => s.finish === null);
+    while (todo.length > 0) {
+      const T = Math.max(...todo.map((s) => s.req.prompt.length));
+      const steps = Math.max(...todo.map((s) => s.limit)) - 1;
+      const fit = maxDecoderBatch(this.ctx, model.config, T, T + steps);
+      const group = todo.splice(0, fit);
+      const decoder = new GpuDecoder(model, group.map((s) => s.req.prompt), T + steps);
+      try {
+        let logits = await decoder.prefill();
+        for (;;) {
+          group.forEach((s, b) => {
+            if (s.finish === null) s.take(logits.subarray(b * V, (b + 1) * V));
+          });
+          if (group.every((s) => s.finish !== null)) break;
+          logits = await decoder.step(group.map((s) => (s.finish === null ? s.tokens[s.tokens.length - 1] : null)));
+        }
+      } finally {
+        decoder.destroy();
+      }
+    }
+  }
+
+  /** Every step runs the live sequences' whole (left-padded) prefix through the model. */
+  private async runUncached(model: GpuModel, live: Live[]): Promise<void> {
+    const V = model.config.vocab_size;
     for (;;) {
       const active = live.filter((s) => s.finish === null);
       if (active.length === 0) break;
       const B = active.length;
-      const T = Math.max(...active.map((s) => s.ids.length));
+      const seqs = active.map((s) => [...s.req.prompt, ...s.tokens]);
+      const T = Math.max(...seqs.map((q) => q.length));
       const ids = new Uint32Array(B * T), mask = new Uint32Array(B * T), positions = new Uint32Array(B * T);
       const predictRows = new Uint32Array(B), targets = new Uint32Array(B);
-      active.forEach((s, b) => {
-        const pad = T - s.ids.length;
-        s.ids.forEach((id, j) => {
+      seqs.forEach((seq, b) => {
+        const pad = T - seq.length;
+        seq.forEach((id, j) => {
           ids[b * T + pad + j] = id;
           mask[b * T + pad + j] = 1;
           positions[b * T + pad + j] = j;
@@ -86,17 +153,8 @@ export class GpuGenerationEngine implements GenerationEngine {
       });
       const ws = model.forward({ B, T, R: 1 }, { ids, mask, positions, predictRows, targets });
       const logits = await this.ctx.read(ws.logits, B * V);
-      active.forEach((s, b) => {
-        const row = logits.subarray(b * V, (b + 1) * V);
-        const token = sampleToken(row, { temperature: s.req.temperature, topP: s.req.topP }, s.rng);
-        s.tokens.push(token);
-        s.logprobs.push(logProbOf(row, token));
-        s.ids.push(token);
-        if (s.stop.has(token)) s.finish = "stop";
-        else if (s.tokens.length >= s.limit) s.finish = "length";
-      });
+      active.forEach((s, b) => s.take(logits.subarray(b * V, (b + 1) * V)));
     }
-    return live.map((s) => finishGeneration(s.tokens, s.logprobs, s.finish ?? "length", s.req.stop));
   }
 
   destroy(): void {
