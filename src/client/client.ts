@@ -40,6 +40,7 @@ import type {
 } from "../types/index.ts";
 import { LightningError, NotFoundError, ValidationError } from "../types/index.ts";
 import { StoreConnectionError, errorFromResponse } from "./errors.ts";
+import { PREFERENCE_APPLIED_HEADER, PREFER_MINIMAL, spansFromEcho, type SpanEcho } from "./span-batch.ts";
 
 export interface LightningStoreClientOptions {
   /** Bearer token sent with every request (the server's `--token`). */
@@ -65,6 +66,8 @@ const RETRYABLE_STATUS = (s: number): boolean => s === 408 || s === 429 || s >= 
 
 interface RequestOptions {
   body?: unknown;
+  /** Extra request headers. */
+  headers?: Readonly<Record<string, string>>;
   params?: Record<string, unknown>;
   retry?: boolean;
   /** Extra seconds on top of the request timeout (long polls). */
@@ -75,6 +78,8 @@ interface RequestOptions {
 interface Answer<T> {
   data: T;
   headers: Headers;
+  /** The JSON text of the request body, when there was one. */
+  sentBody?: string;
 }
 
 const sleep = (seconds: number, signal?: AbortSignal): Promise<void> =>
@@ -189,10 +194,11 @@ export class LightningStoreClient implements LightningStore {
 
   private async request<T>(method: "GET" | "POST", path: string, o: RequestOptions = {}): Promise<Answer<T>> {
     const url = `${this.base}${path}${o.params ? queryString(o.params) : ""}`;
-    const init: RequestInit = { method, headers: this.headers };
+    const init: RequestInit = { method, headers: o.headers ? { ...this.headers, ...o.headers } : this.headers };
+    let sentBody: string | undefined;
     if (o.body !== undefined) {
-      init.body = JSON.stringify(o.body);
-      init.headers = { ...this.headers, "content-type": "application/json" };
+      init.body = sentBody = JSON.stringify(o.body);
+      init.headers = { ...this.headers, ...o.headers, "content-type": "application/json" };
     }
     const tries = o.retry === false ? 1 : 1 + this.retryDelays.length;
     let last: LightningError | null = null;
@@ -214,7 +220,7 @@ export class LightningStoreClient implements LightningStore {
         last = new StoreConnectionError(`${method} ${path}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
       }
       if (headers !== null) {
-        if (status >= 200 && status < 300) return { data: (text === "" ? null : JSON.parse(text)) as T, headers };
+        if (status >= 200 && status < 300) return { data: (text === "" ? null : JSON.parse(text)) as T, headers, sentBody };
         last = errorFromResponse(status, text, `${method} ${path}`);
         if (!RETRYABLE_STATUS(status)) throw last;
       }
@@ -361,13 +367,20 @@ export class LightningStoreClient implements LightningStore {
   /** One request and one server transaction for the whole batch; spans may leave `sequence_id` out. */
   async addManySpans(spans: Span[]): Promise<Span[]> {
     if (Array.isArray(spans) && spans.length === 0) return [];
-    return this.call("POST", "/spans/batch", { body: { spans } });
+    return this.postSpanBatch(spans);
   }
 
   async addOtelSpan(rolloutId: string, attemptId: string, span: OtelReadableSpanLike, sequenceId?: number | null): Promise<Span | null> {
     const converted: Record<string, unknown> = { ...spanFromOpenTelemetry(span, rolloutId, attemptId, sequenceId ?? 0) };
     if (sequenceId === undefined || sequenceId === null) converted.sequence_id = null;
-    return (await this.call<Span[]>("POST", "/spans/batch", { body: { spans: [converted] } }))[0] ?? null;
+    return (await this.postSpanBatch([converted]))[0] ?? null;
+  }
+
+  /** `POST /spans/batch` asking for the minimal answer; a server that ignores the preference sends the spans. */
+  private async postSpanBatch(spans: unknown): Promise<Span[]> {
+    const answer = await this.request<SpanEcho[]>("POST", "/spans/batch", { body: { spans }, headers: PREFER_MINIMAL });
+    if (answer.headers.get(PREFERENCE_APPLIED_HEADER) !== "return=minimal") return answer.data as Span[];
+    return spansFromEcho(answer.sentBody!, answer.data);
   }
 
   querySpans(rolloutId: string, query: SpanQuery = {}): Promise<PaginatedResult<Span>> {

@@ -20,7 +20,7 @@ import { ServerMetrics, instrumentStore } from "./metrics.ts";
 import { otlpTracesHandler } from "./otlp/route.ts";
 import * as S from "./schemas.ts";
 import { coalescedStore } from "./coalesce.ts";
-import { addSpansAssigningSequence, type SpanWithOptionalSequence } from "./spans.ts";
+import { addSpansAssigningSequence, minimalSpanEcho, type SpanWithOptionalSequence } from "./spans.ts";
 import type { TestHooks } from "./test-hooks.ts";
 
 export const API_PREFIX = "/v1/agl";
@@ -87,6 +87,10 @@ function query<T extends z.ZodType>(c: Context, schema: T): z.infer<T> {
 /** Drops keys whose value is undefined (a query object must not carry them to the store). */
 const defined = <T extends object>(o: T): T => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
 
+/** RFC 7240 `Prefer: return=minimal` (the batch span route then answers `minimalSpanEcho`). */
+const prefersMinimalReturn = (prefer: string | undefined): boolean =>
+  prefer !== undefined && /(?:^|,)\s*return\s*=\s*"?minimal"?\s*(?:[;,]|$)/i.test(prefer);
+
 const templateOf = (c: Context): string => {
   const p = routePath(c, -1);
   return p === "*" || p === "/*" || p === "" ? "unmatched" : p.replace(/:([A-Za-z_]+)/g, "{$1}");
@@ -134,7 +138,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
         allowMethods: ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
         allowHeaders: [],
         credentials: true,
-        exposeHeaders: [WAIT_SETTLED_HEADER],
+        exposeHeaders: [WAIT_SETTLED_HEADER, "preference-applied"],
       }),
     );
   }
@@ -279,7 +283,11 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     spans.forEach((s, i) => {
       if (s === null || typeof s !== "object" || Array.isArray(s)) throw new ValidationError(`span #${i} must be an object`, [{ path: ["spans", i], message: "expected an object" }]);
     });
-    return c.json(await addSpansAssigningSequence(store, spans as SpanWithOptionalSequence[]), 201);
+    const sent = spans as SpanWithOptionalSequence[];
+    const stored = await addSpansAssigningSequence(store, sent);
+    if (!prefersMinimalReturn(c.req.header("prefer"))) return c.json(stored, 201);
+    c.header("preference-applied", "return=minimal");
+    return c.json(minimalSpanEcho(sent, stored), 201);
   });
   api.post("/spans", async (c) => {
     const span = await readJson(c, false);

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { LightningStoreClient, StoreHttpError } from "../../src/client/index.ts";
 import type { StoreAppOptions } from "../../src/server/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
-import { spanFromAttributes, type AttemptedRollout } from "../../src/types/index.ts";
+import { spanFromAttributes, type AttemptedRollout, type Span } from "../../src/types/index.ts";
 import { startInProcess, type InProcessServer } from "./in-process.ts";
 
 let store: InMemoryLightningStore;
@@ -186,6 +186,51 @@ describe("POST /v1/agl/spans/batch", () => {
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { issues: { path: unknown[] }[] }).issues[0]!.path).toEqual([1, "events"]);
     expect((await store.querySpans(a.rollout_id)).total).toBe(0);
+  });
+
+  it("with Prefer: return=minimal answers [index, sequence_id] for a span stored as sent, the stored span otherwise", async () => {
+    const a = await store.startRollout("a");
+    const first = { ...span(a, { name: "assigned" }), sequence_id: null };
+    // The store drops unknown resource keys and fills a missing status description: stored != sent.
+    const changed = { ...span(a, { name: "changed", sequence_id: 5 }), resource: { attributes: {}, schema_url: "", extra: 1 }, status: { status_code: "OK" } };
+    const duplicate = { ...span(a, { name: "again", sequence_id: 6 }), span_id: first.span_id };
+    const last = span(a, { name: "last", sequence_id: 7 });
+    const res = await post("/v1/agl/spans/batch", { spans: [first, changed, duplicate, last] }, { prefer: "return=minimal" });
+    expect(res.status).toBe(201);
+    expect(res.headers.get("preference-applied")).toBe("return=minimal");
+    const stored = (await store.querySpans(a.rollout_id)).items;
+    expect(stored.map((s) => s.name)).toEqual(["assigned", "changed", "last"]);
+    expect(await res.json()).toEqual([[0, 1], stored[1], [3, 7]]);
+    expect(stored[1]!.status.description).toBeNull();
+    expect(stored[1]!.resource).toEqual({ attributes: {}, schema_url: "" });
+  });
+
+  it("without the preference answers the stored spans in full", async () => {
+    const a = await store.startRollout("a");
+    const res = await post("/v1/agl/spans/batch", { spans: [span(a, { name: "x" })] }, { prefer: "return=representation" });
+    expect(res.headers.get("preference-applied")).toBeNull();
+    expect(await res.json()).toEqual((await store.querySpans(a.rollout_id)).items);
+  });
+
+  it("the client's addManySpans returns exactly what was stored, rebuilt from the minimal answer", async () => {
+    const a = await store.startRollout("a");
+    const client = new LightningStoreClient(server.url);
+    const first = span(a, { name: "first", sequence_id: 3 });
+    const sent = [
+      first,
+      { ...span(a, { name: "assigned" }), sequence_id: null } as unknown as Span,
+      { ...span(a, { name: "changed", sequence_id: 9 }), status: { status_code: "ERROR" } } as unknown as Span,
+      { ...span(a, { name: "duplicate", sequence_id: 10 }), span_id: first.span_id },
+      { ...span(a, { name: "undefined key", sequence_id: 11 }), extra: undefined } as Span,
+    ];
+    const out = await client.addManySpans(sent);
+    // Assigned ids are taken before the batch's explicit ones raise the counter.
+    const stored = (await store.querySpans(a.rollout_id)).items;
+    expect(stored.map((s) => [s.name, s.sequence_id])).toEqual([["assigned", 1], ["first", 3], ["changed", 9], ["undefined key", 11]]);
+    const inRequestOrder = ["first", "assigned", "changed", "undefined key"].map((n) => structuredClone(stored.find((s) => s.name === n)));
+    expect(out).toStrictEqual(inRequestOrder);
+    expect(sent[1]!.sequence_id).toBeNull(); // the caller's spans are left as they were
+    await client.close();
   });
 
   it("the client's addManySpans is one request", async () => {
