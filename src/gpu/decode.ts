@@ -10,7 +10,7 @@ import { ValidationError } from "../types/errors.ts";
 import type { GpuContext } from "./context.ts";
 import { embeddingGather } from "./kernels/embedding.ts";
 import { attentionDecode, kvCacheWrite } from "./kernels/kv-cache.ts";
-import { matmul } from "./kernels/matmul.ts";
+import { linear } from "./kernels/matmul-rows.ts";
 import { rmsnormForward } from "./kernels/rmsnorm.ts";
 import { ropeApply } from "./kernels/rope.ts";
 import { swigluForward } from "./kernels/swiglu.ts";
@@ -180,9 +180,9 @@ export class GpuDecoder {
     for (let l = 0; l < c.n_layers; l++) {
       const p = (n: string): GPUBuffer => P[`layers.${l}.${n}`];
       rmsnormForward(ctx, this.x, p("attn_norm"), this.h, this.rstd, B, d, c.norm_eps);
-      matmul(ctx, this.h, p("wq"), this.q, { M: B, K: d, N: qd });
-      matmul(ctx, this.h, p("wk"), this.k, { M: B, K: d, N: kvd });
-      matmul(ctx, this.h, p("wv"), this.v, { M: B, K: d, N: kvd });
+      linear(ctx, this.h, p("wq"), this.q, { M: B, K: d, N: qd });
+      linear(ctx, this.h, p("wk"), this.k, { M: B, K: d, N: kvd });
+      linear(ctx, this.h, p("wv"), this.v, { M: B, K: d, N: kvd });
       ropeApply(ctx, this.q, this.positions, this.model.ropeBuffer, c.max_seq_len, B, c.n_heads, hd, false);
       ropeApply(ctx, this.k, this.positions, this.model.ropeBuffer, c.max_seq_len, B, c.n_kv_heads, hd, false);
       kvCacheWrite(ctx, this.k, this.kCache[l], B, 1, this.slots, slot, kvd);
@@ -190,16 +190,16 @@ export class GpuDecoder {
       attentionDecode(ctx, this.q, this.kCache[l], this.vCache[l], this.mask, this.attn, {
         batch: B, slots: this.slots, filled: slot + 1, heads: c.n_heads, kvHeads: c.n_kv_heads, headDim: hd,
       });
-      matmul(ctx, this.attn, p("wo"), this.x, { M: B, K: qd, N: d, accumulate: true });
+      linear(ctx, this.attn, p("wo"), this.x, { M: B, K: qd, N: d, accumulate: true });
       rmsnormForward(ctx, this.x, p("ffn_norm"), this.h, this.rstd, B, d, c.norm_eps);
-      matmul(ctx, this.h, p("w_gate"), this.gate, { M: B, K: d, N: c.d_ff });
-      matmul(ctx, this.h, p("w_up"), this.up, { M: B, K: d, N: c.d_ff });
+      linear(ctx, this.h, p("w_gate"), this.gate, { M: B, K: d, N: c.d_ff });
+      linear(ctx, this.h, p("w_up"), this.up, { M: B, K: d, N: c.d_ff });
       swigluForward(ctx, this.gate, this.up, this.act, B * c.d_ff);
-      matmul(ctx, this.act, p("w_down"), this.x, { M: B, K: c.d_ff, N: d, accumulate: true });
+      linear(ctx, this.act, p("w_down"), this.x, { M: B, K: c.d_ff, N: d, accumulate: true });
     }
     rmsnormForward(ctx, this.x, P.norm, this.h, this.rstd, B, d, c.norm_eps);
-    if (c.tie_embeddings) matmul(ctx, this.h, P.tok_embeddings, this.logits, { M: B, K: d, N: c.vocab_size, transB: true });
-    else matmul(ctx, this.h, P.lm_head, this.logits, { M: B, K: d, N: c.vocab_size });
+    if (c.tie_embeddings) linear(ctx, this.h, P.tok_embeddings, this.logits, { M: B, K: d, N: c.vocab_size, transB: true });
+    else linear(ctx, this.h, P.lm_head, this.logits, { M: B, K: d, N: c.vocab_size });
     this.filled = slot + 1;
   }
 

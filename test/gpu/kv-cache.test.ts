@@ -1,5 +1,5 @@
 /**
- * The KV-cache kernels against plain-TS references on random inputs (shapes that are not multiples of
+ * The KV-cache and few-row matmul kernels against plain-TS references on random inputs (shapes that are not multiples of
  * the workgroup sizes, several key tiles, head dims above the thread count), and KV-cached decoding
  * against full forwards: the logits of every step equal those of the whole sequence run through the
  * CPU reference and through the GPU's uncached forward.
@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GpuContext } from "../../src/gpu/context.ts";
 import { GpuDecoder } from "../../src/gpu/decode.ts";
 import { attentionDecode, kvCacheWrite } from "../../src/gpu/kernels/kv-cache.ts";
+import { matmulRows } from "../../src/gpu/kernels/matmul-rows.ts";
 import { GpuModel } from "../../src/gpu/model.ts";
 import type { ModelConfig } from "../../src/model/config.ts";
 import { Rng, initParams } from "../../src/model/init.ts";
@@ -45,6 +46,28 @@ describe.skipIf(noGpu)("KV-cache kernels and cached decoding", { timeout: 240_00
     ctx = await GpuContext.create();
   });
   afterAll(() => ctx?.destroy());
+
+  it.each([
+    [1, 1, 1],
+    [2, 37, 65],
+    [5, 300, 67],
+    [7, 130, 264],
+  ])("few-row matmul M=%i K=%i N=%i, B plain and transposed, overwrite and accumulate", async (M, K, N) => {
+    const a = randn(rng, M * K);
+    const b = randn(rng, K * N);
+    const c0 = randn(rng, M * N);
+    const want = ops.matmul(a, b, { m: M, k: K, n: N });
+    const bT = new Float32Array(K * N);
+    for (let k = 0; k < K; k++) for (let n = 0; n < N; n++) bT[n * K + k] = b[k * N + n];
+    for (const transB of [false, true]) {
+      const A = ctx.upload(a), B = ctx.upload(transB ? bT : b), C = ctx.upload(c0);
+      matmulRows(ctx, A, B, C, { M, N, K, transB });
+      expect(maxRelError(await ctx.read(C), want)).toBeLessThan(2e-5);
+      ctx.write(C, c0);
+      matmulRows(ctx, A, B, C, { M, N, K, transB, accumulate: true });
+      expect(maxRelError(await ctx.read(C), ops.add(c0, want))).toBeLessThan(2e-5);
+    }
+  });
 
   it.each([
     [2, 5, 9, 0, 6],

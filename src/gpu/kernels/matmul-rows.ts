@@ -1,0 +1,76 @@
+import { groupsFor, memoKernel, type GpuContext, type GpuTuning } from "../context.ts";
+import { matmul, type MatmulShape } from "./matmul.ts";
+
+/**
+ * C[M,N] (=|+=) A[M,K] @ op(B) for a few rows M, as in a decode step (M = sequences in the batch). The
+ * tiled matmul computes (4 side)-row tiles, so at M = 2 nearly all of its work is padding; here each
+ * thread owns one output column for a block of 4 rows (one vec4 accumulator), the 4 rows of A are
+ * staged in workgroup memory k-chunk by k-chunk, and B is streamed once per row block: reads of B[k, c]
+ * by consecutive threads are consecutive (transB reads row c of B[N,K] along k instead).
+ */
+
+const LAYOUT = { M: "u32", N: "u32", K: "u32", accumulate: "u32" } as const;
+
+/** Below this many rows the row kernel does less work than the tiled one. */
+export const FEW_ROWS = 16;
+
+/** Threads per workgroup (one output column each) and k values staged per chunk. */
+function sizes(t: GpuTuning): { threads: number; chunk: number } {
+  const threads = Math.min(64, t.elementwise);
+  return { threads, chunk: Math.max(1, Math.min(256, Math.floor(t.workgroupStorageBytes / 16))) };
+}
+
+export function matmulRows(ctx: GpuContext, a: GPUBuffer, b: GPUBuffer, c: GPUBuffer, s: Omit<MatmulShape, "transA">): void {
+  const { threads: W, chunk: KC } = sizes(ctx.tuning);
+  const transB = s.transB === true;
+  const kernel = memoKernel(ctx.tuning, `matmul_rows_${transB ? "t" : "n"}`, LAYOUT, () => `
+const W = ${W}u; const KC = ${KC}u;
+@group(0) @binding(1) var<storage, read> A: array<f32>;
+@group(0) @binding(2) var<storage, read> B: array<f32>;
+@group(0) @binding(3) var<storage, read_write> C: array<f32>;
+var<workgroup> As: array<vec4<f32>, ${KC}>;
+fn readA(r: u32, k: u32) -> f32 {
+  if (r >= P.M) { return 0.0; }
+  return A[r * P.K + k];
+}
+fn store(r: u32, c: u32, v: f32) {
+  if (r < P.M) {
+    let idx = r * P.N + c;
+    C[idx] = select(0.0, C[idx], P.accumulate != 0u) + v;
+  }
+}
+@compute @workgroup_size(${W})
+fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
+  let c = wg.x * W + lid;
+  let r0 = wg.y * 4u;
+  var acc = vec4<f32>(0.0);
+  for (var k0 = 0u; k0 < P.K; k0 += KC) {
+    let kEnd = min(KC, P.K - k0);
+    for (var e = lid; e < kEnd; e += W) {
+      let k = k0 + e;
+      As[e] = vec4<f32>(readA(r0, k), readA(r0 + 1u, k), readA(r0 + 2u, k), readA(r0 + 3u, k));
+    }
+    workgroupBarrier();
+    if (c < P.N) {
+      for (var kk = 0u; kk < kEnd; kk++) {
+        acc = fma(As[kk], vec4<f32>(B[${transB ? "c * P.K + k0 + kk" : "(k0 + kk) * P.N + c"}]), acc);
+      }
+    }
+    workgroupBarrier();
+  }
+  if (c < P.N) {
+    store(r0, c, acc.x);
+    store(r0 + 1u, c, acc.y);
+    store(r0 + 2u, c, acc.z);
+    store(r0 + 3u, c, acc.w);
+  }
+}
+`);
+  ctx.dispatch(kernel, { M: s.M, N: s.N, K: s.K, accumulate: s.accumulate === true ? 1 : 0 }, [a, b, c], [groupsFor(s.N, W), groupsFor(s.M, 4)]);
+}
+
+/** y = x @ op(W) with the kernel that suits the row count: the row kernel for a few rows, else the tiled one. */
+export function linear(ctx: GpuContext, a: GPUBuffer, b: GPUBuffer, c: GPUBuffer, s: Omit<MatmulShape, "transA">): void {
+  if (s.M <= FEW_ROWS) matmulRows(ctx, a, b, c, s);
+  else matmul(ctx, a, b, c, s);
+}
