@@ -15,6 +15,7 @@ import { sleepUnlessStopped, type ExecutionEvent } from "./event.ts";
 import { startHeartbeatLoop } from "./heartbeat.ts";
 import { Hook, type HookName } from "./hooks.ts";
 import type { LitAgent } from "./litagent.ts";
+import { ResourcesCache } from "./resources-cache.ts";
 import { postProcessRolloutResult } from "./result.ts";
 
 const log = getLogger("agentlightning.runner");
@@ -113,6 +114,7 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
   private agent: LitAgent<T> | null = null;
   private hooks: Hook[] = [];
   private store: LightningStore | null = null;
+  private readonly resources = new ResourcesCache();
   workerId: number | null = null;
 
   constructor(private readonly options: LitAgentRunnerOptions = {}) {
@@ -142,6 +144,7 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
   async initWorker(workerId: number, store: LightningStore): Promise<void> {
     this.workerId = workerId;
     this.store = store;
+    this.resources.clear();
     await this.tracer.initWorker(workerId, store);
   }
 
@@ -252,7 +255,7 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
     let failed = false;
     let hooksStarted = false;
     try {
-      const update = rollout.resources_id ? await store.getResourcesById(rollout.resources_id) : await store.getLatestResources();
+      const update = await this.resources.get(store, rollout);
       if (update === null) {
         // Upstream leaves the attempt "preparing" here; we mark it failed so the retry policy applies at once.
         throw new RuntimeError(`Failed to fetch resources ${rollout.resources_id ?? "(latest)"}. Skipping.`);
