@@ -10,7 +10,8 @@
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { GRPO, type GrpoReport } from "../../src/algorithm/grpo.ts";
 import { CpuTrainer, loadCheckpoint, type PolicyTrainer } from "../../src/model/index.ts";
-import { ModelPolicy, PolicyServer } from "../../src/proxy/index.ts";
+import type { GpuPolicyTrainer } from "../../src/gpu/index.ts";
+import { createGenerationEngine, ModelPolicy, PolicyServer } from "../../src/proxy/index.ts";
 import { LlmProxyTraceToTriplet } from "../../src/adapter/index.ts";
 import { openStore } from "../../src/store/index.ts";
 import { Trainer } from "../../src/trainer/index.ts";
@@ -83,7 +84,9 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
   const t0 = performance.now();
   const ckpt = await loadCheckpoint(o.checkpoint, undefined, { optimizer: false });
   const trainer = await makeTrainer(o, ckpt);
-  const policy = new ModelPolicy({ model: "calc-policy", config: ckpt.config, params: ckpt.params, seed: o.seed });
+  // KV-cached generation on the trainer's GPU when it trains there (same device), else the CPU engine
+  const engine = await createGenerationEngine({ backend: trainer.backend === "webgpu" ? "webgpu" : "cpu", context: (trainer as Partial<GpuPolicyTrainer>).ctx });
+  const policy = new ModelPolicy({ model: "calc-policy", config: ckpt.config, params: ckpt.params, seed: o.seed, engine });
   const server = new PolicyServer({ policy });
   await mkdir(o.out, { recursive: true });
   const dbPath = `${o.out}/store.db`;

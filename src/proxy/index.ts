@@ -5,3 +5,4 @@ export * from "./llm-span.ts";
 export * from "./openai-schemas.ts";
 export * from "./policy-server.ts";
 export * from "./gpu-generation.ts";
+export * from "./engine.ts";

@@ -1,0 +1,42 @@
+/**
+ * Picks the generation engine the policy server runs on: the KV-cached WebGPU engine when a hardware
+ * adapter is there, the CPU engine otherwise. A software adapter (lavapipe, SwiftShader) counts as none
+ * under "auto": measured with bench/generate.ts, KV-cached generation on lavapipe is slower than the CPU
+ * engine on the same cores, as the GPU trainer's selection (examples/calc/train.ts) assumes too.
+ */
+import { GpuContext } from "../gpu/context.ts";
+import { GpuUnavailableError } from "../gpu/device.ts";
+import { cpuGenerationEngine, type GenerationEngine } from "./generation.ts";
+import { GpuGenerationEngine } from "./gpu-generation.ts";
+
+export interface GenerationEngineOptions {
+  /** "auto" [default]: WebGPU on a hardware adapter, else the CPU; "webgpu": WebGPU on any adapter, failing
+   * (GpuUnavailableError) without one; "cpu": the CPU engine. */
+  backend?: "auto" | "webgpu" | "cpu";
+  /** A device to share, e.g. the GPU trainer's (generation and training steps then take turns on it). */
+  context?: GpuContext;
+  /** Where the reason for a CPU choice under "auto" goes [nowhere]. */
+  log?: (message: string) => void;
+}
+
+export async function createGenerationEngine(options: GenerationEngineOptions = {}): Promise<GenerationEngine> {
+  const backend = options.backend ?? "auto";
+  const log = options.log ?? (() => undefined);
+  if (backend === "cpu") return cpuGenerationEngine;
+  let ctx = options.context;
+  if (ctx === undefined) {
+    try {
+      ctx = await GpuContext.create();
+    } catch (e) {
+      if (backend === "webgpu" || !(e instanceof GpuUnavailableError)) throw e;
+      log(`generation on the CPU: ${e.message.split(". ")[0]}`);
+      return cpuGenerationEngine;
+    }
+  }
+  if (backend === "auto" && ctx.handle?.report.software === true) {
+    log("generation on the CPU: the WebGPU adapter is a software one");
+    if (options.context === undefined) ctx.destroy();
+    return cpuGenerationEngine;
+  }
+  return new GpuGenerationEngine(ctx);
+}
