@@ -233,6 +233,19 @@ describe("POST /v1/agl/spans/batch", () => {
     await client.close();
   });
 
+  it("the client takes the full answer of a server that ignores the preference", async () => {
+    const a = await store.startRollout("a");
+    const withoutPrefer: typeof fetch = (input, init) => {
+      const { prefer: _p, ...headers } = (init?.headers ?? {}) as Record<string, string>;
+      return fetch(input, { ...init, headers });
+    };
+    const client = new LightningStoreClient(server.url, { fetch: withoutPrefer });
+    const out = await client.addManySpans([{ ...span(a, { name: "x" }), sequence_id: null } as unknown as Span]);
+    expect(out).toStrictEqual((await store.querySpans(a.rollout_id)).items.map((s) => structuredClone(s)));
+    expect(out[0]!.sequence_id).toBe(1);
+    await client.close();
+  });
+
   it("the client's addManySpans is one request", async () => {
     const a = await store.startRollout("a");
     let calls = 0;
