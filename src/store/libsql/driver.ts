@@ -22,14 +22,30 @@ import { nextTurn } from "../next-turn.ts";
 
 export type SqlValue = string | number | null;
 export type SqlRow = ArrayLike<SqlValue>;
+/** The embedded driver answers synchronously (the binding is synchronous), the remote one with promises. */
+export type MaybePromise<T> = T | Promise<T>;
 
 export interface SqlConn {
   /** Runs a statement that returns rows. */
-  all(sql: string, args?: readonly SqlValue[]): Promise<SqlRow[]>;
+  all(sql: string, args?: readonly SqlValue[]): MaybePromise<SqlRow[]>;
   /** Runs a statement that returns at most one row (cheaper than `all` in the binding); a DML with RETURNING does all its work. */
-  get(sql: string, args?: readonly SqlValue[]): Promise<SqlRow | undefined>;
+  get(sql: string, args?: readonly SqlValue[]): MaybePromise<SqlRow | undefined>;
   /** Runs a statement that returns no rows. */
-  run(sql: string, args?: readonly SqlValue[]): Promise<RunResult>;
+  run(sql: string, args?: readonly SqlValue[]): MaybePromise<RunResult>;
+}
+
+/**
+ * What the storage above a driver does at transaction boundaries (row-cache.ts): check whether another
+ * connection wrote since (its cached rows are then dropped), write the rows it held back just before a
+ * write transaction commits, and forget them when a transaction rolls back as a whole.
+ */
+export interface TxHooks {
+  /** Right after BEGIN (the transaction's snapshot or write lock is held). */
+  begin(c: SqlConn): MaybePromise<void>;
+  /** Right before COMMIT of a write transaction, outside any caller's savepoint. */
+  beforeCommit(c: SqlConn): MaybePromise<void>;
+  /** The whole transaction rolled back (its callers all fail). */
+  rolledBack(): void;
 }
 
 /** Rows changed, and the rowid of the last row inserted (rows inserted by one statement have consecutive rowids). */
@@ -43,8 +59,15 @@ export type SqlTxMode = "r" | "w";
 export interface SqlDriver {
   /** "file", "memory" or "remote". */
   readonly kind: "file" | "memory" | "remote";
+  /**
+   * True when `PRAGMA data_version` on this driver's connection tells whether another connection has
+   * committed since the last look (one long-lived connection: the embedded driver).
+   */
+  readonly versioned: boolean;
+  /** Set once by the storage that owns the driver. */
+  hooks: TxHooks | null;
   /** Runs `fn` in one transaction (write: `BEGIN IMMEDIATE`), one at a time per driver; rolls back if it throws. */
-  tx<T>(mode: SqlTxMode, fn: (c: SqlConn) => Promise<T>): Promise<T>;
+  tx<T>(mode: SqlTxMode, fn: (c: SqlConn) => MaybePromise<T>): Promise<T>;
   /** Runs a connection setting (PRAGMA) outside any transaction; returns its rows. */
   pragma(sql: string): Promise<SqlRow[]>;
   close(): Promise<void>;
@@ -104,7 +127,7 @@ interface NativeDatabase {
 }
 
 interface PendingWrite {
-  fn: (c: SqlConn) => Promise<unknown>;
+  fn: (c: SqlConn) => MaybePromise<unknown>;
   resolve(value: unknown): void;
   reject(err: unknown): void;
 }
@@ -119,6 +142,8 @@ const MAX_WRITE_GROUP = 256;
 const STATEMENT_CACHE_LIMIT = 1000;
 
 class NativeDriver implements SqlDriver {
+  readonly versioned = true;
+  hooks: TxHooks | null = null;
   private readonly mutex = new AsyncMutex();
   private readonly cache = new Map<string, NativeStatement>();
   private readonly conn: SqlConn;
@@ -130,9 +155,9 @@ class NativeDriver implements SqlDriver {
     private readonly busyTimeoutMs: number,
   ) {
     this.conn = {
-      all: async (sql, args) => this.prepare(sql).all(args ?? []) as SqlValue[][],
-      get: async (sql, args) => this.prepare(sql).get(args ?? []) as SqlValue[] | undefined,
-      run: async (sql, args) => {
+      all: (sql, args) => this.prepare(sql).all(args ?? []) as SqlValue[][],
+      get: (sql, args) => this.prepare(sql).get(args ?? []) as SqlValue[] | undefined,
+      run: (sql, args) => {
         const r = this.prepare(sql).run(args ?? []);
         return { changes: r.changes, lastRowid: Number(r.lastInsertRowid) };
       },
@@ -165,7 +190,7 @@ class NativeDriver implements SqlDriver {
    * alone). Each caller's promise settles after the COMMIT, so the result is the same as one transaction
    * each, in the same order, but the commit (the WAL write, and its fsync with synchronous=FULL) is shared.
    */
-  tx<T>(mode: SqlTxMode, fn: (c: SqlConn) => Promise<T>): Promise<T> {
+  tx<T>(mode: SqlTxMode, fn: (c: SqlConn) => MaybePromise<T>): Promise<T> {
     // A read asked for while writes wait for their group joins that group, so that calls still run in
     // the order they were made (a read never overtakes a write requested before it).
     if (mode === "r" && this.writes.length === 0) {
@@ -173,11 +198,13 @@ class NativeDriver implements SqlDriver {
         this.checkOpen();
         this.exec("BEGIN");
         try {
+          await this.hooks?.begin(this.conn);
           const out = await fn(this.conn);
           this.exec("COMMIT");
           return out;
         } catch (e) {
           if (this.db.inTransaction) this.exec("ROLLBACK");
+          this.hooks?.rolledBack();
           throw e;
         }
       });
@@ -227,28 +254,35 @@ class NativeDriver implements SqlDriver {
     try {
       this.checkOpen();
       await this.beginWrite();
+      await this.hooks?.begin(this.conn);
       if (group.length === 1) {
         results.push({ ok: true, value: await group[0]!.fn(this.conn) });
       } else {
         for (const w of group) {
-          this.exec("SAVEPOINT lightning_tx");
+          // The savepoint is opened by the member's first statement: a member served from cached rows
+          // (its writes held back by the storage until beforeCommit) needs none.
+          const sp = { open: false };
           try {
-            const value = await w.fn(this.conn);
-            this.exec("RELEASE lightning_tx");
+            const value = await w.fn(this.savepointConn(sp));
+            if (sp.open) this.exec("RELEASE lightning_tx");
             results.push({ ok: true, value });
           } catch (e) {
             // SQLite may have rolled the whole transaction back (disk full, I/O error): then nothing of
             // the group survives, and the catch below fails every member.
             if (!this.db.inTransaction) throw e;
-            this.exec("ROLLBACK TO lightning_tx");
-            this.exec("RELEASE lightning_tx");
+            if (sp.open) {
+              this.exec("ROLLBACK TO lightning_tx");
+              this.exec("RELEASE lightning_tx");
+            }
             results.push({ ok: false, value: e });
           }
         }
       }
+      await this.hooks?.beforeCommit(this.conn);
       this.exec("COMMIT");
     } catch (e) {
       if (this.db.open && this.db.inTransaction) this.exec("ROLLBACK");
+      this.hooks?.rolledBack();
       for (const w of group) w.reject(e);
       return;
     } finally {
@@ -256,6 +290,20 @@ class NativeDriver implements SqlDriver {
       else this.draining = false;
     }
     group.forEach((w, i) => (results[i]!.ok ? w.resolve(results[i]!.value) : w.reject(results[i]!.value)));
+  }
+
+  /** The connection for one member of a group: its first statement opens the member's savepoint. */
+  private savepointConn(sp: { open: boolean }): SqlConn {
+    const open = (): void => {
+      if (sp.open) return;
+      this.exec("SAVEPOINT lightning_tx");
+      sp.open = true;
+    };
+    return {
+      all: (sql, args) => (open(), this.conn.all(sql, args)),
+      get: (sql, args) => (open(), this.conn.get(sql, args)),
+      run: (sql, args) => (open(), this.conn.run(sql, args)),
+    };
   }
 
   pragma(sql: string): Promise<SqlRow[]> {
@@ -304,6 +352,9 @@ interface Client {
 }
 
 class ClientDriver implements SqlDriver {
+  /** A remote server may answer each request on another connection: `data_version` proves nothing. */
+  readonly versioned = false;
+  hooks: TxHooks | null = null;
   private readonly mutex = new AsyncMutex();
   private closed = false;
 
@@ -323,7 +374,7 @@ class ClientDriver implements SqlDriver {
     return new ClientDriver(loc.kind, client);
   }
 
-  tx<T>(mode: SqlTxMode, fn: (c: SqlConn) => Promise<T>): Promise<T> {
+  tx<T>(mode: SqlTxMode, fn: (c: SqlConn) => MaybePromise<T>): Promise<T> {
     return this.mutex.run(async () => {
       if (this.closed) throw new Error("The libSQL store is closed");
       const t = await this.client.transaction(mode === "w" ? "write" : "read");
@@ -336,10 +387,13 @@ class ClientDriver implements SqlDriver {
         },
       };
       try {
+        await this.hooks?.begin(conn);
         const out = await fn(conn);
+        if (mode === "w") await this.hooks?.beforeCommit(conn);
         await t.commit();
         return out;
       } catch (e) {
+        this.hooks?.rolledBack();
         await t.rollback();
         throw e;
       } finally {

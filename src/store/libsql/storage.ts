@@ -3,15 +3,29 @@
  * (write = `BEGIN IMMEDIATE`, so two processes sharing a file serialise their writes and a dequeue can
  * never hand one rollout to two workers). Rows go in and out through the converters of tables.ts;
  * queries are pushed down into SQL by query-sql.ts.
+ *
+ * Rollouts, attempts, workers, span counters and resources are kept in a `RowCache` (row-cache.ts)
+ * between transactions, checked against other writers at every transaction start; rollout, attempt,
+ * worker and counter writes are held back and go out as multi-row upserts just before the commit.
+ * The queue and spans are written at once (their order and duplicate checks live in SQL).
+ * On the embedded driver every statement is synchronous, so a method served from the cache or the
+ * binding returns its value directly (no promise on the hot path).
  */
 import type { Attempt, PaginatedResult, ResourcesUpdate, Rollout, Span, Worker } from "../../types/index.ts";
+import { newWorker } from "../../types/index.ts";
+import { deepFreeze } from "../owned.ts";
 import { runQuery, type QuerySpec } from "../query.ts";
-import type { CollectionName, Rows, Storage, StorageTx, TxMode, WorkerPatchRow } from "../storage.ts";
-import type { SqlConn, SqlDriver, SqlValue } from "./driver.ts";
+import type { AttemptPatchRow, CollectionName, RolloutPatchRow, Rows, Storage, StorageTx, TxMode, WorkerPatchRow } from "../storage.ts";
+import type { MaybePromise, SqlConn, SqlDriver, SqlRow, SqlValue, TxHooks } from "./driver.ts";
 import { planMust, planQuery } from "./query-sql.ts";
+import { CachedTable, RowCache } from "./row-cache.ts";
+import { MAX_BIND_PARAMS, chunkSizes, quoted, rowsSql } from "./sql.ts";
 import {
-  SPECS,
+  ATTEMPT_COLUMNS,
+  ROLLOUT_COLUMNS,
   SPAN_COLUMNS,
+  SPECS,
+  WORKER_COLUMNS,
   attemptSpec,
   attemptValues,
   resourcesSpec,
@@ -20,202 +34,240 @@ import {
   spanValues,
   toSql,
   workerSpec,
-  ROLLOUT_COLUMNS,
-  WORKER_COLUMNS,
+  workerValues,
 } from "./tables.ts";
 
-/**
- * Bind parameters per statement. SQLite allows 32,766 (libSQL servers too); multi-row inserts stay far
- * below it so one statement never fails on the limit, and so a few statement shapes get reused.
- */
-export const MAX_BIND_PARAMS = 8000;
+export { MAX_BIND_PARAMS } from "./sql.ts";
 
-const placeholders = (cols: number): string => `(${new Array(cols).fill("?").join(", ")})`;
-const rowsSql = (cols: number, rows: number): string => new Array(rows).fill(placeholders(cols)).join(", ");
-const quoted = (cols: readonly string[]): string => cols.map((c) => `"${c}"`).join(", ");
-
-const RETURNING_ROLLOUT = `RETURNING ${quoted(ROLLOUT_COLUMNS)}`;
 /** A rollout and its latest attempt (NULL columns when it has none) in one row. */
 const SELECT_ROLLOUT_WITH_LATEST =
   `SELECT ${ROLLOUT_COLUMNS.map((c) => `r."${c}"`).join(", ")}, ${attemptSpec.columns.map((c) => `a."${c}"`).join(", ")} ` +
   `FROM "rollouts" AS r LEFT JOIN "attempts" AS a ON a."rollout_id" = r."rollout_id" ` +
   `AND a."sequence_id" = (SELECT MAX(b."sequence_id") FROM "attempts" AS b WHERE b."rollout_id" = r."rollout_id") ` +
   `WHERE r."rollout_id" = ?`;
-const RETURNING_ATTEMPT = `RETURNING ${quoted(attemptSpec.columns)}`;
-const RETURNING_WORKER = `RETURNING ${quoted(WORKER_COLUMNS)}`;
+/** The requested attempt and the rollout's latest in one query: the core usually asks for both. */
+const SELECT_ATTEMPT_AND_LATEST =
+  `${attemptSpec.select} WHERE "rollout_id" = ? AND ("attempt_id" = ? OR "sequence_id" = (SELECT MAX("sequence_id") FROM "attempts" WHERE "rollout_id" = ?))`;
+const SELECT_LATEST_ATTEMPT = `${attemptSpec.select} WHERE "rollout_id" = ? ORDER BY "sequence_id" DESC LIMIT 1`;
+const SELECT_WORKER = `${workerSpec.select} WHERE "worker_id" = ?`;
+const SELECT_SEQUENCE = `SELECT "value" FROM "span_sequences" WHERE "rollout_id" = ?`;
+const SELECT_RESOURCES = `${resourcesSpec.select} WHERE "resources_id" = ?`;
+const SELECT_LATEST_RESOURCES = `${resourcesSpec.select} ORDER BY "write_order" DESC, "update_time" DESC LIMIT 1`;
 const INSERT_SPANS_HEAD = `INSERT INTO "spans" (${quoted(SPAN_COLUMNS)}) VALUES `;
 const INSERT_SPANS_TAIL = ` ON CONFLICT ("rollout_id", "attempt_id", "span_id") DO NOTHING`;
+// An upsert (not INSERT OR REPLACE) keeps the row's rowid, i.e. its place in insertion order.
+const PUT_RESOURCES =
+  `INSERT INTO "resources" ("resources_id", "create_time", "update_time", "version", "resources", "write_order") ` +
+  `VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX("write_order"), 0) + 1 FROM "resources")) ` +
+  `ON CONFLICT ("resources_id") DO UPDATE SET "create_time" = excluded."create_time", "update_time" = excluded."update_time", ` +
+  `"version" = excluded."version", "resources" = excluded."resources", "write_order" = excluded."write_order"`;
 
 const spanKey = (rid: unknown, aid: unknown, sid: unknown): string => `${rid as string}\u0000${aid as string}\u0000${sid as string}`;
+const attemptKey = (rid: string, aid: string): string => `${rid}\u0000${aid}`;
 
-/** Splits `items` into chunks of at most `perChunk`, calling `fn` for each; returns nothing. */
-async function chunked<T>(items: readonly T[], perChunk: number, fn: (chunk: readonly T[]) => Promise<void>): Promise<void> {
-  for (let i = 0; i < items.length; i += perChunk) await fn(items.length <= perChunk ? items : items.slice(i, i + perChunk));
+/** Applies `f` to a value that may still be a promise (the embedded driver answers synchronously). */
+function then<T, U>(v: MaybePromise<T>, f: (x: T) => MaybePromise<U>): MaybePromise<U> {
+  return v instanceof Promise ? v.then(f) : f(v);
+}
+
+/** A frozen copy of `row` with the defined fields of `patch` (the cache shares rows with callers). */
+function patched<T extends object>(row: T, patch: object, skip: readonly string[]): T {
+  const out = { ...row } as Record<string, unknown>;
+  for (const [k, v] of Object.entries(patch)) if (v !== undefined && !skip.includes(k)) out[k] = v;
+  return deepFreeze(out) as T;
+}
+/** A row handed over by the core, frozen for the cache (its nested values are the core's frozen copies). */
+const frozen = <T extends object>(row: T): T => (Object.isFrozen(row) ? row : deepFreeze({ ...row }));
+
+/** The cache of one storage: which tables it keeps, and how a held-back row is written. */
+class StoreCache extends RowCache {
+  readonly rollouts = this.table(new CachedTable<Rollout>("rollouts", ROLLOUT_COLUMNS, ["rollout_id"]));
+  /** Keyed by `attemptKey`. */
+  readonly attempts = this.table(new CachedTable<Attempt>("attempts", ATTEMPT_COLUMNS, ["rollout_id", "attempt_id"]));
+  readonly workers = this.table(new CachedTable<Worker>("workers", WORKER_COLUMNS, ["worker_id"]));
+  /** Span sequence counters; a missing counter is cached as 0. */
+  readonly sequences = this.table(new CachedTable<number>("span_sequences", ["rollout_id", "value"], ["rollout_id"]));
+  /** Written at once (not held back); cached for reads. The key "" holds the latest snapshot. */
+  readonly resources = this.table(new CachedTable<ResourcesUpdate>("resources", [], []));
 }
 
 /**
- * One core transaction. It remembers the rollouts and attempts it has read or written (it holds the
- * write lock or a read snapshot, so they cannot change under it), which saves the core's repeated reads
- * of the same rows within one operation. The memory dies with the transaction: nothing is cached across
- * transactions, so other processes' writes are always seen.
+ * One core transaction (one caller). Reads come from the storage's cache where it has the row, else
+ * from SQL; rollout, attempt, worker and counter writes go to the cache and are written before COMMIT.
  */
 export class SqlTx implements StorageTx {
-  private readonly rollouts = new Map<string, Rollout | null>();
-  /** Latest attempt per rollout id, where known. */
-  private readonly latest = new Map<string, Attempt | null>();
+  constructor(
+    private readonly c: SqlConn,
+    private readonly cache: StoreCache,
+  ) {}
 
-  constructor(private readonly c: SqlConn) {}
-
-  private async one<T>(spec: { fromRow(r: ArrayLike<SqlValue>): T }, sql: string, args: SqlValue[]): Promise<T | null> {
-    const row = await this.c.get(sql, args);
-    return row === undefined ? null : spec.fromRow(row);
+  /** Before a statement that reads a whole table: write out what is held back. */
+  private flushed<T>(f: () => MaybePromise<T>): MaybePromise<T> {
+    return this.cache.dirty ? this.cache.flush(this.c).then(f) : f();
   }
 
   // Rollouts ---------------------------------------------------------------------------------------
 
-  async getRollout(id: string): Promise<Rollout | null> {
-    const known = this.rollouts.get(id);
+  getRollout(id: string): MaybePromise<Rollout | null> {
+    const known = this.cache.rollouts.rows.get(id);
     if (known !== undefined) return known;
     // The latest attempt comes along: the core nearly always reads it right after the rollout.
-    const row = await this.c.get(SELECT_ROLLOUT_WITH_LATEST, [id]);
-    if (row === undefined) {
-      this.rollouts.set(id, null);
-      return null;
-    }
-    const r = rolloutSpec.fromRow(row);
-    this.rollouts.set(id, r);
-    const attempt = Array.prototype.slice.call(row, ROLLOUT_COLUMNS.length) as SqlValue[];
-    this.latest.set(id, attempt[0] === null ? null : attemptSpec.fromRow(attempt));
-    return r;
-  }
-
-  async insertRollouts(rows: Rollout[]): Promise<void> {
-    const n = ROLLOUT_COLUMNS.length;
-    await chunked(rows, Math.floor(MAX_BIND_PARAMS / n), async (chunk) => {
-      const args: SqlValue[] = [];
-      for (const r of chunk) args.push(...rolloutValues(r));
-      await this.c.run(`INSERT INTO "rollouts" (${quoted(ROLLOUT_COLUMNS)}) VALUES ${rowsSql(n, chunk.length)}`, args);
-    });
-    if (rows.length <= 64) for (const r of rows) this.rollouts.set(r.rollout_id, r);
-  }
-
-  async updateRollout(id: string, patch: Partial<Rollout>): Promise<Rollout> {
-    const keys = Object.keys(patch).filter((k) => k !== "rollout_id" && (patch as Record<string, unknown>)[k] !== undefined);
-    if (keys.length === 0) {
-      const r = await this.getRollout(id);
-      if (!r) throw new Error(`updateRollout: rollout ${id} does not exist`);
+    return then(this.c.get(SELECT_ROLLOUT_WITH_LATEST, [id]), (row) => {
+      if (row === undefined) {
+        this.cache.remember(this.cache.rollouts, id, null);
+        return null;
+      }
+      const r = deepFreeze(rolloutSpec.fromRow(row));
+      this.cache.remember(this.cache.rollouts, id, r);
+      if (!this.cache.latest.has(id)) {
+        const a = Array.prototype.slice.call(row, ROLLOUT_COLUMNS.length) as SqlValue[];
+        this.rememberLatest(id, a[0] === null ? null : this.rememberAttempt(a));
+      }
       return r;
-    }
-    const args = keys.map((k) => toSql(k, (patch as Record<string, unknown>)[k]));
-    args.push(id);
-    const row = await this.c.get(`UPDATE "rollouts" SET ${keys.map((k) => `"${k}" = ?`).join(", ")} WHERE "rollout_id" = ? ${RETURNING_ROLLOUT}`, args);
-    if (row === undefined) throw new Error(`updateRollout: rollout ${id} does not exist`);
-    const r = rolloutSpec.fromRow(row);
-    this.rollouts.set(id, r);
-    return r;
+    });
   }
 
-  async listRunningRollouts(): Promise<Rollout[]> {
-    const rows = await this.c.all(`${rolloutSpec.select} WHERE "status" IN ('preparing', 'running') ORDER BY rowid`);
-    return rows.map(rolloutSpec.fromRow);
+  insertRollouts(rows: Rollout[]): void {
+    for (const row of rows) {
+      const r = frozen(row);
+      this.cache.put(this.cache.rollouts, r.rollout_id, r, rolloutValues(r));
+      // A new rollout id has no attempts yet (attempts are only made for existing rollouts).
+      this.cache.setLatest(r.rollout_id, null);
+    }
+  }
+
+  updateRollout(id: string, patch: RolloutPatchRow): MaybePromise<Rollout> {
+    return then(this.getRollout(id), (old) => {
+      if (!old) throw new Error(`updateRollout: rollout ${id} does not exist`);
+      const r = patched(old, patch, ["rollout_id"]);
+      this.cache.put(this.cache.rollouts, id, r, rolloutValues(r));
+      return r;
+    });
+  }
+
+  listRunningRollouts(): MaybePromise<Rollout[]> {
+    return this.flushed(() =>
+      then(this.c.all(`${rolloutSpec.select} WHERE "status" IN ('preparing', 'running') ORDER BY rowid`), (rows) => rows.map(rolloutSpec.fromRow)),
+    );
   }
 
   // Attempts ---------------------------------------------------------------------------------------
 
-  async getAttempt(rid: string, aid: string): Promise<Attempt | null> {
-    const latest = this.latest.get(rid);
-    if (latest !== undefined && latest?.attempt_id === aid) return latest;
-    // The requested attempt and the rollout's latest in one query: the core usually asks for both.
-    const rows = await this.c.all(
-      `${attemptSpec.select} WHERE "rollout_id" = ? AND ("attempt_id" = ? OR "sequence_id" = (SELECT MAX("sequence_id") FROM "attempts" WHERE "rollout_id" = ?))`,
-      [rid, aid, rid],
-    );
-    let found: Attempt | null = null;
-    let newest: Attempt | null = null;
-    for (const r of rows) {
-      const a = attemptSpec.fromRow(r);
-      if (a.attempt_id === aid) found = a;
-      if (newest === null || a.sequence_id > newest.sequence_id) newest = a;
-    }
-    this.latest.set(rid, newest);
-    return found;
+  private rememberAttempt(row: SqlRow): Attempt {
+    const a = deepFreeze(attemptSpec.fromRow(row));
+    const key = attemptKey(a.rollout_id, a.attempt_id);
+    // A held-back version is newer than SQL's.
+    const cached = this.cache.attempts.rows.get(key);
+    if (cached) return cached;
+    this.cache.remember(this.cache.attempts, key, a);
+    return a;
   }
 
-  async getLatestAttempt(rid: string): Promise<Attempt | null> {
-    const known = this.latest.get(rid);
+  private rememberLatest(rid: string, a: Attempt | null): void {
+    // Known latest attempts are kept up to date by the writes; SQL may lag behind held-back ones.
+    if (!this.cache.latest.has(rid)) this.cache.latest.set(rid, a);
+  }
+
+  private knownLatest(rid: string): Attempt | null | undefined {
+    return this.cache.latest.get(rid) as Attempt | null | undefined;
+  }
+
+  getAttempt(rid: string, aid: string): MaybePromise<Attempt | null> {
+    const known = this.cache.attempts.rows.get(attemptKey(rid, aid));
     if (known !== undefined) return known;
-    const a = await this.one(attemptSpec, `${attemptSpec.select} WHERE "rollout_id" = ? ORDER BY "sequence_id" DESC LIMIT 1`, [rid]);
-    this.latest.set(rid, a);
-    return a;
+    const latest = this.knownLatest(rid);
+    if (latest !== undefined && latest?.attempt_id === aid) return latest;
+    return then(this.c.all(SELECT_ATTEMPT_AND_LATEST, [rid, aid, rid]), (rows) => {
+      let found: Attempt | null = null;
+      let newest: Attempt | null = null;
+      for (const row of rows) {
+        const a = this.rememberAttempt(row);
+        if (a.attempt_id === aid) found = a;
+        if (newest === null || a.sequence_id > newest.sequence_id) newest = a;
+      }
+      this.rememberLatest(rid, newest);
+      if (found === null) this.cache.remember(this.cache.attempts, attemptKey(rid, aid), null);
+      return found;
+    });
   }
 
-  async getLatestAttempts(ids: readonly string[]): Promise<Map<string, Attempt>> {
-    const out = new Map<string, Attempt>();
-    if (ids.length === 0) return out;
-    // One JSON parameter whatever the number of ids; the index on (rollout_id, sequence_id) finds each max.
-    const rows = await this.c.all(
-      `${attemptSpec.select} AS a WHERE "rollout_id" IN (SELECT value FROM json_each(?)) ` +
-        `AND "sequence_id" = (SELECT MAX(b."sequence_id") FROM "attempts" AS b WHERE b."rollout_id" = a."rollout_id")`,
-      [JSON.stringify(ids)],
-    );
-    for (const r of rows) {
-      const a = attemptSpec.fromRow(r);
-      out.set(a.rollout_id, a);
-    }
-    return out;
-  }
-
-  async countAttempts(rid: string): Promise<number> {
-    // Sequence ids count up from 1 within a rollout (the storage contract), so the latest one is the count.
-    const latest = this.latest.get(rid);
-    if (latest !== undefined) return latest === null ? 0 : latest.sequence_id;
-    return Number((await this.c.get(`SELECT COUNT(*) FROM "attempts" WHERE "rollout_id" = ?`, [rid]))![0]);
-  }
-
-  async insertAttempt(a: Attempt): Promise<void> {
-    await this.c.run(`INSERT INTO "attempts" (${quoted(attemptSpec.columns)}) VALUES ${placeholders(attemptSpec.columns.length)}`, attemptValues(a));
-    const known = this.latest.get(a.rollout_id);
-    if (known === null || (known !== undefined && known.sequence_id < a.sequence_id)) this.latest.set(a.rollout_id, a);
-    else if (known !== undefined) this.latest.delete(a.rollout_id);
-  }
-
-  async updateAttempt(rid: string, aid: string, patch: Partial<Attempt>): Promise<Attempt> {
-    const keys = Object.keys(patch).filter((k) => k !== "rollout_id" && k !== "attempt_id" && (patch as Record<string, unknown>)[k] !== undefined);
-    if (keys.length === 0) {
-      const a = await this.getAttempt(rid, aid);
-      if (!a) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
+  getLatestAttempt(rid: string): MaybePromise<Attempt | null> {
+    const known = this.knownLatest(rid);
+    if (known !== undefined) return known;
+    return then(this.c.get(SELECT_LATEST_ATTEMPT, [rid]), (row) => {
+      const a = row === undefined ? null : this.rememberAttempt(row);
+      this.rememberLatest(rid, a);
       return a;
+    });
+  }
+
+  getLatestAttempts(ids: readonly string[]): MaybePromise<Map<string, Attempt>> {
+    const out = new Map<string, Attempt>();
+    const unknown: string[] = [];
+    for (const id of ids) {
+      const known = this.knownLatest(id);
+      if (known === undefined) unknown.push(id);
+      else if (known !== null) out.set(id, known);
     }
-    const args = keys.map((k) => toSql(k, (patch as Record<string, unknown>)[k]));
-    args.push(rid, aid);
-    const row = await this.c.get(
-      `UPDATE "attempts" SET ${keys.map((k) => `"${k}" = ?`).join(", ")} WHERE "rollout_id" = ? AND "attempt_id" = ? ${RETURNING_ATTEMPT}`,
-      args,
+    if (unknown.length === 0) return out;
+    // One JSON parameter whatever the number of ids; the index on (rollout_id, sequence_id) finds each max.
+    const sql =
+      `${attemptSpec.select} AS a WHERE "rollout_id" IN (SELECT value FROM json_each(?)) ` +
+      `AND "sequence_id" = (SELECT MAX(b."sequence_id") FROM "attempts" AS b WHERE b."rollout_id" = a."rollout_id")`;
+    return this.flushed(() =>
+      then(this.c.all(sql, [JSON.stringify(unknown)]), (rows) => {
+        for (const row of rows) {
+          const a = attemptSpec.fromRow(row);
+          out.set(a.rollout_id, a);
+        }
+        return out;
+      }),
     );
-    if (row === undefined) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
-    const a = attemptSpec.fromRow(row);
-    if (this.latest.get(rid)?.attempt_id === aid) this.latest.set(rid, a);
-    return a;
+  }
+
+  countAttempts(rid: string): MaybePromise<number> {
+    // Sequence ids count up from 1 within a rollout (the storage contract), so the latest one is the count.
+    return then(this.getLatestAttempt(rid), (latest) => (latest === null ? 0 : latest.sequence_id));
+  }
+
+  insertAttempt(attempt: Attempt): void {
+    const a = frozen(attempt);
+    this.cache.put(this.cache.attempts, attemptKey(a.rollout_id, a.attempt_id), a, attemptValues(a));
+    // The core numbers a new attempt after every existing one: it is the latest.
+    this.cache.setLatest(a.rollout_id, a);
+  }
+
+  updateAttempt(rid: string, aid: string, patch: AttemptPatchRow): MaybePromise<Attempt> {
+    return then(this.getAttempt(rid, aid), (old) => {
+      if (!old) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
+      const a = patched(old, patch, ["rollout_id", "attempt_id"]);
+      this.cache.put(this.cache.attempts, attemptKey(rid, aid), a, attemptValues(a));
+      if (this.knownLatest(rid)?.attempt_id === aid) this.cache.setLatest(rid, a);
+      return a;
+    });
   }
 
   // Queue ------------------------------------------------------------------------------------------
 
-  async pushQueue(ids: readonly string[]): Promise<void> {
+  pushQueue(ids: readonly string[]): MaybePromise<void> {
     if (ids.length === 0) return;
-    if (ids.length === 1) await this.c.run(`INSERT INTO "queue" ("rollout_id") VALUES (?)`, [ids[0]!]);
-    else await this.c.run(`INSERT INTO "queue" ("rollout_id") SELECT value FROM json_each(?) ORDER BY key`, [JSON.stringify(ids)]);
+    const done = ids.length === 1
+      ? this.c.run(`INSERT INTO "queue" ("rollout_id") VALUES (?)`, [ids[0]!])
+      : this.c.run(`INSERT INTO "queue" ("rollout_id") SELECT value FROM json_each(?) ORDER BY key`, [JSON.stringify(ids)]);
+    return then(done, () => undefined);
   }
 
-  async popQueue(n: number): Promise<string[]> {
+  popQueue(n: number): MaybePromise<string[]> {
     if (n <= 0) return [];
-    const rows = await this.c.all(`DELETE FROM "queue" WHERE "id" IN (SELECT "id" FROM "queue" ORDER BY "id" LIMIT ?) RETURNING "id", "rollout_id"`, [n]);
-    // RETURNING has no guaranteed order: restore FIFO order by id.
-    if (rows.length > 1) rows.sort((a, b) => (a[0] as number) - (b[0] as number));
-    return rows.map((r) => r[1] as string);
+    return then(this.c.all(`DELETE FROM "queue" WHERE "id" IN (SELECT "id" FROM "queue" ORDER BY "id" LIMIT ?) RETURNING "id", "rollout_id"`, [n]), (rows) => {
+      // RETURNING has no guaranteed order: restore FIFO order by id.
+      if (rows.length > 1) rows.sort((a, b) => (a[0] as number) - (b[0] as number));
+      return rows.map((r) => r[1] as string);
+    });
   }
 
-  async queueHas(id: string): Promise<boolean> {
-    return (await this.c.get(`SELECT 1 FROM "queue" WHERE "rollout_id" = ? LIMIT 1`, [id])) !== undefined;
+  queueHas(id: string): MaybePromise<boolean> {
+    return then(this.c.get(`SELECT 1 FROM "queue" WHERE "rollout_id" = ? LIMIT 1`, [id]), (row) => row !== undefined);
   }
 
   // Spans ------------------------------------------------------------------------------------------
@@ -230,86 +282,116 @@ export class SqlTx implements StorageTx {
       seen.add(k);
       fresh.push(s);
     }
-    const inserted = new Set<string>();
-    const whole: (readonly Span[])[] = [];
-    let all = true;
     const n = SPAN_COLUMNS.length;
-    await chunked(fresh, Math.floor(MAX_BIND_PARAMS / n), async (chunk) => {
-      const args: SqlValue[] = [];
-      for (const s of chunk) spanValues(s, args);
-      const { changes, lastRowid } = await this.c.run(INSERT_SPANS_HEAD + rowsSql(n, chunk.length) + INSERT_SPANS_TAIL, args);
-      if (changes === chunk.length) {
-        whole.push(chunk);
-        return;
+    // Every span's values are built (and its JSON checked) before the first statement runs.
+    const args: SqlValue[] = [];
+    for (const s of fresh) spanValues(s, args);
+    const whole: [number, number][] = [];
+    const inserted = new Set<string>();
+    let start = 0;
+    for (const size of chunkSizes(fresh.length, Math.floor(MAX_BIND_PARAMS / n))) {
+      const chunk = fresh.length === size ? args : args.slice(start * n, (start + size) * n);
+      const { changes, lastRowid } = await this.c.run(INSERT_SPANS_HEAD + rowsSql(n, size) + INSERT_SPANS_TAIL, chunk);
+      if (changes === size) whole.push([start, start + size]);
+      else if (changes > 0) {
+        // Some were duplicates: the rows this statement inserted are the last `changes` ids (ids are
+        // consecutive under the write lock). Cheaper than RETURNING on every insert.
+        const rows = await this.c.all(`SELECT "rollout_id", "attempt_id", "span_id" FROM "spans" WHERE "id" > ? AND "id" <= ?`, [lastRowid - changes, lastRowid]);
+        for (const r of rows) inserted.add(spanKey(r[0], r[1], r[2]));
       }
-      // Some were duplicates: the rows this statement inserted are the last `changes` ids (ids are
-      // consecutive under the write lock). Cheaper than RETURNING on every insert.
-      all = false;
-      if (changes === 0) return;
-      const rows = await this.c.all(`SELECT "rollout_id", "attempt_id", "span_id" FROM "spans" WHERE "id" > ? AND "id" <= ?`, [lastRowid - changes, lastRowid]);
-      for (const r of rows) inserted.add(spanKey(r[0], r[1], r[2]));
-    });
-    if (all) return fresh;
-    for (const chunk of whole) for (const s of chunk) inserted.add(spanKey(s.rollout_id, s.attempt_id, s.span_id));
+      start += size;
+    }
+    if (whole.length === 1 && whole[0]![1] - whole[0]![0] === fresh.length) return fresh;
+    for (const [a, b] of whole) for (let i = a; i < b; i++) inserted.add(spanKey(fresh[i]!.rollout_id, fresh[i]!.attempt_id, fresh[i]!.span_id));
+    if (inserted.size === fresh.length) return fresh;
     return fresh.filter((s) => inserted.has(spanKey(s.rollout_id, s.attempt_id, s.span_id)));
   }
 
-  async incSequence(rid: string, n: number): Promise<number> {
-    const row = await this.c.get(
-      `INSERT INTO "span_sequences" ("rollout_id", "value") VALUES (?, ?) ON CONFLICT ("rollout_id") DO UPDATE SET "value" = "value" + excluded."value" RETURNING "value"`,
-      [rid, n],
-    );
-    return Number(row![0]);
+  private sequence(rid: string): MaybePromise<number> {
+    const known = this.cache.sequences.rows.get(rid);
+    if (known !== undefined && known !== null) return known;
+    return then(this.c.get(SELECT_SEQUENCE, [rid]), (row) => {
+      const v = row === undefined ? 0 : Number(row[0]);
+      this.cache.remember(this.cache.sequences, rid, v);
+      return v;
+    });
   }
 
-  async chmaxSequence(rid: string, value: number): Promise<number> {
-    const row = await this.c.get(
-      `INSERT INTO "span_sequences" ("rollout_id", "value") VALUES (?, MAX(?, 0)) ON CONFLICT ("rollout_id") DO UPDATE SET "value" = MAX("value", excluded."value") RETURNING "value"`,
-      [rid, value],
-    );
-    return Number(row![0]);
+  incSequence(rid: string, n: number): MaybePromise<number> {
+    return then(this.sequence(rid), (v) => {
+      this.cache.put(this.cache.sequences, rid, v + n, [rid, v + n]);
+      return v + n;
+    });
+  }
+
+  chmaxSequence(rid: string, value: number): MaybePromise<number> {
+    return then(this.sequence(rid), (v) => {
+      // A missing counter counts as 0, so raising it to <= 0 changes nothing.
+      if (value <= v) return v;
+      this.cache.put(this.cache.sequences, rid, value, [rid, value]);
+      return value;
+    });
   }
 
   // Resources --------------------------------------------------------------------------------------
 
-  getResources(id: string): Promise<ResourcesUpdate | null> {
-    return this.one(resourcesSpec, `${resourcesSpec.select} WHERE "resources_id" = ?`, [id]);
+  getResources(id: string): MaybePromise<ResourcesUpdate | null> {
+    const known = this.cache.resources.rows.get(`#${id}`);
+    if (known !== undefined) return known;
+    return then(this.c.get(SELECT_RESOURCES, [id]), (row) => {
+      const r = row === undefined ? null : deepFreeze(resourcesSpec.fromRow(row));
+      this.cache.remember(this.cache.resources, `#${id}`, r);
+      return r;
+    });
   }
 
-  async putResources(r: ResourcesUpdate): Promise<void> {
-    // An upsert (not INSERT OR REPLACE) keeps the row's rowid, i.e. its place in insertion order.
-    await this.c.run(
-      `INSERT INTO "resources" ("resources_id", "create_time", "update_time", "version", "resources", "write_order") ` +
-        `VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX("write_order"), 0) + 1 FROM "resources")) ` +
-        `ON CONFLICT ("resources_id") DO UPDATE SET "create_time" = excluded."create_time", "update_time" = excluded."update_time", ` +
-        `"version" = excluded."version", "resources" = excluded."resources", "write_order" = excluded."write_order"`,
-      [r.resources_id, r.create_time, r.update_time, r.version, toSql("resources", r.resources)],
-    );
+  putResources(resources: ResourcesUpdate): MaybePromise<void> {
+    const r = frozen(resources);
+    const done = this.c.run(PUT_RESOURCES, [r.resources_id, r.create_time, r.update_time, r.version, toSql("resources", r.resources)]);
+    return then(done, () => {
+      this.cache.putWritten(this.cache.resources, `#${r.resources_id}`, r);
+      this.cache.putWritten(this.cache.resources, "", r);
+    });
   }
 
-  getLatestResources(): Promise<ResourcesUpdate | null> {
-    return this.one(resourcesSpec, `${resourcesSpec.select} ORDER BY "write_order" DESC, "update_time" DESC LIMIT 1`, []);
+  getLatestResources(): MaybePromise<ResourcesUpdate | null> {
+    const known = this.cache.resources.rows.get("");
+    if (known !== undefined) return known;
+    return then(this.c.get(SELECT_LATEST_RESOURCES, []), (row) => {
+      const r = row === undefined ? null : deepFreeze(resourcesSpec.fromRow(row));
+      this.cache.remember(this.cache.resources, "", r);
+      return r;
+    });
   }
 
   // Workers ----------------------------------------------------------------------------------------
 
-  getWorker(id: string): Promise<Worker | null> {
-    return this.one(workerSpec, `${workerSpec.select} WHERE "worker_id" = ?`, [id]);
+  getWorker(id: string): MaybePromise<Worker | null> {
+    const known = this.cache.workers.rows.get(id);
+    if (known !== undefined) return known;
+    return then(this.c.get(SELECT_WORKER, [id]), (row) => {
+      const w = row === undefined ? null : deepFreeze(workerSpec.fromRow(row));
+      this.cache.remember(this.cache.workers, id, w);
+      return w;
+    });
   }
 
-  async upsertWorker(id: string, patch: WorkerPatchRow): Promise<Worker> {
-    const keys = Object.keys(patch).filter((k) => k !== "worker_id" && (patch as Record<string, unknown>)[k] !== undefined);
-    const args: SqlValue[] = [id, ...keys.map((k) => toSql(k, (patch as Record<string, unknown>)[k]))];
-    const cols = quoted(["worker_id", ...keys]);
-    // Column defaults are the model defaults (status 'unknown', the rest NULL): a new worker gets them.
-    const onConflict = keys.length > 0 ? `DO UPDATE SET ${keys.map((k) => `"${k}" = excluded."${k}"`).join(", ")}` : `DO UPDATE SET "worker_id" = "worker_id"`;
-    const row = await this.c.get(`INSERT INTO "workers" (${cols}) VALUES ${placeholders(keys.length + 1)} ON CONFLICT ("worker_id") ${onConflict} ${RETURNING_WORKER}`, args);
-    return workerSpec.fromRow(row!);
+  upsertWorker(id: string, patch: WorkerPatchRow): MaybePromise<Worker> {
+    return then(this.getWorker(id), (old) => {
+      // A new worker starts from the model defaults (the table's column defaults are the same).
+      const w = patched(old ?? newWorker(id), patch, ["worker_id"]);
+      this.cache.put(this.cache.workers, id, w, workerValues(w));
+      return w;
+    });
   }
 
   // Queries ----------------------------------------------------------------------------------------
 
-  async query<K extends CollectionName>(collection: K, spec: QuerySpec): Promise<PaginatedResult<Rows[K]>> {
+  query<K extends CollectionName>(collection: K, spec: QuerySpec): MaybePromise<PaginatedResult<Rows[K]>> {
+    return this.flushed(() => this.queryNow(collection, spec));
+  }
+
+  private async queryNow<K extends CollectionName>(collection: K, spec: QuerySpec): Promise<PaginatedResult<Rows[K]>> {
     const table = SPECS[collection];
     const plan = planQuery(table, spec);
     if (plan === null) {
@@ -332,14 +414,16 @@ export class SqlTx implements StorageTx {
     return { items, limit, offset, total };
   }
 
-  async counts(): Promise<Record<CollectionName, number>> {
-    const r = (
-      await this.c.all(
-        `SELECT (SELECT COUNT(*) FROM "rollouts"), (SELECT COUNT(*) FROM "attempts"), (SELECT COUNT(*) FROM "spans"), ` +
-          `(SELECT COUNT(*) FROM "resources"), (SELECT COUNT(*) FROM "workers")`,
-      )
-    )[0]!;
-    return { rollouts: Number(r[0]), attempts: Number(r[1]), spans: Number(r[2]), resources: Number(r[3]), workers: Number(r[4]) };
+  counts(): MaybePromise<Record<CollectionName, number>> {
+    return this.flushed(async () => {
+      const r = (
+        await this.c.all(
+          `SELECT (SELECT COUNT(*) FROM "rollouts"), (SELECT COUNT(*) FROM "attempts"), (SELECT COUNT(*) FROM "spans"), ` +
+            `(SELECT COUNT(*) FROM "resources"), (SELECT COUNT(*) FROM "workers")`,
+        )
+      )[0]!;
+      return { rollouts: Number(r[0]), attempts: Number(r[1]), spans: Number(r[2]), resources: Number(r[3]), workers: Number(r[4]) };
+    });
   }
 }
 
@@ -348,13 +432,46 @@ export class LibsqlStorage implements Storage {
   readonly sharedWriters: boolean;
   /** A transaction costs far more than a row: concurrent span writes share one (see the core). */
   readonly groupCommit = true;
+  private readonly cache: StoreCache;
 
   constructor(readonly driver: SqlDriver) {
     this.sharedWriters = driver.kind !== "memory";
+    const cache = new StoreCache(driver.versioned);
+    this.cache = cache;
+    const hooks: TxHooks = {
+      begin: (c) => cache.begin(c),
+      beforeCommit: (c) => (cache.dirty ? cache.flush(c) : undefined),
+      rolledBack: () => cache.clear(),
+    };
+    driver.hooks = hooks;
   }
 
-  tx<T>(mode: TxMode, fn: (t: StorageTx) => Promise<T>): Promise<T> {
-    return this.driver.tx(mode, (c) => fn(new SqlTx(c)));
+  tx<T>(mode: TxMode, fn: (t: StorageTx) => MaybePromise<T>): Promise<T> {
+    const cache = this.cache;
+    return this.driver.tx(mode, (c) => {
+      cache.startMember();
+      let out: MaybePromise<T>;
+      try {
+        out = fn(new SqlTx(c, cache));
+      } catch (e) {
+        cache.endMember(false);
+        throw e;
+      }
+      if (!(out instanceof Promise)) {
+        cache.endMember(true);
+        return out;
+      }
+      return out.then(
+        (v) => {
+          cache.endMember(true);
+          return v;
+        },
+        (e: unknown) => {
+          cache.endMember(false);
+          throw e;
+        },
+      );
+    });
   }
 
   close(): Promise<void> {

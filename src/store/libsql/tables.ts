@@ -31,12 +31,23 @@ export interface TableSpec<T> {
  * JSON store, NaN/Infinity become null and Dates become strings.
  */
 function json(v: unknown): string {
+  // A frozen object cannot change, so its text is computed once: a rollout's input and config are
+  // written again on every status change.
+  const memo = v !== null && typeof v === "object" && Object.isFrozen(v);
+  if (memo) {
+    const known = jsonTexts.get(v);
+    if (known !== undefined) return known;
+  }
+  let text: string;
   try {
-    return JSON.stringify(v);
+    text = JSON.stringify(v);
   } catch (e) {
     throw new ValidationError(`value cannot be stored as JSON: ${(e as Error).message}`, []);
   }
+  if (memo) jsonTexts.set(v as object, text);
+  return text;
 }
+const jsonTexts = new WeakMap<object, string>();
 const jsonOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : json(v));
 const parse = (v: SqlValue): unknown => (v === null ? null : JSON.parse(v as string));
 
@@ -147,6 +158,11 @@ export const rolloutValues = (r: Rollout): SqlValue[] => [
 
 export const attemptValues = (a: Attempt): SqlValue[] => [
   a.rollout_id, a.attempt_id, a.sequence_id, a.start_time, a.end_time, a.status, a.worker_id, a.last_heartbeat_time, jsonOrNull(a.metadata),
+];
+
+export const workerValues = (w: Worker): SqlValue[] => [
+  w.worker_id, w.status, jsonOrNull(w.heartbeat_stats), w.last_heartbeat_time, w.last_dequeue_time, w.last_busy_time, w.last_idle_time,
+  w.current_rollout_id, w.current_attempt_id,
 ];
 
 /** A span's columns; everything that is not a column goes into the JSON body (extra keys included). */

@@ -1,0 +1,175 @@
+/**
+ * Rows of the libSQL store kept in this process between transactions, and row writes held back until
+ * the transaction commits. Why: a rollout's life is ~30 small statements, each costing far more in the
+ * binding than the row work itself; with the rows at hand, most reads need no statement, and the
+ * writes of a whole group commit (driver.ts) go out as a few multi-row upserts just before COMMIT.
+ *
+ * Correctness rests on three rules:
+ * - **Valid only while nobody else writes.** Every transaction starts with `PRAGMA data_version` (it
+ *   changes when ANOTHER connection commits); on a change everything cached is dropped. Drivers where
+ *   that proves nothing (a remote server) drop the cache at every transaction start, so rows are then
+ *   only reused within one transaction.
+ * - **A held-back row is always cached** (dirty => cached), and the latest attempt of a rollout with a
+ *   held-back attempt is always known; so a point read that misses the cache may go to SQL, while a
+ *   query over a table (filters, counts) first writes out what is held back (`flush`).
+ * - **A failing caller leaves no trace.** The storage runs each caller between `startMember` and
+ *   `endMember(ok)`; every change to the cache is logged and undone in reverse order on failure (the
+ *   driver rolls the caller's statements back to its savepoint). A rollback of the whole transaction
+ *   drops everything (`clear`).
+ * Cached rows are frozen all the way down: the core hands them to callers as they are (DECISIONS row 9).
+ */
+import type { SqlConn, SqlValue } from "./driver.ts";
+import { MAX_BIND_PARAMS, chunkSizes, quoted, rowsSql } from "./sql.ts";
+
+/** Rows kept before the cache is dropped (checked between transactions, when nothing is held back). */
+const CACHE_LIMIT = 50_000;
+
+/** One table's cached rows (`null`: known not to exist) and the rows waiting to be written. */
+export class CachedTable<V> {
+  readonly rows = new Map<string, V | null>();
+  /** Key -> the row's SQL values, in first-write order (new rows get their rowids in that order). */
+  readonly dirty = new Map<string, SqlValue[]>();
+  private readonly head: string;
+  private readonly tail: string;
+
+  constructor(
+    readonly table: string,
+    private readonly columns: readonly string[],
+    key: readonly string[],
+    /** The SET clause of the upsert; default: every non-key column from the new row. */
+    set?: string,
+  ) {
+    this.head = `INSERT INTO "${table}" (${quoted(columns)}) VALUES `;
+    const update = set ?? columns.filter((c) => !key.includes(c)).map((c) => `"${c}" = excluded."${c}"`).join(", ");
+    this.tail = ` ON CONFLICT (${quoted(key)}) DO UPDATE SET ${update}`;
+  }
+
+  /** Writes every held-back row with multi-row upserts (a few fixed statement shapes). */
+  async flush(c: SqlConn): Promise<void> {
+    const n = this.columns.length;
+    const values = [...this.dirty.values()];
+    let i = 0;
+    for (const size of chunkSizes(values.length, Math.floor(MAX_BIND_PARAMS / n))) {
+      const args: SqlValue[] = [];
+      for (let k = i; k < i + size; k++) for (const v of values[k]!) args.push(v);
+      i += size;
+      await c.run(this.head + rowsSql(n, size) + this.tail, args);
+    }
+  }
+}
+
+export class RowCache {
+  private readonly tables: CachedTable<unknown>[] = [];
+  /** Per rollout: its latest attempt (`null`: it has none). */
+  readonly latest = new Map<string, unknown>();
+  private undo: (() => void)[] | null = null;
+  private version: SqlValue | undefined = undefined;
+
+  constructor(private readonly versioned: boolean) {}
+
+  table<V>(t: CachedTable<V>): CachedTable<V> {
+    this.tables.push(t as CachedTable<unknown>);
+    return t;
+  }
+
+  /** Transaction start: keep the cache only if no other connection has committed since the last look. */
+  begin(c: SqlConn): void | Promise<void> {
+    if (!this.versioned) return this.clear();
+    const row = c.get("PRAGMA data_version");
+    if (row instanceof Promise) return row.then((r) => this.checkVersion(r?.[0]));
+    this.checkVersion(row?.[0]);
+  }
+
+  private checkVersion(v: SqlValue | undefined): void {
+    if (v !== this.version || this.size() > CACHE_LIMIT) this.clear();
+    this.version = v;
+  }
+
+  private size(): number {
+    let n = 0;
+    for (const t of this.tables) n += t.rows.size;
+    return n;
+  }
+
+  get dirty(): boolean {
+    for (const t of this.tables) if (t.dirty.size > 0) return true;
+    return false;
+  }
+
+  clear(): void {
+    for (const t of this.tables) {
+      t.rows.clear();
+      t.dirty.clear();
+    }
+    this.latest.clear();
+  }
+
+  startMember(): void {
+    this.undo = [];
+  }
+
+  endMember(ok: boolean): void {
+    const undo = this.undo;
+    this.undo = null;
+    if (!ok && undo) for (let i = undo.length - 1; i >= 0; i--) undo[i]!();
+  }
+
+  /** Caches a row read from SQL (it needs no undo: it was committed, or written by this transaction). */
+  remember<V>(t: CachedTable<V>, key: string, row: V | null): void {
+    t.rows.set(key, row);
+  }
+
+  /** Caches a row and holds back its write (`values`: its SQL values). */
+  put<V>(t: CachedTable<V>, key: string, row: V, values: SqlValue[]): void {
+    if (this.undo) {
+      const had = t.rows.has(key);
+      const prev = t.rows.get(key);
+      const prevValues = t.dirty.get(key);
+      this.undo.push(() => {
+        if (had) t.rows.set(key, prev as V | null);
+        else t.rows.delete(key);
+        if (prevValues === undefined) t.dirty.delete(key);
+        else t.dirty.set(key, prevValues);
+      });
+    }
+    t.rows.set(key, row);
+    t.dirty.set(key, values);
+  }
+
+  /** Caches a row whose write already went to SQL (it is rolled back with the caller's savepoint). */
+  putWritten<V>(t: CachedTable<V>, key: string, row: V): void {
+    if (this.undo) {
+      const had = t.rows.has(key);
+      const prev = t.rows.get(key);
+      this.undo.push(() => (had ? t.rows.set(key, prev as V | null) : t.rows.delete(key)));
+    }
+    t.rows.set(key, row);
+  }
+
+  setLatest(rolloutId: string, attempt: unknown): void {
+    if (this.undo) {
+      const had = this.latest.has(rolloutId);
+      const prev = this.latest.get(rolloutId);
+      this.undo.push(() => (had ? this.latest.set(rolloutId, prev) : this.latest.delete(rolloutId)));
+    }
+    this.latest.set(rolloutId, attempt);
+  }
+
+  /**
+   * Writes out every held-back row. Inside a caller (a query in a write transaction) the statements
+   * fall under its savepoint: if it fails they are rolled back, so the rows become held back again.
+   */
+  async flush(c: SqlConn): Promise<void> {
+    for (const t of this.tables) {
+      if (t.dirty.size === 0) continue;
+      await t.flush(c);
+      if (this.undo) {
+        const written = [...t.dirty];
+        this.undo.push(() => {
+          for (const [k, v] of written) if (!t.dirty.has(k)) t.dirty.set(k, v);
+        });
+      }
+      t.dirty.clear();
+    }
+  }
+}
