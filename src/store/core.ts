@@ -26,6 +26,8 @@ import type {
   AttemptedRollout,
   Clock,
   EnqueueRolloutRequest,
+  FilterLogic,
+  NamedResources,
   NamedResourcesInput,
   PaginatedResult,
   ResourcesUpdate,
@@ -89,11 +91,12 @@ import {
   rolloutPatch,
   statusList,
   stringList,
+  type Page,
   type RolloutDraft,
 } from "./inputs.ts";
 import { spanFromOpenTelemetry } from "./otel-span.ts";
 import type { FieldOps } from "./query.ts";
-import type { AttemptPatchRow, RolloutPatchRow, Storage, StorageTx } from "./storage.ts";
+import type { AttemptPatchRow, CollectionName, MaybePromise, RolloutPatchRow, Storage, StorageTx, TxMode } from "./storage.ts";
 
 export interface LightningStoreCoreOptions {
   clock?: Clock;
@@ -126,6 +129,48 @@ const MAX_GROUP_COMMIT_SPANS = 5000;
 const ALL_FALSE_CAPABILITIES: StoreCapabilities = { thread_safe: false, async_safe: true, zero_copy: false, otlp_traces: false };
 
 const withAttempt = (rollout: Rollout, attempt: Attempt): AttemptedRollout => Object.freeze({ ...rollout, attempt });
+
+/**
+ * A transaction body. It yields the result of each `StorageTx` call (a value or a promise) and gets
+ * the value back: `const r: Rollout | null = yield t.getRollout(id)`. `drive` resumes it at once on a
+ * value and waits only on a promise, so over a synchronous backend (memory) a whole transaction runs
+ * without one microtask, promise or async frame, while an asynchronous one (SQL) is awaited as before.
+ * (The yielded value is typed `any`: each `yield` names its type where it is assigned.)
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type TxBody<T> = Generator<unknown, T, any>;
+
+const isThenable = <T>(v: T | PromiseLike<T>): v is PromiseLike<T> =>
+  typeof v === "object" && v !== null && typeof (v as { then?: unknown }).then === "function";
+
+/** Runs a body to its end: synchronously while it yields values, then asynchronously from its first promise. */
+function drive<T>(body: TxBody<T>): MaybePromise<T> {
+  let r = body.next();
+  while (!r.done) {
+    if (isThenable(r.value)) return driveAsync(body, r.value);
+    r = body.next(r.value);
+  }
+  return r.value;
+}
+
+async function driveAsync<T>(body: TxBody<T>, pending: PromiseLike<unknown>): Promise<T> {
+  for (;;) {
+    let r: IteratorResult<unknown, T>;
+    let value: unknown;
+    let failed = false;
+    try {
+      value = await pending;
+    } catch (e) {
+      failed = true;
+      value = e;
+    }
+    // A rejected storage call is thrown inside the body, where it may be caught.
+    r = failed ? body.throw(value) : body.next(value);
+    while (!r.done && !isThenable(r.value)) r = body.next(r.value);
+    if (r.done) return r.value;
+    pending = r.value as PromiseLike<unknown>;
+  }
+}
 
 export class LightningStoreCore implements LightningStore {
   readonly capabilities: StoreCapabilities;
@@ -175,9 +220,28 @@ export class LightningStoreCore implements LightningStore {
     return true;
   }
 
-  /** Runs before the public methods listed in §3.2; resolves at once (no scan) most of the time. */
+  /** Runs before the public methods listed in §3.2; undefined (nothing to wait for) most of the time. */
   private healthcheck(): Promise<unknown> | undefined {
     return this.shouldScan() ? this.runWatchdog() : undefined;
+  }
+
+  /**
+   * Runs a transaction body (a generator method of this class, see `TxBody`) with its arguments:
+   * through the storage's `txSync` when it has one, else its `tx`.
+   */
+  private tx<T, A extends unknown[]>(
+    mode: TxMode,
+    body: (this: LightningStoreCore, t: StorageTx, ...args: A) => TxBody<T>,
+    ...args: A
+  ): MaybePromise<T> {
+    if (this.storage.txSync !== undefined) return this.storage.txSync(mode, (t) => drive(body.call(this, t, ...args)) as T);
+    return this.storage.tx(mode, (t) => drive(body.call(this, t, ...args)));
+  }
+
+  /** A transaction of a single storage call (nothing to drive). */
+  private call<T>(mode: TxMode, fn: (t: StorageTx) => MaybePromise<T>): MaybePromise<T> {
+    if (this.storage.txSync !== undefined) return this.storage.txSync(mode, fn as (t: StorageTx) => T);
+    return this.storage.tx(mode, fn);
   }
 
   /**
@@ -192,29 +256,9 @@ export class LightningStoreCore implements LightningStore {
       const fx: Effects = { finished: [] };
       // Most scans find nothing: look in a read transaction first and open a write transaction only
       // for the rollouts that seem due (a SQL write transaction is expensive and blocks writers).
-      const due = await this.storage.tx("r", async (t) => {
-        const running = await t.listRunningRollouts();
-        if (running.length === 0) return [];
-        const now = this.clock.now();
-        const latest = await t.getLatestAttempts(running.map((r) => r.rollout_id));
-        return running.filter((r) => this.dueVerdict(r, latest.get(r.rollout_id) ?? null, now) !== null).map((r) => r.rollout_id);
-      });
+      const due = await this.tx("r", this.watchdogDueTx);
       if (due.length === 0) return 0;
-      const changed = await this.storage.tx("w", async (t) => {
-        const now = this.clock.now();
-        const latest = await t.getLatestAttempts(due);
-        let n = 0;
-        for (const id of due) {
-          // Judged again on fresh rows: a span or an update may have landed in between.
-          const rollout = await t.getRollout(id);
-          const attempt = latest.get(id) ?? null;
-          const verdict = rollout && this.dueVerdict(rollout, attempt, now);
-          if (!verdict || !rollout || !attempt) continue;
-          await this.applyAttemptPatch(t, rollout, attempt, { status: verdict }, now, fx);
-          n++;
-        }
-        return n;
-      });
+      const changed = await this.tx("w", this.watchdogApplyTx, due, fx);
       this.notifyFinished(fx);
       return changed;
     } finally {
@@ -278,40 +322,41 @@ export class LightningStoreCore implements LightningStore {
     };
   }
 
-  private async latestResourcesId(t: StorageTx): Promise<string | null> {
-    return (await t.getLatestResources())?.resources_id ?? null;
+  private *latestResourcesId(t: StorageTx): TxBody<string | null> {
+    const r: ResourcesUpdate | null = yield t.getLatestResources();
+    return r?.resources_id ?? null;
   }
 
   /**
    * Writes a new rollout status (with `end_time` rules) and runs the post-update hook: a queuing status
    * puts the rollout back in the queue (once), a finished status wakes waiters after commit.
    */
-  private async setRolloutStatus(
+  private *setRolloutStatus(
     t: StorageTx,
     rollout: Rollout,
     status: RolloutStatus,
     now: number,
     fx: Effects,
-    extra: RolloutPatchRow = {},
-  ): Promise<Rollout> {
-    const patch: RolloutPatchRow = { ...extra, status };
+    extra?: RolloutPatchRow,
+  ): TxBody<Rollout> {
+    const patch: RolloutPatchRow = extra === undefined ? { status } : { ...extra, status };
     if (isTerminal(status)) patch.end_time = now;
     else if (rollout.end_time !== null) patch.end_time = null;
-    const updated = await t.updateRollout(rollout.rollout_id, patch);
-    if (isQueuing(status) && !(await t.queueHas(rollout.rollout_id))) await t.pushQueue([rollout.rollout_id]);
+    const updated: Rollout = yield t.updateRollout(rollout.rollout_id, patch);
+    if (isQueuing(status) && !(yield t.queueHas(rollout.rollout_id))) yield t.pushQueue([rollout.rollout_id]);
     if (isTerminal(status)) fx.finished.push(rollout.rollout_id);
     return updated;
   }
 
   /** §3.5.9 steps 2-4, shared by updateAttempt and the watchdog. */
-  private async applyAttemptPatch(
+  private *applyAttemptPatch(
     t: StorageTx,
     rollout: Rollout,
     attempt: Attempt,
     patch: AttemptPatch,
     now: number,
     fx: Effects,
-  ): Promise<Attempt> {
+  ): TxBody<Attempt> {
     const row: AttemptPatchRow = {};
     let sync = false;
     if (patch.worker_id !== undefined) {
@@ -325,24 +370,24 @@ export class LightningStoreCore implements LightningStore {
     }
     if (patch.last_heartbeat_time !== undefined) row.last_heartbeat_time = patch.last_heartbeat_time;
     if (patch.metadata !== undefined) row.metadata = patch.metadata;
-    const updated = await t.updateAttempt(attempt.rollout_id, attempt.attempt_id, row);
+    const updated: Attempt = yield t.updateAttempt(attempt.rollout_id, attempt.attempt_id, row);
     if (patch.status !== undefined && rollout.status !== "cancelled") {
-      const latest = await t.getLatestAttempt(rollout.rollout_id);
+      const latest: Attempt | null = yield t.getLatestAttempt(rollout.rollout_id);
       if (latest?.attempt_id === attempt.attempt_id) {
         const derived = rolloutStatusFromAttempt(updated, rollout.config);
-        if (derived !== rollout.status) await this.setRolloutStatus(t, rollout, derived, now, fx);
+        if (derived !== rollout.status) yield* this.setRolloutStatus(t, rollout, derived, now, fx);
       }
     }
-    if (sync && updated.worker_id) await t.upsertWorker(updated.worker_id, workerPatchForAttempt(updated, now));
+    if (sync && updated.worker_id) yield t.upsertWorker(updated.worker_id, workerPatchForAttempt(updated, now));
     return updated;
   }
 
   /** §3.4: a span reached this attempt (rollout and attempt as read earlier in the same transaction). */
-  private async onSpanHeartbeat(t: StorageTx, rollout: Rollout, attempt: Attempt, now: number, fx: Effects): Promise<void> {
-    const updated = await t.updateAttempt(attempt.rollout_id, attempt.attempt_id, heartbeatPatch(attempt, now));
-    const latest = await t.getLatestAttempt(attempt.rollout_id);
+  private *onSpanHeartbeat(t: StorageTx, rollout: Rollout, attempt: Attempt, now: number, fx: Effects): TxBody<void> {
+    const updated: Attempt = yield t.updateAttempt(attempt.rollout_id, attempt.attempt_id, heartbeatPatch(attempt, now));
+    const latest: Attempt | null = yield t.getLatestAttempt(attempt.rollout_id);
     const next = rolloutStatusAfterSpan(rollout.status, updated.status, latest?.attempt_id === attempt.attempt_id);
-    if (next !== null) await this.setRolloutStatus(t, rollout, next, now, fx);
+    if (next !== null) yield* this.setRolloutStatus(t, rollout, next, now, fx);
   }
 
   private notifyFinished(fx: Effects): void {
@@ -352,8 +397,8 @@ export class LightningStoreCore implements LightningStore {
     }
   }
 
-  private async requireRollout(t: StorageTx, rolloutId: string): Promise<Rollout> {
-    const r = await t.getRollout(rolloutId);
+  private *requireRollout(t: StorageTx, rolloutId: string): TxBody<Rollout> {
+    const r: Rollout | null = yield t.getRollout(rolloutId);
     if (!r) throw new NotFoundError(`Rollout ${rolloutId} not found`, "rollout", rolloutId);
     return r;
   }
@@ -363,22 +408,17 @@ export class LightningStoreCore implements LightningStore {
 
   async startRollout(input: unknown, options?: StartRolloutOptions): Promise<AttemptedRollout> {
     const draft = rolloutDraft(input, options);
-    await this.healthcheck();
-    return this.storage.tx("w", async (t) => {
-      const now = this.clock.now();
-      const rollout = this.newRollout(draft, "preparing", now, draft.resources_id ?? (await this.latestResourcesId(t)));
-      const attempt = this.newAttempt(rollout.rollout_id, 1, draft.worker_id, now);
-      await t.insertRollouts([rollout]);
-      await t.insertAttempt(attempt);
-      if (draft.worker_id) await t.upsertWorker(draft.worker_id, workerPatchForAttempt(attempt, now));
-      return withAttempt(rollout, attempt);
-    });
+    const hc = this.healthcheck();
+    if (hc) await hc;
+    return this.tx("w", this.startRolloutTx, draft);
   }
 
   async enqueueRollout(input: unknown, options?: RolloutOptions): Promise<Rollout> {
     const draft = rolloutDraft(input, options);
-    await this.healthcheck();
-    return (await this.enqueueDrafts([draft]))[0]!;
+    const hc = this.healthcheck();
+    if (hc) await hc;
+    const rollouts = this.enqueueDrafts([draft]);
+    return (isThenable(rollouts) ? await rollouts : rollouts)[0]!;
   }
 
   async enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]> {
@@ -393,20 +433,14 @@ export class LightningStoreCore implements LightningStore {
         throw e;
       }
     });
-    await this.healthcheck();
+    const hc = this.healthcheck();
+    if (hc) await hc;
     return this.enqueueDrafts(drafts);
   }
 
-  private enqueueDrafts(drafts: RolloutDraft[]): Promise<Rollout[]> {
-    if (drafts.length === 0) return Promise.resolve([]);
-    return this.storage.tx("w", async (t) => {
-      const now = this.clock.now();
-      const latest = drafts.some((d) => d.resources_id === null) ? await this.latestResourcesId(t) : null;
-      const rollouts = drafts.map((d) => this.newRollout(d, "queuing", now, latest));
-      await t.insertRollouts(rollouts);
-      await t.pushQueue(rollouts.map((r) => r.rollout_id));
-      return rollouts;
-    });
+  private enqueueDrafts(drafts: RolloutDraft[]): MaybePromise<Rollout[]> {
+    if (drafts.length === 0) return [];
+    return this.tx("w", this.enqueueTx, drafts);
   }
 
   async dequeueRollout(options?: { worker_id?: string | null }): Promise<AttemptedRollout | null> {
@@ -419,48 +453,23 @@ export class LightningStoreCore implements LightningStore {
     const workerId = options?.worker_id ?? null;
     if (workerId !== null) requireId(workerId, "worker_id");
     if (limit <= 0) return [];
-    await this.healthcheck();
-    return this.storage.tx("w", async (t) => {
-      const now = this.clock.now();
-      const claimed: AttemptedRollout[] = [];
-      while (claimed.length < limit) {
-        const ids = await t.popQueue(limit - claimed.length);
-        if (ids.length === 0) break;
-        for (const id of ids) {
-          const rollout = await t.getRollout(id);
-          // Changed while it waited (cancelled, finished, started by hand): drop the queue entry.
-          if (!rollout || !isQueuing(rollout.status)) continue;
-          const attempt = this.newAttempt(id, (await t.countAttempts(id)) + 1, workerId, now);
-          await t.insertAttempt(attempt);
-          const updated = await t.updateRollout(id, { status: "preparing" });
-          claimed.push(withAttempt(updated, attempt));
-        }
-      }
-      if (workerId) {
-        const last = claimed[claimed.length - 1];
-        if (last) await t.upsertWorker(workerId, workerPatchForAttempt(last.attempt, now, true));
-        else await t.upsertWorker(workerId, workerPatchForEmptyDequeue(await t.getWorker(workerId), now));
-      }
-      return claimed;
-    });
+    const hc = this.healthcheck();
+    if (hc) await hc;
+    return this.dequeue(limit, workerId);
+  }
+
+  private dequeue(limit: number, workerId: string | null): MaybePromise<AttemptedRollout[]> {
+    return this.tx("w", this.dequeueTx, limit, workerId);
   }
 
   async startAttempt(rolloutId: string, options?: { worker_id?: string | null }): Promise<AttemptedRollout> {
     requireId(rolloutId, "rollout_id");
     const workerId = options?.worker_id ?? null;
     if (workerId !== null) requireId(workerId, "worker_id");
-    await this.healthcheck();
+    const hc = this.healthcheck();
+    if (hc) await hc;
     const fx: Effects = { finished: [] };
-    return this.storage.tx("w", async (t) => {
-      const rollout = await this.requireRollout(t, rolloutId);
-      const now = this.clock.now();
-      // max_attempts does not limit manual attempts (upstream MUST).
-      const attempt = this.newAttempt(rolloutId, (await t.countAttempts(rolloutId)) + 1, workerId, now);
-      await t.insertAttempt(attempt);
-      const updated = await this.setRolloutStatus(t, rollout, "preparing", now, fx);
-      if (workerId) await t.upsertWorker(workerId, workerPatchForAttempt(attempt, now));
-      return withAttempt(updated, attempt);
-    });
+    return this.tx("w", this.startAttemptTx, rolloutId, workerId, fx);
   }
 
   async queryRollouts(query: RolloutQuery = {}): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
@@ -470,54 +479,31 @@ export class LightningStoreCore implements LightningStore {
       status: { within: statusList(query.status_in ?? query.status, RolloutStatusEnum, "status_in") },
       rollout_id: { within: stringList(query.rollout_id_in ?? query.rollout_ids, "rollout_id_in"), contains: query.rollout_id_contains ?? null },
     };
-    await this.healthcheck();
-    return this.storage.tx("r", async (t) => {
-      const result = await t.query("rollouts", { where, logic, ...page });
-      const latest = await t.getLatestAttempts(result.items.map((r) => r.rollout_id));
-      const items = result.items.map((r) => {
-        const a = latest.get(r.rollout_id);
-        return a ? withAttempt(r, a) : r;
-      });
-      return { ...result, items };
-    });
+    const hc = this.healthcheck();
+    if (hc) await hc;
+    return this.tx("r", this.queryRolloutsTx, where, logic, page);
   }
 
   async getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null> {
     requireId(rolloutId, "rollout_id");
-    await this.healthcheck();
-    return this.storage.tx("r", async (t) => {
-      const r = await t.getRollout(rolloutId);
-      if (!r) return null;
-      const a = await t.getLatestAttempt(rolloutId);
-      return a ? withAttempt(r, a) : r;
-    });
+    const hc = this.healthcheck();
+    if (hc) await hc;
+    return this.tx("r", this.getRolloutByIdTx, rolloutId);
   }
 
   async updateRollout(rolloutId: string, patch: RolloutPatch): Promise<Rollout> {
     requireId(rolloutId, "rollout_id");
     const p = rolloutPatch(patch);
-    await this.healthcheck();
+    const hc = this.healthcheck();
+    if (hc) await hc;
     const fx: Effects = { finished: [] };
-    const result = await this.storage.tx("w", async (t) => {
-      const rollout = await t.getRollout(rolloutId);
-      if (!rollout) {
-        throw new NotFoundError(
-          `Rollout ${rolloutId} not found (Item does not exist with primary key(s): rollout_id='${rolloutId}')`,
-          "rollout",
-          rolloutId,
-        );
-      }
-      const row: RolloutPatchRow = {};
-      if (p.input !== undefined) row.input = p.input;
-      if (p.mode !== undefined) row.mode = p.mode;
-      if (p.resources_id !== undefined) row.resources_id = p.resources_id;
-      if (p.config !== undefined) row.config = p.config as Rollout["config"];
-      if (p.metadata !== undefined) row.metadata = p.metadata;
-      if (p.status === undefined) return t.updateRollout(rolloutId, row);
-      return this.setRolloutStatus(t, rollout, p.status, this.clock.now(), fx, row);
-    });
+    const result = await this.tx("w", this.updateRolloutTx, rolloutId, p, fx);
     this.notifyFinished(fx);
     return result;
+  }
+
+  private getRollouts(ids: readonly string[]): MaybePromise<(Rollout | null)[]> {
+    return this.tx("r", this.getRolloutsTx, ids);
   }
 
   async waitForRollouts(options: WaitOptions): Promise<Rollout[]> {
@@ -557,7 +543,7 @@ export class LightningStoreCore implements LightningStore {
         const toRead = [...notified].filter((id) => pending.has(id));
         notified.clear();
         if (toRead.length > 0) {
-          const rows = await this.storage.tx("r", async (t) => Promise.all(toRead.map((id) => t.getRollout(id))));
+          const rows = await this.getRollouts(toRead);
           toRead.forEach((id, i) => {
             const r = rows[i];
             // Unknown ids are left out at once; finished ones are done.
@@ -603,7 +589,7 @@ export class LightningStoreCore implements LightningStore {
       }
     }
     // Read the finished ones again: a rollout restarted meanwhile (startAttempt) is not reported.
-    const finalRows = await this.storage.tx("r", async (t) => Promise.all([...finishedNow.keys()].map((id) => t.getRollout(id))));
+    const finalRows = await this.getRollouts([...finishedNow.keys()]);
     const done = new Map<string, Rollout>();
     for (const r of finalRows) if (r && isTerminal(r.status)) done.set(r.rollout_id, r);
     return ids.filter((id) => done.has(id)).map((id) => done.get(id)!);
@@ -615,35 +601,27 @@ export class LightningStoreCore implements LightningStore {
   async queryAttempts(rolloutId: string, query: PageOptions = {}): Promise<PaginatedResult<Attempt>> {
     requireId(rolloutId, "rollout_id");
     const page = pageOf(query, ATTEMPT_FIELDS, "sequence_id");
-    await this.healthcheck();
-    return this.storage.tx("r", (t) => t.query("attempts", { must: { rollout_id: { exact: rolloutId } }, ...page }));
+    const hc = this.healthcheck();
+    if (hc) await hc;
+    return this.call("r", (t) => t.query("attempts", { must: { rollout_id: { exact: rolloutId } }, ...page }));
   }
 
   async getLatestAttempt(rolloutId: string): Promise<Attempt | null> {
     requireId(rolloutId, "rollout_id");
-    await this.healthcheck();
-    return this.storage.tx("r", (t) => t.getLatestAttempt(rolloutId));
+    const hc = this.healthcheck();
+    if (hc) await hc;
+    return this.call("r", (t) => t.getLatestAttempt(rolloutId));
   }
 
   async updateAttempt(rolloutId: string, attemptId: string | "latest", patch: AttemptPatch): Promise<Attempt> {
     requireId(rolloutId, "rollout_id");
     requireId(attemptId, "attempt_id");
     const p = attemptPatch(patch);
-    await this.healthcheck();
+    const hc = this.healthcheck();
+    if (hc) await hc;
     const fx: Effects = { finished: [] };
-    const result = await this.storage.tx("w", async (t) => {
-      const rollout = await this.requireRollout(t, rolloutId);
-      const latest = await t.getLatestAttempt(rolloutId);
-      if (!latest) throw new NotFoundError(`No attempts found for rollout ${rolloutId}`, "attempt", attemptId);
-      const attempt = attemptId === "latest" || attemptId === latest.attempt_id ? latest : await t.getAttempt(rolloutId, attemptId);
-      if (!attempt) throw new NotFoundError(`Attempt ${attemptId} not found for rollout ${rolloutId}`, "attempt", attemptId);
-      if (p.status === "preparing" && attempt.status !== "preparing") {
-        throw new ConflictError(
-          `Attempt ${attempt.attempt_id} of rollout ${rolloutId} is ${attempt.status} and cannot go back to preparing; start a new attempt instead`,
-        );
-      }
-      return this.applyAttemptPatch(t, rollout, attempt, p, this.clock.now(), fx);
-    });
+    const pending = this.tx("w", this.updateAttemptTx, rolloutId, attemptId, p, fx);
+    const result = isThenable(pending) ? await pending : pending;
     this.notifyFinished(fx);
     return result;
   }
@@ -653,42 +631,30 @@ export class LightningStoreCore implements LightningStore {
 
   async addResources(resources: NamedResourcesInput): Promise<ResourcesUpdate> {
     const parsed = namedResources(resources);
-    return this.storage.tx("w", async (t) => {
-      const now = this.clock.now();
-      const row: ResourcesUpdate = { resources_id: newResourcesId(), create_time: now, update_time: now, version: 1, resources: parsed };
-      await t.putResources(row);
-      return row;
-    });
+    return this.tx("w", this.addResourcesTx, parsed);
   }
 
   async updateResources(resourcesId: string, resources: NamedResourcesInput): Promise<ResourcesUpdate> {
     requireId(resourcesId, "resources_id");
     const parsed = namedResources(resources);
-    await this.healthcheck();
-    return this.storage.tx("w", async (t) => {
-      const now = this.clock.now();
-      const old = await t.getResources(resourcesId);
-      const row: ResourcesUpdate = old
-        ? { ...old, update_time: now, version: old.version + 1, resources: parsed }
-        : { resources_id: resourcesId, create_time: now, update_time: now, version: 1, resources: parsed };
-      await t.putResources(row);
-      return row;
-    });
+    const hc = this.healthcheck();
+    if (hc) await hc;
+    return this.tx("w", this.updateResourcesTx, resourcesId, parsed);
   }
 
   async getLatestResources(): Promise<ResourcesUpdate | null> {
-    return this.storage.tx("r", (t) => t.getLatestResources());
+    return this.call("r", (t) => t.getLatestResources());
   }
 
   async getResourcesById(resourcesId: string): Promise<ResourcesUpdate | null> {
     requireId(resourcesId, "resources_id");
-    return this.storage.tx("r", (t) => t.getResources(resourcesId));
+    return this.call("r", (t) => t.getResources(resourcesId));
   }
 
   async queryResources(query: ResourcesQuery = {}): Promise<PaginatedResult<ResourcesUpdate>> {
     const page = pageOf(query, RESOURCES_FIELDS);
     const where = { resources_id: { exact: query.resources_id ?? null, contains: query.resources_id_contains ?? null } };
-    return this.storage.tx("r", (t) => t.query("resources", { where, logic: "and", ...page }));
+    return this.call("r", (t) => t.query("resources", { where, logic: "and", ...page }));
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -698,7 +664,7 @@ export class LightningStoreCore implements LightningStore {
     requireId(rolloutId, "rollout_id");
     requireId(attemptId, "attempt_id");
     // Per rollout; nothing is checked (upstream): the attempt id only documents who asks.
-    return this.storage.tx("w", (t) => t.incSequence(rolloutId, 1));
+    return this.call("w", (t) => t.incSequence(rolloutId, 1));
   }
 
   async getManySpanSequenceIds(pairs: readonly (readonly [string, string])[]): Promise<number[]> {
@@ -711,19 +677,12 @@ export class LightningStoreCore implements LightningStore {
       perRollout.set(pair[0], (perRollout.get(pair[0]) ?? 0) + 1);
     }
     if (pairs.length === 0) return [];
-    return this.storage.tx("w", async (t) => {
-      const next = new Map<string, number>();
-      for (const [rid, n] of perRollout) next.set(rid, (await t.incSequence(rid, n)) - n + 1);
-      return pairs.map(([rid]) => {
-        const v = next.get(rid)!;
-        next.set(rid, v + 1);
-        return v;
-      });
-    });
+    return this.tx("w", this.sequenceIdsTx, perRollout, pairs);
   }
 
   async addSpan(span: Span): Promise<Span | null> {
-    return (await this.insertSpans([ownedSpan(span)], false))[0] ?? null;
+    const done = this.insertSpans([ownedSpan(span)], false);
+    return (isThenable(done) ? await done : done)[0] ?? null;
   }
 
   async addManySpans(spans: Span[]): Promise<Span[]> {
@@ -749,13 +708,16 @@ export class LightningStoreCore implements LightningStore {
    * takes all of them in ONE transaction (one multi-row insert); each caller's promise settles only after
    * that commit. Otherwise each call is its own transaction.
    */
-  private insertSpans(spans: Span[], allocate: boolean): Promise<Span[]> {
-    if (spans.length === 0) return Promise.resolve([]);
+  private insertSpans(spans: Span[], allocate: boolean): MaybePromise<Span[]> {
+    if (spans.length === 0) return [];
     if (!this.storage.groupCommit) {
-      return this.writeSpanRequests([{ spans, allocate }]).then(([r]) => {
+      const only = (results: (Span[] | Error)[]): Span[] => {
+        const r = results[0]!;
         if (r instanceof Error) throw r;
-        return r!;
-      });
+        return r;
+      };
+      const results = this.writeSpanRequests([{ spans, allocate }]);
+      return isThenable(results) ? results.then(only) : only(results);
     }
     return new Promise<Span[]>((resolve, reject) => {
       this.spanQueue.push({ spans, allocate, resolve, reject });
@@ -782,7 +744,18 @@ export class LightningStoreCore implements LightningStore {
       } catch (e) {
         if (batch.length === 1) batch[0]!.reject(e);
         // The batch rolled back as a whole: retry each request alone, so only a bad one fails.
-        else for (const r of batch) await this.writeSpanRequests([r]).then((out) => this.settleSpanRequests([r], out), r.reject);
+        else {
+          for (const r of batch) {
+            let out: (Span[] | Error)[];
+            try {
+              out = await this.writeSpanRequests([r]);
+            } catch (err) {
+              r.reject(err);
+              continue;
+            }
+            this.settleSpanRequests([r], out);
+          }
+        }
       }
     }
     this.spanWriter = null;
@@ -803,63 +776,19 @@ export class LightningStoreCore implements LightningStore {
    * span, which gets the next sequence id of its rollout inside the transaction.
    * Returns, per request, the spans it inserted or the error it failed with.
    */
-  private async writeSpanRequests(requests: readonly SpanRequest[]): Promise<(Span[] | Error)[]> {
+  private writeSpanRequests(requests: readonly SpanRequest[]): MaybePromise<(Span[] | Error)[]> {
     const fx: Effects = { finished: [] };
-    const results = await this.storage.tx("w", async (t) => {
-      const targets = new Map<string, { rollout: Rollout; attempt: Attempt }>();
-      const out: (Span[] | Error)[] = [];
-      const accepted: Span[][] = [];
-      for (const req of requests) {
-        try {
-          // Every (rollout, attempt) of the request must exist before anything is written.
-          for (const s of req.spans) {
-            const key = `${s.rollout_id}\u0000${s.attempt_id}`;
-            if (targets.has(key)) continue;
-            const rollout = await this.requireRollout(t, s.rollout_id);
-            const attempt = await t.getAttempt(s.rollout_id, s.attempt_id);
-            if (!attempt) throw new NotFoundError(`Attempt ${s.attempt_id} not found for rollout ${s.rollout_id}`, "attempt", s.attempt_id);
-            targets.set(key, { rollout, attempt });
-          }
-        } catch (e) {
-          if (!(e instanceof NotFoundError)) throw e;
-          out.push(e);
-          accepted.push([]);
-          continue;
-        }
-        let spans = req.spans;
-        if (req.allocate) spans = [Object.freeze({ ...spans[0]!, sequence_id: await t.incSequence(spans[0]!.rollout_id, 1) })];
-        out.push(spans);
-        accepted.push(spans);
-      }
-      const all = accepted.length === 1 ? accepted[0]! : accepted.flat();
-      if (all.length === 0) return out;
-      const maxSeq = new Map<string, number>();
-      for (const s of all) maxSeq.set(s.rollout_id, Math.max(maxSeq.get(s.rollout_id) ?? Number.NEGATIVE_INFINITY, s.sequence_id));
-      for (const [rid, seq] of maxSeq) await t.chmaxSequence(rid, seq);
-      const done = await t.insertSpans(all);
-      if (done.length > 0) {
-        const now = this.clock.now();
-        const beats = new Set<string>();
-        for (const s of done) beats.add(`${s.rollout_id}\u0000${s.attempt_id}`);
-        // Rollouts are re-read per heartbeat: an earlier heartbeat of this batch may have changed one.
-        for (const key of beats) {
-          const { attempt } = targets.get(key)!;
-          const rollout = (await t.getRollout(attempt.rollout_id))!;
-          await this.onSpanHeartbeat(t, rollout, attempt, now, fx);
-        }
-      }
-      // Hand each request the spans of its own that went in (insertSpans returns the objects it was given).
-      if (done.length !== all.length) {
-        const inserted = new Set(done);
-        for (let i = 0; i < out.length; i++) {
-          const r = out[i]!;
-          if (!(r instanceof Error)) out[i] = r.filter((s) => inserted.has(s));
-        }
-      }
-      return out;
-    });
+    const results = this.tx("w", this.writeSpansTx, requests, fx);
+    if (isThenable(results)) return this.notifyAfter(results, fx);
     this.notifyFinished(fx);
     return results;
+  }
+
+  /** Wakes waiters once an asynchronous transaction has committed. */
+  private async notifyAfter<T>(committed: PromiseLike<T>, fx: Effects): Promise<T> {
+    const out = await committed;
+    this.notifyFinished(fx);
+    return out;
   }
 
   async querySpans(rolloutId: string, query: SpanQuery = {}): Promise<PaginatedResult<Span>> {
@@ -872,17 +801,9 @@ export class LightningStoreCore implements LightningStore {
       parent_id: { exact: query.parent_id ?? null, contains: query.parent_id_contains ?? null },
       name: { exact: query.name ?? null, contains: query.name_contains ?? null },
     };
-    await this.healthcheck();
-    return this.storage.tx("r", async (t) => {
-      let attemptId = query.attempt_id ?? null;
-      if (attemptId === "latest") {
-        const latest = await t.getLatestAttempt(rolloutId);
-        if (!latest) return { items: [], limit: page.limit, offset: page.offset, total: 0 };
-        attemptId = latest.attempt_id;
-      }
-      const must: Record<string, FieldOps> = { rollout_id: { exact: rolloutId }, attempt_id: { exact: attemptId } };
-      return t.query("spans", { must, where, logic, ...page });
-    });
+    const hc = this.healthcheck();
+    if (hc) await hc;
+    return this.tx("r", this.querySpansTx, rolloutId, query, page, where, logic);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -891,15 +812,18 @@ export class LightningStoreCore implements LightningStore {
   async updateWorker(workerId: string, stats?: Record<string, unknown>): Promise<Worker> {
     requireId(workerId, "worker_id");
     const owned = stats === undefined ? undefined : heartbeatStats(stats);
-    return this.storage.tx("w", (t) => {
+    return this.call("w", (t) => {
       const now = this.clock.now();
-      return t.upsertWorker(workerId, owned === undefined ? { last_heartbeat_time: now } : { last_heartbeat_time: now, heartbeat_stats: owned });
+      return t.upsertWorker(
+        workerId,
+        owned === undefined ? { last_heartbeat_time: now } : { last_heartbeat_time: now, heartbeat_stats: owned },
+      );
     });
   }
 
   async getWorkerById(workerId: string): Promise<Worker | null> {
     requireId(workerId, "worker_id");
-    return this.storage.tx("r", (t) => t.getWorker(workerId));
+    return this.call("r", (t) => t.getWorker(workerId));
   }
 
   async queryWorkers(query: WorkerQuery = {}): Promise<PaginatedResult<Worker>> {
@@ -909,14 +833,15 @@ export class LightningStoreCore implements LightningStore {
       status: { within: statusList(query.status_in, WorkerStatusEnum, "status_in") },
       worker_id: { contains: query.worker_id_contains ?? null },
     };
-    await this.healthcheck();
-    return this.storage.tx("r", (t) => t.query("workers", { where, logic, ...page }));
+    const hc = this.healthcheck();
+    if (hc) await hc;
+    return this.call("r", (t) => t.query("workers", { where, logic, ...page }));
   }
 
   // ---------------------------------------------------------------------------------------------
 
   async statistics(): Promise<StoreStatistics> {
-    const c = await this.storage.tx("r", (t) => t.counts());
+    const c = await this.call("r", (t) => t.counts());
     return {
       name: this.storeName,
       total_rollouts: c.rollouts,
@@ -935,5 +860,237 @@ export class LightningStoreCore implements LightningStore {
     if (this.closed) return;
     this.closed = true;
     await this.storage.close();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Transaction bodies (generator methods: a generator closure per call would cost a new hidden class)
+
+  private *watchdogDueTx(t: StorageTx): TxBody<string[]> {
+    const running: Rollout[] = yield t.listRunningRollouts();
+    if (running.length === 0) return [];
+    const now = this.clock.now();
+    const latest: Map<string, Attempt> = yield t.getLatestAttempts(running.map((r) => r.rollout_id));
+    return running.filter((r) => this.dueVerdict(r, latest.get(r.rollout_id) ?? null, now) !== null).map((r) => r.rollout_id);
+  }
+
+  private *watchdogApplyTx(t: StorageTx, due: string[], fx: Effects): TxBody<number> {
+    const now = this.clock.now();
+    const latest: Map<string, Attempt> = yield t.getLatestAttempts(due);
+    let n = 0;
+    for (const id of due) {
+      // Judged again on fresh rows: a span or an update may have landed in between.
+      const rollout: Rollout | null = yield t.getRollout(id);
+      const attempt = latest.get(id) ?? null;
+      const verdict = rollout && this.dueVerdict(rollout, attempt, now);
+      if (!verdict || !rollout || !attempt) continue;
+      yield* this.applyAttemptPatch(t, rollout, attempt, { status: verdict }, now, fx);
+      n++;
+    }
+    return n;
+  }
+
+  private *startRolloutTx(t: StorageTx, draft: RolloutDraft): TxBody<AttemptedRollout> {
+    const now = this.clock.now();
+    const rollout = this.newRollout(draft, "preparing", now, draft.resources_id ?? (yield* this.latestResourcesId(t)));
+    const attempt = this.newAttempt(rollout.rollout_id, 1, draft.worker_id, now);
+    yield t.insertRollouts([rollout]);
+    yield t.insertAttempt(attempt);
+    if (draft.worker_id) yield t.upsertWorker(draft.worker_id, workerPatchForAttempt(attempt, now));
+    return withAttempt(rollout, attempt);
+  }
+
+  private *enqueueTx(t: StorageTx, drafts: RolloutDraft[]): TxBody<Rollout[]> {
+    const now = this.clock.now();
+    const latest = drafts.some((d) => d.resources_id === null) ? yield* this.latestResourcesId(t) : null;
+    const rollouts = drafts.map((d) => this.newRollout(d, "queuing", now, latest));
+    yield t.insertRollouts(rollouts);
+    yield t.pushQueue(rollouts.map((r) => r.rollout_id));
+    return rollouts;
+  }
+
+  private *dequeueTx(t: StorageTx, limit: number, workerId: string | null): TxBody<AttemptedRollout[]> {
+    const now = this.clock.now();
+    const claimed: AttemptedRollout[] = [];
+    while (claimed.length < limit) {
+      const ids: string[] = yield t.popQueue(limit - claimed.length);
+      if (ids.length === 0) break;
+      for (const id of ids) {
+        const rollout: Rollout | null = yield t.getRollout(id);
+        // Changed while it waited (cancelled, finished, started by hand): drop the queue entry.
+        if (!rollout || !isQueuing(rollout.status)) continue;
+        const count: number = yield t.countAttempts(id);
+        const attempt = this.newAttempt(id, count + 1, workerId, now);
+        yield t.insertAttempt(attempt);
+        const updated: Rollout = yield t.updateRollout(id, { status: "preparing" });
+        claimed.push(withAttempt(updated, attempt));
+      }
+    }
+    if (workerId) {
+      const last = claimed[claimed.length - 1];
+      if (last) yield t.upsertWorker(workerId, workerPatchForAttempt(last.attempt, now, true));
+      else yield t.upsertWorker(workerId, workerPatchForEmptyDequeue(yield t.getWorker(workerId), now));
+    }
+    return claimed;
+  }
+
+  private *startAttemptTx(t: StorageTx, rolloutId: string, workerId: string | null, fx: Effects): TxBody<AttemptedRollout> {
+    const rollout = yield* this.requireRollout(t, rolloutId);
+    const now = this.clock.now();
+    // max_attempts does not limit manual attempts (upstream MUST).
+    const count: number = yield t.countAttempts(rolloutId);
+    const attempt = this.newAttempt(rolloutId, count + 1, workerId, now);
+    yield t.insertAttempt(attempt);
+    const updated = yield* this.setRolloutStatus(t, rollout, "preparing", now, fx);
+    if (workerId) yield t.upsertWorker(workerId, workerPatchForAttempt(attempt, now));
+    return withAttempt(updated, attempt);
+  }
+
+  private *queryRolloutsTx(t: StorageTx, where: Record<string, FieldOps>, logic: FilterLogic, page: Page): TxBody<PaginatedResult<Rollout | AttemptedRollout>> {
+    const result: PaginatedResult<Rollout> = yield t.query("rollouts", { where, logic, ...page });
+    const latest: Map<string, Attempt> = yield t.getLatestAttempts(result.items.map((r) => r.rollout_id));
+    const items = result.items.map((r) => {
+      const a = latest.get(r.rollout_id);
+      return a ? withAttempt(r, a) : r;
+    });
+    return { ...result, items };
+  }
+
+  private *getRolloutByIdTx(t: StorageTx, rolloutId: string): TxBody<Rollout | AttemptedRollout | null> {
+    const r: Rollout | null = yield t.getRollout(rolloutId);
+    if (!r) return null;
+    const a: Attempt | null = yield t.getLatestAttempt(rolloutId);
+    return a ? withAttempt(r, a) : r;
+  }
+
+  private *updateRolloutTx(t: StorageTx, rolloutId: string, p: RolloutPatch, fx: Effects): TxBody<Rollout> {
+    const rollout: Rollout | null = yield t.getRollout(rolloutId);
+    if (!rollout) {
+      throw new NotFoundError(
+        `Rollout ${rolloutId} not found (Item does not exist with primary key(s): rollout_id='${rolloutId}')`,
+        "rollout",
+        rolloutId,
+      );
+    }
+    const row: RolloutPatchRow = {};
+    if (p.input !== undefined) row.input = p.input;
+    if (p.mode !== undefined) row.mode = p.mode;
+    if (p.resources_id !== undefined) row.resources_id = p.resources_id;
+    if (p.config !== undefined) row.config = p.config as Rollout["config"];
+    if (p.metadata !== undefined) row.metadata = p.metadata;
+    if (p.status === undefined) return (yield t.updateRollout(rolloutId, row)) as Rollout;
+    return yield* this.setRolloutStatus(t, rollout, p.status, this.clock.now(), fx, row);
+  }
+
+  private *getRolloutsTx(t: StorageTx, ids: readonly string[]): TxBody<(Rollout | null)[]> {
+    const rows: (Rollout | null)[] = [];
+    for (const id of ids) rows.push(yield t.getRollout(id));
+    return rows;
+  }
+
+  private *updateAttemptTx(t: StorageTx, rolloutId: string, attemptId: string, p: AttemptPatch, fx: Effects): TxBody<Attempt> {
+    const rollout = yield* this.requireRollout(t, rolloutId);
+    const latest: Attempt | null = yield t.getLatestAttempt(rolloutId);
+    if (!latest) throw new NotFoundError(`No attempts found for rollout ${rolloutId}`, "attempt", attemptId);
+    const attempt: Attempt | null =
+      attemptId === "latest" || attemptId === latest.attempt_id ? latest : yield t.getAttempt(rolloutId, attemptId);
+    if (!attempt) throw new NotFoundError(`Attempt ${attemptId} not found for rollout ${rolloutId}`, "attempt", attemptId);
+    if (p.status === "preparing" && attempt.status !== "preparing") {
+      throw new ConflictError(
+        `Attempt ${attempt.attempt_id} of rollout ${rolloutId} is ${attempt.status} and cannot go back to preparing; start a new attempt instead`,
+      );
+    }
+    return yield* this.applyAttemptPatch(t, rollout, attempt, p, this.clock.now(), fx);
+  }
+
+  private *addResourcesTx(t: StorageTx, parsed: NamedResources): TxBody<ResourcesUpdate> {
+    const now = this.clock.now();
+    const row: ResourcesUpdate = { resources_id: newResourcesId(), create_time: now, update_time: now, version: 1, resources: parsed };
+    yield t.putResources(row);
+    return row;
+  }
+
+  private *updateResourcesTx(t: StorageTx, resourcesId: string, parsed: NamedResources): TxBody<ResourcesUpdate> {
+    const now = this.clock.now();
+    const old: ResourcesUpdate | null = yield t.getResources(resourcesId);
+    const row: ResourcesUpdate = old
+      ? { ...old, update_time: now, version: old.version + 1, resources: parsed }
+      : { resources_id: resourcesId, create_time: now, update_time: now, version: 1, resources: parsed };
+    yield t.putResources(row);
+    return row;
+  }
+
+  private *sequenceIdsTx(t: StorageTx, perRollout: Map<string, number>, pairs: readonly (readonly [string, string])[]): TxBody<number[]> {
+    const next = new Map<string, number>();
+    for (const [rid, n] of perRollout) next.set(rid, ((yield t.incSequence(rid, n)) as number) - n + 1);
+    return pairs.map(([rid]) => {
+      const v = next.get(rid)!;
+      next.set(rid, v + 1);
+      return v;
+    });
+  }
+
+  private *writeSpansTx(t: StorageTx, requests: readonly SpanRequest[], fx: Effects): TxBody<(Span[] | Error)[]> {
+    const targets = new Map<string, { rollout: Rollout; attempt: Attempt }>();
+    const out: (Span[] | Error)[] = [];
+    const accepted: Span[][] = [];
+    for (const req of requests) {
+      try {
+        // Every (rollout, attempt) of the request must exist before anything is written.
+        for (const s of req.spans) {
+          const key = `${s.rollout_id}\u0000${s.attempt_id}`;
+          if (targets.has(key)) continue;
+          const rollout = yield* this.requireRollout(t, s.rollout_id);
+          const attempt: Attempt | null = yield t.getAttempt(s.rollout_id, s.attempt_id);
+          if (!attempt) throw new NotFoundError(`Attempt ${s.attempt_id} not found for rollout ${s.rollout_id}`, "attempt", s.attempt_id);
+          targets.set(key, { rollout, attempt });
+        }
+      } catch (e) {
+        if (!(e instanceof NotFoundError)) throw e;
+        out.push(e);
+        accepted.push([]);
+        continue;
+      }
+      let spans = req.spans;
+      if (req.allocate) spans = [Object.freeze({ ...spans[0]!, sequence_id: (yield t.incSequence(spans[0]!.rollout_id, 1)) as number })];
+      out.push(spans);
+      accepted.push(spans);
+    }
+    const all = accepted.length === 1 ? accepted[0]! : accepted.flat();
+    if (all.length === 0) return out;
+    const maxSeq = new Map<string, number>();
+    for (const s of all) maxSeq.set(s.rollout_id, Math.max(maxSeq.get(s.rollout_id) ?? Number.NEGATIVE_INFINITY, s.sequence_id));
+    for (const [rid, seq] of maxSeq) yield t.chmaxSequence(rid, seq);
+    const done: Span[] = yield t.insertSpans(all);
+    if (done.length > 0) {
+      const now = this.clock.now();
+      const beats = new Set<string>();
+      for (const s of done) beats.add(`${s.rollout_id}\u0000${s.attempt_id}`);
+      // Rollouts are re-read per heartbeat: an earlier heartbeat of this batch may have changed one.
+      for (const key of beats) {
+        const { attempt } = targets.get(key)!;
+        const rollout: Rollout = yield t.getRollout(attempt.rollout_id);
+        yield* this.onSpanHeartbeat(t, rollout, attempt, now, fx);
+      }
+    }
+    // Hand each request the spans of its own that went in (insertSpans returns the objects it was given).
+    if (done.length !== all.length) {
+      const inserted = new Set(done);
+      for (let i = 0; i < out.length; i++) {
+        const r = out[i]!;
+        if (!(r instanceof Error)) out[i] = r.filter((s) => inserted.has(s));
+      }
+    }
+    return out;
+  }
+
+  private *querySpansTx(t: StorageTx, rolloutId: string, query: SpanQuery, page: Page, where: Record<string, FieldOps>, logic: FilterLogic): TxBody<PaginatedResult<Span>> {
+    let attemptId = query.attempt_id ?? null;
+    if (attemptId === "latest") {
+      const latest: Attempt | null = yield t.getLatestAttempt(rolloutId);
+      if (!latest) return { items: [], limit: page.limit, offset: page.offset, total: 0 };
+      attemptId = latest.attempt_id;
+    }
+    const must: Record<string, FieldOps> = { rollout_id: { exact: rolloutId }, attempt_id: { exact: attemptId } };
+    return (yield t.query("spans", { must, where, logic, ...page })) as PaginatedResult<Span>;
   }
 }

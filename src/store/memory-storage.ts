@@ -93,6 +93,20 @@ export class MemoryStorage implements Storage {
     return this.mutex.run(() => fn(this.txApi));
   }
 
+  /**
+   * The same transaction without the mutex: JS runs `fn` to its end before anything else, so it is
+   * atomic by itself, unless an asynchronous `tx` holds the lock between its steps (then it must wait,
+   * which a synchronous call cannot: that mix is refused).
+   */
+  txSync<T>(_mode: TxMode, fn: (t: StorageTx) => T): T {
+    if (this.mutex.busy) throw new Error("MemoryStorage.txSync: an asynchronous transaction holds the lock; use tx");
+    const out = fn(this.txApi);
+    if (typeof (out as { then?: unknown } | null)?.then === "function") {
+      throw new Error("MemoryStorage.txSync: the transaction returned a promise; use tx");
+    }
+    return out;
+  }
+
   statistics(): Partial<StoreStatistics> {
     return {
       total_span_bytes: this.spanBytes,

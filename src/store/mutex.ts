@@ -7,6 +7,11 @@ export class AsyncMutex {
   private readonly waiting: (() => void)[] = [];
   private head = 0;
 
+  /** True while a call holds the lock. */
+  get busy(): boolean {
+    return this.locked;
+  }
+
   /**
    * Runs `fn` under the lock. Not an async function on purpose: an uncontended call runs `fn` at once
    * and adds only one `then` to its promise (no extra async frames or ticks on the store's hot path).

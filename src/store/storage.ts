@@ -28,7 +28,9 @@
  * - **Errors**: throw typed errors from src/types/errors.ts; `EvictedError` from `query("spans")` when a
  *   backend dropped that rollout's spans (memory eviction).
  * - **Sync or async.** Every `StorageTx` method may return its value directly (memory does: fewer
- *   promises on the hot path) or a promise (SQL); the core awaits either.
+ *   promises on the hot path) or a promise (SQL); the core awaits only promises (its transaction
+ *   bodies are generators that yield each call's result, see core.ts), so a synchronous backend runs a
+ *   whole transaction without a single microtask. Such a backend may also offer `txSync`.
  */
 import type {
   Attempt,
@@ -119,6 +121,12 @@ export type TxMode = "r" | "w";
 export interface Storage {
   /** Runs `fn` atomically (see the contract above). */
   tx<T>(mode: TxMode, fn: (t: StorageTx) => MaybePromise<T>): Promise<T>;
+  /**
+   * Optional, for a backend whose `StorageTx` answers synchronously (memory): runs `fn` at once and
+   * returns its result (or throws its error), with the same atomicity as `tx`. `fn` must not return a
+   * promise. When present, the core uses it instead of `tx` (no promise, lock or tick per transaction).
+   */
+  txSync?<T>(mode: TxMode, fn: (t: StorageTx) => T): T;
   /** Backend-specific statistics merged into the store's (e.g. memory thresholds). */
   statistics?(): Partial<StoreStatistics>;
   /**
