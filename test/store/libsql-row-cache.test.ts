@@ -1,0 +1,101 @@
+/**
+ * The libSQL storage keeps rows between transactions and holds writes back until the commit
+ * (src/store/libsql/row-cache.ts). These tests check what that must never change: another connection's
+ * writes are always seen, rows handed out cannot corrupt the cache, and a failing call leaves nothing
+ * behind, in the cache or in the file.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { LibsqlLightningStore } from "../../src/store/index.ts";
+import { spanFromAttributes } from "../../src/types/index.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "libsql-cache-"));
+let n = 0;
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const url = () => `file:${join(dir, `c${n++}.db`)}`;
+
+describe("LibsqlLightningStore row cache", () => {
+  it("sees every write another connection commits, for each cached kind of row", async () => {
+    const at = url();
+    const a = await LibsqlLightningStore.open(at, { scanDebounceSeconds: 0 });
+    const b = await LibsqlLightningStore.open(at, { scanDebounceSeconds: 0 });
+    const res = await a.addResources({ llm: { resource_type: "llm", endpoint: "http://a/v1", model: "m" } });
+    await a.enqueueRollout({ q: 1 });
+    const claimed = (await a.dequeueRollout({ worker_id: "w1" }))!;
+    const span = (k: number) =>
+      spanFromAttributes({ rollout_id: claimed.rollout_id, attempt_id: claimed.attempt.attempt_id, sequence_id: k, name: `s${k}` });
+    await a.addSpan(span(1));
+    // Everything a's cache holds now is changed through b.
+    await b.updateRollout(claimed.rollout_id, { metadata: { by: "b" } });
+    await b.updateAttempt(claimed.rollout_id, claimed.attempt.attempt_id, { metadata: { by: "b" } });
+    await b.updateWorker("w1", { by: "b" });
+    const res2 = await b.addResources({ llm: { resource_type: "llm", endpoint: "http://b/v1", model: "m" } });
+    await b.updateResources(res.resources_id, { llm: { resource_type: "llm", endpoint: "http://b2/v1", model: "m" } });
+    expect(await b.getNextSpanSequenceId(claimed.rollout_id, claimed.attempt.attempt_id)).toBe(2);
+    const again = await b.startAttempt(claimed.rollout_id);
+
+    expect((await a.getRolloutById(claimed.rollout_id))!.metadata).toEqual({ by: "b" });
+    expect((await a.getLatestAttempt(claimed.rollout_id))!.attempt_id).toBe(again.attempt.attempt_id);
+    const first = (await a.queryAttempts(claimed.rollout_id)).items[0]!;
+    expect(first.metadata).toEqual({ by: "b" });
+    expect((await a.getWorkerById("w1"))!.heartbeat_stats).toEqual({ by: "b" });
+    // The snapshot written last is the latest: the update of the first one, after b added its own.
+    expect((await a.getLatestResources())!.resources_id).toBe(res.resources_id);
+    expect((await a.getResourcesById(res2.resources_id))!.resources.llm).toMatchObject({ endpoint: "http://b/v1" });
+    expect((await a.getResourcesById(res.resources_id))!.resources.llm).toMatchObject({ endpoint: "http://b2/v1" });
+    // a's next sequence id continues from b's.
+    expect(await a.getNextSpanSequenceId(claimed.rollout_id, claimed.attempt.attempt_id)).toBe(3);
+    // And b sees a's held-back writes once a's call has returned.
+    await a.updateAttempt(claimed.rollout_id, "latest", { status: "succeeded" });
+    expect((await b.getRolloutById(claimed.rollout_id))!.status).toBe("succeeded");
+    await a.close();
+    await b.close();
+  });
+
+  it("rows handed out are frozen: a caller cannot change what the store returns next", async () => {
+    const store = await LibsqlLightningStore.open(url());
+    const r = await store.enqueueRollout({ q: [1, 2] }, { metadata: { tag: "x" } });
+    const read = (await store.getRolloutById(r.rollout_id))!;
+    expect(() => {
+      (read as { status: string }).status = "failed";
+    }).toThrow(TypeError);
+    expect(() => (read.input as { q: number[] }).q.push(3)).toThrow(TypeError);
+    expect(() => {
+      (r.metadata as Record<string, unknown>).tag = "y";
+    }).toThrow(TypeError);
+    const again = (await store.getRolloutById(r.rollout_id))!;
+    expect(again.status).toBe("queuing");
+    expect(again.input).toEqual({ q: [1, 2] });
+    expect(again.metadata).toEqual({ tag: "x" });
+    await store.close();
+  });
+
+  it("a call that fails after held-back writes leaves neither the cache nor the file changed", async () => {
+    const at = url();
+    const store = await LibsqlLightningStore.open(at);
+    const [keep] = await store.enqueueManyRollouts([{ input: "keep" }]);
+    const results = await Promise.allSettled([
+      store.updateRollout(keep!.rollout_id, { metadata: { v: 1 } }),
+      // Held back: 3 rollouts, then the 4th cannot be stored (BigInt is not JSON).
+      store.enqueueManyRollouts([{ input: 1 }, { input: 2 }, { input: 3 }, { input: { big: 10n } }]),
+      store.updateRollout(keep!.rollout_id, { mode: "train" }),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    const check = async (s: LibsqlLightningStore) => {
+      const all = await s.queryRollouts();
+      expect(all.items.map((r) => r.input)).toEqual(["keep"]);
+      expect(all.items[0]).toMatchObject({ metadata: { v: 1 }, mode: "train" });
+      expect((await s.dequeueRollout())!.rollout_id).toBe(keep!.rollout_id);
+      expect(await s.dequeueRollout()).toBeNull();
+    };
+    // Through the cache, then through a fresh connection (the file).
+    const other = await LibsqlLightningStore.open(at);
+    await check(store);
+    await store.close();
+    const rows = await other.queryRollouts();
+    expect(rows.items.map((r) => [r.input, r.status])).toEqual([["keep", "preparing"]]);
+    await other.close();
+  });
+});
