@@ -14,7 +14,26 @@ import { linear } from "./kernels/matmul-rows.ts";
 import { rmsnormForward } from "./kernels/rmsnorm.ts";
 import { ropeApply } from "./kernels/rope.ts";
 import { swigluForward } from "./kernels/swiglu.ts";
-import type { GpuModel } from "./model.ts";
+import type { GpuModel, MicroInputs, MicroShape } from "./model.ts";
+
+/** Sequences left-padded to the longest as one forward batch whose predicted rows are the last positions
+ * (each sequence's last token): positions count from 0 at each sequence's first real token. */
+export function leftPaddedBatch(seqs: readonly (readonly number[])[]): { shape: MicroShape; inputs: MicroInputs } {
+  const B = seqs.length;
+  const T = Math.max(...seqs.map((q) => q.length));
+  const ids = new Uint32Array(B * T), mask = new Uint32Array(B * T), positions = new Uint32Array(B * T);
+  const predictRows = new Uint32Array(B);
+  seqs.forEach((seq, b) => {
+    const pad = T - seq.length;
+    seq.forEach((id, j) => {
+      ids[b * T + pad + j] = id;
+      mask[b * T + pad + j] = 1;
+      positions[b * T + pad + j] = j;
+    });
+    predictRows[b] = b * T + T - 1;
+  });
+  return { shape: { B, T, R: 1 }, inputs: { ids, mask, positions, predictRows, targets: new Uint32Array(B) } };
+}
 
 /** f32 elements per sequence of the largest single buffer a decoder of `slots` slots (prefill length T) binds. */
 export function decoderRowElements(c: ModelConfig, T: number, slots: number): number {
@@ -112,18 +131,8 @@ export class GpuDecoder {
     const c = this.model.config;
     const B = this.batch;
     const T = this.promptSlots;
-    const ids = new Uint32Array(B * T), mask = new Uint32Array(B * T), positions = new Uint32Array(B * T);
-    const predictRows = new Uint32Array(B);
-    this.prompts.forEach((p, b) => {
-      const pad = T - p.length;
-      p.forEach((id, j) => {
-        ids[b * T + pad + j] = id;
-        mask[b * T + pad + j] = 1;
-        positions[b * T + pad + j] = j;
-      });
-      predictRows[b] = b * T + T - 1;
-    });
-    const ws = this.model.forward({ B, T, R: 1 }, { ids, mask, positions, predictRows, targets: new Uint32Array(B) });
+    const { shape, inputs } = leftPaddedBatch(this.prompts);
+    const ws = this.model.forward(shape, inputs);
     const kvd = c.n_kv_heads * headDim(c);
     for (let l = 0; l < c.n_layers; l++) {
       kvCacheWrite(this.model.ctx, ws.layers[l].k, this.kCache[l], B, T, this.slots, 0, kvd);

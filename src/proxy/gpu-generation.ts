@@ -7,7 +7,7 @@
  * baseline of bench/generate.ts and a cross-check in the tests.
  */
 import { GpuContext } from "../gpu/context.ts";
-import { GpuDecoder, maxDecoderBatch } from "../gpu/decode.ts";
+import { GpuDecoder, leftPaddedBatch, maxDecoderBatch } from "../gpu/decode.ts";
 import type { GpuDeviceOptions } from "../gpu/device.ts";
 import { GpuModel } from "../gpu/model.ts";
 import type { ModelConfig } from "../model/config.ts";
@@ -137,22 +137,9 @@ export class GpuGenerationEngine implements GenerationEngine {
     for (;;) {
       const active = live.filter((s) => s.finish === null);
       if (active.length === 0) break;
-      const B = active.length;
-      const seqs = active.map((s) => [...s.req.prompt, ...s.tokens]);
-      const T = Math.max(...seqs.map((q) => q.length));
-      const ids = new Uint32Array(B * T), mask = new Uint32Array(B * T), positions = new Uint32Array(B * T);
-      const predictRows = new Uint32Array(B), targets = new Uint32Array(B);
-      seqs.forEach((seq, b) => {
-        const pad = T - seq.length;
-        seq.forEach((id, j) => {
-          ids[b * T + pad + j] = id;
-          mask[b * T + pad + j] = 1;
-          positions[b * T + pad + j] = j;
-        });
-        predictRows[b] = b * T + T - 1;
-      });
-      const ws = model.forward({ B, T, R: 1 }, { ids, mask, positions, predictRows, targets });
-      const logits = await this.ctx.read(ws.logits, B * V);
+      const { shape, inputs } = leftPaddedBatch(active.map((s) => [...s.req.prompt, ...s.tokens]));
+      const ws = model.forward(shape, inputs);
+      const logits = await this.ctx.read(ws.logits, shape.B * V);
       active.forEach((s, b) => s.take(logits.subarray(b * V, (b + 1) * V)));
     }
   }

@@ -4,30 +4,17 @@
  * whether they equal the CPU engine's). test/gpu/cross-runtime-generate.test.ts runs it under Node, Deno
  * and Bun. Exit code 3 with {"skip": reason} when this runtime has no adapter.
  */
-import { GpuContext } from "../../src/gpu/context.ts";
-import { describeAdapter, GpuUnavailableError } from "../../src/gpu/device.ts";
+import { describeAdapter } from "../../src/gpu/device.ts";
 import { detectRuntime } from "../../src/gpu/navigator.ts";
 import type { ModelConfig } from "../../src/model/config.ts";
 import { initParams } from "../../src/model/init.ts";
 import { cpuGenerationEngine, type GenerationRequest } from "../../src/proxy/generation.ts";
 import { GpuGenerationEngine } from "../../src/proxy/gpu-generation.ts";
+import { contextOrSkip, exit } from "./script-env.ts";
 
 const config: ModelConfig = { vocab_size: 40, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 48, max_seq_len: 32, rope_theta: 10000, norm_eps: 1e-5, tie_embeddings: true };
 
-function exit(code: number): never {
-  const g = globalThis as { Deno?: { exit(c: number): never }; process?: { exit(c: number): never } };
-  if (g.Deno) g.Deno.exit(code);
-  return g.process!.exit(code);
-}
-
-let ctx: GpuContext;
-try {
-  ctx = await GpuContext.create();
-} catch (e) {
-  if (!(e instanceof GpuUnavailableError)) throw e;
-  console.log(JSON.stringify({ runtime: detectRuntime(), skip: e.message }));
-  exit(3);
-}
+const ctx = await contextOrSkip();
 const params = initParams(config, 21);
 const prompts = [[1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11], [12]];
 const requests: GenerationRequest[] = [

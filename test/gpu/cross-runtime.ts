@@ -3,20 +3,14 @@
  * losses and a digest of the final weights. test/gpu/cross-runtime.test.ts runs it under Node, Deno and
  * Bun and compares the lines. Exit code 3 with {"skip": reason} when this runtime has no adapter.
  */
-import { GpuContext } from "../../src/gpu/context.ts";
-import { describeAdapter, GpuUnavailableError } from "../../src/gpu/device.ts";
+import { describeAdapter } from "../../src/gpu/device.ts";
 import { detectRuntime } from "../../src/gpu/navigator.ts";
 import { GpuPolicyTrainer } from "../../src/gpu/trainer.ts";
 import { batchFromTokens } from "../../src/model/batch.ts";
 import type { ModelConfig } from "../../src/model/config.ts";
+import { contextOrSkip, exit } from "./script-env.ts";
 
 const config: ModelConfig = { vocab_size: 40, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 48, max_seq_len: 32, rope_theta: 10000, norm_eps: 1e-5, tie_embeddings: true };
-
-function exit(code: number): never {
-  const g = globalThis as { Deno?: { exit(c: number): never }; process?: { exit(c: number): never } };
-  if (g.Deno) g.Deno.exit(code);
-  return g.process!.exit(code);
-}
 
 /** FNV-1a over the float bits: equal digests mean bit-identical weights. */
 function digest(a: Float32Array): string {
@@ -26,14 +20,7 @@ function digest(a: Float32Array): string {
   return h.toString(16).padStart(8, "0");
 }
 
-let ctx: GpuContext;
-try {
-  ctx = await GpuContext.create();
-} catch (e) {
-  if (!(e instanceof GpuUnavailableError)) throw e;
-  console.log(JSON.stringify({ runtime: detectRuntime(), skip: e.message }));
-  exit(3);
-}
+const ctx = await contextOrSkip();
 const batch = batchFromTokens(
   [
     { prompt: [1, 2, 3], response: [4, 5, 6, 7] },

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GpuContext } from "../../src/gpu/context.ts";
-import { GpuDecoder } from "../../src/gpu/decode.ts";
+import { GpuDecoder, leftPaddedBatch } from "../../src/gpu/decode.ts";
 import { attentionDecode, kvCacheWrite } from "../../src/gpu/kernels/kv-cache.ts";
 import { matmulRows } from "../../src/gpu/kernels/matmul-rows.ts";
 import { GpuModel } from "../../src/gpu/model.ts";
@@ -120,11 +120,9 @@ describe.skipIf(noGpu)("KV-cache kernels and cached decoding", { timeout: 240_00
     };
     /** The same through the GPU's uncached forward, left-padded like the old generation path. */
     const gpuLast = async (seqs: number[][]): Promise<Float32Array> => {
-      const B = seqs.length, T = Math.max(...seqs.map((s) => s.length));
-      const ids = new Uint32Array(B * T), mask = new Uint32Array(B * T), positions = new Uint32Array(B * T);
-      seqs.forEach((s, b) => s.forEach((id, j) => { ids[b * T + T - s.length + j] = id; mask[b * T + T - s.length + j] = 1; positions[b * T + T - s.length + j] = j; }));
-      const ws = model.forward({ B, T, R: 1 }, { ids, mask, positions, predictRows: Uint32Array.from(seqs, (_, b) => b * T + T - 1), targets: new Uint32Array(B) });
-      return ctx.read(ws.logits, B * V);
+      const { shape, inputs } = leftPaddedBatch(seqs);
+      const ws = model.forward(shape, inputs);
+      return ctx.read(ws.logits, shape.B * V);
     };
     const seqs = prompts.map((p) => [...p]);
     const got = [await decoder.prefill()];
