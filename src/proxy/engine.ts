@@ -3,9 +3,11 @@
  * adapter is there, the CPU engine otherwise. A software adapter (lavapipe, SwiftShader) counts as none
  * under "auto": measured with bench/generate.ts, KV-cached generation on lavapipe is slower than the CPU
  * engine on the same cores, as the GPU trainer's selection (examples/calc/train.ts) assumes too.
+ * The GPU engine is wrapped in a {@link BatchingEngine}: concurrent calls decode as one batch.
  */
 import { GpuContext } from "../gpu/context.ts";
 import { GpuUnavailableError } from "../gpu/device.ts";
+import { BatchingEngine } from "./batching.ts";
 import { cpuGenerationEngine, type GenerationEngine } from "./generation.ts";
 import { GpuGenerationEngine } from "./gpu-generation.ts";
 
@@ -38,5 +40,5 @@ export async function createGenerationEngine(options: GenerationEngineOptions = 
     if (options.context === undefined) ctx.destroy();
     return cpuGenerationEngine;
   }
-  return new GpuGenerationEngine(ctx);
+  return new BatchingEngine(new GpuGenerationEngine(ctx));
 }

@@ -6,3 +6,4 @@ export * from "./openai-schemas.ts";
 export * from "./policy-server.ts";
 export * from "./gpu-generation.ts";
 export * from "./engine.ts";
+export * from "./batching.ts";

@@ -1,13 +1,13 @@
 /**
  * Engine selection for the policy server: "cpu" gives the CPU engine; "webgpu" the KV-cached GPU engine
- * (sharing a given device); "auto" the GPU engine only on a hardware adapter. And the policy server,
+ * (sharing a given device, behind the batching wrapper); "auto" the GPU engine only on a hardware adapter. And the policy server,
  * on the GPU engine, answers the `openai` client with the CPU engine's greedy tokens.
  */
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GpuContext } from "../../src/gpu/context.ts";
 import { applyChatTemplate, generate, initParams, presetConfig } from "../../src/model/index.ts";
-import { cpuGenerationEngine, createGenerationEngine, GpuGenerationEngine, ModelPolicy, PolicyServer } from "../../src/proxy/index.ts";
+import { BatchingEngine, cpuGenerationEngine, createGenerationEngine, GpuGenerationEngine, ModelPolicy, PolicyServer } from "../../src/proxy/index.ts";
 import { noGpu, probe } from "../gpu/gpu-env.ts";
 
 describe("generation engine selection", () => {
@@ -24,9 +24,11 @@ describe("generation engine selection", () => {
 
     it("webgpu shares the given device and caches keys and values; auto follows the adapter kind", async () => {
       const gpu = await createGenerationEngine({ backend: "webgpu", context: ctx });
-      expect(gpu).toBeInstanceOf(GpuGenerationEngine);
-      expect((gpu as GpuGenerationEngine).ctx).toBe(ctx);
-      expect((gpu as GpuGenerationEngine).kvCache).toBe(true);
+      expect(gpu).toBeInstanceOf(BatchingEngine);
+      const inner = (gpu as BatchingEngine).inner as GpuGenerationEngine;
+      expect(inner).toBeInstanceOf(GpuGenerationEngine);
+      expect(inner.ctx).toBe(ctx);
+      expect(inner.kvCache).toBe(true);
       const logs: string[] = [];
       const auto = await createGenerationEngine({ context: ctx, log: (m) => logs.push(m) });
       expect(auto.backend).toBe(probe.ok && probe.report.software ? "cpu" : "webgpu");
