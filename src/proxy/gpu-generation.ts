@@ -14,6 +14,7 @@ import type { ModelConfig } from "../model/config.ts";
 import { sampleToken } from "../model/generate.ts";
 import { Rng } from "../model/init.ts";
 import { EOS_ID } from "../model/tokenizer.ts";
+import { ValidationError } from "../types/errors.ts";
 import { finishGeneration, validateRequest, type FinishReason, type Generation, type GenerationEngine, type GenerationRequest } from "./generation.ts";
 
 /** log softmax(logits)[id], computed stably. */
@@ -61,11 +62,14 @@ class Live {
 export interface GpuGenerationOptions {
   /** Decode over a KV cache [true]; false recomputes the whole prefix every step. */
   kvCache?: boolean;
+  /** Most sequences decoded together [as many as the device's buffer limits allow]; more run in turns. */
+  maxBatch?: number;
 }
 
 export class GpuGenerationEngine implements GenerationEngine {
   readonly backend = "webgpu" as const;
   readonly kvCache: boolean;
+  readonly maxBatch: number;
   private model: GpuModel | null = null;
   private modelConfig: string | null = null;
   private uploaded: Float32Array | null = null;
@@ -76,6 +80,8 @@ export class GpuGenerationEngine implements GenerationEngine {
     options: GpuGenerationOptions = {},
   ) {
     this.kvCache = options.kvCache ?? true;
+    this.maxBatch = options.maxBatch ?? Infinity;
+    if (!(this.maxBatch >= 1)) throw new ValidationError(`maxBatch must be at least 1, got ${this.maxBatch}`, ["maxBatch"]);
   }
 
   static async create(options?: GpuDeviceOptions & GpuGenerationOptions): Promise<GpuGenerationEngine> {
@@ -113,7 +119,7 @@ export class GpuGenerationEngine implements GenerationEngine {
     while (todo.length > 0) {
       const T = Math.max(...todo.map((s) => s.req.prompt.length));
       const steps = Math.max(...todo.map((s) => s.limit)) - 1;
-      const fit = maxDecoderBatch(this.ctx, model.config, T, T + steps);
+      const fit = Math.min(this.maxBatch, maxDecoderBatch(this.ctx, model.config, T, T + steps));
       const group = todo.splice(0, fit);
       const decoder = new GpuDecoder(model, group.map((s) => s.req.prompt), T + steps);
       try {

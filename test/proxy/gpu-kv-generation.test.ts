@@ -44,6 +44,10 @@ describe.skipIf(noGpu)("KV-cached GPU generation", { timeout: 300_000 }, () => {
     expect(new Set(cpu.map((g) => g.tokenIds.length)).size).toBeGreaterThan(1); // rows really end at different steps
     expectSame(await cached.generate(config, params, requests), cpu);
     expectSame(await uncached.generate(config, params, requests), cpu);
+    // in turns of at most two sequences per decoder: the same answers
+    const inTwos = new GpuGenerationEngine(cached.ctx, { maxBatch: 2 });
+    expectSame(await inTwos.generate(config, params, requests), cpu);
+    inTwos.destroy();
   });
 
   it("seeded sampling with temperature and top-p is reproducible and draws the CPU engine's tokens", async () => {
