@@ -50,13 +50,14 @@ export function maxDecoderBatch(ctx: GpuContext, c: ModelConfig, T: number, slot
 }
 
 export class GpuDecoder {
-  readonly batch: number;
   /** Prompt slots (the longest prompt); slot T + t holds the t-th fed token. */
   readonly promptSlots: number;
-  private readonly kCache: GPUBuffer[] = [];
-  private readonly vCache: GPUBuffer[] = [];
-  private readonly mask: GPUBuffer;
-  private readonly lengths: number[];
+  // cache rows, replaced when sequences are dropped (keep)
+  private kCache: GPUBuffer[] = [];
+  private vCache: GPUBuffer[] = [];
+  private mask: GPUBuffer;
+  /** Prompt length of each sequence still held. */
+  private lengths: number[];
   private filled = 0;
   // one-token step workspace, [B, *]
   private readonly x: GPUBuffer;
@@ -82,7 +83,6 @@ export class GpuDecoder {
   ) {
     const c = model.config;
     const ctx = model.ctx;
-    this.batch = prompts.length;
     this.lengths = prompts.map((p) => p.length);
     this.promptSlots = Math.max(...this.lengths);
     if (this.batch === 0 || this.promptSlots === 0) throw new ValidationError("a decoder needs at least one non-empty prompt", ["prompts"]);
@@ -97,14 +97,13 @@ export class GpuDecoder {
       return b;
     };
     for (let l = 0; l < c.n_layers; l++) {
-      this.kCache.push(a(B * slots * kvd, `kv_cache.${l}.k`));
-      this.vCache.push(a(B * slots * kvd, `kv_cache.${l}.v`));
+      this.kCache.push(ctx.alloc(B * slots * kvd, `kv_cache.${l}.k`));
+      this.vCache.push(ctx.alloc(B * slots * kvd, `kv_cache.${l}.v`));
     }
     // Real slots: a prompt's own (after its left padding) and every decoded one.
     const mask = new Uint32Array(B * slots);
     this.lengths.forEach((len, b) => mask.fill(1, b * slots + this.promptSlots - len, (b + 1) * slots));
-    this.mask = a(B * slots, "kv_cache.mask");
-    ctx.write(this.mask, mask);
+    this.mask = ctx.upload(mask, "kv_cache.mask");
     this.x = a(B * c.d_model, "decode.x");
     this.h = a(B * c.d_model, "decode.h");
     this.rstd = a(B, "decode.rstd");
@@ -118,6 +117,39 @@ export class GpuDecoder {
     this.logits = a(B * c.vocab_size, "decode.logits");
     this.ids = a(B, "decode.ids");
     this.positions = a(B, "decode.positions");
+  }
+
+  /** Sequences held (fewer after {@link keep}). */
+  get batch(): number {
+    return this.lengths.length;
+  }
+
+  /**
+   * Keeps only the sequences `rows` (ascending indices into the current batch), in that order: their
+   * cache rows move to new, smaller buffers and later steps compute only them. Their results do not
+   * change: each sequence's arithmetic is its own.
+   */
+  keep(rows: readonly number[]): void {
+    if (this.filled === 0) throw new ValidationError("prefill before dropping sequences", ["keep"]);
+    if (rows.length === 0 || rows.some((b, i) => !Number.isInteger(b) || b < 0 || b >= this.batch || (i > 0 && b <= rows[i - 1])))
+      throw new ValidationError(`rows must be ascending indices into a batch of ${this.batch}, at least one`, ["rows"]);
+    if (rows.length === this.batch) return;
+    const ctx = this.model.ctx;
+    const kvd = this.model.config.n_kv_heads * headDim(this.model.config);
+    const old: GPUBuffer[] = [];
+    const move = (src: GPUBuffer, width: number, label: string): GPUBuffer => {
+      const bytes = this.slots * width * 4;
+      const dst = ctx.alloc(rows.length * this.slots * width, label);
+      rows.forEach((b, i) => ctx.copy(src, dst, bytes, b * bytes, i * bytes));
+      old.push(src);
+      return dst;
+    };
+    this.kCache = this.kCache.map((b, l) => move(b, kvd, `kv_cache.${l}.k`));
+    this.vCache = this.vCache.map((b, l) => move(b, kvd, `kv_cache.${l}.v`));
+    this.mask = move(this.mask, 1, "kv_cache.mask");
+    this.lengths = rows.map((b) => this.lengths[b]);
+    ctx.flush(); // the copies are submitted before their sources go
+    for (const b of old) b.destroy();
   }
 
   /** Filled slots (prompt slots plus fed tokens). */
@@ -214,6 +246,6 @@ export class GpuDecoder {
 
   destroy(): void {
     this.model.ctx.flush();
-    for (const b of this.all) b.destroy();
+    for (const b of [...this.all, ...this.kCache, ...this.vCache, this.mask]) b.destroy();
   }
 }

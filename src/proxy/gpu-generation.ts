@@ -120,7 +120,7 @@ export class GpuGenerationEngine implements GenerationEngine {
       const T = Math.max(...todo.map((s) => s.req.prompt.length));
       const steps = Math.max(...todo.map((s) => s.limit)) - 1;
       const fit = Math.min(this.maxBatch, maxDecoderBatch(this.ctx, model.config, T, T + steps));
-      const group = todo.splice(0, fit);
+      let group = todo.splice(0, fit);
       const decoder = new GpuDecoder(model, group.map((s) => s.req.prompt), T + steps);
       try {
         let logits = await decoder.prefill();
@@ -128,7 +128,13 @@ export class GpuGenerationEngine implements GenerationEngine {
           group.forEach((s, b) => {
             if (s.finish === null) s.take(logits.subarray(b * V, (b + 1) * V));
           });
-          if (group.every((s) => s.finish !== null)) break;
+          const alive = group.flatMap((s, b) => (s.finish === null ? [b] : []));
+          if (alive.length === 0) break;
+          // Once half the sequences have ended, drop them from the cache instead of computing them on.
+          if (alive.length <= group.length / 2) {
+            decoder.keep(alive);
+            group = alive.map((b) => group[b]);
+          }
           logits = await decoder.step(group.map((s) => (s.finish === null ? s.tokens[s.tokens.length - 1] : null)));
         }
       } finally {

@@ -149,4 +149,29 @@ describe.skipIf(noGpu)("KV-cache kernels and cached decoding", { timeout: 240_00
     decoder.destroy();
     model.destroy();
   });
+
+  it("dropping sequences from the cache leaves the others' logits bit for bit", async () => {
+    const config: ModelConfig = { vocab_size: 30, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 40, max_seq_len: 16, rope_theta: 10000, norm_eps: 1e-5, tie_embeddings: true };
+    const model = new GpuModel(ctx, config, initParams(config, 9), false);
+    const prompts = [[1, 2], [3, 4, 5, 6], [7, 8, 9], [10]];
+    const V = config.vocab_size;
+    const all = new GpuDecoder(model, prompts, 8);
+    const kept = new GpuDecoder(model, prompts, 8);
+    await all.prefill();
+    await kept.prefill();
+    await all.step([11, 12, 13, 14]);
+    await kept.step([11, 12, 13, 14]);
+    kept.keep([1, 3]);
+    expect(kept.batch).toBe(2);
+    for (const t of [15, 16, 17]) {
+      const full = await all.step([t, t, t, t]);
+      const part = await kept.step([t, t]);
+      expect(part.subarray(0, V)).toEqual(full.subarray(V, 2 * V));
+      expect(part.subarray(V, 2 * V)).toEqual(full.subarray(3 * V, 4 * V));
+    }
+    expect(() => kept.keep([1, 0])).toThrow(/ascending/);
+    all.destroy();
+    kept.destroy();
+    model.destroy();
+  });
 });
