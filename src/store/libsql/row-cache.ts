@@ -1,6 +1,6 @@
 /**
- * Rows of the libSQL store kept in this process between transactions, and row writes held back until
- * the transaction commits. Why: a rollout's life is ~30 small statements, each costing far more in the
+ * Rows of the libSQL store kept in this process between transactions, and row writes (and queue
+ * pushes) held back until the transaction commits. Why: a rollout's life is ~30 small statements, each costing far more in the
  * binding than the row work itself; with the rows at hand, most reads need no statement, and the
  * writes of a whole group commit (driver.ts) go out as a few multi-row upserts just before COMMIT.
  *
@@ -19,7 +19,7 @@
  * Cached rows are frozen all the way down: the core hands them to callers as they are (DECISIONS row 9).
  */
 import type { SqlConn, SqlValue } from "./driver.ts";
-import { MAX_BIND_PARAMS, chunkSizes, quoted, rowsSql } from "./sql.ts";
+import { MAX_BIND_PARAMS, chunkSizes, multiRowSql, quoted } from "./sql.ts";
 
 /** Rows kept before the cache is dropped (checked between transactions, when nothing is held back). */
 const CACHE_LIMIT = 50_000;
@@ -29,8 +29,7 @@ export class CachedTable<V> {
   readonly rows = new Map<string, V | null>();
   /** Key -> the row's SQL values, in first-write order (new rows get their rowids in that order). */
   readonly dirty = new Map<string, SqlValue[]>();
-  private readonly head: string;
-  private readonly tail: string;
+  private readonly sql: (rows: number) => string;
 
   constructor(
     readonly table: string,
@@ -39,9 +38,8 @@ export class CachedTable<V> {
     /** The SET clause of the upsert; default: every non-key column from the new row. */
     set?: string,
   ) {
-    this.head = `INSERT INTO "${table}" (${quoted(columns)}) VALUES `;
     const update = set ?? columns.filter((c) => !key.includes(c)).map((c) => `"${c}" = excluded."${c}"`).join(", ");
-    this.tail = ` ON CONFLICT (${quoted(key)}) DO UPDATE SET ${update}`;
+    this.sql = multiRowSql(`INSERT INTO "${table}" (${quoted(columns)}) VALUES `, columns.length, ` ON CONFLICT (${quoted(key)}) DO UPDATE SET ${update}`);
   }
 
   /** Writes every held-back row with multi-row upserts (a few fixed statement shapes). */
@@ -53,7 +51,7 @@ export class CachedTable<V> {
       const args: SqlValue[] = [];
       for (let k = i; k < i + size; k++) for (const v of values[k]!) args.push(v);
       i += size;
-      await c.run(this.head + rowsSql(n, size) + this.tail, args);
+      await c.run(this.sql(size), args);
     }
   }
 }
@@ -62,6 +60,8 @@ export class RowCache {
   private readonly tables: CachedTable<unknown>[] = [];
   /** Per rollout: its latest attempt (`null`: it has none). */
   readonly latest = new Map<string, unknown>();
+  /** Rollout ids pushed onto the queue and not yet written: they come after every queued row in SQL. */
+  readonly queued: string[] = [];
   private undo: (() => void)[] | null = null;
   private version: SqlValue | undefined = undefined;
 
@@ -92,6 +92,7 @@ export class RowCache {
   }
 
   get dirty(): boolean {
+    if (this.queued.length > 0) return true;
     for (const t of this.tables) if (t.dirty.size > 0) return true;
     return false;
   }
@@ -102,6 +103,7 @@ export class RowCache {
       t.dirty.clear();
     }
     this.latest.clear();
+    this.queued.length = 0;
   }
 
   startMember(): void {
@@ -155,11 +157,30 @@ export class RowCache {
     this.latest.set(rolloutId, attempt);
   }
 
+  /** Holds back queue pushes (appended in order at the flush). */
+  enqueue(ids: readonly string[]): void {
+    const before = this.queued.length;
+    this.undo?.push(() => (this.queued.length = before));
+    for (const id of ids) this.queued.push(id);
+  }
+
+  /** Takes up to `n` ids from the front of the held-back pushes. */
+  dequeue(n: number): string[] {
+    const taken = this.queued.splice(0, n);
+    if (taken.length > 0) this.undo?.push(() => this.queued.unshift(...taken));
+    return taken;
+  }
+
   /**
    * Writes out every held-back row. Inside a caller (a query in a write transaction) the statements
    * fall under its savepoint: if it fails they are rolled back, so the rows become held back again.
    */
   async flush(c: SqlConn): Promise<void> {
+    if (this.queued.length > 0) {
+      const ids = this.queued.splice(0);
+      this.undo?.push(() => this.queued.unshift(...ids));
+      await c.run(`INSERT INTO "queue" ("rollout_id") SELECT value FROM json_each(?) ORDER BY key`, [JSON.stringify(ids)]);
+    }
     for (const t of this.tables) {
       if (t.dirty.size === 0) continue;
       await t.flush(c);

@@ -7,7 +7,33 @@
 export const MAX_BIND_PARAMS = 8000;
 
 export const placeholders = (cols: number): string => `(${new Array(cols).fill("?").join(", ")})`;
-export const rowsSql = (cols: number, rows: number): string => new Array(rows).fill(placeholders(cols)).join(", ");
+/**
+ * `(?, ?), (?, ?), ...`: `rows` groups of `cols` placeholders. Memoised: the driver finds its prepared
+ * statement by the SQL text, and a string built anew is hashed (all of it) on every lookup.
+ */
+export function rowsSql(cols: number, rows: number): string {
+  const key = cols * 100_000 + rows;
+  let sql = rowsTexts.get(key);
+  if (sql === undefined) {
+    sql = new Array(rows).fill(placeholders(cols)).join(", ");
+    rowsTexts.set(key, sql);
+  }
+  return sql;
+}
+const rowsTexts = new Map<number, string>();
+
+/** `head + rowsSql(cols, rows) + tail`, memoised per row count (see rowsSql). */
+export function multiRowSql(head: string, cols: number, tail: string): (rows: number) => string {
+  const texts = new Map<number, string>();
+  return (rows) => {
+    let sql = texts.get(rows);
+    if (sql === undefined) {
+      sql = head + rowsSql(cols, rows) + tail;
+      texts.set(rows, sql);
+    }
+    return sql;
+  };
+}
 export const quoted = (cols: readonly string[]): string => cols.map((c) => `"${c}"`).join(", ");
 
 /**

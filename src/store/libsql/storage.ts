@@ -7,7 +7,8 @@
  * Rollouts, attempts, workers, span counters and resources are kept in a `RowCache` (row-cache.ts)
  * between transactions, checked against other writers at every transaction start; rollout, attempt,
  * worker and counter writes are held back and go out as multi-row upserts just before the commit.
- * The queue and spans are written at once (their order and duplicate checks live in SQL).
+ * Queue pushes are held back too (they follow every queued row already in SQL); pops, spans and
+ * resources are written at once (their order and duplicate checks live in SQL).
  * On the embedded driver every statement is synchronous, so a method served from the cache or the
  * binding returns its value directly (no promise on the hot path).
  */
@@ -19,7 +20,7 @@ import type { AttemptPatchRow, CollectionName, RolloutPatchRow, Rows, Storage, S
 import type { MaybePromise, SqlConn, SqlDriver, SqlRow, SqlValue, TxHooks } from "./driver.ts";
 import { planMust, planQuery } from "./query-sql.ts";
 import { CachedTable, RowCache } from "./row-cache.ts";
-import { MAX_BIND_PARAMS, chunkSizes, quoted, rowsSql } from "./sql.ts";
+import { MAX_BIND_PARAMS, chunkSizes, multiRowSql, quoted } from "./sql.ts";
 import {
   ATTEMPT_COLUMNS,
   ROLLOUT_COLUMNS,
@@ -49,12 +50,20 @@ const SELECT_ROLLOUT_WITH_LATEST =
 const SELECT_ATTEMPT_AND_LATEST =
   `${attemptSpec.select} WHERE "rollout_id" = ? AND ("attempt_id" = ? OR "sequence_id" = (SELECT MAX("sequence_id") FROM "attempts" WHERE "rollout_id" = ?))`;
 const SELECT_LATEST_ATTEMPT = `${attemptSpec.select} WHERE "rollout_id" = ? ORDER BY "sequence_id" DESC LIMIT 1`;
+/** The latest attempt of each rollout in a JSON list; the index on (rollout_id, sequence_id) finds each max. */
+const SELECT_LATEST_ATTEMPTS =
+  `${attemptSpec.select} AS a WHERE "rollout_id" IN (SELECT value FROM json_each(?)) ` +
+  `AND "sequence_id" = (SELECT MAX(b."sequence_id") FROM "attempts" AS b WHERE b."rollout_id" = a."rollout_id")`;
+const POP_QUEUE = `DELETE FROM "queue" WHERE "id" IN (SELECT "id" FROM "queue" ORDER BY "id" LIMIT ?) RETURNING "id", "rollout_id"`;
 const SELECT_WORKER = `${workerSpec.select} WHERE "worker_id" = ?`;
 const SELECT_SEQUENCE = `SELECT "value" FROM "span_sequences" WHERE "rollout_id" = ?`;
 const SELECT_RESOURCES = `${resourcesSpec.select} WHERE "resources_id" = ?`;
 const SELECT_LATEST_RESOURCES = `${resourcesSpec.select} ORDER BY "write_order" DESC, "update_time" DESC LIMIT 1`;
-const INSERT_SPANS_HEAD = `INSERT INTO "spans" (${quoted(SPAN_COLUMNS)}) VALUES `;
-const INSERT_SPANS_TAIL = ` ON CONFLICT ("rollout_id", "attempt_id", "span_id") DO NOTHING`;
+const INSERT_SPANS = multiRowSql(
+  `INSERT INTO "spans" (${quoted(SPAN_COLUMNS)}) VALUES `,
+  SPAN_COLUMNS.length,
+  ` ON CONFLICT ("rollout_id", "attempt_id", "span_id") DO NOTHING`,
+);
 // An upsert (not INSERT OR REPLACE) keeps the row's rowid, i.e. its place in insertion order.
 const PUT_RESOURCES =
   `INSERT INTO "resources" ("resources_id", "create_time", "update_time", "version", "resources", "write_order") ` +
@@ -210,12 +219,8 @@ export class SqlTx implements StorageTx {
       else if (known !== null) out.set(id, known);
     }
     if (unknown.length === 0) return out;
-    // One JSON parameter whatever the number of ids; the index on (rollout_id, sequence_id) finds each max.
-    const sql =
-      `${attemptSpec.select} AS a WHERE "rollout_id" IN (SELECT value FROM json_each(?)) ` +
-      `AND "sequence_id" = (SELECT MAX(b."sequence_id") FROM "attempts" AS b WHERE b."rollout_id" = a."rollout_id")`;
     return this.flushed(() =>
-      then(this.c.all(sql, [JSON.stringify(unknown)]), (rows) => {
+      then(this.c.all(SELECT_LATEST_ATTEMPTS, [JSON.stringify(unknown)]), (rows) => {
         for (const row of rows) {
           const a = attemptSpec.fromRow(row);
           out.set(a.rollout_id, a);
@@ -249,24 +254,25 @@ export class SqlTx implements StorageTx {
 
   // Queue ------------------------------------------------------------------------------------------
 
-  pushQueue(ids: readonly string[]): MaybePromise<void> {
-    if (ids.length === 0) return;
-    const done = ids.length === 1
-      ? this.c.run(`INSERT INTO "queue" ("rollout_id") VALUES (?)`, [ids[0]!])
-      : this.c.run(`INSERT INTO "queue" ("rollout_id") SELECT value FROM json_each(?) ORDER BY key`, [JSON.stringify(ids)]);
-    return then(done, () => undefined);
+  pushQueue(ids: readonly string[]): void {
+    // Held back until the commit: newer than every queued row in SQL, so FIFO order holds.
+    this.cache.enqueue(ids);
   }
 
   popQueue(n: number): MaybePromise<string[]> {
     if (n <= 0) return [];
-    return then(this.c.all(`DELETE FROM "queue" WHERE "id" IN (SELECT "id" FROM "queue" ORDER BY "id" LIMIT ?) RETURNING "id", "rollout_id"`, [n]), (rows) => {
+    return then(this.c.all(POP_QUEUE, [n]), (rows) => {
       // RETURNING has no guaranteed order: restore FIFO order by id.
       if (rows.length > 1) rows.sort((a, b) => (a[0] as number) - (b[0] as number));
-      return rows.map((r) => r[1] as string);
+      const ids = rows.map((r) => r[1] as string);
+      // Then the pushes of this transaction that are still held back.
+      if (ids.length < n) for (const id of this.cache.dequeue(n - ids.length)) ids.push(id);
+      return ids;
     });
   }
 
   queueHas(id: string): MaybePromise<boolean> {
+    if (this.cache.queued.includes(id)) return true;
     return then(this.c.get(`SELECT 1 FROM "queue" WHERE "rollout_id" = ? LIMIT 1`, [id]), (row) => row !== undefined);
   }
 
@@ -291,7 +297,7 @@ export class SqlTx implements StorageTx {
     let start = 0;
     for (const size of chunkSizes(fresh.length, Math.floor(MAX_BIND_PARAMS / n))) {
       const chunk = fresh.length === size ? args : args.slice(start * n, (start + size) * n);
-      const { changes, lastRowid } = await this.c.run(INSERT_SPANS_HEAD + rowsSql(n, size) + INSERT_SPANS_TAIL, chunk);
+      const { changes, lastRowid } = await this.c.run(INSERT_SPANS(size), chunk);
       if (changes === size) whole.push([start, start + size]);
       else if (changes > 0) {
         // Some were duplicates: the rows this statement inserted are the last `changes` ids (ids are
