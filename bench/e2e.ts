@@ -17,10 +17,16 @@
  * Scaled to this machine: attribute trees of depth 1–2, breadth 2–4, keys 3–20 chars, values 5–60 chars
  * (upstream: depth 1–3, breadth 2–6, values 5–300, which alone would be ~400 KB of JSON per rollout).
  *
- * Run: `npx tsx bench/e2e.ts [--tasks 2000] [--runners 8] [--rounds 3] [scenario ...]`
+ * The timed window opens after every runner has reached the store and has run `--warmup` untimed
+ * rollouts (process start-up and JIT warm-up are not measured: a training run amortizes them). Each
+ * line gives wall rates, CPU per rollout by process kind (the algorithm/server process, all runner
+ * processes), and, client-server, the HTTP requests per rollout the server received, by route.
+ *
+ * Run: `npx tsx bench/e2e.ts [--tasks 2000] [--runners 8] [--rounds 3] [--warmup 50] [scenario ...]`
  *      (or `npm run bench -- e2e`).
  */
 import { spawnSync } from "node:child_process";
+import http from "node:http";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -47,6 +53,8 @@ const TASKS = process.env.AGL_E2E_SCENARIO === "cs-libsql-per-span" ? Math.max(2
 const RUNNERS = opt("runners", 8);
 const ROUNDS = opt("rounds", 3);
 const SPANS_PER_ROLLOUT = ROUNDS * 4 + 1;
+/** Untimed warm-up rollouts per runner before the measured window. */
+const WARMUP = opt("warmup", 50);
 
 // ---------------------------------------------------------------------------------------------------
 // The agent
@@ -91,6 +99,23 @@ class BenchAgent extends LitAgent<string> {
   }
 }
 
+/**
+ * HTTP requests the store server has received, by route (ids masked), counted in the serving process
+ * by watching the Node server's "request" events: the protocol cost of a rollout, whatever the client does.
+ */
+const requestCounts = new Map<string, number>();
+function countServerRequests(): void {
+  const emit = http.Server.prototype.emit;
+  http.Server.prototype.emit = function (this: http.Server, event: string | symbol, ...args: unknown[]) {
+    if (event === "request") {
+      const req = args[0] as http.IncomingMessage;
+      const route = `${req.method} ${(req.url ?? "").split("?")[0]!.replace(/\/(ro|at|rs|sp)-[0-9a-f]+|\/Worker-\d+/g, "/:id")}`;
+      requestCounts.set(route, (requestCounts.get(route) ?? 0) + 1);
+    }
+    return emit.apply(this, [event, ...args] as Parameters<typeof emit>);
+  } as typeof emit;
+}
+
 /** CPU seconds (user + system) a process has used so far, from /proc (Linux). */
 function cpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
@@ -107,11 +132,17 @@ async function runScenario(scenario: Scenario): Promise<void> {
   const isChild = process.env.AGL_WORKER_ID !== undefined;
   let store: LightningStore = new InMemoryLightningStore();
   if ((cs && !isChild) || scenario === "shm-libsql") store = await openStore(`file:${join(dir, "store.db")}`);
+  if (cs && !isChild) countServerRequests();
   let result: Record<string, unknown> | null = null;
   const algorithm = algo(async ({ store: s }) => {
     await s.addResources({ p: { resource_type: "prompt_template", template: "{x}", engine: "f-string" } });
     // Wait until every runner has reached the store, so process start-up is not measured.
     for (let i = 0; i < 600 && (await s.queryWorkers({ limit: 0 })).total < RUNNERS; i++) await new Promise((r) => setTimeout(r, 100));
+    // Warm-up, not timed: every runner process compiles its hot paths (JIT) before the window opens, as
+    // a long training run would have long done; the window then measures the steady state.
+    const warm = await s.enqueueManyRollouts(Array.from({ length: WARMUP * RUNNERS }, (_, j) => ({ input: `warm-${j}`, mode: "train" as const })));
+    await s.waitForRollouts({ rollout_ids: warm.map((r) => r.rollout_id), timeout: 600 });
+    requestCounts.clear();
     const pids = [process.pid, ...strategyChildren().map((c) => c.pid!).filter(Boolean)];
     const cpu0 = pids.map(cpuSeconds);
     const t0 = performance.now();
@@ -123,6 +154,7 @@ async function runScenario(scenario: Scenario): Promise<void> {
     const done = await s.waitForRollouts({ rollout_ids: ids, timeout: 600 });
     const seconds = (performance.now() - t0) / 1000;
     const cpu = pids.map((p, i) => cpuSeconds(p) - cpu0[i]!);
+    const requests = Object.fromEntries([...requestCounts].sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, +(v / TASKS).toFixed(3)]));
     // Verification (not timed), on a sample to keep it short.
     const problems: string[] = [];
     if (done.length !== TASKS) problems.push(`${TASKS - done.length} rollouts unfinished`);
@@ -150,6 +182,8 @@ async function runScenario(scenario: Scenario): Promise<void> {
       runnersCpuSec: cpu.slice(1).reduce((a, b) => a + b, 0),
       // What that CPU allows on two dedicated cores: every process needs CPU, the busiest one needs its own core.
       cpuBoundRolloutsPerSec: TASKS / Math.max(cpu.reduce((a, b) => a + b, 0) / 2, ...cpu),
+      // HTTP requests per rollout the server received in the window, by route (client-server only).
+      requestsPerRollout: requests,
       problems: problems.slice(0, 5),
     };
   });
@@ -186,7 +220,7 @@ if (scenarioArg) {
   const chosen = SCENARIOS.filter((s) => argv.includes(s));
   const list = chosen.length > 0 ? chosen : SCENARIOS;
   console.log(`e2e: ${TASKS} tasks (a quarter for the per-span baseline), ${RUNNERS} runners, ${SPANS_PER_ROLLOUT} spans per rollout; ${availableParallelism()} CPUs, load ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
-  const results: Record<string, { tasks: number; rolloutsPerSec: number; spansPerSec: number; seconds: number; serverCpuSec: number; runnersCpuSec: number; cpuBoundRolloutsPerSec: number; problems: string[] }> = {};
+  const results: Record<string, { tasks: number; rolloutsPerSec: number; spansPerSec: number; seconds: number; serverCpuSec: number; runnersCpuSec: number; cpuBoundRolloutsPerSec: number; requestsPerRollout: Record<string, number>; problems: string[] }> = {};
   for (const scenario of list) {
     const r = spawnSync(process.execPath, [...process.execArgv, process.argv[1]!, ...argv], {
       env: { ...process.env, AGL_E2E_SCENARIO: scenario, AGL_LOG_LEVEL: process.env.AGL_LOG_LEVEL ?? "error" },
@@ -200,12 +234,16 @@ if (scenarioArg) {
       process.exitCode = 1;
       continue;
     }
-    const res = JSON.parse(line.slice(7));
+    const res = JSON.parse(line.slice(7)) as (typeof results)[string];
     results[scenario] = res;
     console.log(
       `${scenario.padEnd(20)} ${res.rolloutsPerSec.toFixed(1).padStart(8)} rollouts/s ${res.spansPerSec.toFixed(0).padStart(8)} spans/s ` +
         `(${res.seconds.toFixed(2)} s wall) | CPU: server ${res.serverCpuSec.toFixed(2)} s, runners ${res.runnersCpuSec.toFixed(2)} s, ` +
-        `${((1000 * (res.serverCpuSec + res.runnersCpuSec)) / res.tasks).toFixed(2)} ms/rollout -> ${res.cpuBoundRolloutsPerSec.toFixed(0)} rollouts/s on 2 dedicated cores` +
+        `${((1000 * (res.serverCpuSec + res.runnersCpuSec)) / res.tasks).toFixed(2)} ms/rollout (server ${((1000 * res.serverCpuSec) / res.tasks).toFixed(2)}, ` +
+        `runners ${((1000 * res.runnersCpuSec) / res.tasks).toFixed(2)}) -> ${res.cpuBoundRolloutsPerSec.toFixed(0)} rollouts/s on 2 dedicated cores` +
+        (Object.keys(res.requestsPerRollout).length
+          ? `\n${"".padEnd(20)} requests/rollout ${Object.values(res.requestsPerRollout).reduce((a, b) => a + b, 0).toFixed(2)}: ${Object.entries(res.requestsPerRollout).map(([k, v]) => `${k} ${v}`).join(", ")}`
+          : "") +
         `${res.problems.length ? `  PROBLEMS: ${res.problems.join("; ")}` : ""}`,
     );
     if (res.problems.length) process.exitCode = 1;

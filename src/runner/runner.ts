@@ -269,7 +269,7 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
         return result;
       });
       spans = await postProcessRolloutResult(store, this.tracer, rollout, raw);
-      log.info(`${this.prefix(rid)} Completed in ${(systemClock.now() - started).toFixed(2)}s. Collected ${spans.length} span(s). Final reward: ${finalReward(spans)}`);
+      if (log.isEnabled("info")) log.info(`${this.prefix(rid)} Completed in ${(systemClock.now() - started).toFixed(2)}s. Collected ${spans.length} span(s). Final reward: ${finalReward(spans)}`);
     } catch (err) {
       failed = true;
       log.error(`${this.prefix(rid)} Exception during rollout`, err);

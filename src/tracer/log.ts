@@ -55,6 +55,10 @@ export function captureLogs(): { records: LogRecord[]; text(): string; stop(): v
 
 export class Logger {
   constructor(readonly name: string) {}
+  /** Whether a record at `level` goes anywhere: lets a hot path skip building a message nobody reads. */
+  isEnabled(level: LogLevel): boolean {
+    return ORDER[level] >= ORDER[threshold] || sinks.length > 1;
+  }
   private emit(level: LogLevel, message: string, error?: unknown): void {
     const record: LogRecord = error === undefined ? { level, logger: this.name, message } : { level, logger: this.name, message, error };
     for (const s of sinks) s(record);
