@@ -123,6 +123,46 @@ interface QueuedSpanRequest extends SpanRequest {
   reject(err: unknown): void;
 }
 
+/** A (rollout, attempt) that spans of one write name: its sequence high-water mark and whether it got a span. */
+interface SpanTarget {
+  attempt: Attempt;
+  maxSequence: number;
+  beat: boolean;
+}
+
+/**
+ * The span targets of one write, in first-seen order. Nearly every write names a single (rollout,
+ * attempt): that one is found without building a key string or a map.
+ */
+class SpanTargets {
+  readonly list: SpanTarget[] = [];
+  private index: Map<string, SpanTarget> | null = null;
+
+  private static key(rolloutId: string, attemptId: string): string {
+    return `${rolloutId}\u0000${attemptId}`;
+  }
+
+  get(rolloutId: string, attemptId: string): SpanTarget | undefined {
+    if (this.index !== null) return this.index.get(SpanTargets.key(rolloutId, attemptId));
+    const only = this.list[0];
+    return only !== undefined && only.attempt.attempt_id === attemptId && only.attempt.rollout_id === rolloutId ? only : undefined;
+  }
+
+  add(target: SpanTarget): void {
+    this.list.push(target);
+    if (this.list.length === 1) return;
+    this.index ??= new Map(this.list.slice(0, -1).map((x) => [SpanTargets.key(x.attempt.rollout_id, x.attempt.attempt_id), x]));
+    this.index.set(SpanTargets.key(target.attempt.rollout_id, target.attempt.attempt_id), target);
+  }
+}
+
+/** The spans of the only request of a write, or its error. */
+function onlyResult(results: (Span[] | Error)[]): Span[] {
+  const r = results[0]!;
+  if (r instanceof Error) throw r;
+  return r;
+}
+
 /** Spans per group-commit transaction (a single bigger request still goes in whole). */
 const MAX_GROUP_COMMIT_SPANS = 5000;
 
@@ -382,14 +422,6 @@ export class LightningStoreCore implements LightningStore {
     return updated;
   }
 
-  /** §3.4: a span reached this attempt (rollout and attempt as read earlier in the same transaction). */
-  private *onSpanHeartbeat(t: StorageTx, rollout: Rollout, attempt: Attempt, now: number, fx: Effects): TxBody<void> {
-    const updated: Attempt = yield t.updateAttempt(attempt.rollout_id, attempt.attempt_id, heartbeatPatch(attempt, now));
-    const latest: Attempt | null = yield t.getLatestAttempt(attempt.rollout_id);
-    const next = rolloutStatusAfterSpan(rollout.status, updated.status, latest?.attempt_id === attempt.attempt_id);
-    if (next !== null) yield* this.setRolloutStatus(t, rollout, next, now, fx);
-  }
-
   private notifyFinished(fx: Effects): void {
     for (const id of fx.finished) {
       const set = this.waiters.get(id);
@@ -397,8 +429,8 @@ export class LightningStoreCore implements LightningStore {
     }
   }
 
-  private *requireRollout(t: StorageTx, rolloutId: string): TxBody<Rollout> {
-    const r: Rollout | null = yield t.getRollout(rolloutId);
+  /** The rollout just read (`yield t.getRollout(id)`), or NotFoundError. */
+  private static found(r: Rollout | null, rolloutId: string): Rollout {
     if (!r) throw new NotFoundError(`Rollout ${rolloutId} not found`, "rollout", rolloutId);
     return r;
   }
@@ -711,13 +743,8 @@ export class LightningStoreCore implements LightningStore {
   private insertSpans(spans: Span[], allocate: boolean): MaybePromise<Span[]> {
     if (spans.length === 0) return [];
     if (!this.storage.groupCommit) {
-      const only = (results: (Span[] | Error)[]): Span[] => {
-        const r = results[0]!;
-        if (r instanceof Error) throw r;
-        return r;
-      };
       const results = this.writeSpanRequests([{ spans, allocate }]);
-      return isThenable(results) ? results.then(only) : only(results);
+      return isThenable(results) ? results.then(onlyResult) : onlyResult(results);
     }
     return new Promise<Span[]>((resolve, reject) => {
       this.spanQueue.push({ spans, allocate, resolve, reject });
@@ -934,7 +961,7 @@ export class LightningStoreCore implements LightningStore {
   }
 
   private *startAttemptTx(t: StorageTx, rolloutId: string, workerId: string | null, fx: Effects): TxBody<AttemptedRollout> {
-    const rollout = yield* this.requireRollout(t, rolloutId);
+    const rollout = LightningStoreCore.found(yield t.getRollout(rolloutId), rolloutId);
     const now = this.clock.now();
     // max_attempts does not limit manual attempts (upstream MUST).
     const count: number = yield t.countAttempts(rolloutId);
@@ -988,7 +1015,7 @@ export class LightningStoreCore implements LightningStore {
   }
 
   private *updateAttemptTx(t: StorageTx, rolloutId: string, attemptId: string, p: AttemptPatch, fx: Effects): TxBody<Attempt> {
-    const rollout = yield* this.requireRollout(t, rolloutId);
+    const rollout = LightningStoreCore.found(yield t.getRollout(rolloutId), rolloutId);
     const latest: Attempt | null = yield t.getLatestAttempt(rolloutId);
     if (!latest) throw new NotFoundError(`No attempts found for rollout ${rolloutId}`, "attempt", attemptId);
     const attempt: Attempt | null =
@@ -1030,19 +1057,18 @@ export class LightningStoreCore implements LightningStore {
   }
 
   private *writeSpansTx(t: StorageTx, requests: readonly SpanRequest[], fx: Effects): TxBody<(Span[] | Error)[]> {
-    const targets = new Map<string, { rollout: Rollout; attempt: Attempt }>();
+    const targets = new SpanTargets();
     const out: (Span[] | Error)[] = [];
     const accepted: Span[][] = [];
     for (const req of requests) {
       try {
         // Every (rollout, attempt) of the request must exist before anything is written.
         for (const s of req.spans) {
-          const key = `${s.rollout_id}\u0000${s.attempt_id}`;
-          if (targets.has(key)) continue;
-          const rollout = yield* this.requireRollout(t, s.rollout_id);
+          if (targets.get(s.rollout_id, s.attempt_id) !== undefined) continue;
+          LightningStoreCore.found(yield t.getRollout(s.rollout_id), s.rollout_id);
           const attempt: Attempt | null = yield t.getAttempt(s.rollout_id, s.attempt_id);
           if (!attempt) throw new NotFoundError(`Attempt ${s.attempt_id} not found for rollout ${s.rollout_id}`, "attempt", s.attempt_id);
-          targets.set(key, { rollout, attempt });
+          targets.add({ attempt, maxSequence: Number.NEGATIVE_INFINITY, beat: false });
         }
       } catch (e) {
         if (!(e instanceof NotFoundError)) throw e;
@@ -1057,19 +1083,26 @@ export class LightningStoreCore implements LightningStore {
     }
     const all = accepted.length === 1 ? accepted[0]! : accepted.flat();
     if (all.length === 0) return out;
-    const maxSeq = new Map<string, number>();
-    for (const s of all) maxSeq.set(s.rollout_id, Math.max(maxSeq.get(s.rollout_id) ?? Number.NEGATIVE_INFINITY, s.sequence_id));
-    for (const [rid, seq] of maxSeq) yield t.chmaxSequence(rid, seq);
+    for (const s of all) {
+      const target = targets.get(s.rollout_id, s.attempt_id)!;
+      if (s.sequence_id > target.maxSequence) target.maxSequence = s.sequence_id;
+    }
+    for (const target of targets.list) {
+      if (target.maxSequence !== Number.NEGATIVE_INFINITY) yield t.chmaxSequence(target.attempt.rollout_id, target.maxSequence);
+    }
     const done: Span[] = yield t.insertSpans(all);
     if (done.length > 0) {
       const now = this.clock.now();
-      const beats = new Set<string>();
-      for (const s of done) beats.add(`${s.rollout_id}\u0000${s.attempt_id}`);
-      // Rollouts are re-read per heartbeat: an earlier heartbeat of this batch may have changed one.
-      for (const key of beats) {
-        const { attempt } = targets.get(key)!;
+      for (const s of done) targets.get(s.rollout_id, s.attempt_id)!.beat = true;
+      // §3.4, once per (rollout, attempt) that got a span. Rollouts are re-read per heartbeat: an
+      // earlier heartbeat of this batch may have changed one.
+      for (const { attempt, beat } of targets.list) {
+        if (!beat) continue;
         const rollout: Rollout = yield t.getRollout(attempt.rollout_id);
-        yield* this.onSpanHeartbeat(t, rollout, attempt, now, fx);
+        const updated: Attempt = yield t.updateAttempt(attempt.rollout_id, attempt.attempt_id, heartbeatPatch(attempt, now));
+        const latest: Attempt | null = yield t.getLatestAttempt(attempt.rollout_id);
+        const next = rolloutStatusAfterSpan(rollout.status, updated.status, latest?.attempt_id === attempt.attempt_id);
+        if (next !== null) yield* this.setRolloutStatus(t, rollout, next, now, fx);
       }
     }
     // Hand each request the spans of its own that went in (insertSpans returns the objects it was given).
@@ -1082,6 +1115,7 @@ export class LightningStoreCore implements LightningStore {
     }
     return out;
   }
+
 
   private *querySpansTx(t: StorageTx, rolloutId: string, query: SpanQuery, page: Page, where: Record<string, FieldOps>, logic: FilterLogic): TxBody<PaginatedResult<Span>> {
     let attemptId = query.attempt_id ?? null;

@@ -11,14 +11,15 @@ import {
   RolloutConfig,
   RolloutMode,
   RolloutStatus,
+  SPAN_FIELDS,
   SortOrder,
   Span,
   ValidationError,
   parseOrThrow,
 } from "../types/index.ts";
-import type { NamedResources as NamedResourcesT, RolloutConfig as RolloutConfigT, RolloutMode as RolloutModeT, SortOrder as SortOrderT, FilterLogic as FilterLogicT } from "../types/index.ts";
+import type { Attributes, SpanContext as SpanContextT, NamedResources as NamedResourcesT, RolloutConfig as RolloutConfigT, RolloutMode as RolloutModeT, SortOrder as SortOrderT, FilterLogic as FilterLogicT } from "../types/index.ts";
 import type { AttemptPatch, PageOptions, RolloutPatch } from "./base.ts";
-import { ownedCopy } from "./owned.ts";
+import { EMPTY_ARRAY, EMPTY_OBJECT, ownedCopy } from "./owned.ts";
 
 const JsonObject = z.record(z.string(), z.unknown());
 
@@ -143,64 +144,151 @@ const isNum = (v: unknown): v is number => typeof v === "number" && Number.isFin
 const isNumOrNull = (v: unknown): boolean => v === null || isNum(v);
 const isStrOrNull = (v: unknown): boolean => v === null || typeof v === "string";
 
-function isAttributeValue(v: unknown): boolean {
+/** Own enumerable keys of a plain object (for-in without allocating a key array). */
+function keyCount(o: object): number {
+  let n = 0;
+  for (const _ in o) n++;
+  return n;
+}
+
+/** A valid attribute value, copied (arrays frozen); undefined when invalid. */
+function copyAttributeValue(v: unknown): unknown {
   const t = typeof v;
-  if (t === "string" || t === "boolean") return true;
-  if (t === "number") return Number.isFinite(v);
-  if (!Array.isArray(v) || v.length === 0) return Array.isArray(v);
+  if (t === "string" || t === "boolean") return v;
+  if (t === "number") return Number.isFinite(v) ? v : undefined;
+  if (!Array.isArray(v)) return undefined;
+  if (v.length === 0) return EMPTY_ARRAY;
   const first = typeof v[0];
-  if (first !== "string" && first !== "boolean" && first !== "number") return false;
-  for (const x of v) if (typeof x !== first || (first === "number" && !Number.isFinite(x))) return false;
-  return true;
+  if (first !== "string" && first !== "boolean" && first !== "number") return undefined;
+  const out = new Array(v.length);
+  for (let i = 0; i < v.length; i++) {
+    const x: unknown = v[i];
+    if (typeof x !== first || (first === "number" && !Number.isFinite(x))) return undefined;
+    out[i] = x;
+  }
+  return Object.freeze(out);
 }
 
-function isAttributes(v: unknown): boolean {
-  if (!isObj(v)) return false;
-  for (const k in v) if (!isAttributeValue(v[k])) return false;
-  return true;
+/** Valid attributes, copied and frozen; null when invalid. */
+function copyAttributes(v: unknown): Attributes | null {
+  if (!isObj(v)) return null;
+  let out: Record<string, unknown> | null = null;
+  for (const k in v) {
+    const x = copyAttributeValue(v[k]);
+    if (x === undefined) return null;
+    (out ??= {})[k] = x;
+  }
+  return (out === null ? EMPTY_OBJECT : Object.freeze(out)) as Attributes;
 }
 
-function isSpanContext(v: unknown): boolean {
-  if (!isObj(v) || typeof v.trace_id !== "string" || typeof v.span_id !== "string" || typeof v.is_remote !== "boolean") return false;
+/** A valid object with exactly `known` keys becomes a fresh literal (`make`); with extra keys, a generic copy keeps them. */
+function copyLoose<T>(v: Record<string, unknown>, known: number, make: () => T): T {
+  return keyCount(v) === known ? Object.freeze(make()) : ownedCopy(v as T, "span");
+}
+
+function copySpanContext(v: unknown): SpanContextT | null {
+  if (!isObj(v) || typeof v.trace_id !== "string" || typeof v.span_id !== "string" || typeof v.is_remote !== "boolean") return null;
   const ts = v.trace_state;
-  if (!isObj(ts)) return false;
-  for (const k in ts) if (typeof ts[k] !== "string") return false;
-  return true;
+  if (!isObj(ts)) return null;
+  let state: Record<string, string> | null = null;
+  for (const k in ts) {
+    const x = ts[k];
+    if (typeof x !== "string") return null;
+    (state ??= {})[k] = x;
+  }
+  const traceState = state === null ? EMPTY_OBJECT : Object.freeze(state);
+  return copyLoose(v, 4, () => ({ trace_id: v.trace_id as string, span_id: v.span_id as string, is_remote: v.is_remote as boolean, trace_state: traceState }));
 }
 
 const STATUS_CODES = new Set(["UNSET", "OK", "ERROR"]);
 
+function copyStatus(v: unknown): Span["status"] | null {
+  if (!isObj(v) || !STATUS_CODES.has(v.status_code as string) || !isStrOrNull(v.description)) return null;
+  return copyLoose(v, 2, () => ({ status_code: v.status_code as Span["status"]["status_code"], description: v.description as string | null }));
+}
+
+function copyEvents(v: unknown): Span["events"] | null {
+  if (!Array.isArray(v)) return null;
+  if (v.length === 0) return EMPTY_ARRAY as unknown as Span["events"];
+  const out = new Array<Span["events"][number]>(v.length);
+  for (let i = 0; i < v.length; i++) {
+    const e: unknown = v[i];
+    if (!isObj(e) || typeof e.name !== "string" || !isNumOrNull(e.timestamp)) return null;
+    const attributes = copyAttributes(e.attributes);
+    if (attributes === null) return null;
+    out[i] = copyLoose(e, 3, () => ({ name: e.name as string, attributes, timestamp: e.timestamp as number | null }));
+  }
+  return Object.freeze(out) as Span["events"];
+}
+
+function copyLinks(v: unknown): Span["links"] | null {
+  if (!Array.isArray(v)) return null;
+  if (v.length === 0) return EMPTY_ARRAY as unknown as Span["links"];
+  const out = new Array<Span["links"][number]>(v.length);
+  for (let i = 0; i < v.length; i++) {
+    const l: unknown = v[i];
+    if (!isObj(l)) return null;
+    const context = copySpanContext(l.context);
+    const attributes = l.attributes === null ? null : copyAttributes(l.attributes);
+    if (context === null || (attributes === null && l.attributes !== null)) return null;
+    out[i] = copyLoose(l, 2, () => ({ context, attributes }));
+  }
+  return Object.freeze(out) as Span["links"];
+}
+
 /**
- * True when a span is already complete and valid (every key present, no default to fill), checked
- * without allocating. The hot path then skips zod; anything else goes through the zod schema, which
- * fills defaults or reports precise issues. Must accept nothing that `Span` rejects.
+ * A complete and valid span (every key present, no default to fill), checked and deep-copied in one
+ * pass into frozen objects; null for anything else, which then goes through the zod schema (it fills
+ * defaults or reports precise issues). Must accept nothing that `Span` rejects.
  */
-function isCompleteSpan(s: unknown): s is Span {
-  if (!isObj(s)) return false;
-  if (typeof s.rollout_id !== "string" || typeof s.attempt_id !== "string" || typeof s.trace_id !== "string") return false;
-  if (typeof s.span_id !== "string" || typeof s.name !== "string" || !Number.isSafeInteger(s.sequence_id)) return false;
-  if (!isStrOrNull(s.parent_id) || !isNumOrNull(s.start_time) || !isNumOrNull(s.end_time)) return false;
-  const st = s.status;
-  if (!isObj(st) || !STATUS_CODES.has(st.status_code as string) || !isStrOrNull(st.description)) return false;
-  if (!isAttributes(s.attributes)) return false;
-  if (!Array.isArray(s.events) || !Array.isArray(s.links)) return false;
-  for (const e of s.events) {
-    if (!isObj(e) || typeof e.name !== "string" || !isAttributes(e.attributes) || !isNumOrNull(e.timestamp)) return false;
-  }
-  for (const l of s.links) {
-    if (!isObj(l) || !isSpanContext(l.context) || !(l.attributes === null || isAttributes(l.attributes))) return false;
-  }
-  if (!(s.context === null || isSpanContext(s.context)) || !(s.parent === null || isSpanContext(s.parent))) return false;
+function copyCompleteSpan(s: unknown): Span | null {
+  if (!isObj(s)) return null;
+  const { rollout_id, attempt_id, sequence_id, trace_id, span_id, parent_id, name, start_time, end_time } = s;
+  if (typeof rollout_id !== "string" || typeof attempt_id !== "string" || typeof trace_id !== "string") return null;
+  if (typeof span_id !== "string" || typeof name !== "string" || !Number.isSafeInteger(sequence_id)) return null;
+  if (!isStrOrNull(parent_id) || !isNumOrNull(start_time) || !isNumOrNull(end_time)) return null;
+  const status = copyStatus(s.status);
+  const attributes = copyAttributes(s.attributes);
+  const events = copyEvents(s.events);
+  const links = copyLinks(s.links);
+  const context = s.context === null ? null : copySpanContext(s.context);
+  const parent = s.parent === null ? null : copySpanContext(s.parent);
+  if (status === null || attributes === null || events === null || links === null) return null;
+  if ((context === null && s.context !== null) || (parent === null && s.parent !== null)) return null;
   const r = s.resource;
-  if (!isObj(r) || !isAttributes(r.attributes) || typeof r.schema_url !== "string") return false;
   // OtelResource drops extra keys: let zod do that.
-  for (const k in r) if (k !== "attributes" && k !== "schema_url") return false;
-  return true;
+  if (!isObj(r) || typeof r.schema_url !== "string" || keyCount(r) !== 2) return null;
+  const resourceAttributes = copyAttributes(r.attributes);
+  if (resourceAttributes === null) return null;
+  const out: Span = {
+    rollout_id,
+    attempt_id,
+    sequence_id: sequence_id as number,
+    trace_id,
+    span_id,
+    parent_id: parent_id as string | null,
+    name,
+    status,
+    attributes,
+    events,
+    links,
+    start_time: start_time as number | null,
+    end_time: end_time as number | null,
+    context,
+    parent,
+    resource: Object.freeze({ attributes: resourceAttributes, schema_url: r.schema_url }),
+  };
+  // Extra keys (Span is a loose object) keep their values.
+  if (keyCount(s) !== SPAN_FIELDS.length) {
+    for (const k in s) if (!(k in out) && s[k] !== undefined) out[k] = ownedCopy(s[k], "span");
+  }
+  return Object.freeze(out);
 }
 
 /** A caller's span, validated (defaults filled), copied and frozen. */
 export function ownedSpan(span: unknown, index?: number): Span {
-  if (isCompleteSpan(span)) return ownedCopy(span, "span");
+  const copy = copyCompleteSpan(span);
+  if (copy !== null) return copy;
   const r = Span.safeParse(span);
   if (!r.success) {
     const err = ValidationError.fromZod(r.error, index === undefined ? "span" : `span #${index}`);

@@ -62,7 +62,10 @@ interface RolloutEntry {
   attempts: Attempt[];
   queued: number;
   spans: Span[];
-  /** span ids per attempt id, for duplicate checks (no concatenated key strings to allocate and keep). */
+  /**
+   * Span ids per attempt id, for duplicate checks once a rollout has many spans (no concatenated key
+   * strings to allocate and keep); null while a scan of `spans` is cheaper.
+   */
   spanKeys: Map<string, Set<string>> | null;
   spanBytes: number;
   evicted: boolean;
@@ -144,6 +147,27 @@ export class MemoryStorage implements Storage {
     const e = this.entries.get(rolloutId);
     if (!e) throw new Error(`${what}: rollout ${rolloutId} does not exist`);
     return e;
+  }
+
+  /** Rollouts with at most this many spans find duplicates by a scan: no index to build and keep. */
+  private static readonly SCAN_SPANS = 32;
+
+  private static hasSpan(e: RolloutEntry, attemptId: string, spanId: string): boolean {
+    if (e.spanKeys === null) {
+      if (e.spans.length <= MemoryStorage.SCAN_SPANS) {
+        for (const x of e.spans) if (x.span_id === spanId && x.attempt_id === attemptId) return true;
+        return false;
+      }
+      e.spanKeys = new Map();
+      for (const x of e.spans) MemoryStorage.indexSpan(e.spanKeys, x);
+    }
+    return e.spanKeys.get(attemptId)?.has(spanId) ?? false;
+  }
+
+  private static indexSpan(keys: Map<string, Set<string>>, span: Span): void {
+    let ids = keys.get(span.attempt_id);
+    if (ids === undefined) keys.set(span.attempt_id, (ids = new Set()));
+    ids.add(span.span_id);
   }
 
   private static latest(e: RolloutEntry | undefined): Attempt | null {
@@ -281,19 +305,18 @@ export class MemoryStorage implements Storage {
       },
       insertSpans(spans) {
         // Sizes first: a throwing custom estimator must leave the store unchanged.
-        const sizes = spans.map((sp) => Math.max(0, s.options.spanSizeEstimator(sp) || 0));
+        const estimate = s.options.spanSizeEstimator;
+        const sizes = spans.length === 1 ? null : spans.map((sp) => Math.max(0, estimate(sp) || 0));
+        const firstSize = sizes === null ? Math.max(0, estimate(spans[0]!) || 0) : 0;
         const inserted: Span[] = [];
         for (let i = 0; i < spans.length; i++) {
           const span = spans[i]!;
           const e = s.entry(span.rollout_id, "insertSpans");
-          e.spanKeys ??= new Map();
-          let ids = e.spanKeys.get(span.attempt_id);
-          if (ids === undefined) e.spanKeys.set(span.attempt_id, (ids = new Set()));
-          else if (ids.has(span.span_id)) continue;
+          if (MemoryStorage.hasSpan(e, span.attempt_id, span.span_id)) continue;
           deepFreeze(span);
           e.spans.push(span);
-          ids.add(span.span_id);
-          const bytes = sizes[i]!;
+          if (e.spanKeys !== null) MemoryStorage.indexSpan(e.spanKeys, span);
+          const bytes = sizes === null ? firstSize : sizes[i]!;
           e.spanBytes += bytes;
           s.spanBytes += bytes;
           s.spanCount++;

@@ -88,7 +88,7 @@ function jsonSize(v: unknown): number {
       if (v === null) return 4;
       let n = 2;
       if (Array.isArray(v)) {
-        for (const x of v) n += jsonSize(x) + 1;
+        for (let i = 0; i < v.length; i++) n += jsonSize(v[i]) + 1;
       } else {
         for (const k in v) n += k.length + 4 + jsonSize((v as Record<string, unknown>)[k]);
       }

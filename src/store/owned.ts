@@ -17,8 +17,8 @@ const isPlainObject = (v: object): boolean => {
  * Empty objects and arrays come back as one shared frozen instance.
  */
 /** Shared frozen empties: spans are full of `{}` and `[]`, and fewer live objects mean cheaper GC. */
-const EMPTY_ARRAY: readonly never[] = Object.freeze([]);
-const EMPTY_OBJECT: Readonly<Record<string, never>> = Object.freeze({});
+export const EMPTY_ARRAY: readonly never[] = Object.freeze([]);
+export const EMPTY_OBJECT: Readonly<Record<string, never>> = Object.freeze({});
 
 export function ownedCopy<T>(value: T, what = "value"): T {
   if (value === null || typeof value !== "object") {
