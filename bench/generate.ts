@@ -6,7 +6,7 @@
  * (src/gpu/decode.ts) beside the GPU engine's uncached path (the whole left-padded prefix through the
  * model every step, the engine before the cache existed), and against the CPU engine of this run.
  * Every engine must produce the CPU engine's tokens (checked), so the ratios compare equal work.
- * Run: `npm run bench -- generate` (or `npx tsx bench/generate.ts [--base] [--no-cpu] [--gpu-batch N] [--tokens N]`).
+ * Run: `npm run bench -- generate` (or `npx tsx bench/generate.ts [--base] [--preset NAME] [--no-cpu] [--gpu-batch N] [--tokens N]`).
  */
 import { forward, initParams, paramCount, presetConfig, type ModelConfig, type PresetName } from "../src/model/index.ts";
 import { cpuGenerationEngine, type Generation, type GenerationEngine, type GenerationRequest } from "../src/proxy/generation.ts";
@@ -74,7 +74,8 @@ const gpu = await gpuEngines();
 console.log(`adapter: ${gpu.line}`);
 const fmt = (x: number): string => x.toFixed(1);
 const tokensOf = (gs: Generation[]): string => gs.map((g) => g.tokenIds.join()).join("|");
-for (const preset of ["tiny", "small", ...(withBase ? ["base"] : [])] as PresetName[]) {
+const only = argv.includes("--preset") ? [argv[argv.indexOf("--preset") + 1] as PresetName] : null;
+for (const preset of only ?? (["tiny", "small", ...(withBase ? ["base"] : [])] as PresetName[])) {
   const config = presetConfig(preset);
   const params = initParams(config, 1);
   const s = { ...SHAPES[preset] };
