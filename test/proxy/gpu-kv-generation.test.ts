@@ -4,7 +4,8 @@
  * and a row capped by max_seq_len; the uncached GPU path agrees too; seeded sampling (temperature, top-p)
  * is reproducible and draws the CPU engine's tokens. Skips with a printed reason without an adapter.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { GpuDecoder } from "../../src/gpu/decode.ts";
 import { initParams, presetConfig } from "../../src/model/index.ts";
 import { cpuGenerationEngine, GpuGenerationEngine, type Generation, type GenerationRequest } from "../../src/proxy/index.ts";
 import { noGpu } from "../gpu/gpu-env.ts";
@@ -42,7 +43,10 @@ describe.skipIf(noGpu)("KV-cached GPU generation", { timeout: 300_000 }, () => {
     expect(cpu[0].finishReason).toBe("stop");
     expect(cpu[3].tokenIds.length).toBeLessThanOrEqual(4);
     expect(new Set(cpu.map((g) => g.tokenIds.length)).size).toBeGreaterThan(1); // rows really end at different steps
+    const keep = vi.spyOn(GpuDecoder.prototype, "keep");
     expectSame(await cached.generate(config, params, requests), cpu);
+    expect(keep).toHaveBeenCalled(); // ended rows were dropped from the cache on the way
+    keep.mockRestore();
     expectSame(await uncached.generate(config, params, requests), cpu);
     // in turns of at most two sequences per decoder: the same answers
     const inTwos = new GpuGenerationEngine(cached.ctx, { maxBatch: 2 });
