@@ -6,6 +6,9 @@
  * - full rollout lifecycles/s (enqueue, dequeue, 4 spans via addSpan, updateAttempt succeeded), one
  *   lifecycle at a time and with 32 concurrent workers.
  * Targets (issue): >= 50,000 spans/s batched and >= 5,000 lifecycles/s on a file database.
+ * The last line is the engine floor: the same span rows, already encoded, inserted by the libsql binding
+ * alone into the store's schema (one 1,000-row batch per transaction, as addManySpans does) - the most
+ * any store code on top of SQLite could reach on this machine with this schema.
  * Each figure comes with its CPU-time rate (items per second of this process's CPU time): on a shared,
  * overloaded machine the wall-clock rate mostly measures the other tenants; the CPU-time rate is what
  * one idle core would give. The load average is printed at the end.
@@ -16,6 +19,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { InMemoryLightningStore, LibsqlLightningStore, type LightningStore } from "../src/store/index.ts";
+import type { SqlValue } from "../src/store/libsql/driver.ts";
+import { MAX_BIND_PARAMS, chunkSizes, quoted, rowsSql } from "../src/store/libsql/sql.ts";
+import { SPAN_COLUMNS, spanValues } from "../src/store/libsql/tables.ts";
 import { makeLlmSpan } from "./_llm-span.ts";
 
 const TARGET_BATCHED_SPANS = 50_000;
@@ -77,6 +83,44 @@ async function lifecycles(store: LightningStore, n: number, workers: number): Pr
   });
 }
 
+/** Pre-encoded span rows through the native binding alone, into a database the store created. */
+async function engineFloor(path: string, n: number): Promise<Rate> {
+  await (await LibsqlLightningStore.open(`file:${path}`)).close();
+  const { default: Database } = (await import("libsql")) as unknown as {
+    default: new (p: string) => { exec(sql: string): void; prepare(sql: string): { run(args: unknown[]): unknown } };
+  };
+  const db = new Database(path);
+  db.exec("PRAGMA synchronous = NORMAL");
+  const cols = SPAN_COLUMNS.length;
+  const per = Math.floor(MAX_BIND_PARAMS / cols);
+  const batches: SqlValue[][][] = [];
+  for (let i = 0; i < n; i += 1000) {
+    const values: SqlValue[] = [];
+    for (let k = i; k < Math.min(n, i + 1000); k++) spanValues(makeLlmSpan("ro-000000000001", "at-00000001", k + 1), values);
+    const chunks: SqlValue[][] = [];
+    let at = 0;
+    for (const size of chunkSizes(values.length / cols, per)) {
+      chunks.push(values.slice(at * cols, (at + size) * cols));
+      at += size;
+    }
+    batches.push(chunks);
+  }
+  const insert = (rows: number) => db.prepare(`INSERT INTO "spans" (${quoted(SPAN_COLUMNS)}) VALUES ${rowsSql(cols, rows)} ON CONFLICT DO NOTHING`);
+  const statements = new Map<number, ReturnType<typeof insert>>();
+  return rate(n, async () => {
+    for (const chunks of batches) {
+      db.exec("BEGIN IMMEDIATE");
+      for (const args of chunks) {
+        const rows = args.length / cols;
+        let st = statements.get(rows);
+        if (st === undefined) statements.set(rows, (st = insert(rows)));
+        st.run(args);
+      }
+      db.exec("COMMIT");
+    }
+  });
+}
+
 function row(name: string, sql: Rate, mem: Rate, unit: string, target?: number): void {
   const fmt = (v: number) => Math.round(v).toLocaleString("en-US").padStart(8);
   const t = target === undefined ? "" : `  target ${target.toLocaleString("en-US")}: ${sql.wall >= target ? "met" : "NOT met"}`;
@@ -113,6 +157,9 @@ async function main(): Promise<void> {
     row("lifecycle, sequential", ls, lm, "lifecycles/s", TARGET_LIFECYCLES);
     const [lcs, lcm] = await measure((s, n) => lifecycles(s, n, 32), Math.max(500, N / 4));
     row("lifecycle, 32 workers", lcs, lcm, "lifecycles/s", TARGET_LIFECYCLES);
+    const floor = await engineFloor(join(dir, "floor.db"), N * 5);
+    const fmt = (v: number) => Math.round(v).toLocaleString("en-US").padStart(8);
+    console.log(`${"engine floor (binding)".padEnd(26)} libsql file ${fmt(floor.wall)} spans/s (cpu-time rate ${fmt(floor.cpu)})   pre-encoded rows, no store code`);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
