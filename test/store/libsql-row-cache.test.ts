@@ -9,6 +9,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { LibsqlLightningStore } from "../../src/store/index.ts";
+import { openDriver, parseDbUrl } from "../../src/store/libsql/driver.ts";
+import { applyMigrations } from "../../src/store/libsql/migrate.ts";
+import { MIGRATIONS } from "../../src/store/libsql/migrations/index.ts";
+import { LibsqlStorage } from "../../src/store/libsql/storage.ts";
 import { spanFromAttributes } from "../../src/types/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "libsql-cache-"));
@@ -97,5 +101,33 @@ describe("LibsqlLightningStore row cache", () => {
     const rows = await other.queryRollouts();
     expect(rows.items.map((r) => [r.input, r.status])).toEqual([["keep", "preparing"]]);
     await other.close();
+  });
+
+  it("a call whose query wrote out its neighbours' held-back rows, then failed, still commits those rows", async () => {
+    const at = url();
+    const driver = await openDriver(parseDbUrl(at), { busyTimeoutMs: 1000 });
+    await applyMigrations(driver, MIGRATIONS);
+    const storage = new LibsqlStorage(driver);
+    // Three calls in one group commit: a held-back write, a query (which writes it out inside the
+    // second call's savepoint) followed by a failure, and a read.
+    const results = await Promise.allSettled([
+      storage.tx("w", (t) => t.upsertWorker("w1", { status: "busy" })),
+      storage.tx("w", async (t) => {
+        await t.upsertWorker("w2", { status: "idle" });
+        const seen = await t.query("workers", { limit: -1, offset: 0 });
+        expect(seen.items.map((w) => w.worker_id)).toEqual(["w1", "w2"]);
+        throw new Error("fails after its query");
+      }),
+      storage.tx("w", (t) => t.upsertWorker("w3", { status: "idle" })),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect((results[1] as PromiseRejectedResult).reason).toMatchObject({ message: "fails after its query" });
+    await storage.close();
+    const store = await LibsqlLightningStore.open(at);
+    expect((await store.queryWorkers()).items.map((w) => [w.worker_id, w.status])).toEqual([
+      ["w1", "busy"],
+      ["w3", "idle"],
+    ]);
+    await store.close();
   });
 });
