@@ -41,13 +41,14 @@ export interface RolloutDraft {
   worker_id: string | null;
 }
 
-/** The config a rollout gets when none is given (a literal: this runs for every enqueue). */
-export const defaultConfig = (): RolloutConfigT => ({
+/** The config a rollout gets when none is given: one frozen object shared by every such rollout (rows are frozen anyway). */
+const DEFAULT_CONFIG: RolloutConfigT = Object.freeze({
   timeout_seconds: null,
   unresponsive_seconds: null,
   max_attempts: 1,
-  retry_condition: [],
+  retry_condition: EMPTY_ARRAY as unknown as RolloutConfigT["retry_condition"],
 });
+export const defaultConfig = (): RolloutConfigT => DEFAULT_CONFIG;
 
 const hasAnyValue = (o: object | null | undefined): boolean => {
   if (!o) return false;
@@ -60,15 +61,15 @@ export function rolloutDraft(input: unknown, options: object | null | undefined)
   if (input === undefined) throw new ValidationError("input is required (null is allowed)", ["input"]);
   const owned = ownedCopy(input, "input");
   if (!hasAnyValue(options)) {
-    return { input: owned, mode: null, resources_id: null, config: defaultConfig(), metadata: {}, worker_id: null };
+    return { input: owned, mode: null, resources_id: null, config: DEFAULT_CONFIG, metadata: EMPTY_OBJECT, worker_id: null };
   }
   const o = parseOrThrow(RolloutOptionsSchema, options, "rollout options");
   return {
     input: owned,
     mode: o.mode ?? null,
     resources_id: o.resources_id ?? null,
-    config: o.config ?? defaultConfig(),
-    metadata: o.metadata ? ownedCopy(o.metadata, "metadata") : {},
+    config: o.config ?? DEFAULT_CONFIG,
+    metadata: o.metadata ? ownedCopy(o.metadata, "metadata") : EMPTY_OBJECT,
     worker_id: o.worker_id ?? null,
   };
 }

@@ -4,22 +4,35 @@
 // an enqueue in the store's hot path.
 const pool = new Uint8Array(4096);
 let poolPos = pool.length;
-const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"));
+const HEX_CODES = Array.from("0123456789abcdef", (c) => c.charCodeAt(0));
+/** One reusable char-code buffer per id length. */
+const codeBuffers: number[][] = [];
 
-function randomHex(chars: number): string {
+/**
+ * `prefix` + `chars` random lowercase hex digits, built by one String.fromCharCode: a flat string.
+ * (Appending two digits at a time builds a tree of string pieces for ids of 13+ characters, which
+ * costs several times the id's size in memory for as long as a stored span keeps it.)
+ */
+function randomHex(chars: number, prefix = ""): string {
   const n = Math.ceil(chars / 2);
   if (poolPos + n > pool.length) {
     crypto.getRandomValues(pool);
     poolPos = 0;
   }
-  let out = "";
-  for (let i = 0; i < n; i++) out += HEX[pool[poolPos++]!];
-  return out.length === chars ? out : out.slice(0, chars);
+  const p = prefix.length;
+  const codes = (codeBuffers[p + chars] ??= new Array<number>(p + chars).fill(0));
+  for (let i = 0; i < p; i++) codes[i] = prefix.charCodeAt(i);
+  for (let i = 0; i < chars; i += 2) {
+    const b = pool[poolPos++]!;
+    codes[p + i] = HEX_CODES[b >> 4]!;
+    if (i + 1 < chars) codes[p + i + 1] = HEX_CODES[b & 15]!;
+  }
+  return String.fromCharCode.apply(null, codes);
 }
 
-export const newRolloutId = (): string => `ro-${randomHex(12)}`;
-export const newAttemptId = (): string => `at-${randomHex(8)}`;
-export const newResourcesId = (): string => `rs-${randomHex(12)}`;
+export const newRolloutId = (): string => randomHex(12, "ro-");
+export const newAttemptId = (): string => randomHex(8, "at-");
+export const newResourcesId = (): string => randomHex(12, "rs-");
 /** OTel trace id: 32 lowercase hex characters. */
 export const newTraceId = (): string => randomHex(32);
 /** OTel span id: 16 lowercase hex characters. */
