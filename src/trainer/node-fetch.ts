@@ -10,7 +10,7 @@
  * response with status, ok, headers.get, text() and json() (not a full Response). Responses may be
  * sized by content-length, chunked, or end with the connection. Deno and Bun keep their native fetch.
  *
- * Keep-alive: an idle socket is closed after IDLE_MS, below Node servers' default keep-alive timeout
+ * Keep-alive: an idle socket does not keep the process alive and is closed after IDLE_MS, below Node servers' default keep-alive timeout
  * (5 s), so a request rarely lands on a socket the server is closing; if one does (the socket closes
  * before any byte of the answer), the request is sent once more on a fresh socket, as Node's own
  * clients do for a reused socket.
@@ -118,6 +118,7 @@ class Conn {
     }
     this.ex = ex;
     this.uses++;
+    this.socket.ref();
     ex.attach(() => {
       this.ex = null;
       this.destroy();
@@ -148,6 +149,8 @@ class Conn {
     if (outcome === "close" || this.dead) return this.destroy();
     this.idleTimer = setTimeout(() => this.destroy(), IDLE_MS);
     this.idleTimer.unref();
+    // An idle socket must not keep the process alive (as Node's agent does for its free sockets).
+    this.socket.unref();
     this.pool.release(this);
   }
 

@@ -1,5 +1,8 @@
 /** The runner's lean HTTP/1.1 fetch (src/trainer/node-fetch.ts) against a raw TCP server that answers as scripted. */
+import { execFile } from "node:child_process";
 import net from "node:net";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import { nodeHttpFetch } from "../../src/trainer/node-fetch.ts";
 
@@ -128,5 +131,18 @@ describe("nodeHttpFetch", () => {
     const s = await rawServer((_req, socket) => socket.write(json("{}")));
     await expect(nodeHttpFetch(`${s.url}/x`, { headers: { "x-a": "1\r\nx-b: 2" } })).rejects.toThrow(TypeError);
     expect(s.seen).toHaveLength(0);
+  });
+});
+
+describe("nodeHttpFetch keep-alive", () => {
+  it("an idle pooled socket does not keep the process alive", async () => {
+    const s = await rawServer((_req, socket) => socket.write(json('{"ok":1}')));
+    // The child fetches once, then arms an unref'd timer: it fires only if something else (a ref'd
+    // idle socket, kept for 4 s) holds the event loop open.
+    const script = `import { nodeHttpFetch } from ${JSON.stringify(fileURLToPath(new URL("../../src/trainer/node-fetch.ts", import.meta.url)))};
+      const r = await nodeHttpFetch(${JSON.stringify(`${s.url}/x`)}); console.log(await r.text());
+      setTimeout(() => { console.log("still alive"); process.exit(3); }, 1000).unref();`;
+    const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { timeout: 60_000 });
+    expect(stdout.trim()).toBe('{"ok":1}');
   });
 });
