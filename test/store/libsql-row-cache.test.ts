@@ -130,4 +130,42 @@ describe("LibsqlLightningStore row cache", () => {
     ]);
     await store.close();
   });
+
+  it("queue pops and pushes held back in a group stay FIFO, and a failed pop gives its ids back", async () => {
+    const at = url();
+    const driver = await openDriver(parseDbUrl(at), { busyTimeoutMs: 1000 });
+    await applyMigrations(driver, MIGRATIONS);
+    const storage = new LibsqlStorage(driver);
+    await storage.tx("w", (t) => t.pushQueue(["a", "b", "c"]));
+    const results = await Promise.allSettled([
+      storage.tx("w", (t) => t.popQueue(1)),
+      storage.tx("w", async (t) => {
+        expect(await t.popQueue(1)).toEqual(["b"]);
+        throw new Error("fails after its pop");
+      }),
+      storage.tx("w", async (t) => {
+        await t.pushQueue(["d"]);
+        expect(await t.queueHas("d")).toBe(true);
+        expect(await t.queueHas("a")).toBe(false);
+        return t.popQueue(10);
+      }),
+      storage.tx("w", (t) => t.pushQueue(["e"])),
+      storage.tx("r", (t) => t.query("rollouts", { limit: -1, offset: 0 })),
+      storage.tx("w", (t) => t.popQueue(10)),
+    ]);
+    expect(results.map((r) => (r.status === "fulfilled" ? r.value : "failed"))).toEqual([
+      ["a"],
+      "failed",
+      ["b", "c", "d"],
+      undefined,
+      { items: [], limit: -1, offset: 0, total: 0 },
+      ["e"],
+    ]);
+    await storage.tx("w", (t) => t.pushQueue(["f"]));
+    await storage.close();
+    // What the file holds: only the last push.
+    const again = await openDriver(parseDbUrl(at), { busyTimeoutMs: 1000 });
+    expect((await again.tx("r", (c) => c.all(`SELECT "rollout_id" FROM "queue" ORDER BY "id"`))).map((r) => r[0])).toEqual(["f"]);
+    await again.close();
+  });
 });

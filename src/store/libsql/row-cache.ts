@@ -62,6 +62,14 @@ export class RowCache {
   readonly latest = new Map<string, unknown>();
   /** Rollout ids pushed onto the queue and not yet written: they come after every queued row in SQL. */
   readonly queued: string[] = [];
+  /**
+   * The front of the queue as read from SQL, [queue row id, rollout id], minus what was popped since:
+   * dequeues take from here, and one read serves a whole group of them. Read only when empty (then,
+   * with the popped rows deleted first, SQL's front is the queue's front).
+   */
+  readonly head: [number, string][] = [];
+  /** Queue row ids popped from `head` and not yet deleted in SQL. */
+  readonly popped: number[] = [];
   private undo: (() => void)[] | null = null;
   private version: SqlValue | undefined = undefined;
 
@@ -92,7 +100,7 @@ export class RowCache {
   }
 
   get dirty(): boolean {
-    if (this.queued.length > 0) return true;
+    if (this.queued.length > 0 || this.popped.length > 0) return true;
     for (const t of this.tables) if (t.dirty.size > 0) return true;
     return false;
   }
@@ -104,6 +112,8 @@ export class RowCache {
     }
     this.latest.clear();
     this.queued.length = 0;
+    this.head.length = 0;
+    this.popped.length = 0;
   }
 
   startMember(): void {
@@ -157,18 +167,55 @@ export class RowCache {
     this.latest.set(rolloutId, attempt);
   }
 
+  /** Logs the queue state as it is now, to be restored if the caller fails (the lists are short). */
+  private saveQueue(): void {
+    if (!this.undo) return;
+    const queued = [...this.queued];
+    const head = [...this.head];
+    const popped = [...this.popped];
+    this.undo.push(() => {
+      this.queued.splice(0, this.queued.length, ...queued);
+      this.head.splice(0, this.head.length, ...head);
+      this.popped.splice(0, this.popped.length, ...popped);
+    });
+  }
+
   /** Holds back queue pushes (appended in order at the flush). */
   enqueue(ids: readonly string[]): void {
-    const before = this.queued.length;
-    this.undo?.push(() => (this.queued.length = before));
+    this.saveQueue();
     for (const id of ids) this.queued.push(id);
   }
 
-  /** Takes up to `n` ids from the front of the held-back pushes. */
+  /** Takes up to `n` rollout ids from the front: the rows read from SQL, then the held-back pushes. */
   dequeue(n: number): string[] {
-    const taken = this.queued.splice(0, n);
-    if (taken.length > 0) this.undo?.push(() => this.queued.unshift(...taken));
-    return taken;
+    this.saveQueue();
+    const out: string[] = [];
+    for (const [rowId, rolloutId] of this.head.splice(0, n)) {
+      this.popped.push(rowId);
+      out.push(rolloutId);
+    }
+    if (out.length < n && this.head.length === 0) for (const id of this.queued.splice(0, n - out.length)) out.push(id);
+    return out;
+  }
+
+  /** Rows read from SQL's front of the queue (only while `head` is empty and nothing popped is pending). */
+  fillHead(rows: readonly [number, string][]): void {
+    this.saveQueue();
+    for (const r of rows) this.head.push(r);
+  }
+
+  /** Writes out the held-back pops and pushes only (see `flush`). */
+  async flushQueue(c: SqlConn): Promise<void> {
+    if (this.popped.length === 0 && this.queued.length === 0) return;
+    this.saveQueue();
+    if (this.popped.length > 0) {
+      const ids = this.popped.splice(0);
+      await c.run(`DELETE FROM "queue" WHERE "id" IN (SELECT value FROM json_each(?))`, [JSON.stringify(ids)]);
+    }
+    if (this.queued.length > 0) {
+      const ids = this.queued.splice(0);
+      await c.run(`INSERT INTO "queue" ("rollout_id") SELECT value FROM json_each(?) ORDER BY key`, [JSON.stringify(ids)]);
+    }
   }
 
   /**
@@ -176,11 +223,7 @@ export class RowCache {
    * fall under its savepoint: if it fails they are rolled back, so the rows become held back again.
    */
   async flush(c: SqlConn): Promise<void> {
-    if (this.queued.length > 0) {
-      const ids = this.queued.splice(0);
-      this.undo?.push(() => this.queued.unshift(...ids));
-      await c.run(`INSERT INTO "queue" ("rollout_id") SELECT value FROM json_each(?) ORDER BY key`, [JSON.stringify(ids)]);
-    }
+    await this.flushQueue(c);
     for (const t of this.tables) {
       if (t.dirty.size === 0) continue;
       await t.flush(c);

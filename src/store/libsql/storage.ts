@@ -7,8 +7,8 @@
  * Rollouts, attempts, workers, span counters and resources are kept in a `RowCache` (row-cache.ts)
  * between transactions, checked against other writers at every transaction start; rollout, attempt,
  * worker and counter writes are held back and go out as multi-row upserts just before the commit.
- * Queue pushes are held back too (they follow every queued row already in SQL); pops, spans and
- * resources are written at once (their order and duplicate checks live in SQL).
+ * The queue's front is cached too: pops take from it and their deletes are held back, as are pushes
+ * (they follow every queued row already in SQL). Spans and resources are written at once.
  * On the embedded driver every statement is synchronous, so a method served from the cache or the
  * binding returns its value directly (no promise on the hot path).
  */
@@ -54,7 +54,9 @@ const SELECT_LATEST_ATTEMPT = `${attemptSpec.select} WHERE "rollout_id" = ? ORDE
 const SELECT_LATEST_ATTEMPTS =
   `${attemptSpec.select} AS a WHERE "rollout_id" IN (SELECT value FROM json_each(?)) ` +
   `AND "sequence_id" = (SELECT MAX(b."sequence_id") FROM "attempts" AS b WHERE b."rollout_id" = a."rollout_id")`;
-const POP_QUEUE = `DELETE FROM "queue" WHERE "id" IN (SELECT "id" FROM "queue" ORDER BY "id" LIMIT ?) RETURNING "id", "rollout_id"`;
+const READ_QUEUE = `SELECT "id", "rollout_id" FROM "queue" ORDER BY "id" LIMIT ?`;
+/** Queue rows read at once when the cached front runs out (one read serves a group of dequeues). */
+const QUEUE_READ_AHEAD = 64;
 const SELECT_WORKER = `${workerSpec.select} WHERE "worker_id" = ?`;
 const SELECT_SEQUENCE = `SELECT "value" FROM "span_sequences" WHERE "rollout_id" = ?`;
 const SELECT_RESOURCES = `${resourcesSpec.select} WHERE "resources_id" = ?`;
@@ -113,6 +115,11 @@ export class SqlTx implements StorageTx {
   /** Before a statement that reads a whole table: write out what is held back. */
   private flushed<T>(f: () => MaybePromise<T>): MaybePromise<T> {
     return this.cache.dirty ? this.cache.flush(this.c).then(f) : f();
+  }
+
+  /** Before a statement that reads the queue table: write out the held-back pops and pushes. */
+  private queueFlushed<T>(f: () => MaybePromise<T>): MaybePromise<T> {
+    return this.cache.popped.length > 0 || this.cache.queued.length > 0 ? this.cache.flushQueue(this.c).then(f) : f();
   }
 
   // Rollouts ---------------------------------------------------------------------------------------
@@ -261,19 +268,20 @@ export class SqlTx implements StorageTx {
 
   popQueue(n: number): MaybePromise<string[]> {
     if (n <= 0) return [];
-    return then(this.c.all(POP_QUEUE, [n]), (rows) => {
-      // RETURNING has no guaranteed order: restore FIFO order by id.
-      if (rows.length > 1) rows.sort((a, b) => (a[0] as number) - (b[0] as number));
-      const ids = rows.map((r) => r[1] as string);
-      // Then the pushes of this transaction that are still held back.
-      if (ids.length < n) for (const id of this.cache.dequeue(n - ids.length)) ids.push(id);
-      return ids;
+    if (this.cache.head.length >= n) return this.cache.dequeue(n);
+    const taken = this.cache.dequeue(this.cache.head.length);
+    // The front read so far is used up: read on (after deleting what was popped, so SQL's front is
+    // the queue's front), enough for this call and the next dequeues of the group.
+    return then(this.queueFlushed(() => this.c.all(READ_QUEUE, [Math.max(n - taken.length, QUEUE_READ_AHEAD)])), (rows) => {
+      this.cache.fillHead(rows.map((r) => [r[0] as number, r[1] as string]));
+      for (const id of this.cache.dequeue(n - taken.length)) taken.push(id);
+      return taken;
     });
   }
 
   queueHas(id: string): MaybePromise<boolean> {
-    if (this.cache.queued.includes(id)) return true;
-    return then(this.c.get(`SELECT 1 FROM "queue" WHERE "rollout_id" = ? LIMIT 1`, [id]), (row) => row !== undefined);
+    if (this.cache.queued.includes(id) || this.cache.head.some((r) => r[1] === id)) return true;
+    return this.queueFlushed(() => then(this.c.get(`SELECT 1 FROM "queue" WHERE "rollout_id" = ? LIMIT 1`, [id]), (row) => row !== undefined));
   }
 
   // Spans ------------------------------------------------------------------------------------------
