@@ -186,9 +186,11 @@ class NativeDriver implements SqlDriver {
   /**
    * Reads run one at a time in a deferred transaction. Writes are group-committed: write transactions
    * requested while another group holds the connection queue up, and the next group runs them one after
-   * another inside ONE `BEGIN IMMEDIATE ... COMMIT`, each in its own SAVEPOINT (a failing one rolls back
-   * alone). Each caller's promise settles after the COMMIT, so the result is the same as one transaction
-   * each, in the same order, but the commit (the WAL write, and its fsync with synchronous=FULL) is shared.
+   * another inside ONE `BEGIN IMMEDIATE ... COMMIT`, each in its own SAVEPOINT, opened by its first
+   * statement (a failing one rolls back alone). The hooks run after BEGIN and just before COMMIT (the
+   * storage's held-back rows go out there). Each caller's promise settles after the COMMIT, so the result
+   * is the same as one transaction each, in the same order, but the commit (the WAL write, and its fsync
+   * with synchronous=FULL) is shared.
    */
   tx<T>(mode: SqlTxMode, fn: (c: SqlConn) => MaybePromise<T>): Promise<T> {
     // A read asked for while writes wait for their group joins that group, so that calls still run in
