@@ -182,10 +182,11 @@ function copyAttributes(v: unknown): Attributes | null {
   return (out === null ? EMPTY_OBJECT : Object.freeze(out)) as Attributes;
 }
 
-/** A valid object with exactly `known` keys becomes a fresh literal (`make`); with extra keys, a generic copy keeps them. */
-function copyLoose<T>(v: Record<string, unknown>, known: number, make: () => T): T {
-  return keyCount(v) === known ? Object.freeze(make()) : ownedCopy(v as T, "span");
-}
+/**
+ * The loose parts of a span (status, contexts, events, links) are copied as fresh literals when they
+ * hold exactly their model's keys; with extra keys (checked already), a generic copy keeps those too.
+ */
+const hasExtraKeys = (v: object, known: number): boolean => keyCount(v) !== known;
 
 function copySpanContext(v: unknown): SpanContextT | null {
   if (!isObj(v) || typeof v.trace_id !== "string" || typeof v.span_id !== "string" || typeof v.is_remote !== "boolean") return null;
@@ -198,14 +199,16 @@ function copySpanContext(v: unknown): SpanContextT | null {
     (state ??= {})[k] = x;
   }
   const traceState = state === null ? EMPTY_OBJECT : Object.freeze(state);
-  return copyLoose(v, 4, () => ({ trace_id: v.trace_id as string, span_id: v.span_id as string, is_remote: v.is_remote as boolean, trace_state: traceState }));
+  if (hasExtraKeys(v, 4)) return ownedCopy(v as SpanContextT, "span");
+  return Object.freeze({ trace_id: v.trace_id, span_id: v.span_id, is_remote: v.is_remote, trace_state: traceState });
 }
 
 const STATUS_CODES = new Set(["UNSET", "OK", "ERROR"]);
 
 function copyStatus(v: unknown): Span["status"] | null {
   if (!isObj(v) || !STATUS_CODES.has(v.status_code as string) || !isStrOrNull(v.description)) return null;
-  return copyLoose(v, 2, () => ({ status_code: v.status_code as Span["status"]["status_code"], description: v.description as string | null }));
+  if (hasExtraKeys(v, 2)) return ownedCopy(v as Span["status"], "span");
+  return Object.freeze({ status_code: v.status_code as Span["status"]["status_code"], description: v.description as string | null });
 }
 
 function copyEvents(v: unknown): Span["events"] | null {
@@ -217,7 +220,9 @@ function copyEvents(v: unknown): Span["events"] | null {
     if (!isObj(e) || typeof e.name !== "string" || !isNumOrNull(e.timestamp)) return null;
     const attributes = copyAttributes(e.attributes);
     if (attributes === null) return null;
-    out[i] = copyLoose(e, 3, () => ({ name: e.name as string, attributes, timestamp: e.timestamp as number | null }));
+    out[i] = hasExtraKeys(e, 3)
+      ? ownedCopy(e as Span["events"][number], "span")
+      : Object.freeze({ name: e.name, attributes, timestamp: e.timestamp as number | null });
   }
   return Object.freeze(out) as Span["events"];
 }
@@ -232,7 +237,7 @@ function copyLinks(v: unknown): Span["links"] | null {
     const context = copySpanContext(l.context);
     const attributes = l.attributes === null ? null : copyAttributes(l.attributes);
     if (context === null || (attributes === null && l.attributes !== null)) return null;
-    out[i] = copyLoose(l, 2, () => ({ context, attributes }));
+    out[i] = hasExtraKeys(l, 2) ? ownedCopy(l as Span["links"][number], "span") : Object.freeze({ context, attributes });
   }
   return Object.freeze(out) as Span["links"];
 }
