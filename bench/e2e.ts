@@ -116,12 +116,15 @@ function countServerRequests(): void {
   } as typeof emit;
 }
 
-/** CPU seconds (user + system) a process has used so far, from /proc (Linux). */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+/** CPU seconds (user + system) a thread or process has used so far, from a /proc stat file (Linux). */
+function statCpuSeconds(path: string): number {
+  const stat = readFileSync(path, "utf8");
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
+const cpuSeconds = (pid: number): number => statCpuSeconds(`/proc/${pid}/stat`);
+/** The main (JavaScript) thread's share: the rest is V8's helper threads (optimizing compiler, GC) and libuv. */
+const mainThreadCpuSeconds = (pid: number): number => statCpuSeconds(`/proc/${pid}/task/${pid}/stat`);
 
 // ---------------------------------------------------------------------------------------------------
 // One scenario (the algorithm side prints one RESULT line)
@@ -145,6 +148,7 @@ async function runScenario(scenario: Scenario): Promise<void> {
     requestCounts.clear();
     const pids = [process.pid, ...strategyChildren().map((c) => c.pid!).filter(Boolean)];
     const cpu0 = pids.map(cpuSeconds);
+    const main0 = pids.map(mainThreadCpuSeconds);
     const t0 = performance.now();
     const ids: string[] = [];
     for (let k = 0; k < TASKS; k += 500) {
@@ -154,6 +158,7 @@ async function runScenario(scenario: Scenario): Promise<void> {
     const done = await s.waitForRollouts({ rollout_ids: ids, timeout: 600 });
     const seconds = (performance.now() - t0) / 1000;
     const cpu = pids.map((p, i) => cpuSeconds(p) - cpu0[i]!);
+    const mainCpu = pids.map((p, i) => mainThreadCpuSeconds(p) - main0[i]!);
     const requests = Object.fromEntries([...requestCounts].sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, +(v / TASKS).toFixed(3)]));
     // Verification (not timed), on a sample to keep it short.
     const problems: string[] = [];
@@ -180,6 +185,8 @@ async function runScenario(scenario: Scenario): Promise<void> {
       // CPU seconds used in the window by the algorithm/server process and by all runner processes.
       serverCpuSec: cpu[0],
       runnersCpuSec: cpu.slice(1).reduce((a, b) => a + b, 0),
+      // Of which on the runners' main threads (the rest: JIT compiler and GC helper threads, mostly while they warm up).
+      runnersMainThreadCpuSec: mainCpu.slice(1).reduce((a, b) => a + b, 0),
       // What that CPU allows on two dedicated cores: every process needs CPU, the busiest one needs its own core.
       cpuBoundRolloutsPerSec: TASKS / Math.max(cpu.reduce((a, b) => a + b, 0) / 2, ...cpu),
       // HTTP requests per rollout the server received in the window, by route (client-server only).
@@ -220,7 +227,7 @@ if (scenarioArg) {
   const chosen = SCENARIOS.filter((s) => argv.includes(s));
   const list = chosen.length > 0 ? chosen : SCENARIOS;
   console.log(`e2e: ${TASKS} tasks (a quarter for the per-span baseline), ${RUNNERS} runners, ${SPANS_PER_ROLLOUT} spans per rollout; ${availableParallelism()} CPUs, load ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
-  const results: Record<string, { tasks: number; rolloutsPerSec: number; spansPerSec: number; seconds: number; serverCpuSec: number; runnersCpuSec: number; cpuBoundRolloutsPerSec: number; requestsPerRollout: Record<string, number>; problems: string[] }> = {};
+  const results: Record<string, { tasks: number; rolloutsPerSec: number; spansPerSec: number; seconds: number; serverCpuSec: number; runnersCpuSec: number; runnersMainThreadCpuSec: number; cpuBoundRolloutsPerSec: number; requestsPerRollout: Record<string, number>; problems: string[] }> = {};
   for (const scenario of list) {
     const r = spawnSync(process.execPath, [...process.execArgv, process.argv[1]!, ...argv], {
       env: { ...process.env, AGL_E2E_SCENARIO: scenario, AGL_LOG_LEVEL: process.env.AGL_LOG_LEVEL ?? "error" },
@@ -240,7 +247,7 @@ if (scenarioArg) {
       `${scenario.padEnd(20)} ${res.rolloutsPerSec.toFixed(1).padStart(8)} rollouts/s ${res.spansPerSec.toFixed(0).padStart(8)} spans/s ` +
         `(${res.seconds.toFixed(2)} s wall) | CPU: server ${res.serverCpuSec.toFixed(2)} s, runners ${res.runnersCpuSec.toFixed(2)} s, ` +
         `${((1000 * (res.serverCpuSec + res.runnersCpuSec)) / res.tasks).toFixed(2)} ms/rollout (server ${((1000 * res.serverCpuSec) / res.tasks).toFixed(2)}, ` +
-        `runners ${((1000 * res.runnersCpuSec) / res.tasks).toFixed(2)}) -> ${res.cpuBoundRolloutsPerSec.toFixed(0)} rollouts/s on 2 dedicated cores` +
+        `runners ${((1000 * res.runnersCpuSec) / res.tasks).toFixed(2)}${res.runnersCpuSec > 0 ? `, of which main threads ${((1000 * res.runnersMainThreadCpuSec) / res.tasks).toFixed(2)}` : ""}) -> ${res.cpuBoundRolloutsPerSec.toFixed(0)} rollouts/s on 2 dedicated cores` +
         (Object.keys(res.requestsPerRollout).length
           ? `\n${"".padEnd(20)} requests/rollout ${Object.values(res.requestsPerRollout).reduce((a, b) => a + b, 0).toFixed(2)}: ${Object.entries(res.requestsPerRollout).map(([k, v]) => `${k} ${v}`).join(", ")}`
           : "") +
