@@ -5,7 +5,7 @@
  * accuracy before and after (greedy, same tasks, same seed) and writes the reward curve as SVG.
  *
  *   npm run demo                      # = npx tsx examples/calc/train.ts
- *   npx tsx examples/calc/train.ts --steps 80 --batch 16 --n 8 --lr 1e-3 --decay-share 0.4 --lr-final 0.2 --out runs/calc
+ *   npx tsx examples/calc/train.ts --steps 100 --batch 16 --n 8 --lr 1e-3 --decay-share 0.5 --lr-final 0.1 --out runs/calc
  */
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { GRPO, type GrpoReport } from "../../src/algorithm/grpo.ts";
@@ -45,7 +45,7 @@ export interface CalcTrainOptions {
 }
 
 export const CALC_TRAIN_DEFAULTS: CalcTrainOptions = {
-  steps: 80, batch: 16, n: 8, lr: 1e-3, decayShare: 0.4, lrFinal: 0.2, valEvery: 20, valTasks: 100, seed: 0,
+  steps: 100, batch: 16, n: 8, lr: 1e-3, decayShare: 0.5, lrFinal: 0.1, valEvery: 20, valTasks: 100, seed: 0,
   checkpoint: "checkpoints/calc-sft", out: "runs/calc", backend: "auto", runners: 4, progress: true,
 };
 
