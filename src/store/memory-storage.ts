@@ -132,6 +132,39 @@ export class MemoryStorage implements Storage {
     return Object.freeze({ ...old, ...patch });
   }
 
+  /**
+   * The next rollout / attempt row as one explicit literal: a single hidden class per row type, where
+   * the generic spread above sees many row and patch shapes and goes megamorphic on the hot path.
+   * (Rows have exactly their model's keys; a patch never holds `undefined` as a value.)
+   */
+  private static updatedRollout(r: Rollout, p: RolloutPatchRow): Rollout {
+    return Object.freeze({
+      rollout_id: r.rollout_id,
+      input: p.input !== undefined ? deepFreeze(p.input) : r.input,
+      start_time: p.start_time !== undefined ? p.start_time : r.start_time,
+      end_time: p.end_time !== undefined ? p.end_time : r.end_time,
+      mode: p.mode !== undefined ? p.mode : r.mode,
+      resources_id: p.resources_id !== undefined ? p.resources_id : r.resources_id,
+      status: p.status !== undefined ? p.status : r.status,
+      config: p.config !== undefined ? deepFreeze(p.config) : r.config,
+      metadata: p.metadata !== undefined ? deepFreeze(p.metadata) : r.metadata,
+    });
+  }
+
+  private static updatedAttempt(a: Attempt, p: AttemptPatchRow): Attempt {
+    return Object.freeze({
+      rollout_id: a.rollout_id,
+      attempt_id: a.attempt_id,
+      sequence_id: p.sequence_id !== undefined ? p.sequence_id : a.sequence_id,
+      start_time: p.start_time !== undefined ? p.start_time : a.start_time,
+      end_time: p.end_time !== undefined ? p.end_time : a.end_time,
+      status: p.status !== undefined ? p.status : a.status,
+      worker_id: p.worker_id !== undefined ? p.worker_id : a.worker_id,
+      last_heartbeat_time: p.last_heartbeat_time !== undefined ? p.last_heartbeat_time : a.last_heartbeat_time,
+      metadata: p.metadata !== undefined ? deepFreeze(p.metadata) : a.metadata,
+    });
+  }
+
   private setRow(e: RolloutEntry, r: Rollout): Rollout {
     const was = e.row.status;
     e.row = r;
@@ -250,7 +283,7 @@ export class MemoryStorage implements Storage {
       },
       updateRollout(id, patch: RolloutPatchRow) {
         const e = s.entry(id, "updateRollout");
-        return s.setRow(e, MemoryStorage.updated(e.row, patch));
+        return s.setRow(e, MemoryStorage.updatedRollout(e.row, patch));
       },
       listRunningRollouts() {
         return [...s.running].map((id) => s.entries.get(id)!.row);
@@ -282,9 +315,10 @@ export class MemoryStorage implements Storage {
       },
       updateAttempt(rid, aid, patch: AttemptPatchRow) {
         const list = s.entry(rid, "updateAttempt").attempts;
-        const i = list.findLastIndex((a) => a.attempt_id === aid);
+        let i = list.length - 1;
+        while (i >= 0 && list[i]!.attempt_id !== aid) i--;
         if (i < 0) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
-        const next = MemoryStorage.updated(list[i]!, patch);
+        const next = MemoryStorage.updatedAttempt(list[i]!, patch);
         list[i] = next;
         return next;
       },
