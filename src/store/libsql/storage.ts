@@ -84,8 +84,12 @@ function then<T, U>(v: MaybePromise<T>, f: (x: T) => MaybePromise<U>): MaybeProm
 /** A frozen copy of `row` with the defined fields of `patch` (the cache shares rows with callers). */
 function patched<T extends object>(row: T, patch: object, skip: readonly string[]): T {
   const out = { ...row } as Record<string, unknown>;
-  for (const [k, v] of Object.entries(patch)) if (v !== undefined && !skip.includes(k)) out[k] = v;
-  return deepFreeze(out) as T;
+  for (const k in patch) {
+    const v = (patch as Record<string, unknown>)[k];
+    // The row's other values are frozen already (cached rows are frozen all the way down).
+    if (v !== undefined && !skip.includes(k)) out[k] = deepFreeze(v);
+  }
+  return Object.freeze(out) as T;
 }
 /** A row handed over by the core, frozen for the cache (its nested values are the core's frozen copies). */
 const frozen = <T extends object>(row: T): T => (Object.isFrozen(row) ? row : deepFreeze({ ...row }));
