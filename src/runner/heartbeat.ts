@@ -6,7 +6,9 @@
  *   independent loops, so a slow store never delays sampling and a stuck sampler never sends stale
  *   data: the consumer skips (debug "no snapshot yet") before the first snapshot and skips a snapshot
  *   older than `interval + jitter + 1 s`, warning "snapshot stale" once per distinct snapshot. JS has
- *   no threads on one event loop; the observable behaviour is upstream's.
+ *   no threads on one event loop: a snapshot also ages when CPU-bound work (a training step) blocks the
+ *   loop, and then the producer is not at fault, so the warning is kept for a sampler that failed or
+ *   hangs, and a loop-blocked skip is logged at debug level only.
  */
 import type { LightningStore } from "../store/base.ts";
 import { getLogger } from "../tracer/log.ts";
@@ -90,16 +92,25 @@ export function startHeartbeatLoop(o: HeartbeatOptions): (() => Promise<void>) |
   }
 
   let latest: { stats: Record<string, unknown>; at: number } | null = null;
+  let lastFailureAt = -Infinity;
+  let samplingSince: number | null = null;
   let warnedStale: object | null = null;
+  const nowSeconds = () => performance.now() / 1000;
   const staleAfter = interval + o.jitterSeconds + 1.0;
   let firstTry!: () => void;
   const firstTried = new Promise<void>((r) => (firstTry = r));
   const producer = (async () => {
     while (!stop.isSet()) {
+      samplingSince = nowSeconds();
       try {
-        latest = { stats: await sample(), at: performance.now() / 1000 };
+        // A hung sampler must not hold up stop(): the sample races the stop event.
+        const sampled = await Promise.race([sample().then((stats) => ({ stats })), stop.wait().then(() => null)]);
+        if (sampled) latest = { stats: sampled.stats, at: nowSeconds() };
       } catch (err) {
+        lastFailureAt = nowSeconds();
         log.warn(`[${o.workerLabel}] Heartbeat producer: system_snapshot failed`, err);
+      } finally {
+        samplingSince = null;
       }
       firstTry();
       await stop.wait(nextWait());
@@ -111,8 +122,11 @@ export function startHeartbeatLoop(o: HeartbeatOptions): (() => Promise<void>) |
     while (!stop.isSet()) {
       const snap = latest as { stats: Record<string, unknown>; at: number } | null;
       if (snap === null) log.debug(`[${o.workerLabel}] Heartbeat consumer: no snapshot yet`);
-      else if (performance.now() / 1000 - snap.at > staleAfter) {
-        if (warnedStale !== snap) {
+      else if (nowSeconds() - snap.at > staleAfter) {
+        const sampling = samplingSince as number | null;
+        const samplerAtFault = lastFailureAt > snap.at || (sampling !== null && nowSeconds() - sampling > staleAfter);
+        if (!samplerAtFault) log.debug(`[${o.workerLabel}] Heartbeat consumer: snapshot aged while the event loop was busy; skipping`);
+        else if (warnedStale !== snap) {
           warnedStale = snap;
           log.warn(`[${o.workerLabel}] Heartbeat consumer: snapshot stale; skipping`);
         }

@@ -256,6 +256,43 @@ describe("heartbeats", () => {
     expect(logs.text()).toContain("Heartbeat producer: system_snapshot failed");
   });
 
+  it("thread mode warns 'snapshot stale' for a sampler stuck in flight, and stop() does not wait for it", async () => {
+    const store = new InMemoryLightningStore();
+    let n = 0;
+    const logs = captureLogs();
+    const stop = startHeartbeatLoop({
+      store, workerLabel: "Worker-10", intervalSeconds: 0.05, jitterSeconds: 0, mode: "thread",
+      snapshot: () => (++n === 1 ? { sample: 1 } : new Promise<Record<string, unknown>>(() => {})),
+    })!;
+    await new Promise((r) => setTimeout(r, 1_500));
+    const stopped = Date.now();
+    await stop();
+    logs.stop();
+    expect(Date.now() - stopped).toBeLessThan(500);
+    expect(logs.records.filter((r) => r.message.includes("snapshot stale"))).toHaveLength(1);
+  });
+
+  it("thread mode does not blame the sampler when CPU-bound work blocked the event loop", async () => {
+    const store = new InMemoryLightningStore();
+    let n = 0;
+    const logs = captureLogs();
+    const stop = startHeartbeatLoop({
+      store, workerLabel: "Worker-11", intervalSeconds: 0.05, jitterSeconds: 0, mode: "thread",
+      // A sampler that takes a timer turn (as reading system stats does): after the block, the consumer's
+      // due timer runs while the producer's fresh sample is still in flight.
+      snapshot: () => new Promise((r) => setTimeout(() => r({ sample: ++n }), 20)),
+    })!;
+    await new Promise((r) => setTimeout(r, 100));
+    const busyUntil = Date.now() + 1_300; // longer than interval + jitter + 1 s: every snapshot is stale when the loop wakes
+    while (Date.now() < busyUntil) { /* a training step holding the loop */ }
+    await new Promise((r) => setTimeout(r, 300));
+    await stop();
+    logs.stop();
+    expect(logs.records.filter((r) => r.message.includes("snapshot stale"))).toHaveLength(0);
+    const sent = (await store.getWorkerById("Worker-11"))!.heartbeat_stats as { sample: number };
+    expect(sent.sample).toBeGreaterThan(2); // heartbeats resumed with fresh snapshots after the block
+  });
+
   it("is off for intervals <= 0, and refuses unknown modes", () => {
     const store = new InMemoryLightningStore();
     expect(startHeartbeatLoop({ store, workerLabel: "w", intervalSeconds: 0, jitterSeconds: 0, mode: "thread" })).toBeNull();
