@@ -168,4 +168,25 @@ describe("LibsqlLightningStore row cache", () => {
     expect((await again.tx("r", (c) => c.all(`SELECT "rollout_id" FROM "queue" ORDER BY "id"`))).map((r) => r[0])).toEqual(["f"]);
     await again.close();
   });
+
+  it("a new rollout whose id already exists fails instead of overwriting the stored one", async () => {
+    const at = url();
+    const open = async () => {
+      const driver = await openDriver(parseDbUrl(at), { busyTimeoutMs: 1000 });
+      await applyMigrations(driver, MIGRATIONS);
+      return new LibsqlStorage(driver);
+    };
+    const row = (input: string) =>
+      ({ rollout_id: "ro-000000000abc", input, start_time: 1, end_time: null, mode: null, resources_id: null, status: "queuing", config: {}, metadata: null }) as const;
+    const first = await open();
+    await first.tx("w", (t) => t.insertRollouts([{ ...row("first"), config: { max_attempts: 1 } } as never]));
+    // Known to this storage's cache: refused at once.
+    await expect(first.tx("w", (t) => t.insertRollouts([row("again") as never]))).rejects.toThrow(/already exists/);
+    // Unknown to another connection's cache: refused by SQL when its held-back rows are written.
+    const second = await open();
+    await expect(second.tx("w", (t) => t.insertRollouts([row("again") as never]))).rejects.toThrow(/UNIQUE/);
+    for (const s of [first, second]) expect((await s.tx("r", (t) => t.getRollout("ro-000000000abc")))!.input).toBe("first");
+    await first.close();
+    await second.close();
+  });
 });

@@ -24,12 +24,20 @@ import { MAX_BIND_PARAMS, chunkSizes, multiRowSql, quoted } from "./sql.ts";
 /** Rows kept before the cache is dropped (checked between transactions, when nothing is held back). */
 const CACHE_LIMIT = 50_000;
 
+/** A held-back row: its SQL values, and whether it is new (written with a plain INSERT). */
+export interface HeldRow {
+  values: SqlValue[];
+  isNew: boolean;
+}
+
 /** One table's cached rows (`null`: known not to exist) and the rows waiting to be written. */
 export class CachedTable<V> {
   readonly rows = new Map<string, V | null>();
-  /** Key -> the row's SQL values, in first-write order (new rows get their rowids in that order). */
-  readonly dirty = new Map<string, SqlValue[]>();
-  private readonly sql: (rows: number) => string;
+  /** Key -> the held-back row, in first-write order (new rows get their rowids in that order). */
+  readonly dirty = new Map<string, HeldRow>();
+  private readonly upsert: (rows: number) => string;
+  /** New rows go in with a plain INSERT: a duplicate key fails loudly instead of overwriting a row. */
+  private readonly insert: (rows: number) => string;
 
   constructor(
     readonly table: string,
@@ -39,19 +47,28 @@ export class CachedTable<V> {
     set?: string,
   ) {
     const update = set ?? columns.filter((c) => !key.includes(c)).map((c) => `"${c}" = excluded."${c}"`).join(", ");
-    this.sql = multiRowSql(`INSERT INTO "${table}" (${quoted(columns)}) VALUES `, columns.length, ` ON CONFLICT (${quoted(key)}) DO UPDATE SET ${update}`);
+    const head = `INSERT INTO "${table}" (${quoted(columns)}) VALUES `;
+    this.upsert = multiRowSql(head, columns.length, ` ON CONFLICT (${quoted(key)}) DO UPDATE SET ${update}`);
+    this.insert = multiRowSql(head, columns.length, "");
   }
 
-  /** Writes every held-back row with multi-row upserts (a few fixed statement shapes). */
+  /** Writes every held-back row with multi-row statements (a few fixed statement shapes). */
   async flush(c: SqlConn): Promise<void> {
+    const fresh: SqlValue[][] = [];
+    const changed: SqlValue[][] = [];
+    for (const row of this.dirty.values()) (row.isNew ? fresh : changed).push(row.values);
+    await this.write(c, fresh, this.insert);
+    await this.write(c, changed, this.upsert);
+  }
+
+  private async write(c: SqlConn, rows: readonly SqlValue[][], sql: (rows: number) => string): Promise<void> {
     const n = this.columns.length;
-    const values = [...this.dirty.values()];
     let i = 0;
-    for (const size of chunkSizes(values.length, Math.floor(MAX_BIND_PARAMS / n))) {
+    for (const size of chunkSizes(rows.length, Math.floor(MAX_BIND_PARAMS / n))) {
       const args: SqlValue[] = [];
-      for (let k = i; k < i + size; k++) for (const v of values[k]!) args.push(v);
+      for (let k = i; k < i + size; k++) for (const v of rows[k]!) args.push(v);
       i += size;
-      await c.run(this.sql(size), args);
+      await c.run(sql(size), args);
     }
   }
 }
@@ -131,8 +148,11 @@ export class RowCache {
     t.rows.set(key, row);
   }
 
-  /** Caches a row and holds back its write (`values`: its SQL values). */
-  put<V>(t: CachedTable<V>, key: string, row: V, values: SqlValue[]): void {
+  /**
+   * Caches a row and holds back its write (`values`: its SQL values; `isNew`: the row is not in SQL,
+   * so it is INSERTed, and a duplicate key fails instead of overwriting).
+   */
+  put<V>(t: CachedTable<V>, key: string, row: V, values: SqlValue[], isNew = false): void {
     if (this.undo) {
       const had = t.rows.has(key);
       const prev = t.rows.get(key);
@@ -144,8 +164,9 @@ export class RowCache {
         else t.dirty.set(key, prevValues);
       });
     }
+    const held = t.dirty.get(key);
     t.rows.set(key, row);
-    t.dirty.set(key, values);
+    t.dirty.set(key, { values, isNew: isNew || (held?.isNew ?? false) });
   }
 
   /** Caches a row whose write already went to SQL (it is rolled back with the caller's savepoint). */

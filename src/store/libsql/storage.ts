@@ -150,7 +150,8 @@ export class SqlTx implements StorageTx {
   insertRollouts(rows: Rollout[]): void {
     for (const row of rows) {
       const r = frozen(row);
-      this.cache.put(this.cache.rollouts, r.rollout_id, r, rolloutValues(r));
+      if (this.cache.rollouts.rows.get(r.rollout_id)) throw new Error(`insertRollouts: rollout ${r.rollout_id} already exists`);
+      this.cache.put(this.cache.rollouts, r.rollout_id, r, rolloutValues(r), true);
       // A new rollout id has no attempts yet (attempts are only made for existing rollouts).
       this.cache.setLatest(r.rollout_id, null);
     }
@@ -248,7 +249,9 @@ export class SqlTx implements StorageTx {
 
   insertAttempt(attempt: Attempt): void {
     const a = frozen(attempt);
-    this.cache.put(this.cache.attempts, attemptKey(a.rollout_id, a.attempt_id), a, attemptValues(a));
+    const key = attemptKey(a.rollout_id, a.attempt_id);
+    if (this.cache.attempts.rows.get(key)) throw new Error(`insertAttempt: attempt ${a.attempt_id} of rollout ${a.rollout_id} already exists`);
+    this.cache.put(this.cache.attempts, key, a, attemptValues(a), true);
     // The core numbers a new attempt after every existing one: it is the latest.
     this.cache.setLatest(a.rollout_id, a);
   }
