@@ -1,7 +1,9 @@
 /**
  * LibsqlLightningStore throughput on a file database (WAL, synchronous=NORMAL), with the
  * InMemoryLightningStore measured in the same run as the baseline:
- * - spans/s through addManySpans (batches of 1,000);
+ * - spans/s through addManySpans (batches of 1,000): all in one attempt, and spread over attempts of 13
+ *   spans each (the training shape: the random span ids of one huge attempt make the unique index's
+ *   inserts scatter, which costs SQLite about half its speed);
  * - spans/s through many concurrent addSpan calls (group commit coalesces them);
  * - full rollout lifecycles/s (enqueue, dequeue, 4 spans via addSpan, updateAttempt succeeded), one
  *   lifecycle at a time and with 32 concurrent workers.
@@ -47,6 +49,27 @@ async function rate(n: number, fn: () => Promise<void>): Promise<Rate> {
 async function batchedSpans(store: LightningStore, n: number): Promise<Rate> {
   const ar = await store.startRollout({ q: 1 });
   const spans = Array.from({ length: n }, (_, i) => makeLlmSpan(ar.rollout_id, ar.attempt.attempt_id, i + 1));
+  return rate(n, async () => {
+    for (let i = 0; i < n; i += 1000) await store.addManySpans(spans.slice(i, i + 1000));
+  });
+}
+
+/**
+ * The training shape: batches of 1,000 spans that belong to many attempts of 13 spans each (what a
+ * server's group commit sees from many runners), instead of one attempt holding every span. Each span's
+ * key (rollout, attempt, random span id) then lands in a small region of the unique index, as in a real
+ * run; in `batchedSpans` the random span ids of one 100k-span attempt scatter over one huge region.
+ */
+async function batchedSpansManyRollouts(store: LightningStore, n: number): Promise<Rate> {
+  const perRollout = 13;
+  const rollouts = Math.ceil(n / perRollout);
+  await store.enqueueManyRollouts(Array.from({ length: rollouts }, (_, i) => ({ input: { i } })));
+  const claimed = [];
+  while (claimed.length < rollouts) claimed.push(...(await store.dequeueManyRollouts({ limit: 1000, worker_id: "w" })));
+  const spans = Array.from({ length: n }, (_, i) => {
+    const ar = claimed[Math.floor(i / perRollout)]!;
+    return makeLlmSpan(ar.rollout_id, ar.attempt.attempt_id, (i % perRollout) + 1);
+  });
   return rate(n, async () => {
     for (let i = 0; i < n; i += 1000) await store.addManySpans(spans.slice(i, i + 1000));
   });
@@ -151,6 +174,8 @@ async function main(): Promise<void> {
   try {
     const [bs, bm] = await measure(batchedSpans, N * 5);
     row("addManySpans (x1000)", bs, bm, "spans/s", TARGET_BATCHED_SPANS);
+    const [bms, bmm] = await measure(batchedSpansManyRollouts, N * 5);
+    row("addManySpans, 13/rollout", bms, bmm, "spans/s", TARGET_BATCHED_SPANS);
     const [cs, cm] = await measure((s, n) => concurrentAddSpan(s, n, 256), N);
     row("addSpan, 256 concurrent", cs, cm, "spans/s");
     const [ls, lm] = await measure((s, n) => lifecycles(s, n, 1), Math.max(500, N / 4));
