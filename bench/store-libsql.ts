@@ -21,6 +21,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { InMemoryLightningStore, LibsqlLightningStore, type LightningStore } from "../src/store/index.ts";
+import type { AttemptedRollout } from "../src/types/index.ts";
 import type { SqlValue } from "../src/store/libsql/driver.ts";
 import { MAX_BIND_PARAMS, chunkSizes, quoted, rowsSql } from "../src/store/libsql/sql.ts";
 import { SPAN_COLUMNS, spanValues } from "../src/store/libsql/tables.ts";
@@ -64,7 +65,7 @@ async function batchedSpansManyRollouts(store: LightningStore, n: number): Promi
   const perRollout = 13;
   const rollouts = Math.ceil(n / perRollout);
   await store.enqueueManyRollouts(Array.from({ length: rollouts }, (_, i) => ({ input: { i } })));
-  const claimed = [];
+  const claimed: AttemptedRollout[] = [];
   while (claimed.length < rollouts) claimed.push(...(await store.dequeueManyRollouts({ limit: 1000, worker_id: "w" })));
   const spans = Array.from({ length: n }, (_, i) => {
     const ar = claimed[Math.floor(i / perRollout)]!;
