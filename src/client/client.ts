@@ -8,6 +8,8 @@
  *   single-item GETs answer null for a 404 (DECISIONS row 2).
  * - `addManySpans` is one request (`/spans/batch`, one transaction on the server); `addOtelSpan`
  *   converts locally and lets the server assign the sequence id in the same request.
+ * - `finishAttempt` (see finish.ts) is one request (`/attempts/finish`): an attempt's last spans, its
+ *   final update and the claim of the next rollout; never retried when it claims.
  * - `waitForRollouts` waits any length with server long polls of up to 30 s each (DECISIONS row 8).
  */
 import type {
@@ -40,7 +42,8 @@ import type {
 } from "../types/index.ts";
 import { LightningError, NotFoundError, ValidationError } from "../types/index.ts";
 import { StoreConnectionError, errorFromResponse } from "./errors.ts";
-import { PREFERENCE_APPLIED_HEADER, PREFER_MINIMAL, spansFromEcho, type SpanEcho } from "./span-batch.ts";
+import type { FinishAttemptRequest, FinishAttemptResult } from "./finish.ts";
+import { PREFERENCE_APPLIED_HEADER, PREFER_MINIMAL, sequenceIdsFromEcho, spansFromEcho, type SpanEcho } from "./span-batch.ts";
 
 export interface LightningStoreClientOptions {
   /** Bearer token sent with every request (the server's `--token`). */
@@ -374,6 +377,33 @@ export class LightningStoreClient implements LightningStore {
     const converted: Record<string, unknown> = { ...spanFromOpenTelemetry(span, rolloutId, attemptId, sequenceId ?? 0) };
     if (sequenceId === undefined || sequenceId === null) converted.sequence_id = null;
     return (await this.postSpanBatch([converted]))[0] ?? null;
+  }
+
+  /**
+   * Like `addManySpans`, for a caller that keeps its own spans and needs only their sequence ids (in
+   * request order, duplicates left out): the answer is not rebuilt into spans.
+   */
+  async addManySpansForSequenceIds(spans: Span[]): Promise<number[]> {
+    if (Array.isArray(spans) && spans.length === 0) return [];
+    return sequenceIdsFromEcho((await this.request<SpanEcho[]>("POST", "/spans/batch", { body: { spans }, headers: PREFER_MINIMAL })).data);
+  }
+
+  /**
+   * The end of an attempt in one request (`POST /attempts/finish`): spans, final update, then the claim.
+   * A failure throws the failing part's typed error; `finishFailure(err)` says which parts were stored.
+   */
+  async finishAttempt(request: FinishAttemptRequest): Promise<FinishAttemptResult> {
+    const { spans, claim, ...rest } = request;
+    const body: Record<string, unknown> = rest;
+    if (spans !== undefined && !(Array.isArray(spans) && spans.length === 0)) body.spans = spans;
+    if (claim !== undefined && claim !== null) body.claim = claim.worker_id === undefined || claim.worker_id === null ? {} : { worker_id: claim.worker_id };
+    const answer = await this.request<{ spans: SpanEcho[]; attempt: Attempt; next: AttemptedRollout | null }>("POST", "/attempts/finish", {
+      body,
+      headers: PREFER_MINIMAL,
+      retry: body.claim === undefined,
+    });
+    const { attempt, next } = answer.data;
+    return { sequence_ids: sequenceIdsFromEcho(answer.data.spans), attempt, next };
   }
 
   /** `POST /spans/batch` asking for the minimal answer; a server that ignores the preference sends the spans. */

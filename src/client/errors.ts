@@ -4,6 +4,7 @@
  */
 import type { InputIssue } from "../types/index.ts";
 import { ConflictError, EvictedError, LightningError, NotFoundError, ValidationError } from "../types/index.ts";
+import { markFinishFailure, type FinishPart } from "./finish.ts";
 
 /** An HTTP error without a more specific class (401, 413, 5xx, an unknown route...). */
 export class StoreHttpError extends LightningError {
@@ -26,6 +27,9 @@ interface ErrorBody {
   detail?: unknown;
   error_type?: unknown;
   issues?: unknown;
+  /** `POST /attempts/finish` only: the part that failed and those stored before it. */
+  failed_part?: unknown;
+  completed?: unknown;
 }
 
 /** The typed error for a non-2xx answer, from its status and (possibly non-JSON) body. */
@@ -40,6 +44,14 @@ export function errorFromResponse(status: number, text: string, what: string): L
   const detail = typeof body.detail === "string" ? body.detail : text.trim() || `HTTP ${status}`;
   const type = typeof body.error_type === "string" ? body.error_type : `HTTP${status}`;
   const message = `${what}: ${detail}`;
+  const err = typedError(status, type, message, body);
+  if (typeof body.failed_part === "string" && Array.isArray(body.completed)) {
+    markFinishFailure(err, { failed: body.failed_part as FinishPart, completed: body.completed as FinishPart[] });
+  }
+  return err;
+}
+
+function typedError(status: number, type: string, message: string, body: ErrorBody): LightningError {
   switch (type) {
     case "ValidationError":
       return new ValidationError(message, Array.isArray(body.issues) ? (body.issues as InputIssue[]) : []);

@@ -25,3 +25,6 @@ export function spansFromEcho(sentBody: string, echo: readonly SpanEcho[]): Span
     return span as unknown as Span;
   });
 }
+
+/** The sequence ids of a minimal answer (or of a full one: spans carry theirs), in order. */
+export const sequenceIdsFromEcho = (echo: readonly SpanEcho[]): number[] => echo.map((e) => (Array.isArray(e) ? e[1] : e.sequence_id));

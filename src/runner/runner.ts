@@ -4,7 +4,8 @@
  * attempt's final status.
  */
 import type { LightningStore } from "../store/base.ts";
-import type { Tracer } from "../tracer/base.ts";
+import { finishAttempt, finishFailure } from "../client/finish.ts";
+import type { DeferredSpans, Tracer } from "../tracer/base.ts";
 import { getLogger } from "../tracer/log.ts";
 import { OtelTracer } from "../tracer/otel.ts";
 import type { AttemptedRollout, NamedResourcesInput, Rollout, RolloutMode, Span } from "../types/index.ts";
@@ -208,9 +209,14 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
           includeGpu: this.heartbeatIncludeGpu,
         });
     try {
-      while (!stopped() && (this.maxRollouts === null || processed < this.maxRollouts)) {
-        let rollout: AttemptedRollout | null = null;
-        while (!stopped()) {
+      // A rollout claimed by the previous attempt's finishing request runs next, even if a stop came after
+      // that claim: a dequeue that returned is run too (an aborted signal fails it at once).
+      let next: AttemptedRollout | null = null;
+      const wantsMore = (): boolean => !stopped() && (this.maxRollouts === null || processed + 1 < this.maxRollouts);
+      while (next !== null || (!stopped() && (this.maxRollouts === null || processed < this.maxRollouts))) {
+        let rollout: AttemptedRollout | null = next;
+        next = null;
+        while (rollout === null && !stopped()) {
           try {
             rollout = await store.dequeueRollout({ worker_id: this.getWorkerId() });
           } catch (err) {
@@ -220,7 +226,7 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
           await this.sleepUntilNextPoll(event, signal);
         }
         if (rollout === null) return;
-        await this.stepImpl(rollout, false, signal);
+        next = await this.stepImpl(rollout, false, signal, wantsMore);
         processed++;
         if (processed === 1 || processed % 10 === 0) log.info(`${this.prefix()} Progress: ${processed}${this.maxRollouts === null ? "" : `/${this.maxRollouts}`} rollouts processed`);
       }
@@ -239,13 +245,18 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
     const store = this.getStore();
     const resourcesId = options.resources ? (await store.addResources(options.resources)).resources_id : null;
     const attempted = await store.startRollout(input, { mode: options.mode ?? null, resources_id: resourcesId, worker_id: this.getWorkerId() });
-    await this.stepImpl(attempted, true, null);
+    await this.stepImpl(attempted, true, null, () => false);
     const done = await store.getRolloutById(attempted.rollout_id);
     if (done === null) throw new RuntimeError("Failed to fetch completed rollout by id after step");
     return done;
   }
 
-  private async stepImpl(rollout: AttemptedRollout, raiseOnException: boolean, signal: AbortSignal | null): Promise<string> {
+  /**
+   * Runs one claimed rollout and records its final status. When `claimNext()` says so at the end, the
+   * same store call claims the next rollout for this worker and returns it (null otherwise). Without hooks
+   * (which may read the store), the tracer's last spans go in that call too: one request over HTTP.
+   */
+  private async stepImpl(rollout: AttemptedRollout, raiseOnException: boolean, signal: AbortSignal | null, claimNext: () => boolean): Promise<AttemptedRollout | null> {
     const store = this.getStore();
     const agent = this.getAgent();
     const rid = rollout.rollout_id;
@@ -254,6 +265,8 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
     let spans: Span[] = [];
     let failed = false;
     let hooksStarted = false;
+    let deferred: DeferredSpans | null = null;
+    let next: AttemptedRollout | null = null;
     try {
       const update = await this.resources.get(store, rollout);
       if (update === null) {
@@ -262,12 +275,20 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
       }
       hooksStarted = true;
       await this.runHooks("onRolloutStart", { agent, runner: this, rollout });
-      const raw = await this.tracer.traceContext({ name: rid, rolloutId: rid, attemptId: aid }, async () => {
+      const deferFinalDelivery = this.hooks.length === 0;
+      const raw = await this.tracer.traceContext({ name: rid, rolloutId: rid, attemptId: aid, deferFinalDelivery }, async () => {
         await this.runHooks("onTraceStart", { agent, runner: this, tracer: this.tracer, rollout });
         const result = await abortable(Promise.resolve().then(() => agent.invoke(rollout.input as T, update.resources, rollout)), signal);
         await this.runHooks("onTraceEnd", { agent, runner: this, tracer: this.tracer, rollout });
         return result;
       });
+      deferred = deferFinalDelivery ? this.tracer.takeDeferredSpans() : null;
+      if (deferred !== null && raw !== undefined && raw !== null) {
+        // Post-processing stores more spans, numbered after the traced ones: those must be stored first.
+        const d = deferred;
+        deferred = null;
+        await d.flush();
+      }
       spans = await postProcessRolloutResult(store, this.tracer, rollout, raw);
       if (log.isEnabled("info")) log.info(`${this.prefix(rid)} Completed in ${(systemClock.now() - started).toFixed(2)}s. Collected ${spans.length} span(s). Final reward: ${finalReward(spans)}`);
     } catch (err) {
@@ -277,13 +298,52 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
     } finally {
       // A rollout skipped for missing resources never started, so it gets no hooks (as upstream).
       if (hooksStarted) await this.runHooks("onRolloutEnd", { agent, runner: this, rollout, spans });
+      next = await this.finish(rid, aid, failed, deferred, claimNext() ? this.getWorkerId() : null);
+    }
+    return next;
+  }
+
+  /**
+   * Stores the deferred spans, the final status, and claims the next rollout for `claimFor` (one call,
+   * see finishAttempt). Errors are logged: spans that could not be stored fail the attempt; a claim
+   * that failed leaves the next dequeue to the loop.
+   */
+  private async finish(rid: string, aid: string, failed: boolean, deferred: DeferredSpans | null, claimFor: string | null): Promise<AttemptedRollout | null> {
+    const store = this.getStore();
+    const updateStatus = async (status: "failed" | "succeeded") => {
       try {
-        await store.updateAttempt(rid, aid, { status: failed ? "failed" : "succeeded" });
+        await store.updateAttempt(rid, aid, { status });
       } catch (err) {
         log.error(`${this.prefix(rid)} Exception during update_attempt`, err);
       }
+    };
+    if (deferred === null && claimFor === null) {
+      await updateStatus(failed ? "failed" : "succeeded");
+      return null;
     }
-    return rid;
+    try {
+      const done = await finishAttempt(store, {
+        rollout_id: rid,
+        attempt_id: aid,
+        spans: deferred?.spans,
+        attempt: { status: failed ? "failed" : "succeeded" },
+        claim: claimFor === null ? null : { worker_id: claimFor },
+      });
+      deferred?.delivered(done.sequence_ids);
+      return done.next;
+    } catch (err) {
+      const part = finishFailure(err);
+      if (part?.failed === "claim") {
+        log.error(`${this.prefix(rid)} Failed to claim the next rollout; polling again`, err);
+      } else if (part?.failed === "attempt") {
+        log.error(`${this.prefix(rid)} Exception during update_attempt`, err);
+      } else {
+        // The spans were not stored (or it is unknown whether anything was): spans lost is a failed attempt.
+        log.error(`${this.prefix(rid)} Exception while finishing the attempt`, err);
+        await updateStatus(deferred !== null ? "failed" : failed ? "failed" : "succeeded");
+      }
+      return null;
+    }
   }
 }
 

@@ -1,7 +1,8 @@
 /**
  * `createStoreApp(store, options)`: one Hono app serving a LightningStore over HTTP (store.md §4.3,
  * DECISIONS rows 1, 2, 8, 12) plus the routes added here: `POST /v1/agl/spans/batch` (many spans, one
- * transaction, sequence ids assigned server-side), `POST /v1/agl/spans/next/many`, a long-polling
+ * transaction, sequence ids assigned server-side), `POST /v1/agl/attempts/finish` (an attempt's last spans,
+ * final update and the next claim in one request), `POST /v1/agl/spans/next/many`, a long-polling
  * `POST /v1/agl/waits/rollouts`, Prometheus text at `GET /metrics`. Runtime-neutral: each runtime
  * serves `app.fetch` with its own server (runtimes/*.ts).
  */
@@ -21,6 +22,7 @@ import { otlpTracesHandler } from "./otlp/route.ts";
 import * as S from "./schemas.ts";
 import { coalescedStore } from "./coalesce.ts";
 import { addSpansAssigningSequence, minimalSpanEcho, type SpanWithOptionalSequence } from "./spans.ts";
+import { FinishPartError, checkSpanObjects, finishAttempt } from "./finish.ts";
 import type { TestHooks } from "./test-hooks.ts";
 
 export const API_PREFIX = "/v1/agl";
@@ -280,10 +282,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   });
   api.post("/spans/batch", async (c) => {
     const { spans } = await body(c, S.SpanBatchBody);
-    spans.forEach((s, i) => {
-      if (s === null || typeof s !== "object" || Array.isArray(s)) throw new ValidationError(`span #${i} must be an object`, [{ path: ["spans", i], message: "expected an object" }]);
-    });
-    const sent = spans as SpanWithOptionalSequence[];
+    const sent = checkSpanObjects(spans);
     const stored = await addSpansAssigningSequence(store, sent);
     if (!prefersMinimalReturn(c.req.header("prefer"))) return c.json(stored, 201);
     c.header("preference-applied", "return=minimal");
@@ -293,6 +292,22 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     const span = await readJson(c, false);
     if (span === null || typeof span !== "object" || Array.isArray(span)) throw new ValidationError("The request body must be a span object", []);
     return c.json(await store.addSpan(span as Span), 201);
+  });
+
+  // The end of an attempt in one request (spans, final update, next claim): see finish.ts.
+  api.post("/attempts/finish", async (c) => {
+    const b = await body(c, S.FinishAttemptBody);
+    try {
+      const { spans, attempt, next } = await finishAttempt(store, b);
+      const minimal = prefersMinimalReturn(c.req.header("prefer"));
+      if (minimal) c.header("preference-applied", "return=minimal");
+      return c.json({ spans: minimal ? minimalSpanEcho(b.spans as SpanWithOptionalSequence[], spans) : spans, attempt, next });
+    } catch (err) {
+      if (!(err instanceof FinishPartError)) throw err;
+      const { status, body: payload } = errorResponse(err.reason);
+      if (status >= 500) log.error(`POST ${c.req.path} (${err.failed}) failed: ${err.reason instanceof Error ? (err.reason.stack ?? err.reason.message) : String(err.reason)}`);
+      return c.json({ ...payload, failed_part: err.failed, completed: err.completed }, status as 400);
+    }
   });
 
   // Waits: a long poll held until the rollouts finish, the caller's timeout, or maxWait.

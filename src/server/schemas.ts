@@ -121,3 +121,16 @@ export const WaitBody = z.strictObject({
 /** GET query parameters that repeat (`?status_in=a&status_in=b`) and those that are numbers. */
 export const ARRAY_PARAMS = new Set(["status_in", "rollout_id_in", "status", "rollout_ids"]);
 export const NUMBER_PARAMS = new Set(["limit", "offset"]);
+
+/**
+ * `POST /v1/agl/attempts/finish` (a Lightning extension): the end of an attempt in one request. The
+ * envelope, the status patch and the claim are checked here, before anything is stored; spans are checked
+ * by the store, as on `/spans/batch`.
+ */
+export const FinishAttemptBody = z.strictObject({
+  rollout_id: z.string(),
+  attempt_id: z.string(),
+  spans: z.array(z.unknown()).optional(),
+  attempt: AttemptPatchBody,
+  claim: z.strictObject({ worker_id: z.string().nullable().optional() }).nullable().optional(),
+});

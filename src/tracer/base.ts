@@ -22,6 +22,22 @@ export interface TraceContextOptions {
   attemptId?: string | null;
   /** Deprecated: the store normally comes from `initWorker`. */
   store?: LightningStore | null;
+  /**
+   * Leave the attempt's spans unsent at the end when they can all go in one request the store numbers
+   * itself (a store client, nothing sent yet): the caller takes them with `takeDeferredSpans()` and sends
+   * them with the attempt's final update (`finishAttempt`), one request instead of two.
+   */
+  deferFinalDelivery?: boolean;
+}
+
+/** The spans of a trace context left unsent by `deferFinalDelivery`. Exactly one of `delivered` or `flush` must follow. */
+export interface DeferredSpans {
+  /** The spans in start order, with `sequence_id` null: the store numbers them, consecutively. */
+  readonly spans: Span[];
+  /** The caller stored them: the sequence ids the store gave them, in order. */
+  delivered(sequenceIds: readonly number[]): void;
+  /** Sends them the tracer's own way; throws the delivery error, as the end of `traceContext` would have. */
+  flush(): Promise<void>;
 }
 
 export interface CreateSpanOptions {
@@ -130,6 +146,11 @@ export abstract class Tracer {
 
   /** The spans of the most recent trace context, in sequence order. */
   abstract getLastTrace(): Span[];
+
+  /** The spans the last `traceContext` left unsent (`deferFinalDelivery`), handed over once; null when none. */
+  takeDeferredSpans(): DeferredSpans | null {
+    return null;
+  }
 
   /** Records an instant span (fire and forget) and returns its core fields. */
   abstract createSpan(name: string, options?: CreateSpanOptions): SpanCoreFields;

@@ -15,6 +15,7 @@ import {
   runRecorded,
   withActiveTracer,
   type CreateSpanOptions,
+  type DeferredSpans,
   type OperationContextOptions,
   type OperationRecorder,
   type TraceContextOptions,
@@ -115,8 +116,12 @@ export class OtelTracer extends Tracer {
       await scope.close().catch((e: unknown) => log.error("Span delivery also failed", e));
       throw err;
     }
-    await scope.close();
+    await scope.close(options.deferFinalDelivery === true);
     return result;
+  }
+
+  override takeDeferredSpans(): DeferredSpans | null {
+    return this.lastScope?.takeDeferred() ?? null;
   }
 
   getLastTrace(): Span[] {

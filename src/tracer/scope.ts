@@ -14,6 +14,7 @@ import { LightningStoreClient } from "../client/client.ts";
 import type { LightningStore, OtelReadableSpanLike } from "../store/base.ts";
 import { spanFromOpenTelemetry } from "../store/otel-span.ts";
 import type { Span } from "../types/index.ts";
+import type { DeferredSpans } from "./base.ts";
 import { getLogger } from "./log.ts";
 
 const log = getLogger("agentlightning.tracer");
@@ -45,6 +46,9 @@ export class RolloutScope {
   private timer: ReturnType<typeof setTimeout> | null = null;
   private failure: unknown = undefined;
   private closed = false;
+  /** The last batch, kept back by `close(true)` until taken. */
+  private deferred: Span[] | null = null;
+  private deferredTaken = false;
 
   constructor(private readonly options: ScopeOptions) {
     this.store = options.rolloutId !== null ? options.store : null;
@@ -99,13 +103,10 @@ export class RolloutScope {
   private async send(batch: Span[]): Promise<void> {
     const store = this.store!;
     batch.sort((a, b) => a.sequence_id - b.sequence_id);
-    if (this.base === null && store instanceof LightningStoreClient && this.delivered.length + batch.length === this.nextIndex) {
+    if (this.storeNumbers(batch)) {
       // Every span started so far is in this batch: the server's batch route numbers spans sent without
       // a sequence id consecutively, in order, in the same request, which saves the counter round trip.
-      const stored = await store.addManySpans(batch.map((s) => ({ ...s, sequence_id: null }) as unknown as Span));
-      const first = stored[0];
-      if (first) this.base = first.sequence_id - batch[0]!.sequence_id;
-      this.delivered.push(...(stored.length === batch.length ? stored : batch));
+      this.numbered(batch, await (store as LightningStoreClient).addManySpansForSequenceIds(unnumbered(batch)));
       return;
     }
     if (this.base === null) this.base = await store.getNextSpanSequenceId(this.rolloutId!, this.attemptId!);
@@ -115,18 +116,69 @@ export class RolloutScope {
     await store.addManySpans(batch);
   }
 
+  /** True when the store can number `batch` itself: a client, nothing sent yet, and `batch` holds every span started. */
+  private storeNumbers(batch: readonly Span[]): boolean {
+    return this.base === null && this.store instanceof LightningStoreClient && this.delivered.length + batch.length === this.nextIndex;
+  }
+
+  /** Records the ids the store gave `batch` (sorted by local index), which it numbered consecutively. */
+  private numbered(batch: Span[], sequenceIds: readonly number[]): void {
+    const first = sequenceIds[0];
+    if (first !== undefined) {
+      this.base = first - batch[0]!.sequence_id;
+      for (const s of batch) s.sequence_id += this.base;
+    }
+    this.delivered.push(...batch);
+  }
+
   /**
    * Ends the scope: flushes, and throws the first delivery error (spans lost is a failed attempt).
+   * With `deferLast`, a last batch the store can number itself is kept back for `takeDeferred()` instead.
    * Spans that end later (leaked async work) are still delivered, by their own timer.
    */
-  async close(): Promise<void> {
+  async close(deferLast = false): Promise<void> {
     this.closed = true;
+    this.pending.sort((a, b) => a.sequence_id - b.sequence_id);
+    if (deferLast && this.pending.length > 0 && this.storeNumbers(this.pending)) {
+      if (this.timer !== null) clearTimeout(this.timer);
+      this.timer = null;
+      this.deferred = this.pending;
+      this.pending = [];
+    }
     await this.flush();
     if (this.failure !== undefined) throw this.failure;
   }
 
-  /** The spans recorded so far, in sequence (start) order. */
+  /** The batch `close(true)` kept back, handed over once (it counts in `spans()` until settled). */
+  takeDeferred(): DeferredSpans | null {
+    const batch = this.deferred;
+    if (batch === null || this.deferredTaken) return null;
+    this.deferredTaken = true;
+    const settle = () => {
+      if (this.deferred !== batch) throw new Error("deferred spans were already delivered or flushed");
+      this.deferred = null;
+    };
+    return {
+      spans: unnumbered(batch),
+      delivered: (ids) => {
+        settle();
+        this.numbered(batch, ids);
+      },
+      flush: async () => {
+        settle();
+        this.pending = batch.concat(this.pending);
+        await this.flush();
+        if (this.failure !== undefined) throw this.failure;
+      },
+    };
+  }
+
+  /** The spans recorded so far, in sequence (start) order (a batch kept back: numbered by start order within the attempt). */
   spans(): Span[] {
-    return [...this.delivered].sort((a, b) => a.sequence_id - b.sequence_id);
+    const all = this.deferred === null ? this.delivered : [...this.delivered, ...this.deferred];
+    return [...all].sort((a, b) => a.sequence_id - b.sequence_id);
   }
 }
+
+/** Copies of `spans` without sequence ids, for a store that numbers them itself. */
+const unnumbered = (spans: readonly Span[]): Span[] => spans.map((s) => ({ ...s, sequence_id: null }) as unknown as Span);
