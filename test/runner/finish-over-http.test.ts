@@ -112,7 +112,7 @@ describe("runner over HTTP: one finishing request per attempt", () => {
   it("a failing agent: the attempt is failed in the finishing request and its spans are kept", async () => {
     const { client } = await served(["a"]);
     class Fails extends Traced {
-      override async rollout(task: string) {
+      override async rollout(task: string): Promise<never> {
         await super.rollout(task);
         throw new Error("boom");
       }
