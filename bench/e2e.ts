@@ -11,7 +11,8 @@
  * - shm-libsql: the same on a libSQL file store (no HTTP);
  * - cs-libsql:  client-server strategy, R runner processes, the algorithm process serving a libSQL file;
  * - cs-libsql-per-span (baseline, measured in the same run): the same, delivering every span in its own
- *   request as upstream's tracer does (one add_otel_span per span), instead of one batch per attempt.
+ *   request as upstream's tracer does (one add_otel_span per span), instead of one batch per attempt
+ *   (its final status and next claim still share one `/attempts/finish` request, as in cs-libsql).
  * Target: cs-libsql with 8 runners >= 500 rollouts/s on this 2-core machine.
  *
  * Scaled to this machine: attribute trees of depth 1–2, breadth 2–4, keys 3–20 chars, values 5–60 chars
