@@ -30,7 +30,24 @@ function randomHex(chars: number, prefix = ""): string {
   return String.fromCharCode.apply(null, codes);
 }
 
-export const newRolloutId = (): string => randomHex(12, "ro-");
+/**
+ * Rollout ids count up from a random per-process start: still `ro-` + 12 hex and unique (two processes
+ * collide only if their starts fall within the number of ids they make, ~1e-8 for a million each), but
+ * successive ids sort next to each other. Every libSQL index that leads with rollout_id (spans, attempts,
+ * rollouts) then inserts into the few pages at the end of one region instead of a random page per row,
+ * which is most of what a file store's insert costs.
+ */
+const ROLLOUT_ID_SPACE = 2 ** 48;
+let nextRolloutNumber = -1;
+export const newRolloutId = (): string => {
+  if (nextRolloutNumber < 0) {
+    const start = randomHex(12);
+    nextRolloutNumber = Number.parseInt(start, 16);
+  }
+  const id = nextRolloutNumber;
+  nextRolloutNumber = (nextRolloutNumber + 1) % ROLLOUT_ID_SPACE;
+  return `ro-${id.toString(16).padStart(12, "0")}`;
+};
 export const newAttemptId = (): string => randomHex(8, "at-");
 export const newResourcesId = (): string => randomHex(12, "rs-");
 /** OTel trace id: 32 lowercase hex characters. */
