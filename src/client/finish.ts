@@ -6,9 +6,10 @@
  * throws its own typed error, and `finishFailure(err)` tells which part failed and which were stored.
  */
 import type { AttemptPatch, LightningStore } from "../store/base.ts";
+import { finishParts, type FinishPart } from "../store/finish-parts.ts";
 import type { Attempt, AttemptedRollout, Span } from "../types/index.ts";
 
-export type FinishPart = "spans" | "attempt" | "claim";
+export type { FinishPart };
 
 export interface FinishAttemptRequest {
   rollout_id: string;
@@ -56,16 +57,7 @@ const hasFinishRoute = (store: LightningStore): store is LightningStore & Finish
 /** One code path for any store: the one-request route when the store has it, the three calls otherwise. */
 export async function finishAttempt(store: LightningStore, request: FinishAttemptRequest): Promise<FinishAttemptResult> {
   if (hasFinishRoute(store)) return store.finishAttempt(request);
-  const completed: FinishPart[] = [];
-  const part = async <T>(name: FinishPart, run: () => Promise<T>): Promise<T> => {
-    try {
-      const out = await run();
-      completed.push(name);
-      return out;
-    } catch (err) {
-      throw markFinishFailure(err, { failed: name, completed: [...completed] });
-    }
-  };
+  const part = finishParts((err, failed, completed) => markFinishFailure(err, { failed, completed }));
   const spans = request.spans;
   const stored = spans && spans.length > 0 ? await part("spans", () => store.addManySpans(spans)) : [];
   const attempt = await part("attempt", () => store.updateAttempt(request.rollout_id, request.attempt_id, request.attempt));

@@ -7,13 +7,14 @@
  * rest, and what the earlier parts stored stays stored: the error answer names them in `completed`.
  */
 import type { LightningStore } from "../store/base.ts";
+import { finishParts, type FinishPart } from "../store/finish-parts.ts";
 import type { Attempt, AttemptedRollout, Span } from "../types/index.ts";
 import { ValidationError } from "../types/index.ts";
 import { addSpansAssigningSequence, type SpanWithOptionalSequence } from "./spans.ts";
 import type { z } from "zod";
 import type { FinishAttemptBody } from "./schemas.ts";
 
-export type FinishPart = "spans" | "attempt" | "claim";
+export type { FinishPart };
 
 export interface FinishResult {
   /** The stored spans (duplicates left out), in request order. */
@@ -43,16 +44,7 @@ export function checkSpanObjects(spans: readonly unknown[]): SpanWithOptionalSeq
 }
 
 export async function finishAttempt(store: LightningStore, b: z.infer<typeof FinishAttemptBody>): Promise<FinishResult> {
-  const completed: FinishPart[] = [];
-  const part = async <T>(name: FinishPart, run: () => Promise<T>): Promise<T> => {
-    try {
-      const out = await run();
-      completed.push(name);
-      return out;
-    } catch (err) {
-      throw new FinishPartError(err, name, [...completed]);
-    }
-  };
+  const part = finishParts((err, failed, completed) => new FinishPartError(err, failed, completed));
   const sent = b.spans && b.spans.length > 0 ? b.spans : null;
   const spans = sent ? await part("spans", () => addSpansAssigningSequence(store, checkSpanObjects(sent))) : [];
   const attempt = await part("attempt", () => store.updateAttempt(b.rollout_id, b.attempt_id, b.attempt));
