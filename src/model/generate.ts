@@ -73,7 +73,8 @@ export function sampleToken(logits: ArrayLike<number>, options: SamplingOptions,
   return order[keep - 1];
 }
 
-function logSoftmaxAt(logits: ArrayLike<number>, id: number): number {
+/** log softmax(logits)[id], computed stably: the log-prob of a sampled token, shared by every engine. */
+export function logProbOf(logits: ArrayLike<number>, id: number): number {
   let max = -Infinity;
   for (let j = 0; j < logits.length; j++) if (logits[j] > max) max = logits[j];
   let sum = 0;
@@ -148,7 +149,7 @@ export function generate(config: ModelConfig, params: Float32Array, prompt: numb
   for (let i = 0; i < limit; i++) {
     const token = sampleToken(logits, options, rng);
     tokens.push(token);
-    logprobs.push(logSoftmaxAt(logits, token));
+    logprobs.push(logProbOf(logits, token));
     if (stop.has(token)) return { tokens, logprobs, finishReason: "stop" };
     if (i + 1 < limit) logits = decodeStep(config, p, token, cache);
   }

@@ -11,20 +11,13 @@ import { GpuDecoder, leftPaddedBatch, maxDecoderBatch } from "../gpu/decode.ts";
 import type { GpuDeviceOptions } from "../gpu/device.ts";
 import { GpuModel } from "../gpu/model.ts";
 import type { ModelConfig } from "../model/config.ts";
-import { sampleToken } from "../model/generate.ts";
+import { logProbOf, sampleToken } from "../model/generate.ts";
 import { Rng } from "../model/init.ts";
 import { EOS_ID } from "../model/tokenizer.ts";
 import { ValidationError } from "../types/errors.ts";
 import { finishGeneration, validateRequest, type FinishReason, type Generation, type GenerationEngine, type GenerationRequest } from "./generation.ts";
 
-/** log softmax(logits)[id], computed stably. */
-export function logProbOf(logits: ArrayLike<number>, id: number): number {
-  let max = -Infinity;
-  for (let j = 0; j < logits.length; j++) if (logits[j] > max) max = logits[j];
-  let sum = 0;
-  for (let j = 0; j < logits.length; j++) sum += Math.exp(logits[j] - max);
-  return logits[id] - max - Math.log(sum);
-}
+export { logProbOf };
 
 /** One sequence being generated: its request, its sampler, what it has produced. */
 class Live {
