@@ -15,6 +15,7 @@ const dir = process.argv[process.argv.length - 1]!;
 async function lifecycle(driver: "native" | "client") {
   const url = `file:${join(dir, `${runtime}-${driver}.db`)}`;
   const store = await LibsqlLightningStore.open(url, { driver });
+  const background = store.checkpointsInBackground;
   await store.enqueueRollout({ question: "2 + 2" });
   const claimed = await store.dequeueRollout({ worker_id: `worker-${runtime}` });
   if (!claimed) throw new Error("nothing to dequeue");
@@ -31,7 +32,7 @@ async function lifecycle(driver: "native" | "client") {
   const stored = await reopened.querySpans(claimed.rollout_id);
   const worker = await reopened.getWorkerById(`worker-${runtime}`);
   await reopened.close();
-  return { driver, status: rollout?.status ?? null, spanNames: stored.items.map((s) => s.name), workerStatus: worker?.status ?? null };
+  return { driver, background, status: rollout?.status ?? null, spanNames: stored.items.map((s) => s.name), workerStatus: worker?.status ?? null };
 }
 
 console.log(JSON.stringify({ runtime, results: [await lifecycle("native"), await lifecycle("client")] }));

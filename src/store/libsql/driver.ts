@@ -19,6 +19,7 @@
 import { ValidationError } from "../../types/index.ts";
 import { AsyncMutex } from "../mutex.ts";
 import { nextTurn } from "../next-turn.ts";
+import type { BackgroundCheckpointer } from "./checkpointer.ts";
 
 export type SqlValue = string | number | null;
 export type SqlRow = ArrayLike<SqlValue>;
@@ -70,6 +71,13 @@ export interface SqlDriver {
   tx<T>(mode: SqlTxMode, fn: (c: SqlConn) => MaybePromise<T>): Promise<T>;
   /** Runs a connection setting (PRAGMA) outside any transaction; returns its rows. */
   pragma(sql: string): Promise<SqlRow[]>;
+  /**
+   * Embedded file databases in WAL mode: moves WAL checkpoints to a background thread (checkpointer.ts).
+   * Resolves false where that is not available (the engine's own checkpoints stay).
+   */
+  startBackgroundCheckpoints?(): Promise<boolean>;
+  /** True while a background thread checkpoints this database. */
+  readonly checkpointsInBackground?: boolean;
   close(): Promise<void>;
 }
 
@@ -148,11 +156,13 @@ class NativeDriver implements SqlDriver {
   private readonly cache = new Map<string, NativeStatement>();
   private readonly conn: SqlConn;
   private closed = false;
+  private checkpointer: BackgroundCheckpointer | null = null;
 
   private constructor(
     readonly kind: "file" | "memory",
     private readonly db: NativeDatabase,
     private readonly busyTimeoutMs: number,
+    private readonly path: string,
   ) {
     this.conn = {
       all: (sql, args) => this.prepare(sql).all(args ?? []) as SqlValue[][],
@@ -169,7 +179,7 @@ class NativeDriver implements SqlDriver {
     // The binding waits for a lock synchronously, stalling the event loop; so the engine waits only
     // briefly, and `beginWrite` keeps retrying asynchronously until `busyTimeoutMs` has passed.
     const db = new mod.default(loc.path, { timeout: Math.min(SYNC_BUSY_WAIT_MS, opts.busyTimeoutMs) });
-    return new NativeDriver(loc.kind as "file" | "memory", db, opts.busyTimeoutMs);
+    return new NativeDriver(loc.kind as "file" | "memory", db, opts.busyTimeoutMs, loc.path);
   }
 
   private prepare(sql: string): NativeStatement {
@@ -282,6 +292,7 @@ class NativeDriver implements SqlDriver {
       }
       await this.hooks?.beforeCommit(this.conn);
       this.exec("COMMIT");
+      this.checkpointer?.committed();
     } catch (e) {
       if (this.db.open && this.db.inTransaction) this.exec("ROLLBACK");
       this.hooks?.rolledBack();
@@ -319,11 +330,37 @@ class NativeDriver implements SqlDriver {
     });
   }
 
+  get checkpointsInBackground(): boolean {
+    return this.checkpointer?.running ?? false;
+  }
+
+  async startBackgroundCheckpoints(): Promise<boolean> {
+    if (this.kind !== "file" || this.checkpointer) return this.checkpointer !== null;
+    const { BackgroundCheckpointer, SAFETY_NET_PAGES } = await import("./checkpointer.ts");
+    const onError = (err: Error): void => {
+      // Back to the engine's own checkpoints on the event loop, so the WAL keeps being folded in.
+      console.warn(`[lightning-ts] ${err.message}; checkpoints run on the main thread from now on`);
+      this.checkpointer = null;
+      if (!this.closed) void this.pragma("PRAGMA wal_autocheckpoint = 1000").catch((e) => console.error("[lightning-ts] could not restore wal_autocheckpoint:", e));
+    };
+    const started = await BackgroundCheckpointer.start(this.path, { onError });
+    if (started === null) return false;
+    if (this.closed) {
+      await started.stop();
+      return false;
+    }
+    this.checkpointer = started;
+    await this.pragma(`PRAGMA wal_autocheckpoint = ${SAFETY_NET_PAGES}`);
+    return true;
+  }
+
   close(): Promise<void> {
     return this.mutex.run(async () => {
       if (this.closed) return;
       this.closed = true;
       this.cache.clear();
+      await this.checkpointer?.stop();
+      this.checkpointer = null;
       // The binding closes the file only when the garbage collector has dropped every prepared
       // statement, and the last close checkpoints the WAL: checkpoint now, so that late close (on the GC's
       // schedule, on the main thread) finds nothing to write. Other processes may still be reading: a

@@ -33,6 +33,11 @@ export interface LibsqlLightningStoreOptions extends LightningStoreCoreOptions {
   synchronous?: "normal" | "full";
   /** Embedded URLs: "native" (default, the libsql binding) or "client" (`@libsql/client`). Remote URLs always use the client. */
   driver?: "native" | "client";
+  /**
+   * File databases on the native driver: fold the WAL into the database file from a background thread
+   * (default true) instead of inside the COMMIT that fills it (see checkpointer.ts).
+   */
+  backgroundCheckpoints?: boolean;
 }
 
 export class LibsqlLightningStore extends LightningStoreCore {
@@ -54,12 +59,18 @@ export class LibsqlLightningStore extends LightningStoreCore {
     const driver = await openDriver(location, { authToken: options.authToken, busyTimeoutMs, driver: options.driver });
     try {
       await configure(driver, location, sync);
+      if (options.backgroundCheckpoints !== false) await driver.startBackgroundCheckpoints?.();
       await applyMigrations(driver, MIGRATIONS);
     } catch (e) {
       await driver.close();
       throw e;
     }
     return new LibsqlLightningStore(location, new LibsqlStorage(driver), options);
+  }
+
+  /** True while WAL checkpoints run on a background thread (file databases on the native driver; see `backgroundCheckpoints`). */
+  get checkpointsInBackground(): boolean {
+    return this.libsql.driver.checkpointsInBackground ?? false;
   }
 
   /** SQLite's `PRAGMA integrity_check` on this database: `["ok"]` when the file is sound. */
