@@ -155,8 +155,8 @@ export class MemoryStorage implements Storage {
     return Object.freeze({
       rollout_id: a.rollout_id,
       attempt_id: a.attempt_id,
-      sequence_id: p.sequence_id !== undefined ? p.sequence_id : a.sequence_id,
-      start_time: p.start_time !== undefined ? p.start_time : a.start_time,
+      sequence_id: a.sequence_id,
+      start_time: a.start_time,
       end_time: p.end_time !== undefined ? p.end_time : a.end_time,
       status: p.status !== undefined ? p.status : a.status,
       worker_id: p.worker_id !== undefined ? p.worker_id : a.worker_id,

@@ -55,7 +55,8 @@ export type CollectionName = keyof Rows;
 
 /** Fields the core changes on a rollout / attempt / worker: only these are written. */
 export type RolloutPatchRow = Partial<Omit<Rollout, "rollout_id">>;
-export type AttemptPatchRow = Partial<Omit<Attempt, "rollout_id" | "attempt_id">>;
+/** What changes on an attempt after it is created; its ids, sequence_id and start_time never do. */
+export type AttemptPatchRow = Partial<Pick<Attempt, "status" | "worker_id" | "end_time" | "last_heartbeat_time" | "metadata">>;
 export type WorkerPatchRow = Partial<Omit<Worker, "worker_id">>;
 
 /** A backend answers synchronously (memory) or with a promise (SQL); the core awaits either. */

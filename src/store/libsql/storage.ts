@@ -73,6 +73,8 @@ const PUT_RESOURCES =
   `ON CONFLICT ("resources_id") DO UPDATE SET "create_time" = excluded."create_time", "update_time" = excluded."update_time", ` +
   `"version" = excluded."version", "resources" = excluded."resources", "write_order" = excluded."write_order"`;
 
+/** `"a" = excluded."a", ...`: an upsert's SET clause over `columns`. */
+const setClause = (columns: readonly string[]): string => columns.map((c) => `"${c}" = excluded."${c}"`).join(", ");
 const spanKey = (rid: unknown, aid: unknown, sid: unknown): string => `${rid as string}\u0000${aid as string}\u0000${sid as string}`;
 const attemptKey = (rid: string, aid: string): string => `${rid}\u0000${aid}`;
 
@@ -98,7 +100,11 @@ const frozen = <T extends object>(row: T): T => (Object.isFrozen(row) ? row : de
 class StoreCache extends RowCache {
   readonly rollouts = this.table(new CachedTable<Rollout>("rollouts", ROLLOUT_COLUMNS, ["rollout_id"]));
   /** Keyed by `attemptKey`. */
-  readonly attempts = this.table(new CachedTable<Attempt>("attempts", ATTEMPT_COLUMNS, ["rollout_id", "attempt_id"]));
+  // An update rewrites only the columns an attempt patch can change (AttemptPatchRow): leaving sequence_id
+  // out of the SET spares SQLite rewriting the (rollout_id, sequence_id) index entry on every heartbeat.
+  readonly attempts = this.table(
+    new CachedTable<Attempt>("attempts", ATTEMPT_COLUMNS, ["rollout_id", "attempt_id"], setClause(["status", "worker_id", "end_time", "last_heartbeat_time", "metadata"])),
+  );
   readonly workers = this.table(new CachedTable<Worker>("workers", WORKER_COLUMNS, ["worker_id"]));
   /** Span sequence counters; a missing counter is cached as 0. */
   readonly sequences = this.table(new CachedTable<number>("span_sequences", ["rollout_id", "value"], ["rollout_id"]));
@@ -259,7 +265,7 @@ export class SqlTx implements StorageTx {
   updateAttempt(rid: string, aid: string, patch: AttemptPatchRow): MaybePromise<Attempt> {
     return then(this.getAttempt(rid, aid), (old) => {
       if (!old) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
-      const a = patched(old, patch, ["rollout_id", "attempt_id"]);
+      const a = patched(old, patch, ["rollout_id", "attempt_id", "sequence_id", "start_time"]);
       this.cache.put(this.cache.attempts, attemptKey(rid, aid), a, attemptValues(a));
       if (this.knownLatest(rid)?.attempt_id === aid) this.cache.setLatest(rid, a);
       return a;
