@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { InMemoryLightningStore, LibsqlLightningStore, openStore, parseDbUrl } from "../../src/store/index.ts";
-import { ValidationError } from "../../src/types/index.ts";
+import { ValidationError, spanFromAttributes } from "../../src/types/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "libsql-open-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -60,5 +60,30 @@ describe("opening a store by URL", () => {
     await s.close();
     await s.close();
     await expect(s.enqueueRollout(1)).rejects.toThrow(/closed/);
+  });
+
+  it("every kind of span context reads back exactly after reopen (the usual derived one is not stored, but rebuilt)", async () => {
+    const path = join(dir, "contexts.db");
+    const a = (await openStore(`file:${path}`)) as LibsqlLightningStore;
+    const ar = await a.startRollout({ q: "ctx" });
+    const base = (k: number) => spanFromAttributes({ rollout_id: ar.rollout_id, attempt_id: ar.attempt.attempt_id, sequence_id: k, name: `s${k}` });
+    const derived = base(1);
+    const remote = { ...base(2) };
+    remote.context = { ...remote.context!, is_remote: true };
+    const traceState = { ...base(3) };
+    traceState.context = { ...traceState.context!, trace_state: { vendor: "x" } };
+    const extraKey = { ...base(4) };
+    extraKey.context = { ...extraKey.context!, sampled: true } as typeof extraKey.context;
+    const noContext = { ...base(5), context: null };
+    const otherIds = { ...base(6) };
+    otherIds.context = { ...otherIds.context!, span_id: "0123456789abcdef" };
+    const sent = [derived, remote, traceState, extraKey, noContext, otherIds];
+    await a.addManySpans(sent);
+    await a.close();
+    const b = await openStore(`file:${path}`);
+    const back = (await b.querySpans(ar.rollout_id)).items;
+    expect(back).toEqual(sent);
+    expect(back[0]!.context).toEqual({ trace_id: derived.trace_id, span_id: derived.span_id, is_remote: false, trace_state: {} });
+    await b.close();
   });
 });
