@@ -4,14 +4,11 @@
  * tick as one transaction; requests arriving over HTTP are otherwise handled in separate ticks and would
  * each commit alone. Every caller still gets its own result or error.
  */
+import { scheduleNextTurn } from "../store/next-turn.ts";
+
 type Schedule = (fn: () => void) => void;
 
-const nextMacrotask: Schedule =
-  typeof (globalThis as { setImmediate?: unknown }).setImmediate === "function"
-    ? (fn) => (globalThis as unknown as { setImmediate(f: () => void): void }).setImmediate(fn)
-    : (fn) => setTimeout(fn, 0);
-
-export function coalesced<A extends unknown[], R>(fn: (...args: A) => Promise<R>, schedule: Schedule = nextMacrotask): (...args: A) => Promise<R> {
+export function coalesced<A extends unknown[], R>(fn: (...args: A) => Promise<R>, schedule: Schedule = scheduleNextTurn): (...args: A) => Promise<R> {
   let pending: { args: A; resolve: (v: R) => void; reject: (e: unknown) => void }[] = [];
   const flush = () => {
     const batch = pending;

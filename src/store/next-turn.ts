@@ -5,11 +5,11 @@
  * join the same transaction, where a microtask wait would commit each of them alone.
  * `setImmediate` where the runtime has it (Node, Bun, Deno 2), else a 0 ms timer.
  */
-const schedule: (fn: () => void) => void =
+export const scheduleNextTurn: (fn: () => void) => void =
   typeof (globalThis as { setImmediate?: unknown }).setImmediate === "function"
     ? (fn) => (globalThis as unknown as { setImmediate(fn: () => void): void }).setImmediate(fn)
     : (fn) => setTimeout(fn, 0);
 
 export function nextTurn(): Promise<void> {
-  return new Promise((resolve) => schedule(resolve));
+  return new Promise((resolve) => scheduleNextTurn(resolve));
 }
