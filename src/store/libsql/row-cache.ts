@@ -43,10 +43,10 @@ export class CachedTable<V> {
     readonly table: string,
     private readonly columns: readonly string[],
     key: readonly string[],
-    /** The SET clause of the upsert; default: every non-key column from the new row. */
-    set?: string,
+    /** The columns an update rewrites (the upsert's SET clause); default: every non-key column. */
+    updatable: readonly string[] = columns.filter((c) => !key.includes(c)),
   ) {
-    const update = set ?? columns.filter((c) => !key.includes(c)).map((c) => `"${c}" = excluded."${c}"`).join(", ");
+    const update = updatable.map((c) => `"${c}" = excluded."${c}"`).join(", ");
     const head = `INSERT INTO "${table}" (${quoted(columns)}) VALUES `;
     this.upsert = multiRowSql(head, columns.length, ` ON CONFLICT (${quoted(key)}) DO UPDATE SET ${update}`);
     this.insert = multiRowSql(head, columns.length, "");

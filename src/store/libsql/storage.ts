@@ -73,8 +73,6 @@ const PUT_RESOURCES =
   `ON CONFLICT ("resources_id") DO UPDATE SET "create_time" = excluded."create_time", "update_time" = excluded."update_time", ` +
   `"version" = excluded."version", "resources" = excluded."resources", "write_order" = excluded."write_order"`;
 
-/** `"a" = excluded."a", ...`: an upsert's SET clause over `columns`. */
-const setClause = (columns: readonly string[]): string => columns.map((c) => `"${c}" = excluded."${c}"`).join(", ");
 const spanKey = (rid: unknown, aid: unknown, sid: unknown): string => `${rid as string}\u0000${aid as string}\u0000${sid as string}`;
 const attemptKey = (rid: string, aid: string): string => `${rid}\u0000${aid}`;
 
@@ -103,7 +101,7 @@ class StoreCache extends RowCache {
   // An update rewrites only the columns an attempt patch can change (AttemptPatchRow): leaving sequence_id
   // out of the SET spares SQLite rewriting the (rollout_id, sequence_id) index entry on every heartbeat.
   readonly attempts = this.table(
-    new CachedTable<Attempt>("attempts", ATTEMPT_COLUMNS, ["rollout_id", "attempt_id"], setClause(["status", "worker_id", "end_time", "last_heartbeat_time", "metadata"])),
+    new CachedTable<Attempt>("attempts", ATTEMPT_COLUMNS, ["rollout_id", "attempt_id"], ["status", "worker_id", "end_time", "last_heartbeat_time", "metadata"]),
   );
   readonly workers = this.table(new CachedTable<Worker>("workers", WORKER_COLUMNS, ["worker_id"]));
   /** Span sequence counters; a missing counter is cached as 0. */

@@ -165,9 +165,8 @@ export const workerValues = (w: Worker): SqlValue[] => [
   w.current_rollout_id, w.current_attempt_id,
 ];
 
-/** A span's columns; everything that is not a column goes into the JSON body (extra keys included). */
 /**
- * A span row's values. The `body` column holds every other field as JSON, except a `context` that only repeats
+ * A span row's values: its columns, and everything else (extra keys included) as the JSON `body`, except a `context` that only repeats
  * the row's trace and span ids (`{trace_id, span_id, is_remote: false, trace_state: {}}`, what nearly every span
  * carries): it is left out and rebuilt on read (spanBody), ~110 of a typical span's ~800 bytes.
  */
