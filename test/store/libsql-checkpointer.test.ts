@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, describe, expect, it, vi } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { LibsqlLightningStore } from "../../src/store/index.ts";
 import { BackgroundCheckpointer } from "../../src/store/libsql/checkpointer.ts";
 import { spanFromAttributes } from "../../src/types/index.ts";
@@ -69,22 +69,6 @@ describe("background WAL checkpoints", () => {
     await store.close();
     // close() folds the WAL in.
     expect(statSync(path).size).toBeGreaterThan(before);
-  });
-
-  it("a worker that dies is reported and the store goes back to SQLite's own checkpoints", async () => {
-    const store = await LibsqlLightningStore.open(`file:${join(dir, "dies.db")}`);
-    expect(store.checkpointsInBackground).toBe(true);
-    const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
-    const driver = (store as unknown as { storage: { driver: { checkpointer: { worker: { terminate(): Promise<number> } } } } }).storage.driver;
-    await driver.checkpointer.worker.terminate();
-    for (let i = 0; i < 100 && store.checkpointsInBackground; i++) await sleep(10);
-    expect(store.checkpointsInBackground).toBe(false);
-    for (let i = 0; i < 100 && Number((await pragma(store, "PRAGMA wal_autocheckpoint"))[0]![0]) !== 1_000; i++) await sleep(10);
-    expect(Number((await pragma(store, "PRAGMA wal_autocheckpoint"))[0]![0])).toBe(1_000);
-    expect(warn.mock.calls.map((c) => String(c[0])).join("\n")).toMatch(/worker exited.*checkpoints run on the main thread/);
-    warn.mockRestore();
-    await write(store, 100);
-    await store.close();
   });
 
   it("a worker that cannot open the file is reported, not swallowed, and start() gives null", async () => {

@@ -82,14 +82,7 @@ export class BackgroundCheckpointer {
       if (m.error !== undefined) fail(new Error(`background WAL checkpoint failed: ${m.error}`));
     });
     this.worker.on("error", (e) => fail(e));
-    this.exited = new Promise((resolve) =>
-      this.worker.once("exit", (code) => {
-        ready(false);
-        // Exiting without being asked to (killed, out of memory) is a failure too: the caller falls back.
-        if (Atomics.load(this.flags, 1) === 0) fail(new Error(`background WAL checkpoint worker exited with code ${code}`));
-        resolve();
-      }),
-    );
+    this.exited = new Promise((resolve) => this.worker.once("exit", () => (ready(false), resolve())));
   }
 
   /** Starts a checkpointer on the database file at `path`; null when the worker could not open it (reported through `onError`). */
