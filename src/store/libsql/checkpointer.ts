@@ -120,6 +120,8 @@ export class BackgroundCheckpointer {
     const timeout = new Promise<"timeout">((resolve) => (timer = setTimeout(resolve, 5_000, "timeout")));
     const how = await Promise.race([this.exited, timeout]);
     clearTimeout(timer);
-    if (how === "timeout") await this.worker.terminate();
+    // Still in a long checkpoint: let it finish on its own (it then sees the stop flag and closes its
+    // connection). Not terminate(): stopping a thread inside the native binding aborts the whole process.
+    if (how === "timeout") this.worker.unref();
   }
 }
