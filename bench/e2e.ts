@@ -12,7 +12,9 @@
  * - cs-libsql:  client-server strategy, R runner processes, the algorithm process serving a libSQL file;
  * - cs-libsql-per-span (baseline, measured in the same run): the same, delivering every span in its own
  *   request as upstream's tracer does (one add_otel_span per span), instead of one batch per attempt
- *   (its final status and next claim still share one `/attempts/finish` request, as in cs-libsql).
+ *   (its final status and next claim still share one `/attempts/finish` request, as in cs-libsql);
+ * - cs-libsql-equal-priority (baseline): cs-libsql with `runnerNiceness: 0`, the runner processes at the
+ *   server's CPU priority (cs-libsql runs them 10 nice levels lower, the strategy's default).
  * Target: cs-libsql with 8 runners >= 500 rollouts/s on this 2-core machine.
  *
  * Scaled to this machine: attribute trees of depth 1–2, breadth 2–4, keys 3–20 chars, values 5–60 chars
@@ -40,7 +42,7 @@ import { emitReward } from "../src/tracer/index.ts";
 import { ClientServerExecutionStrategy, SharedMemoryExecutionStrategy, Trainer } from "../src/trainer/index.ts";
 
 const TARGET = 500;
-const SCENARIOS = ["shm-memory", "shm-libsql", "cs-libsql", "cs-libsql-per-span"] as const;
+const SCENARIOS = ["shm-memory", "shm-libsql", "cs-libsql", "cs-libsql-per-span", "cs-libsql-equal-priority"] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 const argv = process.argv.slice(2);
@@ -197,7 +199,13 @@ async function runScenario(scenario: Scenario): Promise<void> {
   });
   const strategyChildren = () => (strategy instanceof ClientServerExecutionStrategy ? strategy.children : []);
   const strategy = cs
-    ? new ClientServerExecutionStrategy({ serverPort: 0, nRunners: RUNNERS, gracefulTimeout: 5, terminateTimeout: 3 })
+    ? new ClientServerExecutionStrategy({
+        serverPort: 0,
+        nRunners: RUNNERS,
+        gracefulTimeout: 5,
+        terminateTimeout: 3,
+        runnerNiceness: scenario === "cs-libsql-equal-priority" ? 0 : null,
+      })
     : new SharedMemoryExecutionStrategy({ nRunners: RUNNERS, mainThread: "algorithm" });
   const perSpan = scenario === "cs-libsql-per-span";
   const trainer = new Trainer({
@@ -258,6 +266,7 @@ if (scenarioArg) {
   }
   const main = results["cs-libsql"];
   const base = results["cs-libsql-per-span"];
+  const equal = results["cs-libsql-equal-priority"];
   if (main) {
     console.log(`cs-libsql vs target ${TARGET} rollouts/s: wall ${(main.rolloutsPerSec / TARGET).toFixed(2)}x, CPU-bound ${(main.cpuBoundRolloutsPerSec / TARGET).toFixed(2)}x`);
   }
@@ -265,6 +274,12 @@ if (scenarioArg) {
     console.log(
       `cs-libsql vs per-span delivery (upstream tracer protocol, same run): wall ${(main.rolloutsPerSec / base.rolloutsPerSec).toFixed(2)}x, ` +
         `CPU-bound ${(main.cpuBoundRolloutsPerSec / base.cpuBoundRolloutsPerSec).toFixed(2)}x`,
+    );
+  }
+  if (main && equal) {
+    console.log(
+      `cs-libsql vs runners at the server's priority (same run): wall ${(main.rolloutsPerSec / equal.rolloutsPerSec).toFixed(2)}x, ` +
+        `CPU-bound ${(main.cpuBoundRolloutsPerSec / equal.cpuBoundRolloutsPerSec).toFixed(2)}x`,
     );
   }
   console.log(`load after: ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);

@@ -50,6 +50,12 @@ export interface ClientServerOptions {
   childCommand?: readonly string[] | null;
   /** Seconds a bundle gets after stop before it is aborted (default 5). */
   gracefulDelay?: number;
+  /**
+   * How much lower the runner processes' CPU priority is than this process's: added to their nice value
+   * (0 to 19; default 10, env `AGL_RUNNER_NICENESS`). The server's event loop is what every runner waits
+   * on; when runners and server share the cores, the scheduler then gives the server its turn first.
+   */
+  runnerNiceness?: number | null;
 }
 
 const bindable = (host: string): string => (host === "localhost" ? "127.0.0.1" : host);
@@ -57,7 +63,7 @@ const bindable = (host: string): string => (host === "localhost" ? "127.0.0.1" :
 export class ClientServerExecutionStrategy extends ExecutionStrategy {
   static readonly acceptedOptions = [
     "role", "serverHost", "serverPort", "nRunners", "gracefulTimeout", "terminateTimeout", "mainProcess", "managedStore",
-    "allowedExitCodes", "childCommand", "gracefulDelay",
+    "allowedExitCodes", "childCommand", "gracefulDelay", "runnerNiceness",
   ] as const;
 
   role: Role;
@@ -71,6 +77,7 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
   readonly allowedExitCodes: readonly number[];
   readonly childCommand: readonly string[] | null;
   readonly gracefulDelay: number;
+  readonly runnerNiceness: number;
   /** The port the server really bound (after `execute` started it). */
   boundPort: number | null = null;
   /** The child processes of the last `execute` (for inspection). */
@@ -95,6 +102,10 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
     this.allowedExitCodes = o.allowedExitCodes ?? [0, -15];
     this.childCommand = o.childCommand ?? null;
     this.gracefulDelay = o.gracefulDelay ?? 5.0;
+    this.runnerNiceness = resolveIntEnv("AGL_RUNNER_NICENESS", o.runnerNiceness, 10);
+    if (!(Number.isInteger(this.runnerNiceness) && this.runnerNiceness >= 0 && this.runnerNiceness <= 19)) {
+      throw new ValidationError(`runnerNiceness must be an integer from 0 to 19, got ${String(this.runnerNiceness)}`, ["runnerNiceness"]);
+    }
     if (this.mainProcess !== "algorithm" && this.mainProcess !== "runner") {
       throw new ValidationError(`mainProcess must be 'algorithm' or 'runner', got '${String(this.mainProcess)}'`, ["mainProcess"]);
     }
@@ -161,13 +172,10 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
     if (failure !== undefined) throw failure;
   }
 
-  private spawnChild(name: string, env: Record<string, string>): ChildHandle {
+  private spawnChild(name: string, env: Record<string, string>, niceness = 0): ChildHandle {
     const command = this.childCommand ?? selfCommand();
-    const child = new ChildHandle(name, command, {
-      AGL_SERVER_HOST: this.serverHost,
-      AGL_MANAGED_STORE: this.managedStore ? "true" : "false",
-      ...env,
-    });
+    const childEnv = { AGL_SERVER_HOST: this.serverHost, AGL_MANAGED_STORE: this.managedStore ? "true" : "false", ...env };
+    const child = new ChildHandle(name, command, childEnv, niceness);
     this.children.push(child);
     log.info(`Started ${name} (pid ${child.pid})`);
     return child;
@@ -175,7 +183,7 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
 
   private spawnRunners(port: number): void {
     for (let i = 0; i < this.nRunners; i++) {
-      this.spawnChild(`runner-${i}`, { AGL_CURRENT_ROLE: "runner", AGL_WORKER_ID: String(i), AGL_SERVER_PORT: String(port) });
+      this.spawnChild(`runner-${i}`, { AGL_CURRENT_ROLE: "runner", AGL_WORKER_ID: String(i), AGL_SERVER_PORT: String(port) }, this.runnerNiceness);
     }
   }
 

@@ -12,6 +12,8 @@ export const LightningEnvVar = {
   AGL_EMITTER_DEBUG: "AGL_EMITTER_DEBUG",
   /** TS only: set by the client-server strategy in a runner child, the one worker id it runs. */
   AGL_WORKER_ID: "AGL_WORKER_ID",
+  /** TS only: how much lower runner children's CPU priority is (ClientServerOptions.runnerNiceness). */
+  AGL_RUNNER_NICENESS: "AGL_RUNNER_NICENESS",
 } as const;
 export type LightningEnvVarName = keyof typeof LightningEnvVar;
 

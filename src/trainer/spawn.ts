@@ -5,7 +5,10 @@
  * signal N reads as -N.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { constants } from "node:os";
+import { constants, getPriority, setPriority } from "node:os";
+import { getLogger } from "../tracer/log.ts";
+
+const log = getLogger("agentlightning.execution.spawn");
 
 export const STOP_LINE = "agl:stop\n";
 
@@ -30,8 +33,11 @@ export class ChildHandle {
     readonly name: string,
     command: readonly string[],
     env: Record<string, string>,
+    /** Added to this process's nice value for the child (0: the same CPU priority as this process). */
+    niceness = 0,
   ) {
     this.child = spawn(command[0]!, command.slice(1), { env: { ...process.env, ...env }, stdio: ["pipe", "inherit", "inherit"] });
+    if (niceness > 0 && this.child.pid !== undefined) lowerPriority(name, this.child.pid, niceness);
     // A child that exits before reading its stop line must not crash us with EPIPE.
     this.child.stdin?.on("error", () => {});
     this.exited = new Promise<number>((resolve) => {
@@ -76,6 +82,19 @@ export class ChildHandle {
     const done = await Promise.race([this.exited.then(() => true as const), timedOut]);
     clearTimeout(timer);
     return done;
+  }
+}
+
+/**
+ * Raises a child's nice value by `niceness` (capped at 19, the lowest priority), right after it started:
+ * on Linux this sets the child's main thread, and every thread the runtime starts later inherits it.
+ * A failure (a platform without priorities, a child already gone) is logged, and the child runs on.
+ */
+function lowerPriority(name: string, pid: number, niceness: number): void {
+  try {
+    setPriority(pid, Math.min(19, getPriority(pid) + niceness));
+  } catch (err) {
+    log.warn(`Could not lower the CPU priority of ${name} (pid ${pid}): ${(err as Error).message}`);
   }
 }
 

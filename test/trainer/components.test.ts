@@ -84,6 +84,25 @@ describe("environment variables", () => {
     process.env.AGL_CURRENT_ROLE = "boss";
     expect(() => new ClientServerExecutionStrategy()).toThrow(/role must be/);
   });
+
+  it("runner children's niceness: 10 by default, from the option or AGL_RUNNER_NICENESS, 0 to 19 only", () => {
+    const cs = (o: object = {}) => new ClientServerExecutionStrategy({ role: "both", ...o });
+    const before = process.env.AGL_RUNNER_NICENESS;
+    try {
+      delete process.env.AGL_RUNNER_NICENESS;
+      expect(cs().runnerNiceness).toBe(10);
+      expect(cs({ runnerNiceness: 0 }).runnerNiceness).toBe(0);
+      process.env.AGL_RUNNER_NICENESS = "4";
+      expect(cs().runnerNiceness).toBe(4);
+      expect(cs({ runnerNiceness: 19 }).runnerNiceness).toBe(19);
+      for (const bad of [-1, 20, 2.5]) expect(() => cs({ runnerNiceness: bad })).toThrow(/runnerNiceness must be an integer from 0 to 19/);
+      process.env.AGL_RUNNER_NICENESS = "low";
+      expect(() => cs()).toThrow("AGL_RUNNER_NICENESS must be an integer, got 'low'");
+    } finally {
+      if (before === undefined) delete process.env.AGL_RUNNER_NICENESS;
+      else process.env.AGL_RUNNER_NICENESS = before;
+    }
+  });
 });
 
 describe("strategy and trainer options", () => {

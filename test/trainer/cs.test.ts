@@ -15,7 +15,9 @@ const bin = (name: string) => join(root, "node_modules/.bin", name);
 
 interface Report {
   finished: number;
-  rollouts: { status: string; attempts: { status: string; worker: string }[]; spans: string[]; reward: number }[];
+  rollouts: { status: string; attempts: { status: string; worker: string }[]; spans: string[]; message: string; reward: number }[];
+  /** The algorithm process's nice value. */
+  nice: number;
   workers: { id: string; host: string | null }[];
   exitCodes: [string, number | null][];
 }
@@ -52,6 +54,18 @@ describe("ClientServerExecutionStrategy", () => {
     expect(report.workers.map((w) => w.id).sort()).toEqual(["Worker-0", "Worker-1"]);
     expect(report.exitCodes).toEqual([["runner-0", 0], ["runner-1", 0]]);
     expect(pidsOf(fixture)).toEqual([]);
+    // Runner children run at a lower CPU priority than the serving process (default: nice + 10).
+    const nices = new Set(report.rollouts.map((r) => Number(/ nice (-?\d+)$/.exec(r.message)![1])));
+    expect([...nices]).toEqual([Math.min(19, report.nice + 10)]);
+  }, 120_000);
+
+  it("runnerNiceness sets how much lower the runners' CPU priority is; 0 keeps it equal", () => {
+    for (const niceness of ["0", "3"]) {
+      const report = run({ CS_TASKS: "2", CS_RUNNERS: "1", CS_NICENESS: niceness });
+      expect(report.finished).toBe(2);
+      const nices = report.rollouts.map((r) => Number(/ nice (-?\d+)$/.exec(r.message)![1]));
+      expect(nices).toEqual([report.nice + Number(niceness), report.nice + Number(niceness)]);
+    }
   }, 120_000);
 
   it("a runner SIGKILLed mid-rollout: the attempt goes unresponsive, the rollout is requeued and another runner completes it", () => {
