@@ -34,6 +34,9 @@ function run(env: Record<string, string>): Report {
   return JSON.parse(line.slice(7)) as Report;
 }
 
+/** The nice value of the runner that ran a rollout (the fixture's agent puts it in its message). */
+const runnerNice = (r: Report["rollouts"][number]): number => Number(/ nice (-?\d+)$/.exec(r.message)![1]);
+
 const pidsOf = (pattern: string): string[] => {
   const r = spawnSync("pgrep", ["-f", pattern], { encoding: "utf8" });
   return r.stdout.split("\n").filter(Boolean);
@@ -55,7 +58,7 @@ describe("ClientServerExecutionStrategy", () => {
     expect(report.exitCodes).toEqual([["runner-0", 0], ["runner-1", 0]]);
     expect(pidsOf(fixture)).toEqual([]);
     // Runner children run at a lower CPU priority than the serving process (default: nice + 10).
-    const nices = new Set(report.rollouts.map((r) => Number(/ nice (-?\d+)$/.exec(r.message)![1])));
+    const nices = new Set(report.rollouts.map(runnerNice));
     expect([...nices]).toEqual([Math.min(19, report.nice + 10)]);
   }, 120_000);
 
@@ -63,7 +66,7 @@ describe("ClientServerExecutionStrategy", () => {
     for (const niceness of ["0", "3"]) {
       const report = run({ CS_TASKS: "2", CS_RUNNERS: "1", CS_NICENESS: niceness });
       expect(report.finished).toBe(2);
-      const nices = report.rollouts.map((r) => Number(/ nice (-?\d+)$/.exec(r.message)![1]));
+      const nices = report.rollouts.map(runnerNice);
       const expected = Math.min(19, report.nice + Number(niceness));
       expect(nices).toEqual([expected, expected]);
     }
