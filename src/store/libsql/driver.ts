@@ -172,6 +172,7 @@ class NativeDriver implements SqlDriver {
         return { changes: r.changes, lastRowid: Number(r.lastInsertRowid) };
       },
     };
+    this.memberConn = new SavepointConn(this.conn, () => this.exec("SAVEPOINT lightning_tx"));
   }
 
   static async open(loc: DbLocation, opts: DriverOptions): Promise<NativeDriver> {
@@ -232,6 +233,8 @@ class NativeDriver implements SqlDriver {
 
   private readonly writes: PendingWrite[] = [];
   private draining = false;
+  /** The connection each member of a group gets in turn (one object: a group may have hundreds). */
+  private readonly memberConn: SavepointConn;
 
   private exec(sql: string): void {
     this.prepare(sql).run();
@@ -270,12 +273,13 @@ class NativeDriver implements SqlDriver {
       if (group.length === 1) {
         results.push({ ok: true, value: await group[0]!.fn(this.conn) });
       } else {
+        // The savepoint is opened by a member's first statement: a member served from cached rows (its
+        // writes held back by the storage until beforeCommit) needs none.
+        const sp = this.memberConn;
         for (const w of group) {
-          // The savepoint is opened by the member's first statement: a member served from cached rows
-          // (its writes held back by the storage until beforeCommit) needs none.
-          const sp = { open: false };
+          sp.open = false;
           try {
-            const value = await w.fn(this.savepointConn(sp));
+            const value = await w.fn(sp);
             if (sp.open) this.exec("RELEASE lightning_tx");
             results.push({ ok: true, value });
           } catch (e) {
@@ -368,6 +372,37 @@ class NativeDriver implements SqlDriver {
       if (this.kind === "file") this.db.prepare("PRAGMA wal_checkpoint(TRUNCATE)").raw(true).all();
       this.db.close();
     });
+  }
+}
+
+/** A member's connection: its first statement opens the member's savepoint (`open` says whether it did). */
+class SavepointConn implements SqlConn {
+  open = false;
+
+  constructor(
+    private readonly conn: SqlConn,
+    private readonly openSavepoint: () => void,
+  ) {}
+
+  private enter(): void {
+    if (this.open) return;
+    this.openSavepoint();
+    this.open = true;
+  }
+
+  all(sql: string, args?: readonly SqlValue[]): MaybePromise<SqlRow[]> {
+    this.enter();
+    return this.conn.all(sql, args);
+  }
+
+  get(sql: string, args?: readonly SqlValue[]): MaybePromise<SqlRow | undefined> {
+    this.enter();
+    return this.conn.get(sql, args);
+  }
+
+  run(sql: string, args?: readonly SqlValue[]): MaybePromise<RunResult> {
+    this.enter();
+    return this.conn.run(sql, args);
   }
 }
 
