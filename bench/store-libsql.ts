@@ -21,7 +21,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { InMemoryLightningStore, LibsqlLightningStore, type LightningStore } from "../src/store/index.ts";
+import { DEFAULT_CACHE_SIZE_MIB, InMemoryLightningStore, LibsqlLightningStore, type LightningStore } from "../src/store/index.ts";
 import type { AttemptedRollout } from "../src/types/index.ts";
 import type { SqlValue } from "../src/store/libsql/driver.ts";
 import { MAX_BIND_PARAMS, chunkSizes, quoted, rowsSql } from "../src/store/libsql/sql.ts";
@@ -116,7 +116,9 @@ async function engineFloor(path: string, n: number): Promise<Rate> {
     default: new (p: string) => { exec(sql: string): void; prepare(sql: string): { run(args: unknown[]): unknown } };
   };
   const db = new Database(path);
+  // The store's connection settings.
   db.exec("PRAGMA synchronous = NORMAL");
+  db.exec(`PRAGMA cache_size = -${DEFAULT_CACHE_SIZE_MIB * 1024}`);
   // Checkpoints off the event loop, as the store runs them.
   const checkpointer = await BackgroundCheckpointer.start(path, { onError: (e) => console.error(e) });
   if (checkpointer) db.exec(`PRAGMA wal_autocheckpoint = ${SAFETY_NET_PAGES}`);

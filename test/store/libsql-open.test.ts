@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { InMemoryLightningStore, LibsqlLightningStore, openStore, parseDbUrl } from "../../src/store/index.ts";
+import { DEFAULT_CACHE_SIZE_MIB, InMemoryLightningStore, LibsqlLightningStore, openStore, parseDbUrl } from "../../src/store/index.ts";
 import { ValidationError, spanFromAttributes } from "../../src/types/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "libsql-open-"));
@@ -53,6 +53,23 @@ describe("opening a store by URL", () => {
     expect(Number((await pragma(s, "PRAGMA synchronous"))[0]![0])).toBe(2);
     await s.close();
     await expect(LibsqlLightningStore.open(`file:${join(dir, "x.db")}`, { synchronous: "off" as "full" })).rejects.toBeInstanceOf(ValidationError);
+  });
+
+  it("a file store's page cache is 32 MiB by default, cacheSizeMiB sets it, a bad value is a ValidationError that creates no file", async () => {
+    const d = await LibsqlLightningStore.open(`file:${join(dir, "cache-default.db")}`);
+    expect(Number((await pragma(d, "PRAGMA cache_size"))[0]![0])).toBe(-DEFAULT_CACHE_SIZE_MIB * 1024);
+    expect(DEFAULT_CACHE_SIZE_MIB).toBe(32);
+    await d.close();
+    const s = await LibsqlLightningStore.open(`file:${join(dir, "cache-8.db")}`, { cacheSizeMiB: 8 });
+    expect(Number((await pragma(s, "PRAGMA cache_size"))[0]![0])).toBe(-8 * 1024);
+    await s.close();
+    for (const bad of [0, -1, 2.5, Number.NaN, "64" as unknown as number]) {
+      const path = join(dir, `cache-bad-${String(bad)}.db`);
+      const err = await LibsqlLightningStore.open(`file:${path}`, { cacheSizeMiB: bad }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ValidationError);
+      expect((err as ValidationError).issues[0]!.path).toEqual(["cacheSizeMiB"]);
+      expect(existsSync(path)).toBe(false);
+    }
   });
 
   it("calls after close fail loudly instead of touching a closed database", async () => {

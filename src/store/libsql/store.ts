@@ -38,7 +38,16 @@ export interface LibsqlLightningStoreOptions extends LightningStoreCoreOptions {
    * (default true) instead of inside the COMMIT that fills it (see checkpointer.ts).
    */
   backgroundCheckpoints?: boolean;
+  /**
+   * File databases: SQLite's page cache for the store's connection, in MiB (default 32; SQLite's own
+   * default is 2). The unique index on span ids takes random inserts, so once it outgrows the cache
+   * every batch of spans rereads its pages from the OS. Memory is taken only as pages are read.
+   */
+  cacheSizeMiB?: number;
 }
+
+/** Default page cache of a file store's connection (MiB); see `cacheSizeMiB`. */
+export const DEFAULT_CACHE_SIZE_MIB = 32;
 
 export class LibsqlLightningStore extends LightningStoreCore {
   private constructor(
@@ -55,10 +64,12 @@ export class LibsqlLightningStore extends LightningStoreCore {
     const location = parseDbUrl(url);
     const sync = options.synchronous ?? "normal";
     if (sync !== "normal" && sync !== "full") throw new ValidationError(`synchronous must be "normal" or "full", got ${String(sync)}`, ["synchronous"]);
+    const cacheMiB = options.cacheSizeMiB ?? DEFAULT_CACHE_SIZE_MIB;
+    if (!Number.isInteger(cacheMiB) || cacheMiB < 1) throw new ValidationError(`cacheSizeMiB must be a whole number of MiB >= 1, got ${String(cacheMiB)}`, ["cacheSizeMiB"]);
     const busyTimeoutMs = options.busyTimeoutMs ?? 10_000;
     const driver = await openDriver(location, { authToken: options.authToken, busyTimeoutMs, driver: options.driver });
     try {
-      await configure(driver, location, sync);
+      await configure(driver, location, sync, cacheMiB);
       if (options.backgroundCheckpoints !== false) await driver.startBackgroundCheckpoints?.();
       await applyMigrations(driver, MIGRATIONS);
     } catch (e) {
@@ -83,9 +94,11 @@ export class LibsqlLightningStore extends LightningStoreCore {
   }
 }
 
-async function configure(driver: SqlDriver, loc: DbLocation, sync: "normal" | "full"): Promise<void> {
-  // A server owns its journal and durability settings; the busy timeout is the driver's business.
+async function configure(driver: SqlDriver, loc: DbLocation, sync: "normal" | "full", cacheMiB: number): Promise<void> {
+  // A server owns its journal, cache and durability settings; the busy timeout is the driver's business.
   if (loc.kind !== "file") return;
+  // Negative: a size in KiB rather than in pages.
+  await driver.pragma(`PRAGMA cache_size = -${cacheMiB * 1024}`);
   const mode = await driver.pragma("PRAGMA journal_mode = WAL");
   if (String(mode[0]?.[0]).toLowerCase() !== "wal") throw new Error(`Could not switch ${loc.path} to WAL mode (got ${String(mode[0]?.[0])})`);
   await driver.pragma(`PRAGMA synchronous = ${sync === "full" ? "FULL" : "NORMAL"}`);
