@@ -169,6 +169,24 @@ describe("LibsqlLightningStore row cache", () => {
     await again.close();
   });
 
+  it("pushes and pops of every size (several statements, past the parameter limit) keep the queue FIFO in the file", async () => {
+    const at = url();
+    const driver = await openDriver(parseDbUrl(at), { busyTimeoutMs: 1000 });
+    await applyMigrations(driver, MIGRATIONS);
+    const storage = new LibsqlStorage(driver);
+    const ids = Array.from({ length: 8000 + 1024 + 37 + 3 }, (_, i) => `r${i}`);
+    await storage.tx("w", (t) => t.pushQueue(ids));
+    const taken: string[] = [];
+    for (const n of [1, 33, 64, 1000, 7000]) taken.push(...(await storage.tx("w", (t) => t.popQueue(n))));
+    expect(taken).toEqual(ids.slice(0, taken.length));
+    await storage.close();
+    // The file holds exactly the rest, in order: the pops were deleted, the pushes kept their order.
+    const again = await openDriver(parseDbUrl(at), { busyTimeoutMs: 1000 });
+    const rest = (await again.tx("r", (c) => c.all(`SELECT "rollout_id" FROM "queue" ORDER BY "id"`))).map((r) => r[0]);
+    expect(rest).toEqual(ids.slice(taken.length));
+    await again.close();
+  });
+
   it("a new rollout whose id already exists fails instead of overwriting the stored one", async () => {
     const at = url();
     const open = async () => {
