@@ -25,12 +25,12 @@ import { MAX_BIND_PARAMS, chunkSizes, multiRowSql, quoted } from "./sql.ts";
 const DELETE_QUEUED = multiRowSql(`DELETE FROM "queue" WHERE "id" IN (`, 1, `)`);
 const INSERT_QUEUED = multiRowSql(`INSERT INTO "queue" ("rollout_id") VALUES `, 1, "");
 
-/** Runs `sql(size)` over `values` (one parameter per row), a chunk at a time. */
-async function inChunks(c: SqlConn, values: readonly SqlValue[], sql: (rows: number) => string): Promise<void> {
-  let i = 0;
-  for (const size of chunkSizes(values.length, MAX_BIND_PARAMS)) {
-    await c.run(sql(size), values.slice(i, i + size));
-    i += size;
+/** Runs `sql(rows)` over `values` (`cols` parameters per row, rows one after another), a chunk of rows at a time. */
+async function inChunks(c: SqlConn, values: SqlValue[], sql: (rows: number) => string, cols = 1): Promise<void> {
+  let row = 0;
+  for (const size of chunkSizes(values.length / cols, Math.floor(MAX_BIND_PARAMS / cols))) {
+    await c.run(sql(size), size * cols === values.length ? values : values.slice(row * cols, (row + size) * cols));
+    row += size;
   }
 }
 
@@ -67,22 +67,15 @@ export class CachedTable<V> {
 
   /** Writes every held-back row with multi-row statements (a few fixed statement shapes). */
   async flush(c: SqlConn): Promise<void> {
-    const fresh: SqlValue[][] = [];
-    const changed: SqlValue[][] = [];
-    for (const row of this.dirty.values()) (row.isNew ? fresh : changed).push(row.values);
-    await this.write(c, fresh, this.insert);
-    await this.write(c, changed, this.upsert);
-  }
-
-  private async write(c: SqlConn, rows: readonly SqlValue[][], sql: (rows: number) => string): Promise<void> {
-    const n = this.columns.length;
-    let i = 0;
-    for (const size of chunkSizes(rows.length, Math.floor(MAX_BIND_PARAMS / n))) {
-      const args: SqlValue[] = [];
-      for (let k = i; k < i + size; k++) for (const v of rows[k]!) args.push(v);
-      i += size;
-      await c.run(sql(size), args);
+    // Each kind's values, row after row.
+    const fresh: SqlValue[] = [];
+    const changed: SqlValue[] = [];
+    for (const row of this.dirty.values()) {
+      const into = row.isNew ? fresh : changed;
+      for (const v of row.values) into.push(v);
     }
+    await inChunks(c, fresh, this.insert, this.columns.length);
+    await inChunks(c, changed, this.upsert, this.columns.length);
   }
 }
 
