@@ -3,7 +3,8 @@
  * - exact: `col = ?`; within: `col IN (SELECT value FROM json_each(?))` (an empty list matches
  *   nothing); contains: `instr(col, ?) > 0` (case-sensitive substring; a NULL column never matches).
  * - sort: a `*_time` column sorts NULL last in asc (first in desc); another column sorts NULL as its
- *   type's empty value ('' or 0); ties keep insertion order in both directions (stable sort).
+ *   type's empty value ('' or 0); a NOT NULL column sorts plainly (so an index on it can give the
+ *   order); ties keep insertion order in both directions (stable sort).
  * - limit -1 = all, 0 = no items but the total.
  * Conditions or sorts on JSON columns (e.g. sorting rollouts by `input`) cannot be expressed over the
  * stored text; for those, `planQuery` returns null and the storage filters/sorts in JS with `runQuery`.
@@ -71,6 +72,9 @@ function sortClause(spec: TableSpec<unknown>, sort: QuerySpec["sort"]): string |
   if (kind === undefined || sort.field === "body") return null;
   const dir = sort.order === "desc" ? "DESC" : "ASC";
   const col = q(sort.field);
+  // A NOT NULL column sorts as it is: wrapped in an expression, it could not be read in the order of an
+  // index (querySpans' sequence_id order would sort every span of the rollout to return one page).
+  if (spec.notNull.has(sort.field)) return `ORDER BY ${col} ${dir}, ${tie}`;
   if (sort.field.endsWith("_time")) return `ORDER BY (${col} IS NULL) ${dir}, ${col} ${dir}, ${tie}`;
   return `ORDER BY COALESCE(${col}, ${kind === "text" ? "''" : "0"}) ${dir}, ${tie}`;
 }

@@ -60,7 +60,8 @@ const QUEUE_READ_AHEAD = 64;
 const SELECT_WORKER = `${workerSpec.select} WHERE "worker_id" = ?`;
 const SELECT_SEQUENCE = `SELECT "value" FROM "span_sequences" WHERE "rollout_id" = ?`;
 const SELECT_RESOURCES = `${resourcesSpec.select} WHERE "resources_id" = ?`;
-const SELECT_LATEST_RESOURCES = `${resourcesSpec.select} ORDER BY "write_order" DESC, "update_time" DESC LIMIT 1`;
+/** write_order is unique (each write takes MAX + 1 under the write lock), so its index alone finds the latest. */
+const SELECT_LATEST_RESOURCES = `${resourcesSpec.select} ORDER BY "write_order" DESC LIMIT 1`;
 const INSERT_SPANS = multiRowSql(
   `INSERT INTO "spans" (${quoted(SPAN_COLUMNS)}) VALUES `,
   SPAN_COLUMNS.length,

@@ -19,6 +19,8 @@ export interface TableSpec<T> {
   /** Model columns in SELECT order (the spans table adds its JSON `body`). */
   columns: readonly string[];
   kinds: ReadonlyMap<string, ColumnKind>;
+  /** Columns declared NOT NULL (their sorts need no NULL handling, so an index can serve them). */
+  notNull: ReadonlySet<string>;
   /** The column that orders rows by insertion. */
   order: string;
   /** `SELECT <columns> FROM <table>` */
@@ -55,7 +57,8 @@ function spec<T>(table: SQLiteTable, name: string, skip: readonly string[], orde
   const cols = Object.values(getTableColumns(table)).filter((c) => !skip.includes(c.name));
   const columns = cols.map((c) => c.name);
   const kinds = new Map<string, ColumnKind>(cols.map((c) => [c.name, c.columnType === "SQLiteText" ? "text" : "number"]));
-  return { table: name, columns, kinds, order, select: `SELECT ${columns.map((c) => `"${c}"`).join(", ")} FROM "${name}"`, fromRow };
+  const notNull = new Set(cols.filter((c) => c.notNull).map((c) => c.name));
+  return { table: name, columns, kinds, notNull, order, select: `SELECT ${columns.map((c) => `"${c}"`).join(", ")} FROM "${name}"`, fromRow };
 }
 
 /** Column names by position, checked once against the schema so the row readers below stay in step. */
