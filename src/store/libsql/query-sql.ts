@@ -1,7 +1,7 @@
 /**
  * Pushes a `QuerySpec` (../query.ts) down into SQL with the same semantics as its reference `runQuery`:
  * - exact: `col = ?`; within: `col IN (SELECT value FROM json_each(?))` (an empty list matches
- *   nothing); contains: `instr(col, ?) > 0` (case-sensitive substring; a NULL column never matches).
+ *   nothing; a one-value list is `col = ?`, so a status filter reads its index in insertion order); contains: `instr(col, ?) > 0` (case-sensitive substring; a NULL column never matches).
  * - sort: a `*_time` column sorts NULL last in asc (first in desc); another column sorts NULL as its
  *   type's empty value ('' or 0); a NOT NULL column sorts plainly (so an index on it can give the
  *   order); ties keep insertion order in both directions (stable sort).
@@ -39,8 +39,14 @@ function conditions(spec: TableSpec<unknown>, fields: Record<string, FieldOps> |
     }
     if (ops.within !== undefined && ops.within !== null) {
       if (!ops.within.every(isScalarArg)) return null;
-      out.push(`${q(field)} IN (SELECT value FROM json_each(?))`);
-      args.push(JSON.stringify(ops.within));
+      if (ops.within.length === 1) {
+        // One value (the usual status filter): an equality, whose index range is already in rowid order.
+        out.push(`${q(field)} = ?`);
+        args.push(ops.within[0]!);
+      } else {
+        out.push(`${q(field)} IN (SELECT value FROM json_each(?))`);
+        args.push(JSON.stringify(ops.within));
+      }
     }
     if (ops.contains !== undefined && ops.contains !== null) {
       // On a text column `contains` is a substring test; numbers are never "contained".
