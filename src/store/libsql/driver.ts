@@ -309,20 +309,6 @@ class NativeDriver implements SqlDriver {
     group.forEach((w, i) => (results[i]!.ok ? w.resolve(results[i]!.value) : w.reject(results[i]!.value)));
   }
 
-  /** The connection for one member of a group: its first statement opens the member's savepoint. */
-  private savepointConn(sp: { open: boolean }): SqlConn {
-    const open = (): void => {
-      if (sp.open) return;
-      this.exec("SAVEPOINT lightning_tx");
-      sp.open = true;
-    };
-    return {
-      all: (sql, args) => (open(), this.conn.all(sql, args)),
-      get: (sql, args) => (open(), this.conn.get(sql, args)),
-      run: (sql, args) => (open(), this.conn.run(sql, args)),
-    };
-  }
-
   pragma(sql: string): Promise<SqlRow[]> {
     return this.mutex.run(async () => {
       const st = this.db.prepare(sql);
