@@ -6,7 +6,8 @@
  *   inserts scatter, which costs SQLite about half its speed);
  * - spans/s through many concurrent addSpan calls (group commit coalesces them);
  * - full rollout lifecycles/s (enqueue, dequeue, 4 spans via addSpan, updateAttempt succeeded), one
- *   lifecycle at a time and with 32 concurrent workers.
+ *   lifecycle at a time and with 32 concurrent workers;
+ * - pages/s of `querySpans` (100 spans, from the middle of a 50,000-span rollout, with its total).
  * Targets (issue): >= 50,000 spans/s batched and >= 5,000 lifecycles/s on a file database.
  * The last line is the engine floor: the same span rows, already encoded, inserted by the libsql binding
  * alone into the store's schema (one 1,000-row batch per transaction, as addManySpans does, checkpoints
@@ -109,6 +110,21 @@ async function lifecycles(store: LightningStore, n: number, workers: number): Pr
   });
 }
 
+/**
+ * Reads: pages of 100 spans at the middle of one rollout holding `n` spans (a trainer or dashboard paging
+ * through a long trace). Each page also counts the rollout's spans for `total`.
+ */
+async function spanPages(store: LightningStore, n: number): Promise<Rate> {
+  const ar = await store.startRollout({ q: 1 });
+  for (let i = 0; i < n; i += 1000) {
+    await store.addManySpans(Array.from({ length: Math.min(1000, n - i) }, (_, k) => makeLlmSpan(ar.rollout_id, ar.attempt.attempt_id, i + k + 1)));
+  }
+  const pages = 200;
+  return rate(pages, async () => {
+    for (let p = 0; p < pages; p++) await store.querySpans(ar.rollout_id, { limit: 100, offset: Math.floor(n / 2) + (p % 10) * 100 });
+  });
+}
+
 /** Pre-encoded span rows through the native binding alone, into a database the store created. */
 async function engineFloor(path: string, n: number): Promise<Rate> {
   await (await LibsqlLightningStore.open(`file:${path}`)).close();
@@ -193,6 +209,8 @@ async function main(): Promise<void> {
     row("lifecycle, sequential", ls, lm, "lifecycles/s", TARGET_LIFECYCLES);
     const [lcs, lcm] = await measure((s, n) => lifecycles(s, n, 32), Math.max(500, N / 4));
     row("lifecycle, 32 workers", lcs, lcm, "lifecycles/s", TARGET_LIFECYCLES);
+    const [ps, pm] = await measure(spanPages, N * 2.5);
+    row("querySpans, 100-span page", ps, pm, "pages/s");
     const floor = await engineFloor(join(dir, "floor.db"), N * 5);
     const fmt = (v: number) => Math.round(v).toLocaleString("en-US").padStart(8);
     console.log(`${"engine floor (binding)".padEnd(26)} libsql file ${fmt(floor.wall)} spans/s (cpu-time rate ${fmt(floor.cpu)})   pre-encoded rows, no store code`);
