@@ -12,7 +12,10 @@
  * The last line is the engine floor: the same span rows, already encoded, inserted by the libsql binding
  * alone into the store's schema (one 1,000-row batch per transaction, as addManySpans does, checkpoints
  * on a background thread as the store runs them) - the most
- * any store code on top of SQLite could reach on this machine with this schema.
+ * any store code on top of SQLite could reach on this machine with this schema. The line after it is the
+ * same for lifecycles: every statement a 32-worker run executed, with its arguments, replayed in order
+ * through the binding alone (statements back to back keep SQLite's data hot in the CPU caches, so it is
+ * an upper bound on what a store with free JavaScript would reach).
  * Each figure comes with its CPU-time rate (items per second of this process's CPU time): on a shared,
  * overloaded machine the wall-clock rate mostly measures the other tenants; the CPU-time rate is what
  * one idle core would give. The load average is printed at the end.
@@ -125,19 +128,38 @@ async function spanPages(store: LightningStore, n: number): Promise<Rate> {
   });
 }
 
-/** Pre-encoded span rows through the native binding alone, into a database the store created. */
-async function engineFloor(path: string, n: number): Promise<Rate> {
+interface RawStatement {
+  reader: boolean;
+  raw(on: boolean): RawStatement;
+  run(args: unknown[]): unknown;
+  get(args: unknown[]): unknown;
+  all(args: unknown[]): unknown;
+}
+interface RawDatabase {
+  exec(sql: string): void;
+  prepare(sql: string): RawStatement;
+}
+type RawDatabaseClass = (new (p: string) => RawDatabase) & { prototype: RawDatabase };
+
+/**
+ * The `libsql` binding alone on a fresh database that the store created, with the store's connection
+ * settings and its background checkpoints; `fn` runs against it and is timed for `n` items.
+ */
+async function rawBinding(path: string, n: number, fn: (db: RawDatabase, committed: () => void) => void): Promise<Rate> {
   await (await LibsqlLightningStore.open(`file:${path}`)).close();
-  const { default: Database } = (await import("libsql")) as unknown as {
-    default: new (p: string) => { exec(sql: string): void; prepare(sql: string): { run(args: unknown[]): unknown } };
-  };
+  const { default: Database } = (await import("libsql")) as unknown as { default: RawDatabaseClass };
   const db = new Database(path);
-  // The store's connection settings.
   db.exec("PRAGMA synchronous = NORMAL");
   db.exec(`PRAGMA cache_size = -${DEFAULT_CACHE_SIZE_MIB * 1024}`);
-  // Checkpoints off the event loop, as the store runs them.
   const checkpointer = await BackgroundCheckpointer.start(path, { onError: (e) => console.error(e) });
   if (checkpointer) db.exec(`PRAGMA wal_autocheckpoint = ${SAFETY_NET_PAGES}`);
+  const r = await rate(n, async () => fn(db, () => checkpointer?.committed()));
+  await checkpointer?.stop();
+  return r;
+}
+
+/** Pre-encoded span rows through the native binding alone, into a database the store created. */
+async function engineFloor(path: string, n: number): Promise<Rate> {
   const cols = SPAN_COLUMNS.length;
   const per = Math.floor(MAX_BIND_PARAMS / cols);
   const batches: SqlValue[][][] = [];
@@ -152,23 +174,68 @@ async function engineFloor(path: string, n: number): Promise<Rate> {
     }
     batches.push(chunks);
   }
-  const insert = (rows: number) => db.prepare(`INSERT INTO "spans" (${quoted(SPAN_COLUMNS)}) VALUES ${rowsSql(cols, rows)} ON CONFLICT DO NOTHING`);
-  const statements = new Map<number, ReturnType<typeof insert>>();
-  const r = await rate(n, async () => {
+  return rawBinding(path, n, (db, committed) => {
+    const statements = new Map<number, RawStatement>();
     for (const chunks of batches) {
       db.exec("BEGIN IMMEDIATE");
       for (const args of chunks) {
         const rows = args.length / cols;
         let st = statements.get(rows);
-        if (st === undefined) statements.set(rows, (st = insert(rows)));
+        if (st === undefined) {
+          st = db.prepare(`INSERT INTO "spans" (${quoted(SPAN_COLUMNS)}) VALUES ${rowsSql(cols, rows)} ON CONFLICT DO NOTHING`);
+          statements.set(rows, st);
+        }
         st.run(args);
       }
       db.exec("COMMIT");
-      checkpointer?.committed();
+      committed();
     }
   });
-  await checkpointer?.stop();
-  return r;
+}
+
+/**
+ * The SQL of `lifecycles(n, workers)` alone: every statement a file store executed in that run (each with
+ * its arguments, recorded by wrapping the binding's prepared statements), replayed in order through the
+ * binding on a fresh database. What the lifecycle line would reach if the store's JavaScript cost nothing.
+ */
+async function lifecycleSqlFloor(dir: string, n: number, workers: number): Promise<Rate> {
+  const { default: Database } = (await import("libsql")) as unknown as { default: RawDatabaseClass };
+  const calls: [sql: string, method: "run" | "get" | "all", args: unknown[]][] = [];
+  const prepare = Database.prototype.prepare;
+  let recording = false;
+  Database.prototype.prepare = function (this: RawDatabase, sql: string) {
+    const st = prepare.call(this, sql);
+    for (const m of ["run", "get", "all"] as const) {
+      const f = st[m];
+      st[m] = function (this: RawStatement, ...a: unknown[]) {
+        if (recording) calls.push([sql, m, Array.isArray(a[0]) ? [...(a[0] as unknown[])] : []]);
+        return (f as (...x: unknown[]) => unknown).apply(this, a);
+      };
+    }
+    return st;
+  };
+  try {
+    const store = await LibsqlLightningStore.open(`file:${join(dir, "recorded.db")}`);
+    recording = true;
+    await lifecycles(store, n, workers);
+    recording = false;
+    await store.close();
+  } finally {
+    Database.prototype.prepare = prepare;
+  }
+  return rawBinding(join(dir, "replayed.db"), n, (db, committed) => {
+    const statements = new Map<string, RawStatement>();
+    for (const [sql, m, args] of calls) {
+      let st = statements.get(sql);
+      if (st === undefined) {
+        st = db.prepare(sql);
+        if (st.reader) st.raw(true);
+        statements.set(sql, st);
+      }
+      st[m](args);
+      if (sql === "COMMIT") committed();
+    }
+  });
 }
 
 function row(name: string, sql: Rate, mem: Rate, unit: string, target?: number): void {
@@ -212,8 +279,13 @@ async function main(): Promise<void> {
     const [ps, pm] = await measure(spanPages, N * 2.5);
     row("querySpans, 100-span page", ps, pm, "pages/s");
     const floor = await engineFloor(join(dir, "floor.db"), N * 5);
+    const lcFloor = await lifecycleSqlFloor(dir, Math.max(500, N / 4), 32);
     const fmt = (v: number) => Math.round(v).toLocaleString("en-US").padStart(8);
     console.log(`${"engine floor (binding)".padEnd(26)} libsql file ${fmt(floor.wall)} spans/s (cpu-time rate ${fmt(floor.cpu)})   pre-encoded rows, no store code`);
+    console.log(
+      `${"lifecycle SQL alone".padEnd(26)} libsql file ${fmt(lcFloor.wall)} lifecycles/s (cpu-time rate ${fmt(lcFloor.cpu)})   ` +
+        "the statements of a 32-worker run, replayed through the binding",
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
