@@ -79,7 +79,7 @@ describe("opening a store by URL", () => {
     await expect(s.enqueueRollout(1)).rejects.toThrow(/closed/);
   });
 
-  it("every kind of span context reads back exactly after reopen (the usual derived one is not stored, but rebuilt)", async () => {
+  it("every kind of span status, context, parent, links and resource reads back exactly after reopen (derived or empty ones are not stored, but rebuilt)", async () => {
     const path = join(dir, "contexts.db");
     const a = (await openStore(`file:${path}`)) as LibsqlLightningStore;
     const ar = await a.startRollout({ q: "ctx" });
@@ -94,7 +94,23 @@ describe("opening a store by URL", () => {
     const noContext = { ...base(5), context: null };
     const otherIds = { ...base(6) };
     otherIds.context = { ...otherIds.context!, span_id: "0123456789abcdef" };
-    const sent = [derived, remote, traceState, extraKey, noContext, otherIds];
+    // The parent, links and resource: left out of the body when derived or empty, kept otherwise.
+    const child = spanFromAttributes({ rollout_id: ar.rollout_id, attempt_id: ar.attempt.attempt_id, sequence_id: 7, parent_id: derived.span_id, trace_id: derived.trace_id });
+    const remoteParent = { ...child, sequence_id: 8, span_id: "00000000000000a8" };
+    remoteParent.context = { ...remoteParent.context!, span_id: "00000000000000a8" };
+    remoteParent.parent = { ...remoteParent.parent!, is_remote: true };
+    const parentWithoutId = { ...base(9), parent: { trace_id: "t", span_id: "p", is_remote: false, trace_state: {} } };
+    const idWithoutParent = { ...base(10), parent_id: "00000000000000ff", parent: null };
+    const parentOtherTrace = { ...child, sequence_id: 11, span_id: "00000000000000b1" };
+    parentOtherTrace.context = { ...parentOtherTrace.context!, span_id: "00000000000000b1" };
+    parentOtherTrace.parent = { ...parentOtherTrace.parent!, trace_id: "ffffffffffffffffffffffffffffffff" };
+    const linked = { ...base(12), links: [{ context: { trace_id: "t", span_id: "s", is_remote: false, trace_state: {} }, attributes: null }] };
+    const resourced = { ...base(13), resource: { attributes: { "service.name": "agent" }, schema_url: "" } };
+    const schemaUrl = { ...base(14), resource: { attributes: {}, schema_url: "https://opentelemetry.io/schemas/1.21.0" } };
+    // The status: a code without a description is stored as the code alone; the others whole.
+    const described = { ...base(15), status: { status_code: "ERROR" as const, description: "boom" } };
+    const statusExtra = { ...base(16), status: { status_code: "UNSET" as const, description: null, origin: "x" } };
+    const sent = [derived, remote, traceState, extraKey, noContext, otherIds, child, remoteParent, parentWithoutId, idWithoutParent, parentOtherTrace, linked, resourced, schemaUrl, described, statusExtra];
     await a.addManySpans(sent);
     await a.close();
     const b = await openStore(`file:${path}`);
@@ -102,5 +118,23 @@ describe("opening a store by URL", () => {
     expect(back).toEqual(sent);
     expect(back[0]!.context).toEqual({ trace_id: derived.trace_id, span_id: derived.span_id, is_remote: false, trace_state: {} });
     await b.close();
+    // What is stored: the derived or empty fields are absent from the body, the others are there.
+    const { default: Database } = (await import("libsql")) as unknown as { default: new (p: string) => { prepare(q: string): { raw(): { all(): unknown[][] } }; close(): void } };
+    const db = new Database(path);
+    const bodies = new Map(db.prepare(`SELECT "sequence_id", "body" FROM "spans"`).raw().all().map((r) => [r[0] as number, JSON.parse(r[1] as string) as Record<string, unknown>]));
+    db.close();
+    for (const k of [1, 7]) {
+      expect(Object.keys(bodies.get(k)!)).toEqual(["status", "attributes", "events"]);
+      expect(bodies.get(k)!.status).toBe("OK");
+    }
+    expect(bodies.get(15)!.status).toEqual(described.status);
+    expect(bodies.get(16)!.status).toEqual(statusExtra.status);
+    expect(bodies.get(8)!.parent).toEqual(remoteParent.parent);
+    expect(bodies.get(9)!.parent).toEqual(parentWithoutId.parent);
+    expect(bodies.get(10)!.parent).toBeNull();
+    expect(bodies.get(11)!.parent).toEqual(parentOtherTrace.parent);
+    expect(bodies.get(12)!.links).toEqual(linked.links);
+    expect(bodies.get(13)!.resource).toEqual(resourced.resource);
+    expect(bodies.get(14)!.resource).toEqual(schemaUrl.resource);
   });
 });

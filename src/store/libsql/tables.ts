@@ -103,7 +103,7 @@ export const attemptSpec = spec<Attempt>(schema.attempts, "attempts", [], "rowid
 }));
 
 export const spanSpec = spec<Span>(schema.spans, "spans", ["id"], "id", (r) => ({
-  ...spanBody(r[9] as string, r[3] as string, r[4] as string),
+  ...spanBody(r[9] as string, r[3] as string, r[4] as string, r[5] as string | null),
   rollout_id: r[0] as string,
   attempt_id: r[1] as string,
   sequence_id: r[2] as number,
@@ -169,16 +169,28 @@ export const workerValues = (w: Worker): SqlValue[] => [
 ];
 
 /**
- * A span row's values: its columns, and everything else (extra keys included) as the JSON `body`, except a `context` that only repeats
- * the row's trace and span ids (`{trace_id, span_id, is_remote: false, trace_state: {}}`, what nearly every span
- * carries): it is left out and rebuilt on read (spanBody), ~110 of a typical span's ~800 bytes.
+ * A span row's values: its columns, and everything else (extra keys included) as the JSON `body`, minus
+ * the fields that hold only what the columns already say or their empty value, which nearly every span
+ * carries and spanBody rebuilds on read:
+ * - `context` repeating the row's trace and span ids (`{trace_id, span_id, is_remote: false, trace_state: {}}`);
+ * - `parent` that is null for a root span, or repeats the trace id and `parent_id` the same way;
+ * - `links: []` and `resource: {attributes: {}, schema_url: ""}`;
+ * and a status without a description is stored as its code alone (`"status": "OK"`).
+ * That is ~210 of a typical span's ~800 bytes less JSON to write, bind, store and parse.
  */
 export function spanValues(s: Span, out: SqlValue[]): void {
-  const { rollout_id, attempt_id, sequence_id, trace_id, span_id, parent_id, name, start_time, end_time, context, ...body } = s;
-  if (!isDerivedContext(context, trace_id, span_id)) (body as Record<string, unknown>).context = context;
+  const { rollout_id, attempt_id, sequence_id, trace_id, span_id, parent_id, name, start_time, end_time, context, parent, links, resource, ...body } = s;
+  const extra = body as Record<string, unknown>;
+  // A status without a description is stored as its code alone (a string: the model's status is an object).
+  if (isBareStatus(body.status)) extra.status = body.status.status_code;
+  if (!isDerivedContext(context, trace_id, span_id)) extra.context = context;
+  if (parent_id === null ? parent !== null : !isDerivedContext(parent, trace_id, parent_id)) extra.parent = parent;
+  if (links.length > 0) extra.links = links;
+  if (!isEmptyResource(resource)) extra.resource = resource;
   out.push(rollout_id, attempt_id, sequence_id, trace_id, span_id, parent_id, name, start_time, end_time, json(body));
 }
 
+/** `{trace_id, span_id, is_remote: false, trace_state: {}}` with exactly these four fields. */
 function isDerivedContext(c: Span["context"], traceId: string, spanId: string): boolean {
   if (c === null || c.trace_id !== traceId || c.span_id !== spanId || c.is_remote !== false) return false;
   for (const _ in c.trace_state) return false;
@@ -188,9 +200,28 @@ function isDerivedContext(c: Span["context"], traceId: string, spanId: string): 
   return n === 4;
 }
 
-/** The span fields stored in `body`, with a left-out context rebuilt (see spanValues). */
-function spanBody(text: string, traceId: string, spanId: string): Span {
+function isBareStatus(st: Span["status"]): boolean {
+  if (st.description !== null) return false;
+  let n = 0;
+  for (const _ in st) n++;
+  return n === 2;
+}
+
+function isEmptyResource(r: Span["resource"]): boolean {
+  if (r.schema_url !== "") return false;
+  for (const _ in r.attributes) return false;
+  let n = 0;
+  for (const _ in r) n++;
+  return n === 2;
+}
+
+/** The span fields stored in `body`, with the left-out ones rebuilt (see spanValues). */
+function spanBody(text: string, traceId: string, spanId: string, parentId: string | null): Span {
   const body = JSON.parse(text) as Span;
+  if (typeof body.status === "string") body.status = { status_code: body.status, description: null };
   if (body.context === undefined) body.context = { trace_id: traceId, span_id: spanId, is_remote: false, trace_state: {} };
+  if (body.parent === undefined) body.parent = parentId === null ? null : { trace_id: traceId, span_id: parentId, is_remote: false, trace_state: {} };
+  if (body.links === undefined) body.links = [];
+  if (body.resource === undefined) body.resource = { attributes: {}, schema_url: "" };
   return body;
 }
