@@ -1,7 +1,8 @@
 /**
  * Pushes a `QuerySpec` (../query.ts) down into SQL with the same semantics as its reference `runQuery`:
  * - exact: `col = ?`; within: `col IN (SELECT value FROM json_each(?))` (an empty list matches
- *   nothing; a one-value list is `col = ?`, so a status filter reads its index in insertion order); contains: `instr(col, ?) > 0` (case-sensitive substring; a NULL column never matches).
+ *   nothing; a one-value list is `col = ?`, so a status filter reads its index in insertion order);
+ *   contains: `instr(col, ?) > 0` (case-sensitive substring; a NULL column never matches).
  * - sort: a `*_time` column sorts NULL last in asc (first in desc); another column sorts NULL as its
  *   type's empty value ('' or 0); a NOT NULL column sorts plainly (so an index on it can give the
  *   order); ties keep insertion order in both directions (stable sort).
