@@ -3,6 +3,7 @@
  * directory given as the last argument (the embedded default) through both drivers (the native binding
  * and `@libsql/client`, whose bare import could pick the web build on Deno, which rejects `file:`),
  * runs one full rollout lifecycle on each, reopens the file and prints a JSON report on the last line.
+ * With LIBSQL_SERVER_URL and LIBSQL_SERVER_TOKEN set it does the same on that libSQL server URL.
  */
 import { join } from "node:path";
 import { LibsqlLightningStore } from "../../src/store/index.ts";
@@ -12,9 +13,11 @@ const g = globalThis as { Deno?: unknown; Bun?: unknown };
 const runtime = g.Deno ? "deno" : g.Bun ? "bun" : "node";
 const dir = process.argv[process.argv.length - 1]!;
 
-async function lifecycle(driver: "native" | "client") {
-  const url = `file:${join(dir, `${runtime}-${driver}.db`)}`;
-  const store = await LibsqlLightningStore.open(url, { driver });
+async function lifecycle(driver: "native" | "client" | "remote") {
+  const remote = driver === "remote";
+  const url = remote ? process.env.LIBSQL_SERVER_URL! : `file:${join(dir, `${runtime}-${driver}.db`)}`;
+  const options = remote ? { authToken: process.env.LIBSQL_SERVER_TOKEN } : { driver };
+  const store = await LibsqlLightningStore.open(url, options);
   const background = store.checkpointsInBackground;
   await store.enqueueRollout({ question: "2 + 2" });
   const claimed = await store.dequeueRollout({ worker_id: `worker-${runtime}` });
@@ -27,7 +30,7 @@ async function lifecycle(driver: "native" | "client") {
   await store.updateAttempt(claimed.rollout_id, "latest", { status: "succeeded" });
   await store.close();
 
-  const reopened = await LibsqlLightningStore.open(url, { driver });
+  const reopened = await LibsqlLightningStore.open(url, options);
   const rollout = await reopened.getRolloutById(claimed.rollout_id);
   const stored = await reopened.querySpans(claimed.rollout_id);
   const worker = await reopened.getWorkerById(`worker-${runtime}`);
@@ -35,4 +38,6 @@ async function lifecycle(driver: "native" | "client") {
   return { driver, background, status: rollout?.status ?? null, spanNames: stored.items.map((s) => s.name), workerStatus: worker?.status ?? null };
 }
 
-console.log(JSON.stringify({ runtime, results: [await lifecycle("native"), await lifecycle("client")] }));
+const results = [await lifecycle("native"), await lifecycle("client")];
+if (process.env.LIBSQL_SERVER_URL) results.push(await lifecycle("remote"));
+console.log(JSON.stringify({ runtime, results }));
