@@ -15,7 +15,8 @@
  * any store code on top of SQLite could reach on this machine with this schema. The line after it is the
  * same for lifecycles: every statement a 32-worker run executed, with its arguments, replayed in order
  * through the binding alone (statements back to back keep SQLite's data hot in the CPU caches, so it is
- * an upper bound on what a store with free JavaScript would reach).
+ * an upper bound on what a store with free JavaScript would reach); and the converse, the same run with
+ * every statement a stub (the store's JavaScript alone).
  * Each figure comes with its CPU-time rate (items per second of this process's CPU time): on a shared,
  * overloaded machine the wall-clock rate mostly measures the other tenants; the CPU-time rate is what
  * one idle core would give. The load average is printed at the end.
@@ -238,6 +239,49 @@ async function lifecycleSqlFloor(dir: string, n: number, workers: number): Promi
   });
 }
 
+/**
+ * The other half of the lifecycle line: the same 32-worker run on a file store whose statements, once it
+ * is open, do nothing and answer as SQLite would for this workload (row counts, the queue kept in a
+ * list, no rows read back). What the lifecycle line would reach if SQLite cost nothing: the store's own
+ * JavaScript, with the core's logic the in-memory store also runs.
+ */
+async function lifecycleJsAlone(dir: string, n: number, workers: number): Promise<Rate> {
+  const { default: Database } = (await import("libsql")) as unknown as { default: RawDatabaseClass };
+  const prepare = Database.prototype.prepare;
+  let stubbed = false;
+  const queue: [number, string][] = [];
+  let queueIds = 0;
+  Database.prototype.prepare = function (this: RawDatabase, sql: string) {
+    const st = prepare.call(this, sql);
+    const { run, get, all } = st;
+    const cols = /^INSERT INTO "\w+" \(([^)]*)\)/.exec(sql)?.[1]!.split(",").length ?? 1;
+    st.run = (args: unknown[] = []) => {
+      if (!stubbed) return run.call(st, args);
+      if (sql.startsWith('INSERT INTO "queue"')) for (const id of args) queue.push([++queueIds, id as string]);
+      if (sql.startsWith('DELETE FROM "queue"')) {
+        const gone = new Set(args);
+        for (let i = queue.length - 1; i >= 0; i--) if (gone.has(queue[i]![0])) queue.splice(i, 1);
+      }
+      return { changes: Math.max(1, Math.floor(args.length / cols)), lastInsertRowid: 0 };
+    };
+    st.get = (args: unknown[] = []) => (!stubbed ? get.call(st, args) : sql.startsWith("PRAGMA data_version") ? [1] : undefined);
+    st.all = (args: unknown[] = []) =>
+      !stubbed ? all.call(st, args) : sql.startsWith('SELECT "id", "rollout_id" FROM "queue"') ? queue.slice(0, args[0] as number) : [];
+    return st;
+  };
+  try {
+    const store = await LibsqlLightningStore.open(`file:${join(dir, "stubbed.db")}`);
+    stubbed = true;
+    await lifecycles(store, Math.ceil(n / 10), workers);
+    const r = await lifecycles(store, n, workers);
+    stubbed = false;
+    await store.close();
+    return r;
+  } finally {
+    Database.prototype.prepare = prepare;
+  }
+}
+
 function row(name: string, sql: Rate, mem: Rate, unit: string, target?: number): void {
   const fmt = (v: number) => Math.round(v).toLocaleString("en-US").padStart(8);
   const t = target === undefined ? "" : `  target ${target.toLocaleString("en-US")}: ${sql.wall >= target ? "met" : "NOT met"}`;
@@ -280,11 +324,16 @@ async function main(): Promise<void> {
     row("querySpans, 100-span page", ps, pm, "pages/s");
     const floor = await engineFloor(join(dir, "floor.db"), N * 5);
     const lcFloor = await lifecycleSqlFloor(dir, Math.max(500, N / 4), 32);
+    const lcJs = await lifecycleJsAlone(dir, Math.max(500, N / 4), 32);
     const fmt = (v: number) => Math.round(v).toLocaleString("en-US").padStart(8);
     console.log(`${"engine floor (binding)".padEnd(26)} libsql file ${fmt(floor.wall)} spans/s (cpu-time rate ${fmt(floor.cpu)})   pre-encoded rows, no store code`);
     console.log(
       `${"lifecycle SQL alone".padEnd(26)} libsql file ${fmt(lcFloor.wall)} lifecycles/s (cpu-time rate ${fmt(lcFloor.cpu)})   ` +
         "the statements of a 32-worker run, replayed through the binding",
+    );
+    console.log(
+      `${"lifecycle JS alone".padEnd(26)} libsql file ${fmt(lcJs.wall)} lifecycles/s (cpu-time rate ${fmt(lcJs.cpu)})   ` +
+        "the same run with every statement a stub",
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });
