@@ -195,35 +195,48 @@ async function engineFloor(path: string, n: number): Promise<Rate> {
 }
 
 /**
+ * Runs `body` while every statement the `libsql` binding prepares is handed to `onPrepare` first (to wrap
+ * its methods); the binding is left as it was afterwards.
+ */
+async function withPrepareHook<T>(onPrepare: (sql: string, st: RawStatement) => void, body: () => Promise<T>): Promise<T> {
+  const { default: Database } = (await import("libsql")) as unknown as { default: RawDatabaseClass };
+  const prepare = Database.prototype.prepare;
+  Database.prototype.prepare = function (this: RawDatabase, sql: string) {
+    const st = prepare.call(this, sql);
+    onPrepare(sql, st);
+    return st;
+  };
+  try {
+    return await body();
+  } finally {
+    Database.prototype.prepare = prepare;
+  }
+}
+
+/**
  * The SQL of `lifecycles(n, workers)` alone: every statement a file store executed in that run (each with
  * its arguments, recorded by wrapping the binding's prepared statements), replayed in order through the
  * binding on a fresh database. What the lifecycle line would reach if the store's JavaScript cost nothing.
  */
 async function lifecycleSqlFloor(dir: string, n: number, workers: number): Promise<Rate> {
-  const { default: Database } = (await import("libsql")) as unknown as { default: RawDatabaseClass };
   const calls: [sql: string, method: "run" | "get" | "all", args: unknown[]][] = [];
-  const prepare = Database.prototype.prepare;
   let recording = false;
-  Database.prototype.prepare = function (this: RawDatabase, sql: string) {
-    const st = prepare.call(this, sql);
+  const record = (sql: string, st: RawStatement) => {
     for (const m of ["run", "get", "all"] as const) {
       const f = st[m];
-      st[m] = function (this: RawStatement, ...a: unknown[]) {
-        if (recording) calls.push([sql, m, Array.isArray(a[0]) ? [...(a[0] as unknown[])] : []]);
-        return (f as (...x: unknown[]) => unknown).apply(this, a);
+      st[m] = (args: unknown[] = []) => {
+        if (recording) calls.push([sql, m, [...args]]);
+        return f.call(st, args);
       };
     }
-    return st;
   };
-  try {
+  await withPrepareHook(record, async () => {
     const store = await LibsqlLightningStore.open(`file:${join(dir, "recorded.db")}`);
     recording = true;
     await lifecycles(store, n, workers);
     recording = false;
     await store.close();
-  } finally {
-    Database.prototype.prepare = prepare;
-  }
+  });
   return rawBinding(join(dir, "replayed.db"), n, (db, committed) => {
     const statements = new Map<string, RawStatement>();
     for (const [sql, m, args] of calls) {
@@ -246,13 +259,10 @@ async function lifecycleSqlFloor(dir: string, n: number, workers: number): Promi
  * JavaScript, with the core's logic the in-memory store also runs.
  */
 async function lifecycleJsAlone(dir: string, n: number, workers: number): Promise<Rate> {
-  const { default: Database } = (await import("libsql")) as unknown as { default: RawDatabaseClass };
-  const prepare = Database.prototype.prepare;
   let stubbed = false;
   const queue: [number, string][] = [];
   let queueIds = 0;
-  Database.prototype.prepare = function (this: RawDatabase, sql: string) {
-    const st = prepare.call(this, sql);
+  const stub = (sql: string, st: RawStatement) => {
     const { run, get, all } = st;
     const cols = /^INSERT INTO "\w+" \(([^)]*)\)/.exec(sql)?.[1]!.split(",").length ?? 1;
     st.run = (args: unknown[] = []) => {
@@ -267,9 +277,8 @@ async function lifecycleJsAlone(dir: string, n: number, workers: number): Promis
     st.get = (args: unknown[] = []) => (!stubbed ? get.call(st, args) : sql.startsWith("PRAGMA data_version") ? [1] : undefined);
     st.all = (args: unknown[] = []) =>
       !stubbed ? all.call(st, args) : sql.startsWith('SELECT "id", "rollout_id" FROM "queue"') ? queue.slice(0, args[0] as number) : [];
-    return st;
   };
-  try {
+  return withPrepareHook(stub, async () => {
     const store = await LibsqlLightningStore.open(`file:${join(dir, "stubbed.db")}`);
     stubbed = true;
     await lifecycles(store, Math.ceil(n / 10), workers);
@@ -277,9 +286,7 @@ async function lifecycleJsAlone(dir: string, n: number, workers: number): Promis
     stubbed = false;
     await store.close();
     return r;
-  } finally {
-    Database.prototype.prepare = prepare;
-  }
+  });
 }
 
 function row(name: string, sql: Rate, mem: Rate, unit: string, target?: number): void {
