@@ -196,30 +196,24 @@ export function spanValues(s: Span, out: SqlValue[]): void {
 /** `{trace_id, span_id, is_remote: false, trace_state: {}}` with exactly these four fields. */
 function isDerivedContext(c: Span["context"], traceId: string, spanId: string): boolean {
   if (c === null || c.trace_id !== traceId || c.span_id !== spanId || c.is_remote !== false) return false;
-  for (const _ in c.trace_state) return false;
   // Only the four fields (SpanContext allows extra keys, which must be kept).
-  let n = 0;
-  for (const _ in c) n++;
-  return n === 4;
+  return isEmptyObject(c.trace_state) && keyCount(c) === 4;
 }
 
-function isBareStatus(st: Span["status"]): boolean {
-  if (st.description !== null) return false;
-  let n = 0;
-  for (const _ in st) n++;
-  return n === 2;
-}
+/** `{status_code, description: null}` and nothing else (TraceStatus allows extra keys). */
+const isBareStatus = (st: Span["status"]): boolean => st.description === null && keyCount(st) === 2;
+
+const isEmptyResource = (r: Span["resource"]): boolean => r.schema_url === "" && isEmptyObject(r.attributes) && keyCount(r) === 2;
 
 function isEmptyObject(o: object): boolean {
   for (const _ in o) return false;
   return true;
 }
 
-function isEmptyResource(r: Span["resource"]): boolean {
-  if (r.schema_url !== "" || !isEmptyObject(r.attributes)) return false;
+function keyCount(o: object): number {
   let n = 0;
-  for (const _ in r) n++;
-  return n === 2;
+  for (const _ in o) n++;
+  return n;
 }
 
 /** The span fields stored in `body`, with the left-out ones rebuilt (see spanValues). */
