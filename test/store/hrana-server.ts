@@ -76,6 +76,12 @@ class HranaError extends Error {
   }
 }
 
+/** A binding error as the protocol reports it: SQLite's message and code. */
+function sqliteError(e: unknown): HranaError {
+  const err = e as { message?: string; code?: string };
+  return new HranaError(err.message ?? String(e), err.code ?? "SQLITE_ERROR");
+}
+
 function fromHrana(v: HranaValue): unknown {
   switch (v.type) {
     case "null":
@@ -146,8 +152,7 @@ function executeOnce(s: Stream, stmt: HranaStmt) {
     const r = st.run(args);
     return { cols: [], rows: [], affected_row_count: r.changes, last_insert_rowid: String(r.lastInsertRowid) };
   } catch (e) {
-    const err = e as { message?: string; code?: string };
-    throw new HranaError(err.message ?? String(e), err.code ?? "SQLITE_ERROR");
+    throw sqliteError(e);
   }
 }
 
@@ -198,8 +203,7 @@ async function serve(s: Stream, req: HranaRequest): Promise<unknown> {
       try {
         s.db.exec(sql ?? "");
       } catch (e) {
-        const err = e as { message?: string; code?: string };
-        throw new HranaError(err.message ?? String(e), err.code ?? "SQLITE_ERROR");
+        throw sqliteError(e);
       }
       return { type: "sequence" };
     }
