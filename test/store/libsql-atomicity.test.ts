@@ -93,4 +93,26 @@ describe("LibsqlLightningStore: a failing batch commits nothing", () => {
     expect((await store.statistics()).total_spans).toBe(count);
     await store.close();
   });
+
+  it("repeats within one batch, in the same INSERT and across INSERTs, keep only each span's first copy", async () => {
+    const store = await open();
+    const ar = await store.startRollout(1);
+    const perStatement = Math.floor(MAX_BIND_PARAMS / 10);
+    const count = perStatement * 2 + 10;
+    const all = Array.from({ length: count }, (_, i) => span(ar, i + 1));
+    // A copy right after its original (same statement), and copies of first-statement spans placed in the
+    // second and third statements; each copy has another name, so a kept copy would show.
+    const batch = [...all];
+    const copy = (i: number) => ({ ...all[i]!, name: `copy of ${i}` });
+    batch.splice(6, 0, copy(5));
+    batch.splice(perStatement + 100, 0, copy(10), copy(11));
+    batch.push(copy(12), copy(perStatement + 50));
+    const out = await store.addManySpans(batch);
+    expect(out.map((s) => s.span_id)).toEqual(all.map((s) => s.span_id));
+    expect(out.every((s) => !s.name.startsWith("copy"))).toBe(true);
+    const stored = await store.querySpans(ar.rollout_id, { limit: -1 });
+    expect(stored.total).toBe(count);
+    expect(stored.items.filter((s) => s.name.startsWith("copy"))).toEqual([]);
+    await store.close();
+  });
 });

@@ -299,38 +299,41 @@ export class SqlTx implements StorageTx {
   // Spans ------------------------------------------------------------------------------------------
 
   async insertSpans(spans: Span[]): Promise<Span[]> {
-    // A duplicate later in the same batch is skipped, as if the batch were inserted one by one.
-    const seen = new Set<string>();
-    const fresh: Span[] = [];
-    for (const s of spans) {
-      const k = spanKey(s.rollout_id, s.attempt_id, s.span_id);
-      if (seen.has(k)) continue;
-      seen.add(k);
-      fresh.push(s);
-    }
     const n = SPAN_COLUMNS.length;
     // Every span's values are built (and its JSON checked) before the first statement runs.
     const args: SqlValue[] = [];
-    for (const s of fresh) spanValues(s, args);
-    const whole: [number, number][] = [];
-    const inserted = new Set<string>();
+    for (const s of spans) spanValues(s, args);
+    // Duplicates are rare: each statement skips them itself (ON CONFLICT DO NOTHING, also for a repeat
+    // within the statement), and only a statement that inserted fewer rows than it had needs a closer look.
+    let kept: boolean[] | null = null;
     let start = 0;
-    for (const size of chunkSizes(fresh.length, Math.floor(MAX_BIND_PARAMS / n))) {
-      const chunk = fresh.length === size ? args : args.slice(start * n, (start + size) * n);
+    for (const size of chunkSizes(spans.length, Math.floor(MAX_BIND_PARAMS / n))) {
+      const chunk = spans.length === size ? args : args.slice(start * n, (start + size) * n);
       const { changes, lastRowid } = await this.c.run(INSERT_SPANS(size), chunk);
-      if (changes === size) whole.push([start, start + size]);
-      else if (changes > 0) {
-        // Some were duplicates: the rows this statement inserted are the last `changes` ids (ids are
-        // consecutive under the write lock). Cheaper than RETURNING on every insert.
-        const rows = await this.c.all(`SELECT "rollout_id", "attempt_id", "span_id" FROM "spans" WHERE "id" > ? AND "id" <= ?`, [lastRowid - changes, lastRowid]);
-        for (const r of rows) inserted.add(spanKey(r[0], r[1], r[2]));
+      if (changes !== size) {
+        kept ??= new Array<boolean>(spans.length).fill(true);
+        await this.markInserted(spans, start, size, changes, lastRowid, kept);
       }
       start += size;
     }
-    if (whole.length === 1 && whole[0]![1] - whole[0]![0] === fresh.length) return fresh;
-    for (const [a, b] of whole) for (let i = a; i < b; i++) inserted.add(spanKey(fresh[i]!.rollout_id, fresh[i]!.attempt_id, fresh[i]!.span_id));
-    if (inserted.size === fresh.length) return fresh;
-    return fresh.filter((s) => inserted.has(spanKey(s.rollout_id, s.attempt_id, s.span_id)));
+    return kept === null ? spans : spans.filter((_, i) => kept[i]);
+  }
+
+  /**
+   * Which of `spans[start, start + size)` one INSERT put in, given its `changes`: its rows have the last
+   * `changes` ids (ids are consecutive under the write lock; cheaper than RETURNING on every insert),
+   * and of spans sharing a key only the first can be among them (the later ones hit its row).
+   */
+  private async markInserted(spans: Span[], start: number, size: number, changes: number, lastRowid: number, kept: boolean[]): Promise<void> {
+    const fresh = new Set<string>();
+    if (changes > 0) {
+      const rows = await this.c.all(`SELECT "rollout_id", "attempt_id", "span_id" FROM "spans" WHERE "id" > ? AND "id" <= ?`, [lastRowid - changes, lastRowid]);
+      for (const r of rows) fresh.add(spanKey(r[0], r[1], r[2]));
+    }
+    for (let i = start; i < start + size; i++) {
+      const k = spanKey(spans[i]!.rollout_id, spans[i]!.attempt_id, spans[i]!.span_id);
+      kept[i] = fresh.delete(k);
+    }
   }
 
   private sequence(rid: string): MaybePromise<number> {
