@@ -123,10 +123,9 @@ interface QueuedSpanRequest extends SpanRequest {
   reject(err: unknown): void;
 }
 
-/** A (rollout, attempt) that spans of one write name: its sequence high-water mark and whether it got a span. */
+/** A (rollout, attempt) that spans of one write name, and whether it got a span. */
 interface SpanTarget {
   attempt: Attempt;
-  maxSequence: number;
   beat: boolean;
 }
 
@@ -149,20 +148,11 @@ class SpanTargets {
   }
 
   add(attempt: Attempt): void {
-    const target: SpanTarget = { attempt, maxSequence: Number.NEGATIVE_INFINITY, beat: false };
+    const target: SpanTarget = { attempt, beat: false };
     this.list.push(target);
     if (this.list.length === 1) return;
     this.index ??= new Map(this.list.slice(0, -1).map((x) => [SpanTargets.key(x.attempt.rollout_id, x.attempt.attempt_id), x]));
     this.index.set(SpanTargets.key(attempt.rollout_id, attempt.attempt_id), target);
-  }
-
-  /** Records the highest sequence id each target gets from `spans`. */
-  noteSequences(spans: readonly Span[]): void {
-    for (let i = 0; i < spans.length; i++) {
-      const s = spans[i]!;
-      const target = this.get(s.rollout_id, s.attempt_id)!;
-      if (s.sequence_id > target.maxSequence) target.maxSequence = s.sequence_id;
-    }
   }
 
   /** Marks the targets that really got one of `inserted`. */
@@ -1120,11 +1110,7 @@ export class LightningStoreCore implements LightningStore {
     }
     const all = acceptedSpans(out);
     if (all.length === 0) return out;
-    targets.noteSequences(all);
-    for (let i = 0; i < targets.list.length; i++) {
-      const target = targets.list[i]!;
-      if (target.maxSequence !== Number.NEGATIVE_INFINITY) yield t.chmaxSequence(target.attempt.rollout_id, target.maxSequence);
-    }
+    // Also raises each rollout's sequence counter to its spans' largest sequence_id (chmax, §3.5.17).
     const done: Span[] = yield t.insertSpans(all);
     if (done.length === 0) return keepInserted(out, done);
     const now = this.clock.now();

@@ -346,6 +346,7 @@ export class MemoryStorage implements Storage {
         for (let i = 0; i < spans.length; i++) {
           const span = spans[i]!;
           const e = s.entry(span.rollout_id, "insertSpans");
+          if (span.sequence_id > e.sequence) e.sequence = span.sequence_id;
           if (MemoryStorage.hasSpan(e, span.attempt_id, span.span_id)) continue;
           deepFreeze(span);
           e.spans.push(span);
@@ -361,9 +362,6 @@ export class MemoryStorage implements Storage {
       },
       incSequence(rid, n) {
         return s.setSequence(rid, s.getSequence(rid) + n);
-      },
-      chmaxSequence(rid, value) {
-        return s.setSequence(rid, Math.max(s.getSequence(rid), value));
       },
       getResources(id) {
         return s.resources.get(id) ?? null;

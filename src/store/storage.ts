@@ -90,15 +90,15 @@ export interface StorageTx {
 
   /**
    * Inserts spans, skipping any whose (rollout_id, attempt_id, span_id) already exists, in the store
-   * or earlier in the same batch. Returns the inserted spans in input order.
+   * or earlier in the same batch. Returns the inserted spans in input order. Raises each rollout's
+   * sequence counter to the largest `sequence_id` among the given spans, skipped ones included (an
+   * explicit id counts even when its span is a duplicate, as upstream's chmax before the insert).
    */
   insertSpans(spans: Span[]): MaybePromise<Span[]>;
 
   // Per-rollout span sequence counters (a missing counter counts as 0)
   /** Adds `n` to the counter and returns the new value. */
   incSequence(rolloutId: string, n: number): MaybePromise<number>;
-  /** Raises the counter to at least `value`; returns the stored value. */
-  chmaxSequence(rolloutId: string, value: number): MaybePromise<number>;
 
   // Resources
   getResources(resourcesId: string): MaybePromise<ResourcesUpdate | null>;

@@ -955,7 +955,9 @@ function watchdogTests(env: Env): void {
 
     it("a waiter is woken when the watchdog fails a rollout", async () => {
       const r = await env.store.startRollout(1, { config: { timeout_seconds: 1 } });
-      const waiting = env.store.waitForRollouts({ rollout_ids: [r.rollout_id], timeout: 5 });
+      // A real-time limit far above the wake-up: a loaded machine (the suite runs child processes
+      // beside it) must not turn the wake into a timeout; a missed wake still fails at the test timeout.
+      const waiting = env.store.waitForRollouts({ rollout_ids: [r.rollout_id], timeout: 25 });
       await sleep(20);
       env.clock.advance(2);
       await env.store.queryRollouts();
@@ -1152,6 +1154,17 @@ function otelTests(env: Env): void {
     expect(await env.store.addOtelSpan(r.rollout_id, r.attempt.attempt_id, s)).toBeNull();
     // Whether the refused duplicate used up an id is the store's business; the next one is above 50 either way.
     expect(await env.store.getNextSpanSequenceId(r.rollout_id, "any")).toBeGreaterThan(50);
+  });
+
+  it("an explicit sequence id raises the counter even when its span is refused as a duplicate", async () => {
+    const r = await env.store.startRollout(1);
+    const first = makeSpan(at(r), 3);
+    expect(await env.store.addSpan(first)).not.toBeNull();
+    expect(await env.store.addSpan({ ...first, sequence_id: 30 })).toBeNull();
+    expect(await env.store.getNextSpanSequenceId(r.rollout_id, "any")).toBe(31);
+    expect(await env.store.addManySpans([{ ...first, sequence_id: 60 }])).toEqual([]);
+    expect(await env.store.getNextSpanSequenceId(r.rollout_id, "any")).toBe(61);
+    expect((await env.store.querySpans(r.rollout_id)).items.map((s) => s.sequence_id)).toEqual([3]);
   });
 
   it("addOtelSpan for an unknown attempt throws NotFoundError", async () => {

@@ -58,7 +58,19 @@ const READ_QUEUE = `SELECT "id", "rollout_id" FROM "queue" ORDER BY "id" LIMIT ?
 /** Queue rows read at once when the cached front runs out (one read serves a group of dequeues). */
 const QUEUE_READ_AHEAD = 64;
 const SELECT_WORKER = `${workerSpec.select} WHERE "worker_id" = ?`;
-const SELECT_SEQUENCE = `SELECT "value" FROM "span_sequences" WHERE "rollout_id" = ?`;
+/**
+ * A rollout's span sequence counter: the larger of its `span_sequences` row and the largest sequence_id
+ * among its stored spans (the spans index on (rollout_id, sequence_id) finds it). So inserting spans
+ * raises the counter with no write of its own; only ids handed out (incSequence) and the ids of spans
+ * refused as duplicates are written to `span_sequences`.
+ */
+const SELECT_SEQUENCE =
+  `SELECT MAX(COALESCE((SELECT "value" FROM "span_sequences" WHERE "rollout_id" = ?), 0), ` +
+  `COALESCE((SELECT MAX("sequence_id") FROM "spans" WHERE "rollout_id" = ?), 0))`;
+/** Raises a counter that is not cached (a refused span's explicit id must still count). */
+const CHMAX_SEQUENCE =
+  `INSERT INTO "span_sequences" ("rollout_id", "value") VALUES (?, ?) ` +
+  `ON CONFLICT ("rollout_id") DO UPDATE SET "value" = MAX("value", excluded."value")`;
 const SELECT_RESOURCES = `${resourcesSpec.select} WHERE "resources_id" = ?`;
 /** write_order is unique (each write takes MAX + 1 under the write lock), so its index alone finds the latest. */
 const SELECT_LATEST_RESOURCES = `${resourcesSpec.select} ORDER BY "write_order" DESC LIMIT 1`;
@@ -105,7 +117,7 @@ class StoreCache extends RowCache {
     new CachedTable<Attempt>("attempts", ATTEMPT_COLUMNS, ["rollout_id", "attempt_id"], ["status", "worker_id", "end_time", "last_heartbeat_time", "metadata"]),
   );
   readonly workers = this.table(new CachedTable<Worker>("workers", WORKER_COLUMNS, ["worker_id"]));
-  /** Span sequence counters; a missing counter is cached as 0. */
+  /** Span sequence counters as SELECT_SEQUENCE defines them (a rollout with neither is cached as 0). */
   readonly sequences = this.table(new CachedTable<number>("span_sequences", ["rollout_id", "value"], ["rollout_id"]));
   /** Written at once (not held back); cached for reads. The key "" holds the latest snapshot. */
   readonly resources = this.table(new CachedTable<ResourcesUpdate>("resources", [], []));
@@ -316,7 +328,36 @@ export class SqlTx implements StorageTx {
       }
       start += size;
     }
+    await this.raiseSequences(spans, kept);
     return kept === null ? spans : spans.filter((_, i) => kept[i]);
+  }
+
+  /**
+   * The counters after an insert (see SELECT_SEQUENCE): the inserted spans carry their ids in SQL, so a
+   * cached counter is only raised in the cache; a refused span's id is written unless the cache shows
+   * the counter is past it.
+   */
+  private async raiseSequences(spans: Span[], kept: boolean[] | null): Promise<void> {
+    const counters = this.cache.sequences;
+    let rid = "";
+    let known: number | null | undefined;
+    for (let i = 0; i < spans.length; i++) {
+      const s = spans[i]!;
+      if (s.rollout_id !== rid) {
+        rid = s.rollout_id;
+        known = counters.rows.get(rid);
+      }
+      const seq = s.sequence_id;
+      const inserted = kept === null || kept[i]!;
+      if (known !== undefined && known !== null) {
+        if (seq <= known) continue;
+        if (inserted) this.cache.putWritten(counters, rid, seq);
+        else this.cache.put(counters, rid, seq, [rid, seq]);
+        known = seq;
+      } else if (!inserted && seq > 0) {
+        await this.c.run(CHMAX_SEQUENCE, [rid, seq]);
+      }
+    }
   }
 
   /**
@@ -339,8 +380,8 @@ export class SqlTx implements StorageTx {
   private sequence(rid: string): MaybePromise<number> {
     const known = this.cache.sequences.rows.get(rid);
     if (known !== undefined && known !== null) return known;
-    return then(this.c.get(SELECT_SEQUENCE, [rid]), (row) => {
-      const v = row === undefined ? 0 : Number(row[0]);
+    return then(this.c.get(SELECT_SEQUENCE, [rid, rid]), (row) => {
+      const v = Number(row![0]);
       this.cache.remember(this.cache.sequences, rid, v);
       return v;
     });
@@ -350,15 +391,6 @@ export class SqlTx implements StorageTx {
     return then(this.sequence(rid), (v) => {
       this.cache.put(this.cache.sequences, rid, v + n, [rid, v + n]);
       return v + n;
-    });
-  }
-
-  chmaxSequence(rid: string, value: number): MaybePromise<number> {
-    return then(this.sequence(rid), (v) => {
-      // A missing counter counts as 0, so raising it to <= 0 changes nothing.
-      if (value <= v) return v;
-      this.cache.put(this.cache.sequences, rid, value, [rid, value]);
-      return value;
     });
   }
 
