@@ -94,6 +94,25 @@ describe("libSQL span sequence counters", () => {
     await store.close();
   });
 
+  it("a batch refused whole raises each rollout's counter to its largest id", async () => {
+    const path = newPath();
+    const store = await LibsqlLightningStore.open(`file:${path}`);
+    const r1 = await store.startRollout(1);
+    const r2 = await store.startRollout(2);
+    const original = [span(r1, 1), span(r2, 1), span(r1, 2), span(r2, 2)];
+    expect(await store.addManySpans(original)).toHaveLength(4);
+    // The batch again (a client's retry) from a connection with no counter cached, with other ids: the
+    // largest of each rollout is in the middle, so neither the first nor the last id of a rollout will do.
+    const other = await LibsqlLightningStore.open(`file:${path}`);
+    const resent = (i: number, seq: number): Span => ({ ...original[i]!, sequence_id: seq });
+    const retry = [resent(0, 7), resent(1, 4), resent(2, 90), resent(3, 30), resent(0, 12), resent(1, 5)];
+    expect(await other.addManySpans(retry)).toEqual([]);
+    expect(await store.getNextSpanSequenceId(r1.rollout_id, "x")).toBe(91);
+    expect(await store.getNextSpanSequenceId(r2.rollout_id, "x")).toBe(31);
+    await other.close();
+    await store.close();
+  });
+
   it("the counter survives reopening, from the counter row or from the spans", async () => {
     const path = newPath();
     let store = await LibsqlLightningStore.open(`file:${path}`);

@@ -334,11 +334,12 @@ export class SqlTx implements StorageTx {
 
   /**
    * The counters after an insert (see SELECT_SEQUENCE): the inserted spans carry their ids in SQL, so a
-   * cached counter is only raised in the cache; a refused span's id is written unless the cache shows
-   * the counter is past it.
+   * cached counter is only raised in the cache; the largest refused id of each rollout is written unless
+   * the cache shows the counter is past it (one statement per rollout: a retried batch is all refusals).
    */
   private async raiseSequences(spans: Span[], kept: boolean[] | null): Promise<void> {
     const counters = this.cache.sequences;
+    let refused: Map<string, number> | null = null;
     let rid = "";
     let known: number | null | undefined;
     for (let i = 0; i < spans.length; i++) {
@@ -354,10 +355,11 @@ export class SqlTx implements StorageTx {
         if (inserted) this.cache.putWritten(counters, rid, seq);
         else this.cache.put(counters, rid, seq, [rid, seq]);
         known = seq;
-      } else if (!inserted && seq > 0) {
-        await this.c.run(CHMAX_SEQUENCE, [rid, seq]);
+      } else if (!inserted && seq > (refused?.get(rid) ?? 0)) {
+        (refused ??= new Map()).set(rid, seq);
       }
     }
+    if (refused !== null) for (const [r, seq] of refused) await this.c.run(CHMAX_SEQUENCE, [r, seq]);
   }
 
   /**
