@@ -2,10 +2,10 @@
  * Supervised fine-tuning of a fresh calc policy (config.ts) on calc problems: the starting checkpoint of the
  * GRPO demo. It stops early on purpose (a modest held-out accuracy leaves GRPO room to improve).
  *
- *   npx tsx examples/calc/sft.ts [--steps 450] [--batch 32] [--lr 3e-3] [--seed 0] [--out checkpoints/calc-sft]
+ *   npx tsx examples/calc/sft.ts [--steps 450] [--batch 32] [--lr 3e-3] [--seed 0] [--out examples/calc/checkpoint-sft]
  *                                [--init <checkpoint>] [--teacher-noise 0]
  *
- * The committed checkpoint (checkpoints/calc-sft, 24% greedy accuracy on the 100 held-out problems)
+ * The committed checkpoint (examples/calc/checkpoint-sft, 24% greedy accuracy on the 100 held-out problems)
  * is this script with its defaults: 450 steps of 32 problems, about 12 minutes on one free core.
  * Every `--eval-every` steps it also saves `<out>-steps/<step>`.
  */
@@ -34,7 +34,7 @@ export interface SftOptions {
   log?: (line: string) => void;
 }
 
-export const SFT_DEFAULTS: SftOptions = { steps: 450, batch: 32, lr: 3e-3, seed: 0, evalEvery: 50, out: "checkpoints/calc-sft", config: CALC_CONFIG };
+export const SFT_DEFAULTS: SftOptions = { steps: 450, batch: 32, lr: 3e-3, seed: 0, evalEvery: 50, out: "examples/calc/checkpoint-sft", config: CALC_CONFIG };
 
 export const promptIds = (t: CalcTask): number[] => applyChatTemplate([{ role: "user", content: t.question }], { addGenerationPrompt: true });
 export const answerIds = (t: CalcTask, answer = t.answer): number[] => [...encode(String(answer)), EOS_ID];

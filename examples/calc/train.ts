@@ -46,7 +46,7 @@ export interface CalcTrainOptions {
 
 export const CALC_TRAIN_DEFAULTS: CalcTrainOptions = {
   steps: 100, batch: 16, n: 8, lr: 1e-3, decayShare: 0.5, lrFinal: 0.1, valEvery: 20, valTasks: 100, seed: 0,
-  checkpoint: "checkpoints/calc-sft", out: "runs/calc", backend: "auto", runners: 4, progress: true,
+  checkpoint: "examples/calc/checkpoint-sft", out: "runs/calc", backend: "auto", runners: 4, progress: true,
 };
 
 export interface CalcTrainResult {

@@ -33,7 +33,7 @@ const slope = (ys: number[]): number => {
  * (8 samples at temperature 1) is neither 0 nor 1, so GRPO groups have reward variance.
  */
 async function tasksWithSignal(count: number): Promise<CalcTask[]> {
-  const { config, params } = await loadCheckpoint("checkpoints/calc-sft", undefined, { optimizer: false });
+  const { config, params } = await loadCheckpoint("examples/calc/checkpoint-sft", undefined, { optimizer: false });
   const picked: CalcTask[] = [];
   for (const t of trainTasks(200, 5)) {
     const gens = await cpuGenerationEngine.generate(config, params, Array.from({ length: 8 }, (_, i) => ({ prompt: promptIds(t), maxTokens: MAX_ANSWER_TOKENS, temperature: 1, seed: 100 + i })));

@@ -41,7 +41,7 @@ describe.skipIf(noGpu)("GPU generation", () => {
 
   it("greedy answers of the trained calc checkpoint match the CPU reference", async () => {
     engine ??= await GpuGenerationEngine.create();
-    const { config: c, params } = await loadCheckpoint("checkpoints/calc-sft", undefined, { optimizer: false });
+    const { config: c, params } = await loadCheckpoint("examples/calc/checkpoint-sft", undefined, { optimizer: false });
     const requests = heldOutTasks(12).map((t) => ({ prompt: promptIds(t), maxTokens: 6, temperature: 0 }));
     const cpu = await cpuGenerationEngine.generate(c, params, requests);
     const gpu = await engine.generate(c, params, requests);
