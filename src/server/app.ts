@@ -3,7 +3,8 @@
  * DECISIONS rows 1, 2, 8, 12) plus the routes added here: `POST /v1/agl/spans/batch` (many spans, one
  * transaction, sequence ids assigned server-side), `POST /v1/agl/attempts/finish` (an attempt's last spans,
  * final update and the next claim in one request), `POST /v1/agl/spans/next/many`, a long-polling
- * `POST /v1/agl/waits/rollouts`, Prometheus text at `GET /metrics`. Runtime-neutral: each runtime
+ * `POST /v1/agl/waits/rollouts`, Prometheus text at `GET /metrics`, and `Idempotency-Key` on the write
+ * routes (idempotency.ts, docs/departures.md#23). Runtime-neutral: each runtime
  * serves `app.fetch` with its own server (runtimes/*.ts).
  */
 import { Hono } from "hono";
