@@ -248,6 +248,23 @@ describe("Idempotency-Key on write routes", () => {
   });
 });
 
+describe("Idempotency-Key from a browser", () => {
+  it("preflights allow the header; a replay keeps the CORS headers and exposes idempotent-replayed", async () => {
+    const { app, post } = setup({ corsOrigins: ["http://app.example"] });
+    const pre = await app.request("/v1/agl/queues/rollouts/enqueue", {
+      method: "OPTIONS",
+      headers: { origin: "http://app.example", "access-control-request-method": "POST", "access-control-request-headers": "content-type, idempotency-key" },
+    });
+    expect(pre.headers.get("access-control-allow-headers")).toMatch(/idempotency-key/);
+    const origin = { origin: "http://app.example", ...key("k") };
+    await post("/queues/rollouts/enqueue", enqueue, origin);
+    const replay = await post("/queues/rollouts/enqueue", enqueue, origin);
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect(replay.headers.get("access-control-allow-origin")).toBe("http://app.example");
+    expect(replay.headers.get("access-control-expose-headers")).toMatch(/idempotent-replayed/);
+  });
+});
+
 describe("IdempotencyCache and its settings", () => {
   it("keeps total bytes under maxBytes by evicting the oldest answers", () => {
     const c = new IdempotencyCache({ maxBytes: 10 });
