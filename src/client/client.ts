@@ -4,6 +4,8 @@
  * - Retries with backoff only for network errors, 408, 429 and 5xx; before each retry it probes
  *   `GET /v1/agl/health` and gives up at once when the server stays down (store.md §4.4).
  *   Dequeues are never retried: a lost answer must not claim a second rollout.
+ * - Every other write sends an `Idempotency-Key`, one per call and the same on each retry, so a retry
+ *   after a lost answer gets the first answer instead of writing twice (docs/departures.md#23).
  * - Errors come back typed (ValidationError with issue paths, NotFoundError, ConflictError, ...);
  *   single-item GETs answer null for a 404 (DECISIONS row 2).
  * - `addManySpans` is one request (`/spans/batch`, one transaction on the server); `addOtelSpan`
@@ -67,12 +69,29 @@ const LONG_POLL_SECONDS = 30;
 
 const RETRYABLE_STATUS = (s: number): boolean => s === 408 || s === 429 || s >= 500;
 
+/** The request header of the IETF httpapi draft, honoured by the server's write routes (src/server/idempotency.ts). */
+export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
+
+/**
+ * A fresh key in the draft's form (a structured-field string: a quoted UUID). Built from
+ * `getRandomValues`, which every runtime has, even a browser page outside a secure context.
+ */
+export function newIdempotencyKey(): string {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6]! & 0x0f) | 0x40;
+  b[8] = (b[8]! & 0x3f) | 0x80;
+  const hex = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  return `"${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}"`;
+}
+
 interface RequestOptions {
   body?: unknown;
   /** Extra request headers. */
   headers?: Readonly<Record<string, string>>;
   params?: Record<string, unknown>;
   retry?: boolean;
+  /** A write: when it may be retried, it carries one `Idempotency-Key` for all its tries. */
+  write?: boolean;
   /** Extra seconds on top of the request timeout (long polls). */
   holdSeconds?: number;
   signal?: AbortSignal;
@@ -197,13 +216,16 @@ export class LightningStoreClient implements LightningStore {
 
   private async request<T>(method: "GET" | "POST", path: string, o: RequestOptions = {}): Promise<Answer<T>> {
     const url = `${this.base}${path}${o.params ? queryString(o.params) : ""}`;
-    const init: RequestInit = { method, headers: o.headers ? { ...this.headers, ...o.headers } : this.headers };
+    const tries = o.retry === false ? 1 : 1 + this.retryDelays.length;
+    const keyed = o.write === true && tries > 1;
+    const init: RequestInit = { method, headers: o.headers || keyed ? { ...this.headers, ...o.headers } : this.headers };
+    // Built once: every retry sends the same body text and the same key.
+    if (keyed) (init.headers as Record<string, string>)[IDEMPOTENCY_KEY_HEADER] = newIdempotencyKey();
     let sentBody: string | undefined;
     if (o.body !== undefined) {
       init.body = sentBody = JSON.stringify(o.body);
-      init.headers = { ...this.headers, ...o.headers, "content-type": "application/json" };
+      init.headers = { ...(init.headers as Record<string, string>), "content-type": "application/json" };
     }
-    const tries = o.retry === false ? 1 : 1 + this.retryDelays.length;
     let last: LightningError | null = null;
     for (let i = 0; i < tries; i++) {
       if (i > 0) await sleep(this.retryDelays[i - 1]!, o.signal);
@@ -250,18 +272,18 @@ export class LightningStoreClient implements LightningStore {
   // Rollouts and the queue
 
   startRollout(input: unknown, options: StartRolloutOptions = {}): Promise<AttemptedRollout> {
-    return this.call("POST", "/rollouts", { body: { ...options, input } });
+    return this.call("POST", "/rollouts", { body: { ...options, input }, write: true });
   }
 
   async enqueueRollout(input: unknown, options: RolloutOptions = {}): Promise<Rollout> {
-    const out = await this.call<Rollout[]>("POST", "/queues/rollouts/enqueue", { body: { rollouts: [{ ...options, input }] } });
+    const out = await this.call<Rollout[]>("POST", "/queues/rollouts/enqueue", { body: { rollouts: [{ ...options, input }] }, write: true });
     if (!out[0]) throw new LightningError("the server enqueued nothing");
     return out[0];
   }
 
   async enqueueManyRollouts(requests: EnqueueRolloutRequest[]): Promise<Rollout[]> {
     if (Array.isArray(requests) && requests.length === 0) return [];
-    return this.call("POST", "/queues/rollouts/enqueue", { body: { rollouts: requests } });
+    return this.call("POST", "/queues/rollouts/enqueue", { body: { rollouts: requests }, write: true });
   }
 
   async dequeueRollout(options: { worker_id?: string | null } = {}): Promise<AttemptedRollout | null> {
@@ -278,7 +300,7 @@ export class LightningStoreClient implements LightningStore {
 
   startAttempt(rolloutId: string, options: { worker_id?: string | null } = {}): Promise<AttemptedRollout> {
     const body = options.worker_id === undefined || options.worker_id === null ? undefined : { worker_id: options.worker_id };
-    return this.call("POST", `/rollouts/${pathId(rolloutId, "rollout_id")}/attempts`, { body });
+    return this.call("POST", `/rollouts/${pathId(rolloutId, "rollout_id")}/attempts`, { body, write: true });
   }
 
   queryRollouts(query: RolloutQuery = {}): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
@@ -290,7 +312,7 @@ export class LightningStoreClient implements LightningStore {
   }
 
   updateRollout(rolloutId: string, patch: RolloutPatch): Promise<Rollout> {
-    return this.call("POST", `/rollouts/${pathId(rolloutId, "rollout_id")}`, { body: patch });
+    return this.call("POST", `/rollouts/${pathId(rolloutId, "rollout_id")}`, { body: patch, write: true });
   }
 
   /**
@@ -327,17 +349,17 @@ export class LightningStoreClient implements LightningStore {
   }
 
   updateAttempt(rolloutId: string, attemptId: string, patch: AttemptPatch): Promise<Attempt> {
-    return this.call("POST", `/rollouts/${pathId(rolloutId, "rollout_id")}/attempts/${pathId(attemptId, "attempt_id")}`, { body: patch });
+    return this.call("POST", `/rollouts/${pathId(rolloutId, "rollout_id")}/attempts/${pathId(attemptId, "attempt_id")}`, { body: patch, write: true });
   }
 
   // Resources
 
   addResources(resources: NamedResourcesInput): Promise<ResourcesUpdate> {
-    return this.call("POST", "/resources", { body: resources });
+    return this.call("POST", "/resources", { body: resources, write: true });
   }
 
   updateResources(resourcesId: string, resources: NamedResourcesInput): Promise<ResourcesUpdate> {
-    return this.call("POST", `/resources/${pathId(resourcesId, "resources_id")}`, { body: resources });
+    return this.call("POST", `/resources/${pathId(resourcesId, "resources_id")}`, { body: resources, write: true });
   }
 
   getLatestResources(): Promise<ResourcesUpdate | null> {
@@ -355,16 +377,16 @@ export class LightningStoreClient implements LightningStore {
   // Spans
 
   async getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number> {
-    return (await this.call<{ sequence_id: number }>("POST", "/spans/next", { body: { rollout_id: rolloutId, attempt_id: attemptId } })).sequence_id;
+    return (await this.call<{ sequence_id: number }>("POST", "/spans/next", { body: { rollout_id: rolloutId, attempt_id: attemptId }, write: true })).sequence_id;
   }
 
   async getManySpanSequenceIds(pairs: readonly (readonly [string, string])[]): Promise<number[]> {
     if (Array.isArray(pairs) && pairs.length === 0) return [];
-    return (await this.call<{ sequence_ids: number[] }>("POST", "/spans/next/many", { body: { pairs } })).sequence_ids;
+    return (await this.call<{ sequence_ids: number[] }>("POST", "/spans/next/many", { body: { pairs }, write: true })).sequence_ids;
   }
 
   addSpan(span: Span): Promise<Span | null> {
-    return this.call("POST", "/spans", { body: span });
+    return this.call("POST", "/spans", { body: span, write: true });
   }
 
   /** One request and one server transaction for the whole batch; spans may leave `sequence_id` out. */
@@ -385,7 +407,7 @@ export class LightningStoreClient implements LightningStore {
    */
   async addManySpansForSequenceIds(spans: Span[]): Promise<number[]> {
     if (Array.isArray(spans) && spans.length === 0) return [];
-    return sequenceIdsFromEcho((await this.request<SpanEcho[]>("POST", "/spans/batch", { body: { spans }, headers: PREFER_MINIMAL })).data);
+    return sequenceIdsFromEcho((await this.request<SpanEcho[]>("POST", "/spans/batch", { body: { spans }, headers: PREFER_MINIMAL, write: true })).data);
   }
 
   /**
@@ -400,7 +422,9 @@ export class LightningStoreClient implements LightningStore {
     const answer = await this.request<{ spans: SpanEcho[]; attempt: Attempt; next: AttemptedRollout | null }>("POST", "/attempts/finish", {
       body,
       headers: PREFER_MINIMAL,
+      // A claim is never re-sent (a lost answer must not claim twice); without one it is a keyed write.
       retry: body.claim === undefined,
+      write: true,
     });
     const { attempt, next } = answer.data;
     return { sequence_ids: sequenceIdsFromEcho(answer.data.spans), attempt, next };
@@ -408,7 +432,7 @@ export class LightningStoreClient implements LightningStore {
 
   /** `POST /spans/batch` asking for the minimal answer; a server that ignores the preference sends the spans. */
   private async postSpanBatch(spans: unknown): Promise<Span[]> {
-    const answer = await this.request<SpanEcho[]>("POST", "/spans/batch", { body: { spans }, headers: PREFER_MINIMAL });
+    const answer = await this.request<SpanEcho[]>("POST", "/spans/batch", { body: { spans }, headers: PREFER_MINIMAL, write: true });
     if (answer.headers.get(PREFERENCE_APPLIED_HEADER) !== "return=minimal") return answer.data as Span[];
     return spansFromEcho(answer.sentBody!, answer.data);
   }
@@ -421,7 +445,7 @@ export class LightningStoreClient implements LightningStore {
 
   updateWorker(workerId: string, heartbeatStats?: Record<string, unknown>): Promise<Worker> {
     const body = heartbeatStats === undefined ? undefined : { heartbeat_stats: heartbeatStats };
-    return this.call("POST", `/workers/${pathId(workerId, "worker_id")}`, { body });
+    return this.call("POST", `/workers/${pathId(workerId, "worker_id")}`, { body, write: true });
   }
 
   getWorkerById(workerId: string): Promise<Worker | null> {

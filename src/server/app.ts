@@ -3,7 +3,8 @@
  * DECISIONS rows 1, 2, 8, 12) plus the routes added here: `POST /v1/agl/spans/batch` (many spans, one
  * transaction, sequence ids assigned server-side), `POST /v1/agl/attempts/finish` (an attempt's last spans,
  * final update and the next claim in one request), `POST /v1/agl/spans/next/many`, a long-polling
- * `POST /v1/agl/waits/rollouts`, Prometheus text at `GET /metrics`. Runtime-neutral: each runtime
+ * `POST /v1/agl/waits/rollouts`, Prometheus text at `GET /metrics`, and `Idempotency-Key` on the write
+ * routes (idempotency.ts, docs/departures.md#23). Runtime-neutral: each runtime
  * serves `app.fetch` with its own server (runtimes/*.ts).
  */
 import { Hono } from "hono";
@@ -23,6 +24,7 @@ import * as S from "./schemas.ts";
 import { coalescedStore } from "./coalesce.ts";
 import { addSpansAssigningSequence, minimalSpanEcho, type SpanWithOptionalSequence } from "./spans.ts";
 import { FinishPartError, checkSpanObjects, finishAttempt } from "./finish.ts";
+import { IDEMPOTENT_REPLAYED_HEADER, IdempotencyCache, idempotentWrites, type IdempotencyOptions } from "./idempotency.ts";
 import type { TestHooks } from "./test-hooks.ts";
 
 export const API_PREFIX = "/v1/agl";
@@ -45,6 +47,11 @@ export interface StoreAppOptions {
   /** Export `GET /metrics` and count requests and store calls. Default true. */
   metrics?: boolean;
   log?: Logger;
+  /**
+   * Answers remembered for requests with an `Idempotency-Key` header, so a retried write runs once
+   * (see idempotency.ts); `false` ignores the header. Default: 600 s, 10,000 keys, 64 MiB.
+   */
+  idempotency?: IdempotencyOptions | false;
   /** Test-only hooks (a settable clock, a store reset); never enabled by default. */
   testHooks?: TestHooks;
 }
@@ -107,6 +114,8 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   const maxWait = options.maxWaitSeconds ?? MAX_WAIT_SECONDS;
   const limit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
   const token = options.token ?? null;
+  // Every write route takes it; reads (searches, waits, GETs) have nothing to repeat.
+  const idem: MiddlewareHandler = options.idempotency === false ? (_c, next) => next() : idempotentWrites(new IdempotencyCache(options.idempotency), log);
 
   const app = new Hono();
 
@@ -140,7 +149,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
         allowMethods: ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
         allowHeaders: [],
         credentials: true,
-        exposeHeaders: [WAIT_SETTLED_HEADER, "preference-applied"],
+        exposeHeaders: [WAIT_SETTLED_HEADER, "preference-applied", IDEMPOTENT_REPLAYED_HEADER],
       }),
     );
   }
@@ -180,7 +189,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   api.get("/health", (c) => c.json({ status: "ok" }));
 
   // Rollouts and the queue
-  api.post("/queues/rollouts/enqueue", async (c) => {
+  api.post("/queues/rollouts/enqueue", idem, async (c) => {
     const { rollouts } = await body(c, S.EnqueueBody);
     if (rollouts.length === 0) return c.json([], 201);
     if (rollouts.length === 1) {
@@ -189,7 +198,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     }
     return c.json(await store.enqueueManyRollouts(rollouts), 201);
   });
-  api.post("/queues/rollouts/dequeue", async (c) => {
+  api.post("/queues/rollouts/dequeue", idem, async (c) => {
     const b = await body(c, S.DequeueBody, true);
     if (b.limit <= 0) return c.json([]);
     if (b.limit === 1) {
@@ -200,7 +209,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   });
   api.post("/rollouts/search", async (c) => c.json(await store.queryRollouts(defined(await body(c, S.RolloutSearch, true)))));
   api.get("/rollouts", async (c) => c.json(await store.queryRollouts(defined(query(c, S.RolloutSearch)))));
-  api.post("/rollouts", async (c) => {
+  api.post("/rollouts", idem, async (c) => {
     const { input, ...opts } = await body(c, S.StartRolloutBody);
     return c.json(await store.startRollout(input, opts), 201);
   });
@@ -210,7 +219,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     if (!r) throw notFound("Rollout", id);
     return c.json(r);
   });
-  api.post("/rollouts/:rollout_id", async (c) => c.json(await store.updateRollout(c.req.param("rollout_id"), await body(c, S.RolloutPatchBody))));
+  api.post("/rollouts/:rollout_id", idem, async (c) => c.json(await store.updateRollout(c.req.param("rollout_id"), await body(c, S.RolloutPatchBody))));
 
   // Attempts
   api.post("/rollouts/:rollout_id/attempts/search", async (c) =>
@@ -223,11 +232,11 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     return c.json(a);
   });
   api.get("/rollouts/:rollout_id/attempts", async (c) => c.json(await store.queryAttempts(c.req.param("rollout_id"), defined(query(c, S.AttemptSearch)))));
-  api.post("/rollouts/:rollout_id/attempts", async (c) => {
+  api.post("/rollouts/:rollout_id/attempts", idem, async (c) => {
     const b = await body(c, S.WorkerIdBody, true);
     return c.json(await store.startAttempt(c.req.param("rollout_id"), { worker_id: b.worker_id ?? null }), 201);
   });
-  api.post("/rollouts/:rollout_id/attempts/:attempt_id", async (c) =>
+  api.post("/rollouts/:rollout_id/attempts/:attempt_id", idem, async (c) =>
     c.json(await store.updateAttempt(c.req.param("rollout_id"), c.req.param("attempt_id"), await body(c, S.AttemptPatchBody))),
   );
 
@@ -240,7 +249,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     if (!w) throw notFound("Worker", id);
     return c.json(w);
   });
-  api.post("/workers/:worker_id", async (c) => {
+  api.post("/workers/:worker_id", idem, async (c) => {
     const b = await body(c, S.WorkerUpdateBody, true);
     return c.json(await store.updateWorker(c.req.param("worker_id"), b.heartbeat_stats));
   });
@@ -254,14 +263,14 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     return c.json(r);
   });
   api.get("/resources", async (c) => c.json(await store.queryResources(defined(query(c, S.ResourcesSearch)))));
-  api.post("/resources", async (c) => c.json(await store.addResources((await readJson(c, false)) as never), 201));
+  api.post("/resources", idem, async (c) => c.json(await store.addResources((await readJson(c, false)) as never), 201));
   api.get("/resources/:resources_id", async (c) => {
     const id = c.req.param("resources_id");
     const r = await store.getResourcesById(id);
     if (!r) throw notFound("Resources", id);
     return c.json(r);
   });
-  api.post("/resources/:resources_id", async (c) => c.json(await store.updateResources(c.req.param("resources_id"), (await readJson(c, false)) as never)));
+  api.post("/resources/:resources_id", idem, async (c) => c.json(await store.updateResources(c.req.param("resources_id"), (await readJson(c, false)) as never)));
 
   // Spans
   api.post("/spans/search", async (c) => {
@@ -272,15 +281,15 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     const { rollout_id, ...q } = query(c, S.SpanSearch);
     return c.json(await store.querySpans(rollout_id, defined(q)));
   });
-  api.post("/spans/next/many", async (c) => {
+  api.post("/spans/next/many", idem, async (c) => {
     const { pairs } = await body(c, S.ManySequenceBody);
     return c.json({ sequence_ids: await store.getManySpanSequenceIds(pairs) });
   });
-  api.post("/spans/next", async (c) => {
+  api.post("/spans/next", idem, async (c) => {
     const b = await body(c, S.NextSequenceBody);
     return c.json({ sequence_id: await store.getNextSpanSequenceId(b.rollout_id, b.attempt_id) });
   });
-  api.post("/spans/batch", async (c) => {
+  api.post("/spans/batch", idem, async (c) => {
     const { spans } = await body(c, S.SpanBatchBody);
     const sent = checkSpanObjects(spans);
     const stored = await addSpansAssigningSequence(store, sent);
@@ -288,14 +297,14 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     c.header("preference-applied", "return=minimal");
     return c.json(minimalSpanEcho(sent, stored), 201);
   });
-  api.post("/spans", async (c) => {
+  api.post("/spans", idem, async (c) => {
     const span = await readJson(c, false);
     if (span === null || typeof span !== "object" || Array.isArray(span)) throw new ValidationError("The request body must be a span object", []);
     return c.json(await store.addSpan(span as Span), 201);
   });
 
   // The end of an attempt in one request (spans, final update, next claim): see finish.ts.
-  api.post("/attempts/finish", async (c) => {
+  api.post("/attempts/finish", idem, async (c) => {
     const b = await body(c, S.FinishAttemptBody);
     try {
       const { spans, attempt, next } = await finishAttempt(store, b);

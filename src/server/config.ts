@@ -5,6 +5,7 @@
 import { parseLogLevel, type LogLevel } from "./log.ts";
 import { DEFAULT_BODY_LIMIT } from "./app.ts";
 import { DEFAULT_STORE_URL } from "../store/libsql/store.ts";
+import { DEFAULT_IDEMPOTENCY_MAX_BYTES, DEFAULT_IDEMPOTENCY_MAX_KEYS, DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyOptions } from "./idempotency.ts";
 
 export const DEFAULT_HOST = "127.0.0.1";
 export const DEFAULT_PORT = 4747;
@@ -19,6 +20,8 @@ export interface StoreServerConfig {
   corsOrigins: string[];
   logLevel: LogLevel;
   bodyLimitBytes: number;
+  /** Bounds of the answers remembered for `Idempotency-Key` retries (src/server/idempotency.ts). */
+  idempotency: Required<Omit<IdempotencyOptions, "now">>;
   /** TEST-ONLY: a settable ManualClock and a reset route (src/server/test-hooks.ts). */
   testClock: boolean;
   help: boolean;
@@ -37,6 +40,11 @@ Options:
   --cors-origin ORIGIN  allow browser calls from ORIGIN (repeatable; * allows any)
   --log-level LEVEL     debug | info | warning | error (default info)
   --body-limit BYTES    largest request body (default ${DEFAULT_BODY_LIMIT})
+  --idempotency-ttl SECONDS
+                        how long the answer to a write sent with an Idempotency-Key is kept for its retries (default ${DEFAULT_IDEMPOTENCY_TTL_SECONDS})
+  --idempotency-keys N  how many such answers are kept at most (default ${DEFAULT_IDEMPOTENCY_MAX_KEYS})
+  --idempotency-bytes BYTES
+                        total size of the kept answers at most (default ${DEFAULT_IDEMPOTENCY_MAX_BYTES})
   -h, --help            show this help
 `;
 
@@ -61,6 +69,7 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
     corsOrigins: [],
     logLevel: "info",
     bodyLimitBytes: DEFAULT_BODY_LIMIT,
+    idempotency: { ttlSeconds: DEFAULT_IDEMPOTENCY_TTL_SECONDS, maxKeys: DEFAULT_IDEMPOTENCY_MAX_KEYS, maxBytes: DEFAULT_IDEMPOTENCY_MAX_BYTES },
     testClock: false,
     help: false,
   };
@@ -99,6 +108,15 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
         break;
       case "--body-limit":
         cfg.bodyLimitBytes = intOf(value(), "--body-limit", 1, Number.MAX_SAFE_INTEGER);
+        break;
+      case "--idempotency-ttl":
+        cfg.idempotency.ttlSeconds = intOf(value(), "--idempotency-ttl", 1, 7 * 24 * 3600);
+        break;
+      case "--idempotency-keys":
+        cfg.idempotency.maxKeys = intOf(value(), "--idempotency-keys", 1, 10_000_000);
+        break;
+      case "--idempotency-bytes":
+        cfg.idempotency.maxBytes = intOf(value(), "--idempotency-bytes", 1, Number.MAX_SAFE_INTEGER);
         break;
       case "--test-clock":
         cfg.testClock = true;

@@ -1,5 +1,6 @@
 export * from "./app.ts";
 export * from "./errors.ts";
+export * from "./idempotency.ts";
 export * from "./log.ts";
 export * from "./metrics.ts";
 export * from "./spans.ts";

@@ -58,6 +58,7 @@ export async function startStoreServer(config: StoreServerConfig, host: ServerHo
     token: config.token,
     corsOrigins: config.corsOrigins,
     bodyLimitBytes: config.bodyLimitBytes,
+    idempotency: config.idempotency,
     shutdownSignal: shutdownController.signal,
     log,
     testHooks,
