@@ -322,7 +322,7 @@ export class UpstreamStoreClient {
     return this.call("get_rollout_by_id", async () => {
       const data = await this.send("GET", `/rollouts/${rollout_id}`);
       if (data === null) return null;
-      return this.validate(M.RolloutOrAttempted, data, "Rollout|AttemptedRollout") as z.infer<typeof M.Rollout> & { attempt?: z.infer<typeof M.Attempt> };
+      return this.validate(M.RolloutOrAttempted, data, "Rollout|AttemptedRollout");
     });
   }
 

@@ -70,10 +70,13 @@ export const AttemptedRollout = z
   .refine((r) => r.attempt.rollout_id === r.rollout_id, { message: "Inconsistent rollout_id between Rollout and Attempt" });
 
 /** A rollout item as the client reads it: `AttemptedRollout` when the key `attempt` is there, else `Rollout`. */
-export const RolloutOrAttempted = z.unknown().superRefine((v, ctx) => {
-  const schema = v !== null && typeof v === "object" && "attempt" in v ? AttemptedRollout : Rollout;
-  for (const issue of schema.safeParse(v).error?.issues ?? []) ctx.addIssue({ code: "custom", message: issue.message, path: issue.path });
-});
+export const RolloutOrAttempted = z
+  .unknown()
+  .superRefine((v, ctx) => {
+    const schema = v !== null && typeof v === "object" && "attempt" in v ? AttemptedRollout : Rollout;
+    for (const issue of schema.safeParse(v).error?.issues ?? []) ctx.addIssue({ code: "custom", message: issue.message, path: issue.path });
+  })
+  .transform((v) => v as z.infer<typeof Rollout> & { attempt?: z.infer<typeof Attempt> });
 
 export const Worker = z.object({
   worker_id: Str,
