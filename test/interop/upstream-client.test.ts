@@ -181,7 +181,7 @@ describe.each(RUNTIMES)("upstream's Python LightningStoreClient against the %s s
     const traceId = hexId(16);
     const start = BigInt(Date.now()) * 1_000_000n;
     const otel = await py.add_otel_span(rid, aid, (seq) =>
-      spanFromOpenTelemetry({ rollout_id: rid, attempt_id: aid, sequence_id: seq, name: "openai.chat", trace_id: traceId, span_id: hexId(8), parent_span_id: core[0]!.span_id as string, attributes: { "gen_ai.system": "openai", "gen_ai.usage.prompt_tokens": 12 }, start_ns: start, end_ns: start + 5_000_000n }),
+      spanFromOpenTelemetry({ rollout_id: rid, attempt_id: aid, sequence_id: seq, name: "openai.chat", trace_id: traceId, span_id: hexId(8), parent_span_id: core[0]!.span_id as string, attributes: { "gen_ai.system": "openai", "gen_ai.usage.prompt_tokens": 12 }, start_ns: start, end_ns: start + 5_000_000n, events: [{ name: "first_token", attributes: { index: 0 }, time_ns: start + 1_000_000n }] }),
     );
     expect(otel).toMatchObject({ sequence_id: 4, parent_id: core[0]!.span_id, events: [{ name: "first_token" }], resource: { attributes: { "telemetry.sdk.language": "python" } } });
 

@@ -62,7 +62,7 @@ export const PYTHON_SDK_RESOURCE: Readonly<Record<string, string>> = {
   "service.name": "unknown_service",
 };
 
-/** `Span.from_opentelemetry(readable_span, rollout_id, attempt_id, sequence_id)` of an SDK span with one event and a parent. */
+/** `Span.from_opentelemetry(readable_span, rollout_id, attempt_id, sequence_id)` of an SDK span (status unset). */
 export function spanFromOpenTelemetry(o: {
   rollout_id: string;
   attempt_id: string;
@@ -75,6 +75,7 @@ export function spanFromOpenTelemetry(o: {
   /** Nanoseconds since the epoch, as the SDK keeps them. */
   start_ns: bigint;
   end_ns: bigint;
+  events?: { name: string; attributes: Record<string, unknown>; time_ns: bigint }[];
 }): UpstreamSpan {
   const seconds = (ns: bigint) => pyFloat(Number(ns) / 1e9);
   return {
@@ -87,7 +88,7 @@ export function spanFromOpenTelemetry(o: {
     name: o.name,
     status: { status_code: "UNSET", description: null },
     attributes: o.attributes,
-    events: [{ name: "first_token", attributes: { index: 0 }, timestamp: seconds(o.start_ns + 1_000_000n) }],
+    events: (o.events ?? []).map((e) => ({ name: e.name, attributes: e.attributes, timestamp: seconds(e.time_ns) })),
     links: [],
     start_time: seconds(o.start_ns),
     end_time: seconds(o.end_ns),
