@@ -64,17 +64,24 @@ describe.each(RUNTIMES)("upstream's Python LightningStoreClient against the %s s
     expect(Math.abs(first.create_time - nowSeconds())).toBeLessThan(600);
     const updated = await py.update_resources(first.resources_id, { main_llm: { resource_type: "proxy_llm", endpoint: "http://proxy/v1", model: "qwen" } });
     expect(updated).toMatchObject({ resources_id: first.resources_id, version: 2, create_time: first.create_time });
+    // An id with characters yarl escapes differently in a path and in a query (update_resources of an unknown id inserts it).
+    const odd = "rs-a b:c@d+e";
+    expect(await py.update_resources(odd, {})).toMatchObject({ resources_id: odd, version: 1, resources: {} });
+    expect(py.exchanges.at(-1)!.request.url).toBe("/v1/agl/resources/rs-a%20b:c@d+e");
     const second = await py.add_resources({ judge: { resource_type: "llm", endpoint: "http://judge/v1", model: "j" } });
     ids.latestResources = second.resources_id;
 
     const all = await py.query_resources();
     expect(py.exchanges.at(-1)!.request.url).toBe("/v1/agl/resources?limit=-1&offset=0");
-    expect(all.items.map((r) => r.resources_id)).toEqual([first.resources_id, second.resources_id]);
-    expect(all.total).toBe(2);
+    expect(all.items.map((r) => r.resources_id)).toEqual([first.resources_id, odd, second.resources_id]);
+    expect(all.total).toBe(3);
     const sorted = await py.query_resources({ sort_by: "version", sort_order: "desc", resources_id_contains: "rs-" });
     expect(py.exchanges.at(-1)!.request.url).toBe("/v1/agl/resources?limit=-1&offset=0&sort_by=version&sort_order=desc&resources_id_contains=rs-");
-    expect(sorted.items.map((r) => r.version)).toEqual([2, 1]);
+    expect(sorted.items.map((r) => r.version)).toEqual([2, 1, 1]);
     expect((await py.query_resources({ resources_id: first.resources_id, limit: 1 })).items).toHaveLength(1);
+    expect((await py.query_resources({ resources_id: odd })).items.map((r) => r.resources_id)).toEqual([odd]);
+    expect(py.exchanges.at(-1)!.request.url).toBe("/v1/agl/resources?limit=-1&offset=0&resources_id=rs-a+b:c@d%2Be");
+    expect(await py.get_resources_by_id(odd)).toMatchObject({ resources_id: odd });
 
     expect(await py.get_resources_by_id(first.resources_id)).toMatchObject({ version: 2 });
     expect(await py.get_latest_resources()).toMatchObject({ resources_id: second.resources_id });
@@ -235,7 +242,7 @@ describe.each(RUNTIMES)("upstream's Python LightningStoreClient against the %s s
     const all = await py.query_workers({ sort_by: "worker_id" });
     expect(all.items.map((w) => w.worker_id)).toEqual(["Worker-0", "Worker-1", "Worker-2", "Worker-9"]);
     expect(await py.get_worker_by_id("Worker-0")).toMatchObject({ status: "idle", heartbeat_stats: { host: "gpu-3" } });
-    expect(await py.statistics()).toMatchObject({ total_rollouts: 5, total_attempts: 6, total_spans: 5, total_resources: 2, total_workers: 4 });
+    expect(await py.statistics()).toMatchObject({ total_rollouts: 5, total_attempts: 6, total_spans: 5, total_resources: 3, total_workers: 4 });
   });
 
   it("without the bearer token every route but /health answers 401 JSON", async () => {

@@ -58,10 +58,28 @@ export class UpstreamClientError extends Error {
 
 type Params = readonly (readonly [string, string | number])[];
 
-/** Query string as yarl writes `params=[(k, v), ...]`: in order, ints as decimal, space as `+`. */
+/**
+ * yarl's percent-encoding (aiohttp builds every URL with yarl): unreserved characters, `!$'()*,` and the
+ * given safe ones stay; in a query a space is `+` and `+&=;` are escaped; everything else is UTF-8 `%XX`.
+ */
+function yarlQuote(s: string, safe: string, query: boolean): string {
+  const keep = /[A-Za-z0-9\-._~!$'()*,]/;
+  let out = "";
+  for (const ch of s) {
+    if (keep.test(ch) || safe.includes(ch)) out += ch;
+    else if (query && ch === " ") out += "+";
+    else for (const b of new TextEncoder().encode(ch)) out += `%${b.toString(16).toUpperCase().padStart(2, "0")}`;
+  }
+  return out;
+}
+
+/** A path as yarl quotes it (`/`, `@`, `:` and `+` stay). */
+const quotePath = (path: string): string => yarlQuote(path, "/@:+", false);
+
+/** Query string as yarl writes `params=[(k, v), ...]`: in order, ints as decimal. */
 function queryString(params: Params | undefined): string {
   if (!params || params.length === 0) return "";
-  return `?${new URLSearchParams(params.map(([k, v]) => [k, String(v)])).toString()}`;
+  return `?${params.map(([k, v]) => `${yarlQuote(k, "?/:@", true)}=${yarlQuote(String(v), "?/:@", true)}`).join("&")}`;
 }
 
 // Payload builders: `model_dump()` of upstream's request models, keys in declaration order.
@@ -171,7 +189,7 @@ export class UpstreamStoreClient {
 
   /** One aiohttp request: `session.get/post(url, json=..., params=...)`, then `raise_for_status()` and `resp.json()`. */
   private async send(method: "GET" | "POST", path: string, o: { json?: unknown; params?: Params } = {}): Promise<unknown> {
-    const url = `/v1/agl${path}${queryString(o.params)}`;
+    const url = `${quotePath(`/v1/agl${path}`)}${queryString(o.params)}`;
     const headers = { ...this.headers };
     const body = o.json === undefined || o.json === null ? undefined : pyDumps(o.json);
     if (body !== undefined) headers["content-type"] = "application/json";
