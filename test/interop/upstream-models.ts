@@ -7,6 +7,8 @@
  * - `float` takes any JSON number, `int` only whole numbers, `str` only strings (no numbers), `bool`
  *   only booleans; `Literal` enums are exact;
  * - unknown keys are dropped (`extra="ignore"`, the default) or kept (`extra="allow"`): never an error.
+ * One place is stricter than pydantic: numbers sent as strings (`"1.5"`), which lax mode would convert,
+ * are refused, since a JSON server has no reason to send them.
  * These are what upstream's Python client runs on our answers, so a failure here is a Python client
  * failing against our server.
  */
