@@ -6,13 +6,17 @@
  *   Dequeues are never retried: a lost answer must not claim a second rollout.
  * - Every other write sends an `Idempotency-Key`, one per call and the same on each retry, so a retry
  *   after a lost answer gets the first answer instead of writing twice (docs/departures.md#23).
- * - Errors come back typed (ValidationError with issue paths, NotFoundError, ConflictError, ...);
- *   single-item GETs answer null for a 404 (DECISIONS row 2).
+ * - Errors come back typed (ValidationError with issue paths, NotFoundError, ConflictError, ...).
+ * - Single-item GETs give null for an unknown id: the server's `200 null` (docs/departures.md#2), an
+ *   older Lightning server's 404, or Agent Lightning's 500 for an unknown rollout (not retried).
+ * - Agent Lightning's own server works too: where it lacks a Lightning route (`/spans/batch`,
+ *   `/spans/next/many`, `/attempts/finish`) the client falls back to the calls upstream's client makes,
+ *   and remembers that for the rest of its life.
  * - `addManySpans` is one request (`/spans/batch`, one transaction on the server); `addOtelSpan`
  *   converts locally and lets the server assign the sequence id in the same request.
  * - `finishAttempt` (see finish.ts) is one request (`/attempts/finish`): an attempt's last spans, its
  *   final update and the claim of the next rollout; never retried when it claims.
- * - `waitForRollouts` waits any length with server long polls of up to 30 s each (DECISIONS row 8).
+ * - `waitForRollouts` waits any length with server long polls of up to 30 s each (docs/departures.md#8).
  */
 import type {
   AttemptPatch,
@@ -42,9 +46,9 @@ import type {
   StoreStatistics,
   Worker,
 } from "../types/index.ts";
-import { LightningError, NotFoundError, ValidationError } from "../types/index.ts";
-import { StoreConnectionError, errorFromResponse } from "./errors.ts";
-import type { FinishAttemptRequest, FinishAttemptResult } from "./finish.ts";
+import { LightningError, ValidationError } from "../types/index.ts";
+import { StoreConnectionError, StoreHttpError, errorFromResponse, errorTypeOf } from "./errors.ts";
+import { finishWithCalls, type FinishAttemptRequest, type FinishAttemptResult } from "./finish.ts";
 import { PREFERENCE_APPLIED_HEADER, PREFER_MINIMAL, sequenceIdsFromEcho, spansFromEcho, type SpanEcho } from "./span-batch.ts";
 
 export interface LightningStoreClientOptions {
@@ -84,6 +88,18 @@ export function newIdempotencyKey(): string {
   return `"${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}"`;
 }
 
+/**
+ * Answers to a single-item GET that mean "no such item", besides `200 null`: an older Lightning server's
+ * 404 NotFoundError, and Agent Lightning's 500 ResponseValidationError for an unknown rollout (its
+ * response model refuses the null its store returned). The same every time, so never retried.
+ */
+const meansNoSuchItem = (status: number, text: string): boolean =>
+  (status === 404 && errorTypeOf(text) === "NotFoundError") || (status === 500 && errorTypeOf(text) === "ResponseValidationError");
+
+/** A route the server does not have: Agent Lightning answers 404 `{"detail": "Not Found"}` (405 beside its dashboard), ours RouteNotFound. */
+const isMissingRoute = (err: unknown): boolean =>
+  err instanceof StoreHttpError && (err.status === 405 || (err.status === 404 && err.errorType !== "NotFoundError"));
+
 interface RequestOptions {
   body?: unknown;
   /** Extra request headers. */
@@ -95,6 +111,8 @@ interface RequestOptions {
   /** Extra seconds on top of the request timeout (long polls). */
   holdSeconds?: number;
   signal?: AbortSignal;
+  /** An error answer that stands for a null result instead. */
+  nullWhen?: (status: number, text: string) => boolean;
 }
 
 interface Answer<T> {
@@ -246,6 +264,7 @@ export class LightningStoreClient implements LightningStore {
       }
       if (headers !== null) {
         if (status >= 200 && status < 300) return { data: (text === "" ? null : JSON.parse(text)) as T, headers, sentBody };
+        if (o.nullWhen?.(status, text)) return { data: null as T, headers, sentBody };
         last = errorFromResponse(status, text, `${method} ${path}`);
         if (!RETRYABLE_STATUS(status)) throw last;
       }
@@ -259,14 +278,36 @@ export class LightningStoreClient implements LightningStore {
     return (await this.request<T>(method, path, o)).data;
   }
 
-  /** A single-item GET: null when the server answers 404 for an unknown id. */
-  private async getOrNull<T>(path: string): Promise<T | null> {
-    try {
-      return await this.call<T>("GET", path);
-    } catch (e) {
-      if (e instanceof NotFoundError) return null;
-      throw e;
+  /** A single-item GET: null for an unknown id, whichever way the server says so (see `meansNoSuchItem`). */
+  private getOrNull<T>(path: string): Promise<T | null> {
+    return this.call<T | null>("GET", path, { nullWhen: meansNoSuchItem });
+  }
+
+  /** Lightning routes the server turned out not to have (Agent Lightning's own server). */
+  private readonly missingRoutes = new Set<string>();
+
+  /** `viaRoute` unless the server lacks `route`; then, now and from then on, what upstream's client does instead. */
+  private async unlessMissing<T>(route: string, viaRoute: () => Promise<T>, viaUpstreamCalls: () => Promise<T>): Promise<T> {
+    if (!this.missingRoutes.has(route)) {
+      try {
+        return await viaRoute();
+      } catch (e) {
+        if (!isMissingRoute(e)) throw e;
+        this.missingRoutes.add(route);
+      }
     }
+    return viaUpstreamCalls();
+  }
+
+  /** Upstream's client's way to store spans: a sequence id from `/spans/next` for each span without one, then one `POST /spans` each; duplicates (null answers) are left out. */
+  private async addSpansOneByOne(spans: readonly Span[]): Promise<Span[]> {
+    const out: Span[] = [];
+    for (const s of spans) {
+      const sequenceId = (s.sequence_id as number | null | undefined) ?? (await this.getNextSpanSequenceId(s.rollout_id, s.attempt_id));
+      const stored = await this.addSpan({ ...s, sequence_id: sequenceId });
+      if (stored !== null) out.push(stored);
+    }
+    return out;
   }
 
   // Rollouts and the queue
@@ -328,12 +369,16 @@ export class LightningStoreClient implements LightningStore {
     for (;;) {
       const remaining = deadline === null ? null : Math.max(0, deadline - Date.now()) / 1000;
       const hold = remaining === null ? LONG_POLL_SECONDS : Math.min(remaining, LONG_POLL_SECONDS);
+      // The server is asked for no more than this poll's hold: Agent Lightning's server waits as long as it is told (forever for null).
+      const t0 = performance.now();
       const { data, headers } = await this.request<Rollout[]>("POST", "/waits/rollouts", {
-        body: { rollout_ids: options.rollout_ids, timeout: remaining === null ? null : typeof timeout === "number" ? remaining : timeout },
+        body: { rollout_ids: options.rollout_ids, timeout: hold },
         holdSeconds: hold,
         signal,
       });
-      const settled = headers.get(WAIT_SETTLED_HEADER) === "true";
+      const header = headers.get(WAIT_SETTLED_HEADER);
+      // Without our header (Agent Lightning's server), an answer before the hold was up means nothing was left to wait for.
+      const settled = header === null ? performance.now() - t0 < hold * 1000 : header === "true";
       if (settled || (deadline !== null && Date.now() >= deadline) || remaining === 0) return data;
     }
   }
@@ -382,7 +427,15 @@ export class LightningStoreClient implements LightningStore {
 
   async getManySpanSequenceIds(pairs: readonly (readonly [string, string])[]): Promise<number[]> {
     if (Array.isArray(pairs) && pairs.length === 0) return [];
-    return (await this.call<{ sequence_ids: number[] }>("POST", "/spans/next/many", { body: { pairs }, write: true })).sequence_ids;
+    return this.unlessMissing(
+      "/spans/next/many",
+      async () => (await this.call<{ sequence_ids: number[] }>("POST", "/spans/next/many", { body: { pairs }, write: true })).sequence_ids,
+      async () => {
+        const ids: number[] = [];
+        for (const [rolloutId, attemptId] of pairs) ids.push(await this.getNextSpanSequenceId(rolloutId, attemptId));
+        return ids;
+      },
+    );
   }
 
   addSpan(span: Span): Promise<Span | null> {
@@ -407,7 +460,11 @@ export class LightningStoreClient implements LightningStore {
    */
   async addManySpansForSequenceIds(spans: Span[]): Promise<number[]> {
     if (Array.isArray(spans) && spans.length === 0) return [];
-    return sequenceIdsFromEcho((await this.request<SpanEcho[]>("POST", "/spans/batch", { body: { spans }, headers: PREFER_MINIMAL, write: true })).data);
+    return this.unlessMissing(
+      "/spans/batch",
+      async () => sequenceIdsFromEcho((await this.request<SpanEcho[]>("POST", "/spans/batch", { body: { spans }, headers: PREFER_MINIMAL, write: true })).data),
+      async () => (await this.addSpansOneByOne(spans)).map((s) => s.sequence_id),
+    );
   }
 
   /**
@@ -419,22 +476,34 @@ export class LightningStoreClient implements LightningStore {
     const body: Record<string, unknown> = rest;
     if (spans !== undefined && !(Array.isArray(spans) && spans.length === 0)) body.spans = spans;
     if (claim !== undefined && claim !== null) body.claim = claim.worker_id === undefined || claim.worker_id === null ? {} : { worker_id: claim.worker_id };
-    const answer = await this.request<{ spans: SpanEcho[]; attempt: Attempt; next: AttemptedRollout | null }>("POST", "/attempts/finish", {
-      body,
-      headers: PREFER_MINIMAL,
-      // A claim is never re-sent (a lost answer must not claim twice); without one it is a keyed write.
-      retry: body.claim === undefined,
-      write: true,
-    });
-    const { attempt, next } = answer.data;
-    return { sequence_ids: sequenceIdsFromEcho(answer.data.spans), attempt, next };
+    return this.unlessMissing(
+      "/attempts/finish",
+      async () => {
+        const answer = await this.request<{ spans: SpanEcho[]; attempt: Attempt; next: AttemptedRollout | null }>("POST", "/attempts/finish", {
+          body,
+          headers: PREFER_MINIMAL,
+          // A claim is never re-sent (a lost answer must not claim twice); without one it is a keyed write.
+          retry: body.claim === undefined,
+          write: true,
+        });
+        const { attempt, next } = answer.data;
+        return { sequence_ids: sequenceIdsFromEcho(answer.data.spans), attempt, next };
+      },
+      () => finishWithCalls(this, request),
+    );
   }
 
   /** `POST /spans/batch` asking for the minimal answer; a server that ignores the preference sends the spans. */
-  private async postSpanBatch(spans: unknown): Promise<Span[]> {
-    const answer = await this.request<SpanEcho[]>("POST", "/spans/batch", { body: { spans }, headers: PREFER_MINIMAL, write: true });
-    if (answer.headers.get(PREFERENCE_APPLIED_HEADER) !== "return=minimal") return answer.data as Span[];
-    return spansFromEcho(answer.sentBody!, answer.data);
+  private postSpanBatch(spans: readonly unknown[]): Promise<Span[]> {
+    return this.unlessMissing(
+      "/spans/batch",
+      async () => {
+        const answer = await this.request<SpanEcho[]>("POST", "/spans/batch", { body: { spans }, headers: PREFER_MINIMAL, write: true });
+        if (answer.headers.get(PREFERENCE_APPLIED_HEADER) !== "return=minimal") return answer.data as Span[];
+        return spansFromEcho(answer.sentBody!, answer.data);
+      },
+      () => this.addSpansOneByOne(spans as Span[]),
+    );
   }
 
   querySpans(rolloutId: string, query: SpanQuery = {}): Promise<PaginatedResult<Span>> {

@@ -1,5 +1,5 @@
 /**
- * The server's JSON errors (`{"detail", "error_type", "issues"}`, DECISIONS row 1) turned back into
+ * The server's JSON errors (`{"detail", "error_type", "issues"}`, docs/departures.md#1) turned back into
  * the typed errors the store itself throws, so code behaves the same against a local or remote store.
  */
 import type { InputIssue } from "../types/index.ts";
@@ -27,24 +27,58 @@ interface ErrorBody {
   detail?: unknown;
   error_type?: unknown;
   issues?: unknown;
+  /** Agent Lightning's 500 answers: the Python traceback. */
+  traceback?: unknown;
   /** `POST /attempts/finish` only: the part that failed and those stored before it. */
   failed_part?: unknown;
   completed?: unknown;
 }
 
-/** The typed error for a non-2xx answer, from its status and (possibly non-JSON) body. */
-export function errorFromResponse(status: number, text: string, what: string): LightningError {
-  let body: ErrorBody = {};
+function parseErrorBody(text: string): ErrorBody {
   try {
     const parsed = JSON.parse(text) as unknown;
-    if (parsed !== null && typeof parsed === "object") body = parsed as ErrorBody;
+    if (parsed !== null && typeof parsed === "object" && !Array.isArray(parsed)) return parsed as ErrorBody;
   } catch {
-    // Not our JSON (a proxy's HTML page, a plain-text crash): keep the text as the detail.
+    // Not JSON (a proxy's HTML page, a plain-text crash): the caller keeps the text as the detail.
   }
-  const detail = typeof body.detail === "string" ? body.detail : text.trim() || `HTTP ${status}`;
-  const type = typeof body.error_type === "string" ? body.error_type : `HTTP${status}`;
+  return {};
+}
+
+/** The `error_type` of an error answer's JSON body, or null. */
+export function errorTypeOf(text: string): string | null {
+  const type = parseErrorBody(text).error_type;
+  return typeof type === "string" ? type : null;
+}
+
+/** FastAPI's 422 detail (pydantic errors: `loc` starting with "body", "query" or "path", and `msg`) as issues. */
+function pydanticIssues(detail: unknown[]): InputIssue[] {
+  return detail.map((d) => {
+    const { loc, msg, type } = (d ?? {}) as { loc?: unknown; msg?: unknown; type?: unknown };
+    const path = Array.isArray(loc) ? (loc.filter((p) => typeof p === "string" || typeof p === "number") as (string | number)[]) : [];
+    return { path: ["body", "query", "path"].includes(String(path[0])) ? path.slice(1) : path, message: String(msg ?? "invalid"), ...(typeof type === "string" ? { code: type } : {}) };
+  });
+}
+
+/** The last line of a Python traceback (`ValueError: Rollout ro-... not found`), which upstream's 500s carry. */
+const pythonException = (traceback: unknown): string | null =>
+  typeof traceback === "string" ? (traceback.trim().split("\n").at(-1)?.trim() || null) : null;
+
+/**
+ * The typed error for a non-2xx answer, from its status and (possibly non-JSON) body. Agent Lightning's
+ * own server answers too: its 422 (pydantic errors in `detail`) and its 400 (a `detail` string, no
+ * `error_type`) are invalid input, so a ValidationError; its 500 names the Python exception, whose
+ * message (the traceback's last line) goes into ours.
+ */
+export function errorFromResponse(status: number, text: string, what: string): LightningError {
+  const body = parseErrorBody(text);
+  const upstreamIssues = status === 422 && Array.isArray(body.detail) ? pydanticIssues(body.detail) : null;
+  const exception = pythonException(body.traceback);
+  let detail = typeof body.detail === "string" ? body.detail : upstreamIssues ? upstreamIssues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ") : text.trim() || `HTTP ${status}`;
+  if (exception !== null && !detail.includes(exception)) detail = `${detail} (${exception})`;
+  const upstreamInput = upstreamIssues !== null || (status === 400 && body.error_type === undefined && typeof body.detail === "string");
+  const type = typeof body.error_type === "string" ? body.error_type : upstreamInput ? "ValidationError" : `HTTP${status}`;
   const message = `${what}: ${detail}`;
-  const err = typedError(status, type, message, body);
+  const err = typedError(status, type, message, upstreamIssues ? { ...body, issues: upstreamIssues } : body);
   if (typeof body.failed_part === "string" && Array.isArray(body.completed)) {
     markFinishFailure(err, { failed: body.failed_part as FinishPart, completed: body.completed as FinishPart[] });
   }

@@ -57,6 +57,11 @@ const hasFinishRoute = (store: LightningStore): store is LightningStore & Finish
 /** One code path for any store: the one-request route when the store has it, the three calls otherwise. */
 export async function finishAttempt(store: LightningStore, request: FinishAttemptRequest): Promise<FinishAttemptResult> {
   if (hasFinishRoute(store)) return store.finishAttempt(request);
+  return finishWithCalls(store, request);
+}
+
+/** The three calls a finish stands for: `addManySpans`, `updateAttempt`, then `dequeueRollout` when it claims. */
+export async function finishWithCalls(store: LightningStore, request: FinishAttemptRequest): Promise<FinishAttemptResult> {
   const part = finishParts((err, failed, completed) => markFinishFailure(err, { failed, completed }));
   const spans = request.spans;
   const stored = spans && spans.length > 0 ? await part("spans", () => store.addManySpans(spans)) : [];

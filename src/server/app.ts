@@ -1,6 +1,6 @@
 /**
- * `createStoreApp(store, options)`: one Hono app serving a LightningStore over HTTP (store.md §4.3,
- * DECISIONS rows 1, 2, 8, 12) plus the routes added here: `POST /v1/agl/spans/batch` (many spans, one
+ * `createStoreApp(store, options)`: one Hono app serving a LightningStore over HTTP (Agent Lightning's
+ * `/v1/agl` API, with docs/departures.md rows 1, 2, 8, 12) plus the routes added here: `POST /v1/agl/spans/batch` (many spans, one
  * transaction, sequence ids assigned server-side), `POST /v1/agl/attempts/finish` (an attempt's last spans,
  * final update and the next claim in one request), `POST /v1/agl/spans/next/many`, a long-polling
  * `POST /v1/agl/waits/rollouts`, Prometheus text at `GET /metrics`, and `Idempotency-Key` on the write
@@ -14,7 +14,7 @@ import { cors } from "hono/cors";
 import { routePath } from "hono/route";
 import type { z } from "zod";
 import type { LightningStore } from "../store/base.ts";
-import { NotFoundError, ValidationError, parseOrThrow, type Span } from "../types/index.ts";
+import { ValidationError, parseOrThrow, type Span } from "../types/index.ts";
 import { bearerToken, tokensEqual } from "./auth.ts";
 import { HttpProblem, errorResponse, routeNotFound } from "./errors.ts";
 import { silentLogger, type Logger } from "./log.ts";
@@ -213,24 +213,15 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     const { input, ...opts } = await body(c, S.StartRolloutBody);
     return c.json(await store.startRollout(input, opts), 201);
   });
-  api.get("/rollouts/:rollout_id", async (c) => {
-    const id = c.req.param("rollout_id");
-    const r = await store.getRolloutById(id);
-    if (!r) throw notFound("Rollout", id);
-    return c.json(r);
-  });
+  // Single-item lookups answer `200 null` for an unknown id, as upstream's Python client expects (docs/departures.md#2).
+  api.get("/rollouts/:rollout_id", async (c) => c.json(await store.getRolloutById(c.req.param("rollout_id"))));
   api.post("/rollouts/:rollout_id", idem, async (c) => c.json(await store.updateRollout(c.req.param("rollout_id"), await body(c, S.RolloutPatchBody))));
 
   // Attempts
   api.post("/rollouts/:rollout_id/attempts/search", async (c) =>
     c.json(await store.queryAttempts(c.req.param("rollout_id"), defined(await body(c, S.AttemptSearch, true)))),
   );
-  api.get("/rollouts/:rollout_id/attempts/latest", async (c) => {
-    const id = c.req.param("rollout_id");
-    const a = await store.getLatestAttempt(id);
-    if (!a) throw notFound("Attempt", "latest", ` of rollout ${id}`);
-    return c.json(a);
-  });
+  api.get("/rollouts/:rollout_id/attempts/latest", async (c) => c.json(await store.getLatestAttempt(c.req.param("rollout_id"))));
   api.get("/rollouts/:rollout_id/attempts", async (c) => c.json(await store.queryAttempts(c.req.param("rollout_id"), defined(query(c, S.AttemptSearch)))));
   api.post("/rollouts/:rollout_id/attempts", idem, async (c) => {
     const b = await body(c, S.WorkerIdBody, true);
@@ -243,12 +234,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   // Workers
   api.post("/workers/search", async (c) => c.json(await store.queryWorkers(defined(await body(c, S.WorkerSearch, true)))));
   api.get("/workers", async (c) => c.json(await store.queryWorkers(defined(query(c, S.WorkerSearch)))));
-  api.get("/workers/:worker_id", async (c) => {
-    const id = c.req.param("worker_id");
-    const w = await store.getWorkerById(id);
-    if (!w) throw notFound("Worker", id);
-    return c.json(w);
-  });
+  api.get("/workers/:worker_id", async (c) => c.json(await store.getWorkerById(c.req.param("worker_id"))));
   api.post("/workers/:worker_id", idem, async (c) => {
     const b = await body(c, S.WorkerUpdateBody, true);
     return c.json(await store.updateWorker(c.req.param("worker_id"), b.heartbeat_stats));
@@ -257,19 +243,10 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   api.get("/statistics", async (c) => c.json(await store.statistics()));
 
   // Resources
-  api.get("/resources/latest", async (c) => {
-    const r = await store.getLatestResources();
-    if (!r) throw notFound("Resources", "latest");
-    return c.json(r);
-  });
+  api.get("/resources/latest", async (c) => c.json(await store.getLatestResources()));
   api.get("/resources", async (c) => c.json(await store.queryResources(defined(query(c, S.ResourcesSearch)))));
   api.post("/resources", idem, async (c) => c.json(await store.addResources((await readJson(c, false)) as never), 201));
-  api.get("/resources/:resources_id", async (c) => {
-    const id = c.req.param("resources_id");
-    const r = await store.getResourcesById(id);
-    if (!r) throw notFound("Resources", id);
-    return c.json(r);
-  });
+  api.get("/resources/:resources_id", async (c) => c.json(await store.getResourcesById(c.req.param("resources_id"))));
   api.post("/resources/:resources_id", idem, async (c) => c.json(await store.updateResources(c.req.param("resources_id"), (await readJson(c, false)) as never)));
 
   // Spans
@@ -352,9 +329,4 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     app.get("/metrics", async (c) => c.body(await metrics.render(), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }));
   }
   return app;
-}
-
-/** DECISIONS row 2: a single-item GET of an unknown id is a 404 (the client turns it into null). */
-function notFound(what: string, id: string, suffix = ""): NotFoundError {
-  return new NotFoundError(`${what} ${id}${suffix} not found`, what.toLowerCase(), id);
 }

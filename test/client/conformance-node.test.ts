@@ -5,7 +5,7 @@
  */
 import { LightningStoreClient } from "../../src/client/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
-import { runStoreConformance } from "../store/conformance.ts";
+import { httpWire, runStoreConformance } from "../store/conformance.ts";
 import { startInProcess } from "../server/in-process.ts";
 
 runStoreConformance(
@@ -22,5 +22,5 @@ runStoreConformance(
     };
     return client;
   },
-  { timingSlackMs: 300 },
+  { timingSlackMs: 300, wire: (client) => httpWire((client as LightningStoreClient).serverAddress) },
 );

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect } from "vitest";
 import { LightningStoreClient } from "../../src/client/index.ts";
 import { TEST_CLOCK_HEADER } from "../../src/server/test-hooks.ts";
-import { runStoreConformance } from "../store/conformance.ts";
+import { httpWire, runStoreConformance } from "../store/conformance.ts";
 import { startServerProcess, type Runtime, type ServerProcess } from "./processes.ts";
 
 export function runRemoteConformance(runtime: Runtime): void {
@@ -30,7 +30,7 @@ export function runRemoteConformance(runtime: Runtime): void {
         await res.body?.cancel();
         return new LightningStoreClient(server.url, { retryDelays: [], healthRetryDelays: [], fetch: withClock });
       },
-      { timingSlackMs: 500 },
+      { timingSlackMs: 500, wire: () => httpWire(server.url) },
     );
   });
 }

@@ -41,6 +41,26 @@ export interface StoreConformanceOptions {
   concurrency?: number;
   /** Whether `addOtelSpan` is exercised. Default true. */
   otelSpans?: boolean;
+  /**
+   * For a store reached over HTTP: raw requests to the server behind it, so that the answers on the wire
+   * are checked too (a client hides a `200 null` and a 404 behind the same `null`). Absent: not checked.
+   */
+  wire?: (store: LightningStore) => WireRequest;
+}
+
+/** One raw request under `/v1/agl` of the server behind a store; the answer's status and parsed JSON body. */
+export type WireRequest = (method: "GET" | "POST", path: string, body?: unknown) => Promise<{ status: number; body: unknown }>;
+
+/** A WireRequest over `fetch` to the server at `serverAddress` (`http://host:port`). */
+export function httpWire(serverAddress: string, fetchFn: typeof fetch = fetch): WireRequest {
+  return async (method, path, body) => {
+    const res = await fetchFn(`${serverAddress}/v1/agl${path}`, {
+      method,
+      ...(body === undefined ? {} : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text === "" ? undefined : (JSON.parse(text) as unknown) };
+  };
 }
 
 export type StoreFactory = (ctx: { clock: ManualClock }) => Promise<LightningStore> | LightningStore;
@@ -48,7 +68,7 @@ export type StoreFactory = (ctx: { clock: ManualClock }) => Promise<LightningSto
 interface Env {
   store: LightningStore;
   clock: ManualClock;
-  opts: Required<StoreConformanceOptions>;
+  opts: Required<Omit<StoreConformanceOptions, "wire">>;
 }
 
 const T0 = 1_000;
@@ -177,7 +197,7 @@ function otelSpan(o: { name: string; traceId: string; spanId: string; parentSpan
 // ---------------------------------------------------------------------------------------------------------------
 
 export function runStoreConformance(name: string, factory: StoreFactory, options: StoreConformanceOptions = {}): void {
-  const opts: Required<StoreConformanceOptions> = {
+  const opts: Env["opts"] = {
     timingSlackMs: options.timingSlackMs ?? 0,
     concurrency: options.concurrency ?? 200,
     otelSpans: options.otelSpans ?? true,
@@ -210,6 +230,7 @@ export function runStoreConformance(name: string, factory: StoreFactory, options
     statisticsTests(env);
     badInputTests(env);
     concurrencyTests(env);
+    if (options.wire) wireTests(env, options.wire);
   });
 }
 
@@ -2438,6 +2459,56 @@ function concurrencyTests(env: Env): void {
       expect(out.map((x) => x.attempt.sequence_id).sort((x, y) => x - y)).toEqual(Array.from({ length: 30 }, (_, i) => i + 2));
       const rs = await Promise.all(Array.from({ length: 30 }, (_, i) => env.store.enqueueRollout(i)));
       expect((await env.store.queryRollouts({ status_in: ["queuing"] })).total).toBe(rs.length);
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The answers on the wire (stores reached over HTTP only)
+
+function wireTests(env: Env, wireOf: (store: LightningStore) => WireRequest): void {
+  describe("on the wire (docs/departures.md#2)", () => {
+    it("a single-item GET of an unknown id answers 200 null, as upstream's Python client expects", async () => {
+      const wire = wireOf(env.store);
+      const queued = await env.store.enqueueRollout(1);
+      const lookups = [
+        "/rollouts/ro-000000000000",
+        "/rollouts/ro-000000000000/attempts/latest",
+        `/rollouts/${queued.rollout_id}/attempts/latest`,
+        "/resources/latest",
+        "/resources/rs-000000000000",
+        "/workers/nobody",
+      ];
+      for (const path of lookups) expect([path, await wire("GET", path)]).toEqual([path, { status: 200, body: null }]);
+    });
+
+    it("the same lookups of known ids answer 200 with the object", async () => {
+      const wire = wireOf(env.store);
+      const r = await env.store.startRollout(1, { worker_id: "w1" });
+      const res = await env.store.addResources({});
+      expect(await wire("GET", `/rollouts/${r.rollout_id}`)).toMatchObject({ status: 200, body: { rollout_id: r.rollout_id, attempt: { attempt_id: r.attempt.attempt_id } } });
+      expect(await wire("GET", `/rollouts/${r.rollout_id}/attempts/latest`)).toMatchObject({ status: 200, body: { attempt_id: r.attempt.attempt_id } });
+      expect(await wire("GET", "/resources/latest")).toMatchObject({ status: 200, body: { resources_id: res.resources_id } });
+      expect(await wire("GET", `/resources/${res.resources_id}`)).toMatchObject({ status: 200, body: { resources_id: res.resources_id } });
+      expect(await wire("GET", "/workers/w1")).toMatchObject({ status: 200, body: { worker_id: "w1", status: "busy" } });
+    });
+
+    it("writes and nested paths on an unknown id stay 404 NotFoundError; an unknown route is RouteNotFound", async () => {
+      const wire = wireOf(env.store);
+      const r = await env.store.startRollout(1);
+      const writes: [string, unknown][] = [
+        ["/rollouts/ro-000000000000", { status: "failed" }],
+        ["/rollouts/ro-000000000000/attempts", undefined],
+        ["/rollouts/ro-000000000000/attempts/latest", { status: "succeeded" }],
+        [`/rollouts/${r.rollout_id}/attempts/at-00000000`, { status: "succeeded" }],
+      ];
+      for (const [path, body] of writes) {
+        const answer = await wire("POST", path, body);
+        expect([path, answer.status, (answer.body as { error_type?: string }).error_type]).toEqual([path, 404, "NotFoundError"]);
+      }
+      const route = await wire("GET", `/rollouts/${r.rollout_id}/attempts/latest/more`);
+      expect([route.status, (route.body as { error_type?: string }).error_type]).toEqual([404, "RouteNotFound"]);
+      expect(await env.store.getLatestAttempt(r.rollout_id)).toMatchObject({ status: "preparing" });
     });
   });
 }
