@@ -84,7 +84,8 @@ export class RolloutScope {
   /** The failure of the outage in progress, if any (logged once per outage). */
   private outage: unknown = undefined;
   private undelivered = 0;
-  private readonly reasons: string[] = [];
+  /** Spans given up on, by reason. */
+  private readonly reasons = new Map<string, number>();
   private firstFailure: unknown = undefined;
   private closed = false;
   /** The last batch, kept back by `close(true)` until taken. */
@@ -204,14 +205,15 @@ export class RolloutScope {
     for (const e of batch) this.pendingBytes -= e.bytes;
   }
 
-  /** Counts `entries` as not delivered (kept for getLastTrace: the trace happened) and logs why. */
+  /** Counts `entries` as not delivered (kept for getLastTrace: the trace happened) and logs why, once per reason. */
   private giveUp(entries: readonly Entry[], why: string, err: unknown): void {
     if (entries.length === 0) return;
     this.recorded.push(...entries);
     this.undelivered += entries.length;
-    this.reasons.push(`${entries.length} ${why}`);
+    const before = this.reasons.get(why) ?? 0;
+    this.reasons.set(why, before + entries.length);
     if (this.firstFailure === undefined) this.firstFailure = err;
-    log.error(`${entries.length} span(s) of ${this.where} could not be delivered to the store: ${why}`, err);
+    if (before === 0) log.error(`${entries.length} span(s) of ${this.where} could not be delivered to the store: ${why}`, err);
   }
 
   private async send(batch: Entry[]): Promise<void> {
@@ -295,7 +297,9 @@ export class RolloutScope {
 
   /** Throws what went wrong so far, if anything: spans lost is a failed attempt. */
   private throwIfUndelivered(): void {
-    if (this.undelivered > 0) throw new SpanDeliveryError(this.undelivered, this.reasons, this.where, this.firstFailure);
+    if (this.undelivered === 0) return;
+    const reasons = [...this.reasons].map(([why, n]) => `${n} ${why}`);
+    throw new SpanDeliveryError(this.undelivered, reasons, this.where, this.firstFailure);
   }
 
   /**
