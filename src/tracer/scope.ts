@@ -11,7 +11,7 @@
  * (the runner's reward span) lands after them. The cost is one counter request per attempt, except over
  * HTTP when all of an attempt's spans go in one batch: then the server numbers them in the same request.
  *
- * Delivery failures: a batch the store could not take because it was unreachable (or answered 408, 429,
+ * Delivery failures (docs/departures.md#25): a batch the store could not take because it was unreachable (or answered 408, 429,
  * 5xx) stays buffered and is tried again with backoff while the attempt runs, and until a bounded final
  * flush after it ends; the buffer is bounded in spans and bytes. Retries store nothing twice: the store
  * keeps the first copy of a (rollout, attempt, span_id), and a span is resent with the same id. A batch
