@@ -11,13 +11,13 @@
  * (the runner's reward span) lands after them. The cost is one counter request per attempt, except over
  * HTTP when all of an attempt's spans go in one batch: then the server numbers them in the same request.
  *
- * Delivery failures (docs/departures.md#25): a batch the store could not take because it was unreachable (or answered 408, 429,
- * 5xx) stays buffered and is tried again with backoff while the attempt runs, and until a bounded final
- * flush after it ends; the buffer is bounded in spans and bytes. Retries store nothing twice: the store
- * keeps the first copy of a (rollout, attempt, span_id), and a span is resent with the same id. A batch
- * the store numbered itself whose answer was lost is resent with explicit ids; spans it turns out to have
- * stored keep the ids the store gave them (looked up). Spans that are never stored fail the attempt with
- * a `SpanDeliveryError` saying how many and why.
+ * Delivery failures (docs/departures.md#25): a batch the store could not take because it was
+ * unreachable (or answered 408, 429, 5xx) stays buffered and is tried again with backoff while the
+ * attempt runs, and until a bounded final flush after it ends; the buffer is bounded in spans and bytes.
+ * Retries store nothing twice: the store keeps the first copy of a (rollout, attempt, span_id), and a
+ * span is resent with the same id. A batch the store numbered itself whose answer was lost is resent
+ * with explicit ids; spans it turns out to have stored keep the ids the store gave them (looked up).
+ * Spans that are never stored fail the attempt with a `SpanDeliveryError` saying how many and why.
  */
 import { LightningStoreClient } from "../client/client.ts";
 import type { LightningStore, OtelReadableSpanLike } from "../store/base.ts";
