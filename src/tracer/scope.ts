@@ -142,11 +142,14 @@ export class RolloutScope {
       clearTimeout(this.timer);
       this.timer = null;
     }
-    if (this.pending.length === 0) return this.pump ?? Promise.resolve();
-    this.pump ??= this.deliverPending().finally(() => {
-      this.pump = null;
-    });
-    return this.pump;
+    if (this.pump === null) {
+      if (this.pending.length === 0) return Promise.resolve();
+      this.pump = this.deliverPending().finally(() => {
+        this.pump = null;
+      });
+    }
+    // A loop that has just found nothing left may end without the spans that ended since: go again then.
+    return this.pump.then(() => (this.pending.length > 0 ? this.flush() : undefined));
   }
 
   /** The delivery loop: one batch at a time, oldest spans first, until nothing is pending. */
