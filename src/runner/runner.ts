@@ -96,7 +96,7 @@ export interface LitAgentRunnerOptions {
   heartbeatIncludeGpu?: boolean;
   /**
    * Seconds the runner keeps trying its end-of-attempt writes (a returned reward, the final status) while
-   * the store is unreachable, counted from the end of the agent's work (default 30; docs/tracing.md).
+   * the store is unreachable, counted from the first of them (default 30; docs/tracing.md).
    */
   storeRetryTimeoutSeconds?: number;
 }
