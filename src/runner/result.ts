@@ -34,8 +34,17 @@ export const isCoreFields = (v: unknown): v is SpanCoreFields =>
 
 const describe = (v: unknown): string => (v === null ? "null" : Array.isArray(v) ? "array" : isObject(v) ? (v.constructor?.name ?? "object") : typeof v);
 
-/** Stores what the agent returned and gives the spans of this attempt (for logs and hooks). */
-export async function postProcessRolloutResult(store: LightningStore, tracer: Tracer, rollout: AttemptedRollout, raw: unknown): Promise<Span[]> {
+/** How post-processing runs each store call (the runner's retries while the store is unreachable); `what` names it. */
+export type StoreCall = <R>(what: string, fn: () => Promise<R>) => Promise<R>;
+
+const once: StoreCall = (_what, fn) => fn();
+
+/**
+ * Stores what the agent returned and gives the spans of this attempt (for logs and hooks). Each store
+ * call goes through `call`, so a retried call must not store twice: spans are written with their ids
+ * fixed before the first try, and the store skips a repeated (rollout, attempt, span_id).
+ */
+export async function postProcessRolloutResult(store: LightningStore, tracer: Tracer, rollout: AttemptedRollout, raw: unknown, call: StoreCall = once): Promise<Span[]> {
   const rid = rollout.rollout_id;
   const aid = rollout.attempt.attempt_id;
   if (raw === undefined || raw === null) return tracer.getLastTrace();
@@ -44,8 +53,9 @@ export async function postProcessRolloutResult(store: LightningStore, tracer: Tr
     // The copy is taken before the reward span exists, so the returned list leaves it out (as upstream).
     const spans = [...tracer.getLastTrace()];
     const core = emitReward(Number(raw), { propagate: false });
-    const seq = await store.getNextSpanSequenceId(rid, aid);
-    await store.addSpan(spanFromCoreFields(core, rid, aid, seq));
+    const seq = await call("get_next_span_sequence_id", () => store.getNextSpanSequenceId(rid, aid));
+    const span = spanFromCoreFields(core, rid, aid, seq);
+    await call("add_span", () => store.addSpan(span));
     return spans;
   }
   if (Array.isArray(raw)) {
@@ -59,20 +69,20 @@ export async function postProcessRolloutResult(store: LightningStore, tracer: Tr
       }
       const out: Span[] = [];
       for (const s of raw) {
-        const stored = await store.addOtelSpan(rid, aid, s);
+        const stored = await call("add_otel_span", () => store.addOtelSpan(rid, aid, s));
         if (stored === null) log.error(`Failed to add an OpenTelemetry span (${s.name}) to the store for rollout ${rid}`);
         else out.push(stored);
       }
       return out;
     }
     if (raw.every(isStoredSpan)) {
-      for (const s of raw) await store.addSpan(s);
+      for (const s of raw) await call("add_span", () => store.addSpan(s));
       return raw;
     }
     if (raw.every(isCoreFields)) {
-      const seqs = await store.getManySpanSequenceIds(raw.map(() => [rid, aid] as const));
+      const seqs = await call("get_many_span_sequence_ids", () => store.getManySpanSequenceIds(raw.map(() => [rid, aid] as const)));
       const spans = raw.map((core, i) => spanFromCoreFields(core, rid, aid, seqs[i]!));
-      await store.addManySpans(spans);
+      await call("add_many_spans", () => store.addManySpans(spans));
       return spans;
     }
     throw new ValidationError(`Invalid raw result type: a list of ${[...new Set(raw.map(describe))].join(", ")}; expected all OpenTelemetry spans, all Spans or all SpanCoreFields`);

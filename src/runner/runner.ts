@@ -6,6 +6,7 @@
 import type { LightningStore } from "../store/base.ts";
 import { finishAttempt, finishFailure } from "../client/finish.ts";
 import type { DeferredSpans, Tracer } from "../tracer/base.ts";
+import { DEFAULT_DELIVERY_LIMITS, isStoreUnavailable, monotonicMs, retryWhileUnavailable } from "../tracer/delivery.ts";
 import { getLogger } from "../tracer/log.ts";
 import { OtelTracer } from "../tracer/otel.ts";
 import type { AttemptedRollout, NamedResourcesInput, Rollout, RolloutMode, Span } from "../types/index.ts";
@@ -93,7 +94,15 @@ export interface LitAgentRunnerOptions {
   intervalJitter?: number;
   heartbeatLaunchMode?: "asyncio" | "thread";
   heartbeatIncludeGpu?: boolean;
+  /**
+   * Seconds the runner keeps trying its end-of-attempt writes (a returned reward, the final status) while
+   * the store is unreachable, counted from the first of them (default 30; docs/tracing.md).
+   */
+  storeRetryTimeoutSeconds?: number;
 }
+
+/** How long `step` and `iter` keep retrying end-of-attempt writes to an unreachable store, by default. */
+export const DEFAULT_STORE_RETRY_TIMEOUT_SECONDS = 30;
 
 function normaliseHooks(hooks: Hook | readonly Hook[] | null | undefined): Hook[] {
   if (!hooks) return [];
@@ -102,7 +111,7 @@ function normaliseHooks(hooks: Hook | readonly Hook[] | null | undefined): Hook[
 
 export class LitAgentRunner<T = unknown> extends Runner<T> {
   static readonly acceptedOptions = [
-    "tracer", "maxRollouts", "pollInterval", "heartbeatInterval", "intervalJitter", "heartbeatLaunchMode", "heartbeatIncludeGpu",
+    "tracer", "maxRollouts", "pollInterval", "heartbeatInterval", "intervalJitter", "heartbeatLaunchMode", "heartbeatIncludeGpu", "storeRetryTimeoutSeconds",
   ] as const;
 
   readonly tracer: Tracer;
@@ -112,6 +121,7 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
   readonly intervalJitter: number;
   readonly heartbeatLaunchMode: string;
   readonly heartbeatIncludeGpu: boolean;
+  readonly storeRetryTimeoutSeconds: number;
   private agent: LitAgent<T> | null = null;
   private hooks: Hook[] = [];
   private store: LightningStore | null = null;
@@ -127,6 +137,8 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
     this.intervalJitter = options.intervalJitter ?? 0.5;
     this.heartbeatLaunchMode = options.heartbeatLaunchMode ?? "thread";
     this.heartbeatIncludeGpu = options.heartbeatIncludeGpu ?? false;
+    this.storeRetryTimeoutSeconds = options.storeRetryTimeoutSeconds ?? DEFAULT_STORE_RETRY_TIMEOUT_SECONDS;
+    if (!(this.storeRetryTimeoutSeconds >= 0)) throw new ValidationError("storeRetryTimeoutSeconds must be >= 0", ["storeRetryTimeoutSeconds"]);
     if (this.maxRollouts !== null && !(this.maxRollouts >= 0)) throw new ValidationError("maxRollouts must be >= 0", ["maxRollouts"]);
   }
 
@@ -255,6 +267,8 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
    * Runs one claimed rollout and records its final status. When `claimNext()` says so at the end, the
    * same store call claims the next rollout for this worker and returns it (null otherwise). Without hooks
    * (which may read the store), the tracer's last spans go in that call too: one request over HTTP.
+   * The writes after the agent's work (reward spans, final status) ride out a store that is briefly
+   * unreachable for up to `storeRetryTimeoutSeconds`.
    */
   private async stepImpl(rollout: AttemptedRollout, raiseOnException: boolean, signal: AbortSignal | null, claimNext: () => boolean): Promise<AttemptedRollout | null> {
     const store = this.getStore();
@@ -266,7 +280,9 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
     let failed = false;
     let hooksStarted = false;
     let deferred: DeferredSpans | null = null;
-    let next: AttemptedRollout | null = null;
+    let endBy: number | null = null;
+    const retry = this.retryUntil(rid, () => (endBy ??= monotonicMs() + this.storeRetryTimeoutSeconds * 1000));
+    let end: { next: AttemptedRollout | null; spansLost: unknown };
     try {
       const update = await this.resources.get(store, rollout);
       if (update === null) {
@@ -289,7 +305,7 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
         deferred = null;
         await d.flush();
       }
-      spans = await postProcessRolloutResult(store, this.tracer, rollout, raw);
+      spans = await postProcessRolloutResult(store, this.tracer, rollout, raw, retry);
       if (log.isEnabled("info")) log.info(`${this.prefix(rid)} Completed in ${(systemClock.now() - started).toFixed(2)}s. Collected ${spans.length} span(s). Final reward: ${finalReward(spans)}`);
     } catch (err) {
       failed = true;
@@ -298,28 +314,50 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
     } finally {
       // A rollout skipped for missing resources never started, so it gets no hooks (as upstream).
       if (hooksStarted) await this.runHooks("onRolloutEnd", { agent, runner: this, rollout, spans });
-      next = await this.finish(rid, aid, failed, deferred, claimNext() ? this.getWorkerId() : null);
+      end = await this.finish(rid, aid, failed, deferred, claimNext() ? this.getWorkerId() : null, retry);
     }
-    return next;
+    // The agent's work went well but its last spans never reached the store: `step` says so, as for spans lost earlier.
+    if (raiseOnException && end.spansLost !== null) throw end.spansLost;
+    return end.next;
+  }
+
+  /** Runs a store call, trying again with backoff while the store is unreachable, until `deadline()`. */
+  private retryUntil(rid: string, deadline: () => number): StoreRetry {
+    return (what, fn) =>
+      retryWhileUnavailable(fn, {
+        deadlineMs: deadline(),
+        minDelayMs: DEFAULT_DELIVERY_LIMITS.retryMinDelaySeconds * 1000,
+        maxDelayMs: DEFAULT_DELIVERY_LIMITS.retryMaxDelaySeconds * 1000,
+        onRetry: (err, waitMs) => log.warn(`${this.prefix(rid)} The store is unreachable during ${what}; trying again in ${(waitMs / 1000).toFixed(1)} s`, err),
+      });
   }
 
   /**
    * Stores the deferred spans, the final status, and claims the next rollout for `claimFor` (one call,
-   * see finishAttempt). Errors are logged: spans that could not be stored fail the attempt; a claim
-   * that failed leaves the next dequeue to the loop.
+   * see finishAttempt). Errors are logged: spans that could not be stored fail the attempt (and are
+   * returned as `spansLost`); a claim that failed leaves the next dequeue to the loop. When that call fails
+   * without saying what it stored, the spans go again the tracer's way (none stored twice) and the status
+   * on its own, each retried while the store is unreachable.
    */
-  private async finish(rid: string, aid: string, failed: boolean, deferred: DeferredSpans | null, claimFor: string | null): Promise<AttemptedRollout | null> {
+  private async finish(
+    rid: string,
+    aid: string,
+    failed: boolean,
+    deferred: DeferredSpans | null,
+    claimFor: string | null,
+    retry: StoreRetry,
+  ): Promise<{ next: AttemptedRollout | null; spansLost: unknown }> {
     const store = this.getStore();
     const updateStatus = async (status: "failed" | "succeeded") => {
       try {
-        await store.updateAttempt(rid, aid, { status });
+        await retry("update_attempt", () => store.updateAttempt(rid, aid, { status }));
       } catch (err) {
         log.error(`${this.prefix(rid)} Exception during update_attempt`, err);
       }
     };
     if (deferred === null && claimFor === null) {
       await updateStatus(failed ? "failed" : "succeeded");
-      return null;
+      return { next: null, spansLost: null };
     }
     try {
       const done = await finishAttempt(store, {
@@ -329,23 +367,39 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
         attempt: { status: failed ? "failed" : "succeeded" },
         claim: claimFor === null ? null : { worker_id: claimFor },
       });
-      deferred?.delivered(done.sequence_ids);
-      return done.next;
+      await deferred?.delivered(done.sequence_ids);
+      return { next: done.next, spansLost: null };
     } catch (err) {
       const part = finishFailure(err);
       if (part?.failed === "claim") {
         log.error(`${this.prefix(rid)} Failed to claim the next rollout; polling again`, err);
-      } else if (part?.failed === "attempt") {
-        log.error(`${this.prefix(rid)} Exception during update_attempt`, err);
-      } else {
-        // The spans were not stored (or it is unknown whether anything was): spans lost is a failed attempt.
-        log.error(`${this.prefix(rid)} Exception while finishing the attempt`, err);
-        await updateStatus(deferred !== null ? "failed" : failed ? "failed" : "succeeded");
+        return { next: null, spansLost: null };
       }
-      return null;
+      if (part?.failed === "attempt") {
+        log.error(`${this.prefix(rid)} Exception during update_attempt`, err);
+        if (isStoreUnavailable(err)) await updateStatus(failed ? "failed" : "succeeded");
+        return { next: null, spansLost: null };
+      }
+      // The spans were not stored, or it is unknown whether anything was.
+      log.warn(`${this.prefix(rid)} Finishing the attempt in one request failed; sending its spans and status separately`, err);
+      let spansLost: unknown = null;
+      if (deferred !== null) {
+        try {
+          await deferred.redeliver();
+        } catch (e) {
+          spansLost = e;
+          log.error(`${this.prefix(rid)} Exception while delivering the attempt's spans`, e);
+        }
+      }
+      // Spans lost is a failed attempt.
+      await updateStatus(failed || spansLost !== null ? "failed" : "succeeded");
+      return { next: null, spansLost };
     }
   }
 }
+
+/** A store call tried again while the store is unreachable; `what` names it in the log. */
+type StoreRetry = <R>(what: string, fn: () => Promise<R>) => Promise<R>;
 
 function finalReward(spans: Span[]): string {
   try {

@@ -7,6 +7,9 @@ import { ValidationError } from "../types/index.ts";
 import { LightningStoreCore, type LightningStoreCoreOptions } from "./core.ts";
 import { MemoryStorage } from "./memory-storage.ts";
 import { systemMemoryBytes } from "./system-memory.ts";
+import { jsonSpanSize } from "./span-size.ts";
+
+export { jsonSpanSize };
 
 /**
  * A memory threshold: a ratio of the memory capacity or an absolute number of bytes (JS cannot tell
@@ -67,37 +70,6 @@ export function resolveMemoryThresholds(
   return { evictionBytes, safeBytes };
 }
 
-/**
- * The default span size: about the length of its JSON (string lengths in UTF-16 units, 8 bytes per
- * number), computed by a walk that allocates nothing, which is several times cheaper than
- * JSON.stringify on the add-span hot path.
- */
-export function jsonSpanSize(span: Span): number {
-  return jsonSize(span);
-}
-
-function jsonSize(v: unknown): number {
-  switch (typeof v) {
-    case "string":
-      return v.length + 2;
-    case "number":
-      return 8;
-    case "boolean":
-      return 5;
-    case "object": {
-      if (v === null) return 4;
-      let n = 2;
-      if (Array.isArray(v)) {
-        for (let i = 0; i < v.length; i++) n += jsonSize(v[i]) + 1;
-      } else {
-        for (const k in v) n += k.length + 4 + jsonSize((v as Record<string, unknown>)[k]);
-      }
-      return n;
-    }
-    default:
-      return 0;
-  }
-}
 
 export class InMemoryLightningStore extends LightningStoreCore {
   constructor(options: InMemoryLightningStoreOptions = {}) {

@@ -30,14 +30,19 @@ export interface TraceContextOptions {
   deferFinalDelivery?: boolean;
 }
 
-/** The spans of a trace context left unsent by `deferFinalDelivery`. Exactly one of `delivered` or `flush` must follow. */
+/** The spans of a trace context left unsent by `deferFinalDelivery`. Exactly one of `delivered`, `flush` or `redeliver` must follow. */
 export interface DeferredSpans {
   /** The spans in start order, with `sequence_id` null: the store numbers them, consecutively. */
   readonly spans: Span[];
-  /** The caller stored them: the sequence ids the store gave them, in order. */
-  delivered(sequenceIds: readonly number[]): void;
-  /** Sends them the tracer's own way; throws the delivery error, as the end of `traceContext` would have. */
+  /** The caller stored them: the sequence ids the store gave them, in order (fewer when it skipped duplicates). */
+  delivered(sequenceIds: readonly number[]): Promise<void>;
+  /**
+   * Sends them the tracer's own way (retrying while the store is unreachable); throws the delivery error
+   * (`SpanDeliveryError`), as the end of `traceContext` would have.
+   */
   flush(): Promise<void>;
+  /** As `flush`, after the caller's own send failed and may or may not have stored them: none is stored twice. */
+  redeliver(): Promise<void>;
 }
 
 export interface CreateSpanOptions {

@@ -1,5 +1,6 @@
 export * from "./attributes.ts";
 export * from "./base.ts";
+export { DEFAULT_DELIVERY_LIMITS, SpanDeliveryError, isStoreUnavailable, type DeliveryLimits } from "./delivery.ts";
 export { installContextManager, ROLLOUT_SCOPE_KEY, ACTIVE_TRACER_KEY } from "./context.ts";
 export * from "./emit.ts";
 export * from "./log.ts";

@@ -21,13 +21,19 @@ import {
   type TraceContextOptions,
 } from "./base.ts";
 import { ROLLOUT_SCOPE_KEY } from "./context.ts";
+import { DEFAULT_DELIVERY_LIMITS, type DeliveryLimits } from "./delivery.ts";
 import { getLogger } from "./log.ts";
 import { lightningTracing } from "./processor.ts";
 import { RolloutScope } from "./scope.ts";
 
 const log = getLogger("agentlightning.tracer");
 
-export interface OtelTracerOptions {
+/**
+ * `maxBufferedSpans`, `maxBufferedBytes`, `retryMinDelaySeconds`, `retryMaxDelaySeconds` and
+ * `finalFlushTimeoutSeconds` bound how spans wait for a store that is briefly away (DeliveryLimits,
+ * docs/tracing.md).
+ */
+export interface OtelTracerOptions extends Partial<DeliveryLimits> {
   /** Spans per store delivery (default 512). */
   maxBatchSize?: number;
   /** Seconds an ended span may wait before it is sent while the attempt runs (default 1). */
@@ -73,17 +79,28 @@ class OtelOperationRecorder implements OperationRecorder {
 }
 
 export class OtelTracer extends Tracer {
-  static readonly acceptedOptions = ["maxBatchSize", "flushIntervalSeconds"] as const;
+  static readonly acceptedOptions = ["maxBatchSize", "flushIntervalSeconds", ...(Object.keys(DEFAULT_DELIVERY_LIMITS) as (keyof DeliveryLimits)[])] as const;
   private otel: ApiTracer | null = null;
   private lastScope: RolloutScope | null = null;
   private readonly maxBatchSize: number;
   private readonly flushIntervalMs: number;
+  private readonly delivery: DeliveryLimits;
 
   constructor(private readonly options: OtelTracerOptions = {}) {
     super();
     this.maxBatchSize = options.maxBatchSize ?? 512;
     this.flushIntervalMs = (options.flushIntervalSeconds ?? 1) * 1000;
     if (!(this.maxBatchSize >= 1)) throw new ValidationError("maxBatchSize must be >= 1", ["maxBatchSize"]);
+    this.delivery = { ...DEFAULT_DELIVERY_LIMITS };
+    for (const key of Object.keys(DEFAULT_DELIVERY_LIMITS) as (keyof DeliveryLimits)[]) {
+      const v = options[key];
+      if (v === undefined) continue;
+      if (typeof v !== "number" || !(v >= 0)) throw new ValidationError(`${key} must be a number >= 0`, [key]);
+      this.delivery[key] = v;
+    }
+    if (this.delivery.retryMaxDelaySeconds < this.delivery.retryMinDelaySeconds) {
+      throw new ValidationError("retryMaxDelaySeconds must be >= retryMinDelaySeconds", ["retryMaxDelaySeconds"]);
+    }
   }
 
   override clone(): OtelTracer {
@@ -106,7 +123,7 @@ export class OtelTracer extends Tracer {
     if (rolloutId !== null && store === null) {
       throw new ValidationError("A store is required to trace a rollout attempt; give one to initWorker", ["store"]);
     }
-    const scope = new RolloutScope({ store, rolloutId, attemptId, maxBatchSize: this.maxBatchSize, flushIntervalMs: this.flushIntervalMs });
+    const scope = new RolloutScope({ store, rolloutId, attemptId, maxBatchSize: this.maxBatchSize, flushIntervalMs: this.flushIntervalMs, delivery: this.delivery });
     this.lastScope = scope;
     let result: T;
     try {
