@@ -50,6 +50,8 @@ Options:
   --keep-alive-timeout S  seconds an idle keep-alive connection stays open (default ${DEFAULT_SERVE_LIMITS.keepAliveTimeoutSeconds})
   --max-connections N   open connections at most; more are closed at once (default ${DEFAULT_SERVE_LIMITS.maxConnections})
   -h, --help            show this help
+
+Running it safely (token, CORS, timeouts, limits): docs/server.md
 `;
 
 export class UsageError extends Error {}
