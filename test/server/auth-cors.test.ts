@@ -58,7 +58,10 @@ describe("the token option", () => {
 
   it("agl store exits 2 with a clear message on an empty token, and takes one from a file", async () => {
     const err = await startServerProcess("node", ["--port", "0", "--db", "memory", "--token", ""]).then(
-      () => null,
+      async (started) => {
+        await started.stop();
+        return null;
+      },
       (e: unknown) => e as Error,
     );
     expect(err?.message).toMatch(/exited with 2/);
