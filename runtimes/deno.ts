@@ -1,16 +1,12 @@
 /**
- * Deno entry: serves the store app with `Deno.serve`.
- *   deno run -A runtimes/deno.ts [agl store options]
+ * Deno entry: `deno run -A runtimes/deno.ts [agl store options]`. Serving (node:http, whose timeouts
+ * and connection cap `Deno.serve` lacks) is src/trainer/serve.ts.
  */
 import { runCli } from "../src/cli/agl.ts";
 import type { ServerHost } from "../src/server/run.ts";
 
 declare const Deno: {
   version: { deno: string };
-  serve(
-    options: { hostname: string; port: number; onListen?: (addr: { port: number }) => void },
-    handler: (req: Request) => Response | Promise<Response>,
-  ): { addr: { port: number }; shutdown(): Promise<void> };
   addSignalListener(signal: "SIGINT" | "SIGTERM", handler: () => void): void;
   args: string[];
   cwd(): string;
@@ -20,10 +16,6 @@ declare const Deno: {
 
 const host: ServerHost = {
   runtime: `deno ${Deno.version.deno}`,
-  serve: async (fetch, { hostname, port }) => {
-    const server = Deno.serve({ hostname, port, onListen: () => {} }, fetch);
-    return { port: server.addr.port, stop: () => server.shutdown() };
-  },
   onShutdownSignal(handler) {
     for (const s of ["SIGINT", "SIGTERM"] as const) Deno.addSignalListener(s, () => handler(s));
   },

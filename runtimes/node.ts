@@ -1,26 +1,15 @@
 /**
- * Node entry: serves the store app with @hono/node-server. `tsx runtimes/node.ts [agl store options]`
- * starts the server; the `agl` binary (bin/agl.mjs) calls `main()` with its own arguments.
+ * Node entry: `tsx runtimes/node.ts [agl store options]` starts the server; the `agl` binary
+ * (bin/agl.mjs) calls `main()` with its own arguments. Serving (node:http through @hono/node-server,
+ * with its limits) is src/trainer/serve.ts.
  */
-import { serve } from "@hono/node-server";
 import { realpathSync } from "node:fs";
-import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { runCli } from "../src/cli/agl.ts";
 import type { ServerHost } from "../src/server/run.ts";
 
 export const nodeHost: ServerHost = {
   runtime: `node ${process.version}`,
-  serve: (fetch, { hostname, port }) =>
-    new Promise((resolve, reject) => {
-      const server = serve({ fetch, hostname, port }, (info: AddressInfo) =>
-        resolve({
-          port: info.port,
-          stop: () => new Promise<void>((done, fail) => server.close((e) => (e ? fail(e) : done()))),
-        }),
-      );
-      server.once("error", reject);
-    }),
   onShutdownSignal(handler) {
     for (const s of ["SIGINT", "SIGTERM"] as const) process.on(s, () => handler(s));
   },

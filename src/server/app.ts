@@ -15,7 +15,7 @@ import { routePath } from "hono/route";
 import type { z } from "zod";
 import type { LightningStore } from "../store/base.ts";
 import { ValidationError, parseOrThrow, type Span } from "../types/index.ts";
-import { bearerToken, tokensEqual } from "./auth.ts";
+import { bearerChallenge, bearerToken, tokensEqual } from "./auth.ts";
 import { HttpProblem, errorResponse, routeNotFound } from "./errors.ts";
 import { silentLogger, type Logger } from "./log.ts";
 import { ServerMetrics, instrumentStore } from "./metrics.ts";
@@ -121,6 +121,11 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
 
   app.onError((err, c) => {
     const { status, body: payload } = errorResponse(err);
+    if (status >= 500 && clientClosed(err, c.req.raw.signal)) {
+      // The client closed the connection mid-request (a body cut short): no one to answer, nothing broken here.
+      log.debug(`${c.req.method} ${c.req.path}: the client closed the connection (${err instanceof Error ? err.message : String(err)})`);
+      return c.json({ detail: "The client closed the connection", error_type: "ClientClosedRequest" }, 499 as 400);
+    }
     if (status >= 500) log.error(`${c.req.method} ${c.req.path} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     else log.debug(`${c.req.method} ${c.req.path} -> ${status} ${payload.error_type}: ${payload.detail}`);
     return c.json(payload, status as 400);
@@ -142,24 +147,33 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
 
   const origins = normaliseOrigins(options.corsOrigins);
   if (origins.length > 0) {
+    const anyOrigin = origins[0] === "*";
     app.use(
       "*",
       cors({
-        origin: origins[0] === "*" ? (o) => o || "*" : origins,
+        // `*` answers `*` and never allows credentials: echoing any origin (or `null`) with credentials
+        // would let every web page act with a visitor's cookies. A list echoes listed origins only
+        // (docs/departures.md#30). A bearer token set by the page's code is not a credential here.
+        origin: anyOrigin ? "*" : origins,
         allowMethods: ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
         allowHeaders: [],
-        credentials: true,
-        exposeHeaders: [WAIT_SETTLED_HEADER, "preference-applied", IDEMPOTENT_REPLAYED_HEADER],
+        credentials: !anyOrigin,
+        exposeHeaders: [WAIT_SETTLED_HEADER, "preference-applied", IDEMPOTENT_REPLAYED_HEADER, "www-authenticate"],
       }),
     );
   }
 
   if (token !== null) {
+    // An empty token would lock every route (or, read as "no token", open them all): refuse it.
+    if (token.trim() === "") throw new ValidationError("token must not be empty; leave it out (null) to serve without authentication", ["token"]);
     const auth: MiddlewareHandler = async (c, next) => {
       if (c.req.method === "OPTIONS" || c.req.path === `${API_PREFIX}/health`) return next();
       const given = bearerToken(c.req.header("authorization"));
       if (given === null || !(await tokensEqual(given, token))) {
-        throw new HttpProblem(401, "Unauthorized", given === null ? "Missing bearer token (Authorization: Bearer <token>)" : "Invalid bearer token");
+        const { body: payload } = errorResponse(
+          new HttpProblem(401, "Unauthorized", given === null ? "Missing bearer token (Authorization: Bearer <token>)" : "Invalid bearer token"),
+        );
+        return c.json(payload, 401, { "www-authenticate": bearerChallenge(given !== null) });
       }
       return next();
     };
@@ -329,4 +343,12 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     app.get("/metrics", async (c) => c.body(await metrics.render(), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }));
   }
   return app;
+}
+
+/**
+ * A request that failed because its client went away: node:http rejects the body read with an
+ * ECONNRESET "aborted" (sometimes before the request's signal fires); Bun aborts the signal.
+ */
+function clientClosed(err: unknown, signal: AbortSignal): boolean {
+  return signal.aborted || (err instanceof Error && (err as { code?: unknown }).code === "ECONNRESET");
 }

@@ -1,4 +1,4 @@
-/** The optional bearer token: compared in constant time (SHA-256 of both sides, then a full XOR scan). */
+/** The optional bearer token (RFC 6750): compared in constant time (SHA-256 of both sides, then a full XOR scan). */
 
 const encoder = new TextEncoder();
 
@@ -19,4 +19,9 @@ export function bearerToken(header: string | undefined | null): string | null {
   if (!header) return null;
   const m = /^Bearer\s+(.+)$/i.exec(header.trim());
   return m ? m[1]!.trim() : null;
+}
+
+/** The `WWW-Authenticate` value of a 401: `invalid_token` when a token was given but is wrong (RFC 6750 §3). */
+export function bearerChallenge(tokenGiven: boolean): string {
+  return tokenGiven ? 'Bearer realm="agl", error="invalid_token"' : 'Bearer realm="agl"';
 }

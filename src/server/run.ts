@@ -1,26 +1,20 @@
 /**
- * Starting and stopping the store server, the same on every runtime. A runtime entry (runtimes/*.ts)
- * supplies a `ServerHost`: how to serve a fetch handler and how to hear SIGINT/SIGTERM.
+ * Starting and stopping the store server, the same on every runtime. Serving itself, with each
+ * runtime's timeouts and connection cap, is src/trainer/serve.ts; a runtime entry (runtimes/*.ts)
+ * supplies a `ServerHost`: how to hear SIGINT/SIGTERM, the environment, the working directory.
  */
 import type { LightningStore } from "../store/base.ts";
 import { InMemoryLightningStore } from "../store/memory.ts";
-import { createStoreApp } from "./app.ts";
+import { serveFetch, longestHoldSeconds, type ServedApp } from "../trainer/serve.ts";
+import { MAX_WAIT_SECONDS, createStoreApp } from "./app.ts";
 import type { StoreServerConfig } from "./config.ts";
 import { consoleLogger, type Logger } from "./log.ts";
 import { openServerStore } from "./open-store.ts";
 import { createTestStore } from "./test-hooks.ts";
 
-export interface ServedHandle {
-  /** The port really bound (useful with port 0). */
-  port: number;
-  /** Stops accepting connections and resolves once in-flight requests are answered. */
-  stop(): Promise<void>;
-}
-
 export interface ServerHost {
   /** "node", "deno" or "bun", for the startup message. */
   runtime: string;
-  serve(fetch: (req: Request) => Response | Promise<Response>, at: { hostname: string; port: number }): Promise<ServedHandle>;
   /** Calls `handler` on SIGINT and SIGTERM. */
   onShutdownSignal(handler: (signal: string) => void): void;
   cwd(): string;
@@ -59,13 +53,15 @@ export async function startStoreServer(config: StoreServerConfig, host: ServerHo
     corsOrigins: config.corsOrigins,
     bodyLimitBytes: config.bodyLimitBytes,
     idempotency: config.idempotency,
+    // Where the runtime's server would cut a held long poll, it is answered before (the client asks again).
+    maxWaitSeconds: Math.min(MAX_WAIT_SECONDS, longestHoldSeconds(config.limits)),
     shutdownSignal: shutdownController.signal,
     log,
     testHooks,
   });
-  let served: ServedHandle;
+  let served: ServedApp;
   try {
-    served = await host.serve(app.fetch, { hostname: config.host, port: config.port });
+    served = await serveFetch(app.fetch, { hostname: config.host, port: config.port, limits: config.limits, log });
   } catch (e) {
     await store.close();
     throw e;
@@ -73,7 +69,8 @@ export async function startStoreServer(config: StoreServerConfig, host: ServerHo
   const url = `http://${urlHost(config.host)}:${served.port}`;
   // Always printed, whatever the log level: where it listens and where the data lives.
   console.log(`[agl store] Lightning store (${host.runtime}) listening on ${url}  (API ${url}/v1/agl, OTLP ${url}/v1/traces, metrics ${url}/metrics)`);
-  console.log(`[agl store] Data: ${location}${config.token ? "; bearer token required" : ""}`);
+  console.log(`[agl store] Data: ${location}${config.token ? `; bearer token required (from ${config.tokenSource ?? "options"})` : ""}`);
+  if (config.tokenSource === "--token") log.warning("--token shows the token to every user of this machine (ps); prefer --token-file or AGL_STORE_TOKEN");
 
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((r) => (resolveStopped = r));
@@ -83,7 +80,7 @@ export async function startStoreServer(config: StoreServerConfig, host: ServerHo
       log.info("shutting down: finishing in-flight requests");
       shutdownController.abort(new Error("the server is shutting down"));
       try {
-        await served.stop();
+        await served.stop(true);
       } finally {
         await store.close();
         log.info("stopped; database closed");

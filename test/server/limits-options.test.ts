@@ -1,0 +1,33 @@
+/** `agl store` options for the server's timeouts and connection cap: defaults, parsing, refusals. */
+import { describe, expect, it } from "vitest";
+import { UsageError, parseStoreArgs } from "../../src/server/config.ts";
+import { DEFAULT_SERVE_LIMITS, longestHoldSeconds } from "../../src/trainer/serve.ts";
+
+describe("server limit options", () => {
+  it("default to the documented values", () => {
+    expect(parseStoreArgs([]).limits).toEqual({ headersTimeoutSeconds: 10, requestTimeoutSeconds: 60, keepAliveTimeoutSeconds: 5, maxConnections: 512 });
+    expect(DEFAULT_SERVE_LIMITS).toEqual(parseStoreArgs([]).limits);
+  });
+
+  it("take seconds (fractions allowed) and a connection count", () => {
+    const c = parseStoreArgs(["--headers-timeout", "2.5", "--request-timeout=30", "--keep-alive-timeout", "1", "--max-connections", "64"]);
+    expect(c.limits).toEqual({ headersTimeoutSeconds: 2.5, requestTimeoutSeconds: 30, keepAliveTimeoutSeconds: 1, maxConnections: 64 });
+  });
+
+  it.each([
+    [["--request-timeout", "0"], /--request-timeout must be a number of seconds/],
+    [["--headers-timeout", "-1"], /--headers-timeout must be a number of seconds/],
+    [["--keep-alive-timeout", "soon"], /--keep-alive-timeout must be a number of seconds/],
+    [["--request-timeout", ""], /--request-timeout must be a number of seconds/],
+    [["--max-connections", "0"], /--max-connections must be an integer/],
+    [["--max-connections", "1.5"], /--max-connections must be an integer/],
+  ])("refuses %j", (argv, message) => {
+    expect(() => parseStoreArgs(argv)).toThrow(UsageError);
+    expect(() => parseStoreArgs(argv)).toThrow(message);
+  });
+
+  it("lets node:http hold a long poll past the request timeout (it ends once the body is in)", () => {
+    // This suite runs on Node; Bun's hold is checked against a real Bun server in test/reliability/slow-client.test.ts.
+    expect(longestHoldSeconds({ requestTimeoutSeconds: 2 })).toBe(Number.POSITIVE_INFINITY);
+  });
+});
