@@ -18,6 +18,7 @@ import { NotFoundError, ValidationError, parseOrThrow, type Span } from "../type
 import { bearerToken, tokensEqual } from "./auth.ts";
 import { HttpProblem, errorResponse, routeNotFound } from "./errors.ts";
 import { parseJsonBody } from "./json-body.ts";
+import { pageLimit, pageResponse, pageSizes } from "./paging.ts";
 import { silentLogger, type Logger } from "./log.ts";
 import { ServerMetrics, instrumentStore } from "./metrics.ts";
 import { otlpTracesHandler } from "./otlp/route.ts";
@@ -47,6 +48,10 @@ export interface StoreAppOptions {
   /** Export `GET /metrics` and count requests and store calls. Default true. */
   metrics?: boolean;
   log?: Logger;
+  /** Items of a list answer without `limit` (docs/departures.md#22). Default 1,000. */
+  defaultPageSize?: number;
+  /** Most items of one list answer, and most rollouts one dequeue claims; larger limits and `-1` get this many. Default 10,000. */
+  maxPageSize?: number;
   /** Test-only hooks (a settable clock, a store reset); never enabled by default. */
   testHooks?: TestHooks;
 }
@@ -105,6 +110,9 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   const maxWait = options.maxWaitSeconds ?? MAX_WAIT_SECONDS;
   const limit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
   const token = options.token ?? null;
+  const sizes = pageSizes(options.defaultPageSize, options.maxPageSize);
+  /** A list query with its limit turned into the page size used (see paging.ts). */
+  const paged = <Q extends { limit?: number }>(q: Q): Q => ({ ...defined(q), limit: pageLimit(q.limit, sizes) });
 
   const app = new Hono();
 
@@ -194,10 +202,10 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
       const one = await store.dequeueRollout({ worker_id: b.worker_id ?? null });
       return c.json(one ? [one] : []);
     }
-    return c.json(await store.dequeueManyRollouts({ limit: b.limit, worker_id: b.worker_id ?? null }));
+    return c.json(await store.dequeueManyRollouts({ limit: Math.min(b.limit, sizes.maxSize), worker_id: b.worker_id ?? null }));
   });
-  api.post("/rollouts/search", async (c) => c.json(await store.queryRollouts(defined(await body(c, S.RolloutSearch, true)))));
-  api.get("/rollouts", async (c) => c.json(await store.queryRollouts(defined(query(c, S.RolloutSearch)))));
+  api.post("/rollouts/search", async (c) => pageResponse(c, await store.queryRollouts(paged(await body(c, S.RolloutSearch, true)))));
+  api.get("/rollouts", async (c) => pageResponse(c, await store.queryRollouts(paged(query(c, S.RolloutSearch)))));
   api.post("/rollouts", async (c) => {
     const { input, ...opts } = await body(c, S.StartRolloutBody);
     return c.json(await store.startRollout(input, opts), 201);
@@ -212,7 +220,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
 
   // Attempts
   api.post("/rollouts/:rollout_id/attempts/search", async (c) =>
-    c.json(await store.queryAttempts(c.req.param("rollout_id"), defined(await body(c, S.AttemptSearch, true)))),
+    pageResponse(c, await store.queryAttempts(c.req.param("rollout_id"), paged(await body(c, S.AttemptSearch, true)))),
   );
   api.get("/rollouts/:rollout_id/attempts/latest", async (c) => {
     const id = c.req.param("rollout_id");
@@ -220,7 +228,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     if (!a) throw notFound("Attempt", "latest", ` of rollout ${id}`);
     return c.json(a);
   });
-  api.get("/rollouts/:rollout_id/attempts", async (c) => c.json(await store.queryAttempts(c.req.param("rollout_id"), defined(query(c, S.AttemptSearch)))));
+  api.get("/rollouts/:rollout_id/attempts", async (c) => pageResponse(c, await store.queryAttempts(c.req.param("rollout_id"), paged(query(c, S.AttemptSearch)))));
   api.post("/rollouts/:rollout_id/attempts", async (c) => {
     const b = await body(c, S.WorkerIdBody, true);
     return c.json(await store.startAttempt(c.req.param("rollout_id"), { worker_id: b.worker_id ?? null }), 201);
@@ -230,8 +238,8 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   );
 
   // Workers
-  api.post("/workers/search", async (c) => c.json(await store.queryWorkers(defined(await body(c, S.WorkerSearch, true)))));
-  api.get("/workers", async (c) => c.json(await store.queryWorkers(defined(query(c, S.WorkerSearch)))));
+  api.post("/workers/search", async (c) => pageResponse(c, await store.queryWorkers(paged(await body(c, S.WorkerSearch, true)))));
+  api.get("/workers", async (c) => pageResponse(c, await store.queryWorkers(paged(query(c, S.WorkerSearch)))));
   api.get("/workers/:worker_id", async (c) => {
     const id = c.req.param("worker_id");
     const w = await store.getWorkerById(id);
@@ -251,7 +259,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     if (!r) throw notFound("Resources", "latest");
     return c.json(r);
   });
-  api.get("/resources", async (c) => c.json(await store.queryResources(defined(query(c, S.ResourcesSearch)))));
+  api.get("/resources", async (c) => pageResponse(c, await store.queryResources(paged(query(c, S.ResourcesSearch)))));
   api.post("/resources", async (c) => c.json(await store.addResources((await readJson(c, false)) as never), 201));
   api.get("/resources/:resources_id", async (c) => {
     const id = c.req.param("resources_id");
@@ -264,11 +272,11 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   // Spans
   api.post("/spans/search", async (c) => {
     const { rollout_id, ...q } = await body(c, S.SpanSearch);
-    return c.json(await store.querySpans(rollout_id, defined(q)));
+    return pageResponse(c, await store.querySpans(rollout_id, paged(q)));
   });
   api.get("/spans", async (c) => {
     const { rollout_id, ...q } = query(c, S.SpanSearch);
-    return c.json(await store.querySpans(rollout_id, defined(q)));
+    return pageResponse(c, await store.querySpans(rollout_id, paged(q)));
   });
   api.post("/spans/next/many", async (c) => {
     const { pairs } = await body(c, S.ManySequenceBody);

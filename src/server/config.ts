@@ -4,6 +4,7 @@
  */
 import { parseLogLevel, type LogLevel } from "./log.ts";
 import { DEFAULT_BODY_LIMIT } from "./app.ts";
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "./paging.ts";
 import { DEFAULT_STORE_URL } from "../store/libsql/store.ts";
 
 export const DEFAULT_HOST = "127.0.0.1";
@@ -19,6 +20,10 @@ export interface StoreServerConfig {
   corsOrigins: string[];
   logLevel: LogLevel;
   bodyLimitBytes: number;
+  /** Items of a list answer without `limit`; null: the default (docs/departures.md#22). */
+  pageSize: number | null;
+  /** Most items of one list answer; null: the default. */
+  maxPageSize: number | null;
   /** TEST-ONLY: a settable ManualClock and a reset route (src/server/test-hooks.ts). */
   testClock: boolean;
   help: boolean;
@@ -37,6 +42,8 @@ Options:
   --cors-origin ORIGIN  allow browser calls from ORIGIN (repeatable; * allows any)
   --log-level LEVEL     debug | info | warning | error (default info)
   --body-limit BYTES    largest request body (default ${DEFAULT_BODY_LIMIT})
+  --page-size N         items of a list answer without a limit (default ${DEFAULT_PAGE_SIZE})
+  --max-page-size N     most items of one list answer or dequeue (default ${MAX_PAGE_SIZE})
   -h, --help            show this help
 `;
 
@@ -61,6 +68,8 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
     corsOrigins: [],
     logLevel: "info",
     bodyLimitBytes: DEFAULT_BODY_LIMIT,
+    pageSize: null,
+    maxPageSize: null,
     testClock: false,
     help: false,
   };
@@ -100,6 +109,12 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
       case "--body-limit":
         cfg.bodyLimitBytes = intOf(value(), "--body-limit", 1, Number.MAX_SAFE_INTEGER);
         break;
+      case "--page-size":
+        cfg.pageSize = intOf(value(), "--page-size", 1, Number.MAX_SAFE_INTEGER);
+        break;
+      case "--max-page-size":
+        cfg.maxPageSize = intOf(value(), "--max-page-size", 1, Number.MAX_SAFE_INTEGER);
+        break;
       case "--test-clock":
         cfg.testClock = true;
         break;
@@ -110,6 +125,9 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
       default:
         throw new UsageError(`unknown option ${JSON.stringify(arg)}`);
     }
+  }
+  if (cfg.pageSize !== null && cfg.pageSize > (cfg.maxPageSize ?? MAX_PAGE_SIZE)) {
+    throw new UsageError(`--page-size (${cfg.pageSize}) must not exceed --max-page-size (${cfg.maxPageSize ?? MAX_PAGE_SIZE})`);
   }
   return cfg;
 }

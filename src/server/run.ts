@@ -58,6 +58,8 @@ export async function startStoreServer(config: StoreServerConfig, host: ServerHo
     token: config.token,
     corsOrigins: config.corsOrigins,
     bodyLimitBytes: config.bodyLimitBytes,
+    defaultPageSize: config.pageSize ?? undefined,
+    maxPageSize: config.maxPageSize ?? undefined,
     shutdownSignal: shutdownController.signal,
     log,
     testHooks,
