@@ -14,7 +14,7 @@ import { routePath } from "hono/route";
 import type { z } from "zod";
 import type { LightningStore } from "../store/base.ts";
 import { setOwn } from "../store/owned.ts";
-import { NotFoundError, ValidationError, parseOrThrow, type Span } from "../types/index.ts";
+import { NotFoundError, ValidationError, parseOrThrow, type PaginatedResult, type Span } from "../types/index.ts";
 import { bearerToken, tokensEqual } from "./auth.ts";
 import { HttpProblem, errorResponse, routeNotFound } from "./errors.ts";
 import { parseJsonBody } from "./json-body.ts";
@@ -52,6 +52,8 @@ export interface StoreAppOptions {
   defaultPageSize?: number;
   /** Most items of one list answer, and most rollouts one dequeue claims; larger limits and `-1` get this many. Default 10,000. */
   maxPageSize?: number;
+  /** Characters of JSON after which a list answer ends its page early (its `limit` says where). Default 64 MiB. */
+  maxPageChars?: number;
   /** Test-only hooks (a settable clock, a store reset); never enabled by default. */
   testHooks?: TestHooks;
 }
@@ -110,9 +112,10 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   const maxWait = options.maxWaitSeconds ?? MAX_WAIT_SECONDS;
   const limit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
   const token = options.token ?? null;
-  const sizes = pageSizes(options.defaultPageSize, options.maxPageSize);
+  const sizes = pageSizes(options.defaultPageSize, options.maxPageSize, options.maxPageChars);
   /** A list query with its limit turned into the page size used (see paging.ts). */
   const paged = <Q extends { limit?: number }>(q: Q): Q => ({ ...defined(q), limit: pageLimit(q.limit, sizes) });
+  const answerPage = (c: Context, page: PaginatedResult<unknown>): Response => pageResponse(c, page, sizes.maxChars);
 
   const app = new Hono();
 
@@ -204,8 +207,8 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     }
     return c.json(await store.dequeueManyRollouts({ limit: Math.min(b.limit, sizes.maxSize), worker_id: b.worker_id ?? null }));
   });
-  api.post("/rollouts/search", async (c) => pageResponse(c, await store.queryRollouts(paged(await body(c, S.RolloutSearch, true)))));
-  api.get("/rollouts", async (c) => pageResponse(c, await store.queryRollouts(paged(query(c, S.RolloutSearch)))));
+  api.post("/rollouts/search", async (c) => answerPage(c, await store.queryRollouts(paged(await body(c, S.RolloutSearch, true)))));
+  api.get("/rollouts", async (c) => answerPage(c, await store.queryRollouts(paged(query(c, S.RolloutSearch)))));
   api.post("/rollouts", async (c) => {
     const { input, ...opts } = await body(c, S.StartRolloutBody);
     return c.json(await store.startRollout(input, opts), 201);
@@ -220,7 +223,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
 
   // Attempts
   api.post("/rollouts/:rollout_id/attempts/search", async (c) =>
-    pageResponse(c, await store.queryAttempts(c.req.param("rollout_id"), paged(await body(c, S.AttemptSearch, true)))),
+    answerPage(c, await store.queryAttempts(c.req.param("rollout_id"), paged(await body(c, S.AttemptSearch, true)))),
   );
   api.get("/rollouts/:rollout_id/attempts/latest", async (c) => {
     const id = c.req.param("rollout_id");
@@ -228,7 +231,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     if (!a) throw notFound("Attempt", "latest", ` of rollout ${id}`);
     return c.json(a);
   });
-  api.get("/rollouts/:rollout_id/attempts", async (c) => pageResponse(c, await store.queryAttempts(c.req.param("rollout_id"), paged(query(c, S.AttemptSearch)))));
+  api.get("/rollouts/:rollout_id/attempts", async (c) => answerPage(c, await store.queryAttempts(c.req.param("rollout_id"), paged(query(c, S.AttemptSearch)))));
   api.post("/rollouts/:rollout_id/attempts", async (c) => {
     const b = await body(c, S.WorkerIdBody, true);
     return c.json(await store.startAttempt(c.req.param("rollout_id"), { worker_id: b.worker_id ?? null }), 201);
@@ -238,8 +241,8 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   );
 
   // Workers
-  api.post("/workers/search", async (c) => pageResponse(c, await store.queryWorkers(paged(await body(c, S.WorkerSearch, true)))));
-  api.get("/workers", async (c) => pageResponse(c, await store.queryWorkers(paged(query(c, S.WorkerSearch)))));
+  api.post("/workers/search", async (c) => answerPage(c, await store.queryWorkers(paged(await body(c, S.WorkerSearch, true)))));
+  api.get("/workers", async (c) => answerPage(c, await store.queryWorkers(paged(query(c, S.WorkerSearch)))));
   api.get("/workers/:worker_id", async (c) => {
     const id = c.req.param("worker_id");
     const w = await store.getWorkerById(id);
@@ -259,7 +262,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     if (!r) throw notFound("Resources", "latest");
     return c.json(r);
   });
-  api.get("/resources", async (c) => pageResponse(c, await store.queryResources(paged(query(c, S.ResourcesSearch)))));
+  api.get("/resources", async (c) => answerPage(c, await store.queryResources(paged(query(c, S.ResourcesSearch)))));
   api.post("/resources", async (c) => c.json(await store.addResources((await readJson(c, false)) as never), 201));
   api.get("/resources/:resources_id", async (c) => {
     const id = c.req.param("resources_id");
@@ -272,11 +275,11 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   // Spans
   api.post("/spans/search", async (c) => {
     const { rollout_id, ...q } = await body(c, S.SpanSearch);
-    return pageResponse(c, await store.querySpans(rollout_id, paged(q)));
+    return answerPage(c, await store.querySpans(rollout_id, paged(q)));
   });
   api.get("/spans", async (c) => {
     const { rollout_id, ...q } = query(c, S.SpanSearch);
-    return pageResponse(c, await store.querySpans(rollout_id, paged(q)));
+    return answerPage(c, await store.querySpans(rollout_id, paged(q)));
   });
   api.post("/spans/next/many", async (c) => {
     const { pairs } = await body(c, S.ManySequenceBody);

@@ -106,9 +106,28 @@ describe("page sizes of the list routes", () => {
     await store.close();
   });
 
+  it("a page ends early once it holds maxPageChars of JSON, and its limit says how many items it holds", async () => {
+    const { store, rid } = await seeded();
+    const app = createStoreApp(store, { maxPageChars: 1_000 });
+    for (const [name, request, list] of routes(rid)) {
+      const all = JSON.parse(JSON.stringify(await list(store, {}))) as PaginatedResult<unknown>;
+      const body = (await (await app.request(...request({ limit: 20, offset: 2 }))).json()) as PaginatedResult<unknown>;
+      // Items until the JSON written reaches 1,000 characters: the item that passes it is the last one.
+      let n = 0;
+      for (let chars = 0; chars < 1_000 && n < 20; n++) chars += JSON.stringify(all.items[2 + n]).length + 1;
+      expect(body.items.length, name).toBe(n);
+      expect(body, name).toEqual({ items: all.items.slice(2, 2 + n), limit: n, offset: 2, total: N });
+    }
+    // One item heavier than the cap still makes a page of one.
+    const heavy = createStoreApp(store, { maxPageChars: 10 });
+    const one = (await (await heavy.request("/v1/agl/rollouts?limit=5")).json()) as PaginatedResult<unknown>;
+    expect([one.items.length, one.limit, one.total]).toEqual([1, 1, N]);
+    await store.close();
+  });
+
   it("sizes are checked when the app is built", () => {
     const store = new InMemoryLightningStore();
-    const bad: StoreAppOptions[] = [{ defaultPageSize: 0 }, { maxPageSize: 1.5 }, { defaultPageSize: 20, maxPageSize: 10 }, { maxPageSize: -1 }];
+    const bad: StoreAppOptions[] = [{ defaultPageSize: 0 }, { maxPageSize: 1.5 }, { defaultPageSize: 20, maxPageSize: 10 }, { maxPageSize: -1 }, { maxPageChars: 0 }];
     for (const options of bad) expect(() => createStoreApp(store, options), JSON.stringify(options)).toThrow(ValidationError);
   });
 });
@@ -127,9 +146,12 @@ describe("LightningStoreClient pages through", () => {
     return { client, requests };
   };
 
-  it("each query returns what the store gives in process, for no limit, -1, a limit above the page size, and offsets", async () => {
+  it.each([
+    ["pages of 7 items", { defaultPageSize: 3, maxPageSize: 7 }],
+    ["pages cut at 1,000 characters", { maxPageChars: 1_000 }],
+  ] as [string, StoreAppOptions][])("%s: each query returns what the store gives in process, for no limit, -1, a large limit, and offsets", async (label, options) => {
     const { store, rid } = await seeded();
-    const { client, requests } = clientFor(store, { defaultPageSize: 3, maxPageSize: 7 });
+    const { client, requests } = clientFor(store, options);
     const queries: [string, (s: LightningStore, p: { limit?: number; offset?: number }) => Promise<PaginatedResult<unknown>>][] = [
       ["rollouts", (s, p) => s.queryRollouts(p)],
       ["attempts", (s, p) => s.queryAttempts(rid, p)],
@@ -144,7 +166,8 @@ describe("LightningStoreClient pages through", () => {
         expect(got, `${name} ${JSON.stringify(page)}`).toEqual(JSON.parse(JSON.stringify(await q(store, page))));
         const want = Math.min(page.limit === undefined || page.limit === -1 ? Infinity : page.limit, N - (page.offset ?? 0));
         // Pages of 7: as few requests as that allows.
-        expect(requests.length, `${name} ${JSON.stringify(page)}`).toBe(Math.max(1, Math.ceil(want / 7)));
+        if (options.maxPageSize === 7) expect(requests.length, `${name} ${JSON.stringify(page)}`).toBe(Math.max(1, Math.ceil(want / 7)));
+        else if (want > 10) expect(requests.length, `${label}: ${name} ${JSON.stringify(page)}`).toBeGreaterThan(1);
       }
     }
     await store.close();
