@@ -17,7 +17,7 @@ import { setOwn } from "../store/owned.ts";
 import { NotFoundError, ValidationError, parseOrThrow, type PaginatedResult, type Span } from "../types/index.ts";
 import { bearerToken, tokensEqual } from "./auth.ts";
 import { HttpProblem, errorResponse, routeNotFound } from "./errors.ts";
-import { parseJsonBody } from "./json-body.ts";
+import { checkJsonContentType, parseJsonBody } from "./json-body.ts";
 import { pageLimit, pageResponse, pageSizes } from "./paging.ts";
 import { silentLogger, type Logger } from "./log.ts";
 import { ServerMetrics, instrumentStore } from "./metrics.ts";
@@ -72,6 +72,7 @@ async function readJson(c: Context, optional: boolean): Promise<unknown> {
     if (optional) return undefined;
     throw new ValidationError("A JSON request body is required", []);
   }
+  checkJsonContentType(c.req.header("content-type"));
   return parseJsonBody(text);
 }
 

@@ -9,6 +9,19 @@
  */
 import { ValidationError } from "../types/index.ts";
 import { MAX_JSON_DEPTH } from "../store/owned.ts";
+import { HttpProblem } from "./errors.ts";
+
+/**
+ * A request body is read as JSON when it declares no Content-Type or a JSON one (`application/json`,
+ * `application/*+json`), as upstream does; anything else (a form, `text/plain`) is a 415, so a web page
+ * cannot post data to the store with a form or a plain-text request that skips the CORS preflight.
+ */
+export function checkJsonContentType(contentType: string | undefined): void {
+  if (contentType === undefined) return;
+  const media = contentType.split(";")[0]!.trim().toLowerCase();
+  if (media === "application/json" || /^application\/[^/]*\+json$/.test(media)) return;
+  throw new HttpProblem(415, "UnsupportedMediaType", `Content-Type '${contentType}' is not JSON: send the body as application/json`);
+}
 
 /** `JSON.parse(text)`, with a ValidationError for malformed or too deeply nested JSON. */
 export function parseJsonBody(text: string, what = "request body"): unknown {

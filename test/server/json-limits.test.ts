@@ -120,6 +120,34 @@ describe(`request bodies nested more than ${MAX_JSON_DEPTH} levels`, () => {
   });
 });
 
+describe("Content-Type of JSON bodies", () => {
+  it("a body sent as a form or plain text is a 415 with the JSON error shape, and stores nothing", async () => {
+    const { app, dump, store } = await seeded();
+    const before = await dump();
+    for (const type of ["text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml"]) {
+      for (const path of ["/v1/agl/rollouts", "/v1/agl/queues/rollouts/enqueue", "/v1/agl/resources"]) {
+        const body = path.endsWith("enqueue") ? '{"rollouts":[{"input":1}]}' : path.endsWith("resources") ? "{}" : '{"input":1}';
+        const res = await postText(app, path, body, type);
+        expect(res.status, `${type} ${path}`).toBe(415);
+        expect(await res.json()).toMatchObject({ error_type: "UnsupportedMediaType", detail: expect.stringContaining(type) });
+      }
+    }
+    expect(await dump()).toBe(before);
+    await store.close();
+  });
+
+  it("a JSON type, with parameters or a +json suffix, or none at all is read as JSON; an empty optional body needs none", async () => {
+    const { app, store } = await seeded();
+    for (const type of ["application/json", "Application/JSON; charset=utf-8", "application/vnd.api+json"]) {
+      expect((await postText(app, "/v1/agl/rollouts", '{"input":1}', type)).status, type).toBe(201);
+    }
+    // A string body gets text/plain from fetch itself; bytes go without a type.
+    expect((await app.request("/v1/agl/rollouts", { method: "POST", body: new TextEncoder().encode('{"input":1}') })).status).toBe(201);
+    expect((await app.request("/v1/agl/queues/rollouts/dequeue", { method: "POST", headers: { "content-type": "text/plain" } })).status).toBe(200);
+    await store.close();
+  });
+});
+
 describe('"__proto__" keys through the server and the client', () => {
   const dir = mkdtempSync(join(tmpdir(), "json-limits-"));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
