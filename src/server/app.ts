@@ -9,12 +9,13 @@
 import { Hono } from "hono";
 import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { HTTPException } from "hono/http-exception";
 import { cors } from "hono/cors";
 import { routePath } from "hono/route";
 import type { z } from "zod";
 import type { LightningStore } from "../store/base.ts";
 import { setOwn } from "../store/owned.ts";
-import { NotFoundError, ValidationError, parseOrThrow, type PaginatedResult, type Span } from "../types/index.ts";
+import { LightningError, NotFoundError, ValidationError, parseOrThrow, type PaginatedResult, type Span } from "../types/index.ts";
 import { bearerToken, tokensEqual } from "./auth.ts";
 import { HttpProblem, errorResponse, routeNotFound } from "./errors.ts";
 import { checkJsonContentType, parseJsonBody } from "./json-body.ts";
@@ -67,13 +68,28 @@ export function normaliseOrigins(origins: readonly string[] | undefined): string
 }
 
 async function readJson(c: Context, optional: boolean): Promise<unknown> {
-  const text = await c.req.text();
+  let text: string;
+  try {
+    text = await c.req.text();
+  } catch (e) {
+    throw unreadableBody(e);
+  }
   if (text.trim() === "") {
     if (optional) return undefined;
     throw new ValidationError("A JSON request body is required", []);
   }
   checkJsonContentType(c.req.header("content-type"));
   return parseJsonBody(text);
+}
+
+/**
+ * A failed read of a request body: the body limit's own 413 as it is; anything else is a body that never
+ * fully arrived (the client closed the connection mid-upload, a broken chunked encoding), which is the
+ * client's failure (400), not a server error.
+ */
+function unreadableBody(e: unknown): unknown {
+  if (e instanceof LightningError || e instanceof HTTPException) return e;
+  return new HttpProblem(400, "UnreadableBody", `The request body could not be read: ${e instanceof Error ? e.message : String(e)}`);
 }
 
 /** The JSON body parsed with a (strict) schema; a missing body counts as `{}` when `optional`. */
@@ -180,7 +196,12 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     if (length !== undefined && c.req.header("transfer-encoding") === undefined) {
       return Number(length) > limit ? tooLarge() : next();
     }
-    return streamingLimit(c, next);
+    // Only the body read can throw here: errors of the routes behind it are answered by onError already.
+    try {
+      return await streamingLimit(c, next);
+    } catch (e) {
+      throw unreadableBody(e);
+    }
   });
 
   if (options.testHooks) options.testHooks.install(app, API_PREFIX);
