@@ -7,7 +7,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import type { LightningStore } from "../../src/store/base.ts";
+import type { LightningStore, OtelReadableSpanLike } from "../../src/store/base.ts";
+import { spanFromOpenTelemetry } from "../../src/store/otel-span.ts";
 import { LibsqlLightningStore } from "../../src/store/libsql/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { MAX_JSON_DEPTH, ownedCopy } from "../../src/store/owned.ts";
@@ -42,6 +43,27 @@ describe("ownedCopy", () => {
     let deep: unknown = 1;
     for (let i = 0; i < MAX_JSON_DEPTH + 1; i++) deep = { k: deep };
     expect(() => ownedCopy(deep)).toThrow(ValidationError);
+  });
+});
+
+describe("spanFromOpenTelemetry", () => {
+  it('keeps an attribute and a trace state key named "__proto__"', () => {
+    const otel: OtelReadableSpanLike = {
+      name: "s",
+      spanContext: () => ({ traceId: "a".repeat(32), spanId: "b".repeat(16), traceState: { serialize: () => "__proto__=v,k=w" } }),
+      status: { code: 0 },
+      attributes: JSON.parse('{"__proto__":"attr","n":[1,2]}') as Record<string, unknown>,
+      events: [{ name: "e", attributes: JSON.parse('{"__proto__":1}') as Record<string, unknown>, time: [1, 0] }],
+      links: [],
+      startTime: [1, 0],
+      endTime: [2, 0],
+      resource: { attributes: JSON.parse('{"__proto__":"r"}') as Record<string, unknown> },
+    };
+    const span = spanFromOpenTelemetry(otel, "ro-1", "at-1", 1);
+    expect(JSON.stringify(span.attributes)).toBe('{"__proto__":"attr","n":[1,2]}');
+    expect(JSON.stringify(span.events[0]!.attributes)).toBe('{"__proto__":1}');
+    expect(JSON.stringify(span.resource.attributes)).toBe('{"__proto__":"r"}');
+    expect(JSON.stringify(span.context!.trace_state)).toBe('{"__proto__":"v","k":"w"}');
   });
 });
 
