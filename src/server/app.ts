@@ -53,7 +53,7 @@ export interface StoreAppOptions {
   defaultPageSize?: number;
   /** Most items of one list answer, and most rollouts one dequeue claims; larger limits and `-1` get this many. Default 10,000. */
   maxPageSize?: number;
-  /** Characters of JSON after which a list answer ends its page early (its `limit` says where). Default 64 MiB. */
+  /** Characters of JSON after which a list answer ends its page early (its `limit` says where). Default 64 Mi (2^26). */
   maxPageChars?: number;
   /** Test-only hooks (a settable clock, a store reset); never enabled by default. */
   testHooks?: TestHooks;
