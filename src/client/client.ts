@@ -345,7 +345,7 @@ export class LightningStoreClient implements LightningStore {
   }
 
   queryRollouts(query: RolloutQuery = {}): Promise<PaginatedResult<Rollout | AttemptedRollout>> {
-    return this.call("POST", "/rollouts/search", { body: query });
+    return this.allPages(query, (page) => this.call("POST", "/rollouts/search", { body: { ...query, ...page } }));
   }
 
   getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null> {
@@ -386,7 +386,8 @@ export class LightningStoreClient implements LightningStore {
   // Attempts
 
   queryAttempts(rolloutId: string, query: PageOptions = {}): Promise<PaginatedResult<Attempt>> {
-    return this.call("POST", `/rollouts/${pathId(rolloutId, "rollout_id")}/attempts/search`, { body: query });
+    const path = `/rollouts/${pathId(rolloutId, "rollout_id")}/attempts/search`;
+    return this.allPages(query, (page) => this.call("POST", path, { body: { ...query, ...page } }));
   }
 
   getLatestAttempt(rolloutId: string): Promise<Attempt | null> {
@@ -416,7 +417,7 @@ export class LightningStoreClient implements LightningStore {
   }
 
   queryResources(query: ResourcesQuery = {}): Promise<PaginatedResult<ResourcesUpdate>> {
-    return this.call("GET", "/resources", { params: { ...query } });
+    return this.allPages(query, (page) => this.call("GET", "/resources", { params: { ...query, ...page } }));
   }
 
   // Spans
@@ -507,7 +508,7 @@ export class LightningStoreClient implements LightningStore {
   }
 
   querySpans(rolloutId: string, query: SpanQuery = {}): Promise<PaginatedResult<Span>> {
-    return this.call("POST", "/spans/search", { body: { ...query, rollout_id: rolloutId } });
+    return this.allPages(query, (page) => this.call("POST", "/spans/search", { body: { ...query, ...page, rollout_id: rolloutId } }));
   }
 
   // Workers
@@ -522,7 +523,29 @@ export class LightningStoreClient implements LightningStore {
   }
 
   queryWorkers(query: WorkerQuery = {}): Promise<PaginatedResult<Worker>> {
-    return this.call("POST", "/workers/search", { body: query });
+    return this.allPages(query, (page) => this.call("POST", "/workers/search", { body: { ...query, ...page } }));
+  }
+
+  /**
+   * A query asked page by page until it holds what the caller asked for: every match for no limit or -1,
+   * else `limit` of them. The server caps each answer at its page size and says so in the answer's
+   * `limit` (docs/departures.md#22); a server that answers everything at once (`limit` -1) takes one
+   * request. The pages are separate reads: rows added or removed between two of them can shift the
+   * later pages (as with any offset paging). The result echoes the caller's limit and offset.
+   */
+  private async allPages<T>(query: PageOptions, fetchPage: (page: { limit: number; offset: number }) => Promise<PaginatedResult<T>>): Promise<PaginatedResult<T>> {
+    const limit = query.limit ?? -1;
+    const offset = query.offset ?? 0;
+    let page = await fetchPage({ limit, offset });
+    const wanted = limit === -1 ? Infinity : limit;
+    const items = page.items;
+    for (;;) {
+      const fullPage = page.limit >= 0 && page.items.length > 0 && page.items.length >= page.limit;
+      if (items.length >= wanted || !fullPage || offset + items.length >= page.total) break;
+      page = await fetchPage({ limit: wanted === Infinity ? -1 : wanted - items.length, offset: offset + items.length });
+      for (const item of page.items) items.push(item);
+    }
+    return { items, limit, offset, total: page.total };
   }
 
   statistics(): Promise<StoreStatistics> {

@@ -10,13 +10,17 @@
 import { Hono } from "hono";
 import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { HTTPException } from "hono/http-exception";
 import { cors } from "hono/cors";
 import { routePath } from "hono/route";
 import type { z } from "zod";
 import type { LightningStore } from "../store/base.ts";
-import { ValidationError, parseOrThrow, type Span } from "../types/index.ts";
+import { setOwn } from "../store/owned.ts";
+import { LightningError, ValidationError, parseOrThrow, type PaginatedResult, type Span } from "../types/index.ts";
 import { bearerChallenge, bearerToken, tokensEqual } from "./auth.ts";
 import { HttpProblem, errorResponse, routeNotFound } from "./errors.ts";
+import { checkJsonContentType, parseJsonBody } from "./json-body.ts";
+import { pageLimit, pageResponse, pageSizes } from "./paging.ts";
 import { silentLogger, type Logger } from "./log.ts";
 import { ServerMetrics, instrumentStore } from "./metrics.ts";
 import { otlpTracesHandler } from "./otlp/route.ts";
@@ -52,6 +56,12 @@ export interface StoreAppOptions {
    * (see idempotency.ts); `false` ignores the header. Default: 600 s, 10,000 keys, 64 MiB.
    */
   idempotency?: IdempotencyOptions | false;
+  /** Items of a list answer without `limit` (docs/departures.md#22). Default 1,000. */
+  defaultPageSize?: number;
+  /** Most items of one list answer, and most rollouts one dequeue claims; larger limits and `-1` get this many. Default 10,000. */
+  maxPageSize?: number;
+  /** Characters of JSON after which a list answer ends its page early (its `limit` says where). Default 64 Mi (2^26). */
+  maxPageChars?: number;
   /** Test-only hooks (a settable clock, a store reset); never enabled by default. */
   testHooks?: TestHooks;
 }
@@ -65,16 +75,28 @@ export function normaliseOrigins(origins: readonly string[] | undefined): string
 }
 
 async function readJson(c: Context, optional: boolean): Promise<unknown> {
-  const text = await c.req.text();
+  let text: string;
+  try {
+    text = await c.req.text();
+  } catch (e) {
+    throw unreadableBody(e);
+  }
   if (text.trim() === "") {
     if (optional) return undefined;
     throw new ValidationError("A JSON request body is required", []);
   }
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new ValidationError(`Malformed JSON in request body: ${e instanceof Error ? e.message : String(e)}`, []);
-  }
+  checkJsonContentType(c.req.header("content-type"));
+  return parseJsonBody(text);
+}
+
+/**
+ * A failed read of a request body: the body limit's own 413 as it is; anything else is a body that never
+ * fully arrived (the client closed the connection mid-upload, a broken chunked encoding), which is the
+ * client's failure (400), not a server error.
+ */
+function unreadableBody(e: unknown): unknown {
+  if (e instanceof LightningError || e instanceof HTTPException) return e;
+  return new HttpProblem(400, "UnreadableBody", `The request body could not be read: ${e instanceof Error ? e.message : String(e)}`);
 }
 
 /** The JSON body parsed with a (strict) schema; a missing body counts as `{}` when `optional`. */
@@ -88,7 +110,7 @@ function query<T extends z.ZodType>(c: Context, schema: T): z.infer<T> {
   const out: Record<string, unknown> = {};
   for (const [k, values] of Object.entries(c.req.queries())) {
     const v: unknown = S.ARRAY_PARAMS.has(k) ? values : values[values.length - 1];
-    out[k] = S.NUMBER_PARAMS.has(k) && typeof v === "string" && v.trim() !== "" && !Number.isNaN(Number(v)) ? Number(v) : v;
+    setOwn(out, k, S.NUMBER_PARAMS.has(k) && typeof v === "string" && v.trim() !== "" && !Number.isNaN(Number(v)) ? Number(v) : v);
   }
   return parseOrThrow(schema, out, "query parameters");
 }
@@ -116,6 +138,10 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   const token = options.token ?? null;
   // Every write route takes it; reads (searches, waits, GETs) have nothing to repeat.
   const idem: MiddlewareHandler = options.idempotency === false ? (_c, next) => next() : idempotentWrites(new IdempotencyCache(options.idempotency), log);
+  const sizes = pageSizes(options.defaultPageSize, options.maxPageSize, options.maxPageChars);
+  /** A list query with its limit turned into the page size used (see paging.ts). */
+  const paged = <Q extends { limit?: number }>(q: Q): Q => ({ ...defined(q), limit: pageLimit(q.limit, sizes) });
+  const answerPage = (c: Context, page: PaginatedResult<unknown>): Response => pageResponse(c, page, sizes.maxChars);
 
   const app = new Hono();
 
@@ -193,7 +219,12 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     if (length !== undefined && c.req.header("transfer-encoding") === undefined) {
       return Number(length) > limit ? tooLarge() : next();
     }
-    return streamingLimit(c, next);
+    // Only the body read can throw here: errors of the routes behind it are answered by onError already.
+    try {
+      return await streamingLimit(c, next);
+    } catch (e) {
+      throw unreadableBody(e);
+    }
   });
 
   if (options.testHooks) options.testHooks.install(app, API_PREFIX);
@@ -219,10 +250,10 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
       const one = await store.dequeueRollout({ worker_id: b.worker_id ?? null });
       return c.json(one ? [one] : []);
     }
-    return c.json(await store.dequeueManyRollouts({ limit: b.limit, worker_id: b.worker_id ?? null }));
+    return c.json(await store.dequeueManyRollouts({ limit: Math.min(b.limit, sizes.maxSize), worker_id: b.worker_id ?? null }));
   });
-  api.post("/rollouts/search", async (c) => c.json(await store.queryRollouts(defined(await body(c, S.RolloutSearch, true)))));
-  api.get("/rollouts", async (c) => c.json(await store.queryRollouts(defined(query(c, S.RolloutSearch)))));
+  api.post("/rollouts/search", async (c) => answerPage(c, await store.queryRollouts(paged(await body(c, S.RolloutSearch, true)))));
+  api.get("/rollouts", async (c) => answerPage(c, await store.queryRollouts(paged(query(c, S.RolloutSearch)))));
   api.post("/rollouts", idem, async (c) => {
     const { input, ...opts } = await body(c, S.StartRolloutBody);
     return c.json(await store.startRollout(input, opts), 201);
@@ -233,10 +264,10 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
 
   // Attempts
   api.post("/rollouts/:rollout_id/attempts/search", async (c) =>
-    c.json(await store.queryAttempts(c.req.param("rollout_id"), defined(await body(c, S.AttemptSearch, true)))),
+    answerPage(c, await store.queryAttempts(c.req.param("rollout_id"), paged(await body(c, S.AttemptSearch, true)))),
   );
   api.get("/rollouts/:rollout_id/attempts/latest", async (c) => c.json(await store.getLatestAttempt(c.req.param("rollout_id"))));
-  api.get("/rollouts/:rollout_id/attempts", async (c) => c.json(await store.queryAttempts(c.req.param("rollout_id"), defined(query(c, S.AttemptSearch)))));
+  api.get("/rollouts/:rollout_id/attempts", async (c) => answerPage(c, await store.queryAttempts(c.req.param("rollout_id"), paged(query(c, S.AttemptSearch)))));
   api.post("/rollouts/:rollout_id/attempts", idem, async (c) => {
     const b = await body(c, S.WorkerIdBody, true);
     return c.json(await store.startAttempt(c.req.param("rollout_id"), { worker_id: b.worker_id ?? null }), 201);
@@ -246,8 +277,8 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   );
 
   // Workers
-  api.post("/workers/search", async (c) => c.json(await store.queryWorkers(defined(await body(c, S.WorkerSearch, true)))));
-  api.get("/workers", async (c) => c.json(await store.queryWorkers(defined(query(c, S.WorkerSearch)))));
+  api.post("/workers/search", async (c) => answerPage(c, await store.queryWorkers(paged(await body(c, S.WorkerSearch, true)))));
+  api.get("/workers", async (c) => answerPage(c, await store.queryWorkers(paged(query(c, S.WorkerSearch)))));
   api.get("/workers/:worker_id", async (c) => c.json(await store.getWorkerById(c.req.param("worker_id"))));
   api.post("/workers/:worker_id", idem, async (c) => {
     const b = await body(c, S.WorkerUpdateBody, true);
@@ -258,7 +289,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
 
   // Resources
   api.get("/resources/latest", async (c) => c.json(await store.getLatestResources()));
-  api.get("/resources", async (c) => c.json(await store.queryResources(defined(query(c, S.ResourcesSearch)))));
+  api.get("/resources", async (c) => answerPage(c, await store.queryResources(paged(query(c, S.ResourcesSearch)))));
   api.post("/resources", idem, async (c) => c.json(await store.addResources((await readJson(c, false)) as never), 201));
   api.get("/resources/:resources_id", async (c) => c.json(await store.getResourcesById(c.req.param("resources_id"))));
   api.post("/resources/:resources_id", idem, async (c) => c.json(await store.updateResources(c.req.param("resources_id"), (await readJson(c, false)) as never)));
@@ -266,11 +297,11 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   // Spans
   api.post("/spans/search", async (c) => {
     const { rollout_id, ...q } = await body(c, S.SpanSearch);
-    return c.json(await store.querySpans(rollout_id, defined(q)));
+    return answerPage(c, await store.querySpans(rollout_id, paged(q)));
   });
   api.get("/spans", async (c) => {
     const { rollout_id, ...q } = query(c, S.SpanSearch);
-    return c.json(await store.querySpans(rollout_id, defined(q)));
+    return answerPage(c, await store.querySpans(rollout_id, paged(q)));
   });
   api.post("/spans/next/many", idem, async (c) => {
     const { pairs } = await body(c, S.ManySequenceBody);

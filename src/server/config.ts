@@ -5,6 +5,7 @@
 import { readFileSync } from "node:fs";
 import { parseLogLevel, type LogLevel } from "./log.ts";
 import { DEFAULT_BODY_LIMIT } from "./app.ts";
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "./paging.ts";
 import { DEFAULT_STORE_URL } from "../store/libsql/store.ts";
 import { DEFAULT_IDEMPOTENCY_MAX_BYTES, DEFAULT_IDEMPOTENCY_MAX_KEYS, DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyOptions } from "./idempotency.ts";
 import { DEFAULT_SERVE_LIMITS, type ServeLimits } from "../trainer/serve.ts";
@@ -28,6 +29,10 @@ export interface StoreServerConfig {
   idempotency: Required<Omit<IdempotencyOptions, "now">>;
   /** Timeouts and the connection cap of the HTTP server (src/trainer/serve.ts). */
   limits: ServeLimits;
+  /** Items of a list answer without `limit`; null: the default (docs/departures.md#22). */
+  pageSize: number | null;
+  /** Most items of one list answer; null: the default. */
+  maxPageSize: number | null;
   /** TEST-ONLY: a settable ManualClock and a reset route (src/server/test-hooks.ts). */
   testClock: boolean;
   help: boolean;
@@ -57,6 +62,8 @@ Options:
   --request-timeout S   seconds a client may take to send a whole request, body included (default ${DEFAULT_SERVE_LIMITS.requestTimeoutSeconds})
   --keep-alive-timeout S  seconds an idle keep-alive connection stays open (default ${DEFAULT_SERVE_LIMITS.keepAliveTimeoutSeconds})
   --max-connections N   open connections at most; more are closed at once (default ${DEFAULT_SERVE_LIMITS.maxConnections})
+  --page-size N         items of a list answer without a limit (default ${DEFAULT_PAGE_SIZE})
+  --max-page-size N     most items of one list answer or dequeue (default ${MAX_PAGE_SIZE})
   -h, --help            show this help
 
 Running it safely (token, CORS, timeouts, limits): docs/server.md
@@ -119,6 +126,8 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
     bodyLimitBytes: DEFAULT_BODY_LIMIT,
     idempotency: { ttlSeconds: DEFAULT_IDEMPOTENCY_TTL_SECONDS, maxKeys: DEFAULT_IDEMPOTENCY_MAX_KEYS, maxBytes: DEFAULT_IDEMPOTENCY_MAX_BYTES },
     limits: { ...DEFAULT_SERVE_LIMITS },
+    pageSize: null,
+    maxPageSize: null,
     testClock: false,
     help: false,
   };
@@ -184,6 +193,12 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
       case "--max-connections":
         cfg.limits.maxConnections = intOf(value(), flag, 1, 1_000_000);
         break;
+      case "--page-size":
+        cfg.pageSize = intOf(value(), "--page-size", 1, Number.MAX_SAFE_INTEGER);
+        break;
+      case "--max-page-size":
+        cfg.maxPageSize = intOf(value(), "--max-page-size", 1, Number.MAX_SAFE_INTEGER);
+        break;
       case "--test-clock":
         cfg.testClock = true;
         break;
@@ -196,6 +211,9 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
     }
   }
   resolveToken(cfg, tokenFlag, env, readFile);
+  if (cfg.pageSize !== null && cfg.pageSize > (cfg.maxPageSize ?? MAX_PAGE_SIZE)) {
+    throw new UsageError(`--page-size (${cfg.pageSize}) must not exceed --max-page-size (${cfg.maxPageSize ?? MAX_PAGE_SIZE})`);
+  }
   return cfg;
 }
 

@@ -3,6 +3,7 @@ export * from "./errors.ts";
 export * from "./idempotency.ts";
 export * from "./log.ts";
 export * from "./metrics.ts";
+export { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "./paging.ts";
 export * from "./spans.ts";
 export * from "./test-hooks.ts";
 export { spansFromOtlp } from "./otlp/mapping.ts";

@@ -55,6 +55,8 @@ export async function startStoreServer(config: StoreServerConfig, host: ServerHo
     idempotency: config.idempotency,
     // Where the runtime's server would cut a held long poll, it is answered before (the client asks again).
     maxWaitSeconds: Math.min(MAX_WAIT_SECONDS, longestHoldSeconds(config.limits)),
+    defaultPageSize: config.pageSize ?? undefined,
+    maxPageSize: config.maxPageSize ?? undefined,
     shutdownSignal: shutdownController.signal,
     log,
     testHooks,

@@ -14,8 +14,8 @@ import {
   TaskInput,
   WorkerStatus,
 } from "../types/index.ts";
+import { JsonObject } from "../store/inputs.ts";
 
-const JsonObject = z.record(z.string(), z.unknown());
 const Config = RolloutConfig.strict();
 
 const page = {

@@ -19,9 +19,13 @@ import {
 } from "../types/index.ts";
 import type { Attributes, SpanContext as SpanContextT, NamedResources as NamedResourcesT, RolloutConfig as RolloutConfigT, RolloutMode as RolloutModeT, SortOrder as SortOrderT, FilterLogic as FilterLogicT } from "../types/index.ts";
 import type { AttemptPatch, PageOptions, RolloutPatch } from "./base.ts";
-import { EMPTY_ARRAY, EMPTY_OBJECT, ownedCopy } from "./owned.ts";
+import { EMPTY_ARRAY, EMPTY_OBJECT, ownedCopy, setOwn, withProtoKeysOf } from "./owned.ts";
 
-const JsonObject = z.record(z.string(), z.unknown());
+/**
+ * A JSON object of anything, checked but not rebuilt: zod's record would copy it and drop a `"__proto__"`
+ * key, which the store keeps as an ordinary key (ownedCopy copies it afterwards).
+ */
+export const JsonObject = z.custom<Record<string, unknown>>((v) => typeof v === "object" && v !== null && !Array.isArray(v), { message: "expected an object" });
 
 const RolloutOptionsSchema = z.object({
   mode: RolloutMode.nullable().optional(),
@@ -137,7 +141,7 @@ export function attemptPatch(patch: AttemptPatch): AttemptPatch {
 }
 
 export function namedResources(resources: unknown): NamedResourcesT {
-  return ownedCopy(parseOrThrow(NamedResources, resources, "resources"), "resources");
+  return ownedCopy(withProtoKeysOf(resources, parseOrThrow(NamedResources, resources, "resources")), "resources");
 }
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -177,7 +181,7 @@ function copyAttributes(v: unknown): Attributes | null {
   for (const k in v) {
     const x = copyAttributeValue(v[k]);
     if (x === undefined) return null;
-    (out ??= {})[k] = x;
+    setOwn((out ??= {}), k, x);
   }
   return (out === null ? EMPTY_OBJECT : Object.freeze(out)) as Attributes;
 }
@@ -196,7 +200,7 @@ function copySpanContext(v: unknown): SpanContextT | null {
   for (const k in ts) {
     const x = ts[k];
     if (typeof x !== "string") return null;
-    (state ??= {})[k] = x;
+    setOwn((state ??= {}), k, x);
   }
   const traceState = state === null ? EMPTY_OBJECT : Object.freeze(state);
   if (hasExtraKeys(v, 4)) return ownedCopy(v as SpanContextT, "span");
@@ -286,7 +290,7 @@ function copyCompleteSpan(s: unknown): Span | null {
   };
   // Extra keys (Span is a loose object) keep their values.
   if (keyCount(s) !== SPAN_FIELDS.length) {
-    for (const k in s) if (!(k in out) && s[k] !== undefined) out[k] = ownedCopy(s[k], "span");
+    for (const k in s) if (!Object.hasOwn(out, k) && s[k] !== undefined) setOwn(out, k, ownedCopy(s[k], "span"));
   }
   return Object.freeze(out);
 }
@@ -301,7 +305,7 @@ export function ownedSpan(span: unknown, index?: number): Span {
     if (index !== undefined) for (const i of err.issues) i.path.unshift(index);
     throw err;
   }
-  return ownedCopy(r.data, "span");
+  return ownedCopy(withProtoKeysOf(span, r.data), "span");
 }
 
 export function heartbeatStats(stats: unknown): Record<string, unknown> {

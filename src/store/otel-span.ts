@@ -6,6 +6,7 @@
 import type { Attributes, Span, SpanContext, SpanEvent, SpanLink, StatusCode } from "../types/index.ts";
 import { convertTimestamp } from "../types/index.ts";
 import type { OtelReadableSpanLike } from "./base.ts";
+import { setOwn } from "./owned.ts";
 
 type HrTime = readonly [number, number] | number | null | undefined;
 
@@ -25,7 +26,7 @@ function traceStateMap(ts: { serialize(): string } | undefined): Record<string, 
   if (!ts) return out;
   for (const part of ts.serialize().split(",")) {
     const eq = part.indexOf("=");
-    if (eq > 0) out[part.slice(0, eq).trim()] = part.slice(eq + 1).trim();
+    if (eq > 0) setOwn(out, part.slice(0, eq).trim(), part.slice(eq + 1).trim());
   }
   return out;
 }
@@ -49,7 +50,8 @@ function spanContext(c: OtelContextLike): SpanContext {
 /** Copies attributes, dropping undefined values (OTel allows them; the Span model does not). */
 function attributes(a: Record<string, unknown> | undefined): Attributes {
   const out: Record<string, unknown> = {};
-  if (a) for (const [k, v] of Object.entries(a)) if (v !== undefined && v !== null) out[k] = Array.isArray(v) ? [...v] : v;
+  // setOwn: an attribute named "__proto__" is an ordinary key.
+  if (a) for (const [k, v] of Object.entries(a)) if (v !== undefined && v !== null) setOwn(out, k, Array.isArray(v) ? [...v] : v);
   return out as Attributes;
 }
 

@@ -16,6 +16,11 @@ describe("parseStoreArgs", () => {
     expect(c).toMatchObject({ host: "0.0.0.0", port: 5000, db: ":memory:", token: "T", corsOrigins: ["http://a", "*"], logLevel: "warning" });
   });
 
+  it("takes page sizes (none given: the app's defaults)", () => {
+    expect(parseStoreArgs([])).toMatchObject({ pageSize: null, maxPageSize: null });
+    expect(parseStoreArgs(["--page-size", "50", "--max-page-size=500"])).toMatchObject({ pageSize: 50, maxPageSize: 500 });
+  });
+
   it("takes the environment when no flag is given, and flags win over it", () => {
     const e = env({ AGL_STORE_TOKEN: "from-env", AGL_SERVER_PORT: "6000", AGL_STORE_DB: "file:/data/x.db", AGL_SERVER_HOST: "::1" });
     expect(parseStoreArgs([], e)).toMatchObject({ token: "from-env", port: 6000, db: "file:/data/x.db", host: "::1" });
@@ -29,6 +34,8 @@ describe("parseStoreArgs", () => {
     [["--log-level", "loud"], /--log-level must be one of/],
     [["--prot", "1"], /unknown option "--prot"/],
     [["--body-limit", "0"], /--body-limit must be an integer/],
+    [["--max-page-size", "0"], /--max-page-size must be an integer/],
+    [["--page-size", "20", "--max-page-size", "10"], /--page-size \(20\) must not exceed --max-page-size \(10\)/],
   ])("refuses %j", (argv, message) => {
     expect(() => parseStoreArgs(argv)).toThrow(UsageError);
     expect(() => parseStoreArgs(argv)).toThrow(message);

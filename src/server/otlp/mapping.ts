@@ -13,6 +13,7 @@
  */
 import type { Attributes, AttributeValue, Span, SpanContext } from "../../types/index.ts";
 import { LightningResourceAttributes, convertTimestamp } from "../../types/index.ts";
+import { setOwn } from "../../store/owned.ts";
 
 /** The decoded message shapes (field local names of @bufbuild/protobuf). */
 interface AnyValueMsg {
@@ -61,6 +62,8 @@ const hexId = (bytes: Uint8Array, width: number): string => toHex(bytes).padStar
 
 type Plain = AttributeValue | null | { [k: string]: Plain } | Plain[];
 
+// Recursion is bounded: the protobuf decoder stops at 100 nested messages, and OTLP/JSON bodies are
+// refused past MAX_JSON_DEPTH before they are decoded (json-body.ts).
 function plainValue(v: AnyValueMsg | undefined): Plain {
   const x = v?.value;
   switch (x?.case) {
@@ -78,7 +81,7 @@ function plainValue(v: AnyValueMsg | undefined): Plain {
       return x.value.values.map(plainValue);
     case "kvlistValue": {
       const o: { [k: string]: Plain } = {};
-      for (const kv of x.value.values) o[kv.key] = plainValue(kv.value);
+      for (const kv of x.value.values) setOwn(o, kv.key, plainValue(kv.value));
       return o;
     }
     default:
@@ -91,14 +94,14 @@ function putAttribute(out: Attributes, key: string, v: Plain): void {
   if (Array.isArray(v)) {
     const kinds = new Set(v.map((e) => (e === null ? "null" : Array.isArray(e) ? "array" : typeof e)));
     const homogeneous = kinds.size <= 1 && !kinds.has("object") && !kinds.has("array") && !kinds.has("null");
-    out[key] = homogeneous ? (v as AttributeValue) : JSON.stringify(v);
+    setOwn(out, key, homogeneous ? (v as AttributeValue) : JSON.stringify(v));
     return;
   }
   if (typeof v === "object") {
     for (const [k, sub] of Object.entries(v)) putAttribute(out, `${key}.${k}`, sub);
     return;
   }
-  out[key] = v;
+  setOwn(out, key, v);
 }
 
 export function attributesOf(kvs: readonly KeyValueMsg[]): Attributes {
@@ -111,7 +114,7 @@ function traceStateMap(s: string): Record<string, string> {
   const out: Record<string, string> = {};
   for (const part of s.split(",")) {
     const eq = part.indexOf("=");
-    if (eq > 0) out[part.slice(0, eq).trim()] = part.slice(eq + 1).trim();
+    if (eq > 0) setOwn(out, part.slice(0, eq).trim(), part.slice(eq + 1).trim());
   }
   return out;
 }

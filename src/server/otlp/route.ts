@@ -8,6 +8,7 @@ import type { DescMessage, JsonValue } from "@bufbuild/protobuf";
 import type { Context } from "hono";
 import type { LightningStore } from "../../store/base.ts";
 import { LightningError } from "../../types/index.ts";
+import { parseJsonBody } from "../json-body.ts";
 import type { Logger } from "../log.ts";
 import { addSpansAssigningSequence } from "../spans.ts";
 import { spansFromOtlp, type TraceRequestMsg } from "./mapping.ts";
@@ -93,7 +94,7 @@ function decode(bytes: Uint8Array, encoding: Encoding): TraceRequestMsg {
   try {
     if (bytes.byteLength === 0) return { resourceSpans: [] };
     if (encoding === "protobuf") return fromBinary(ExportTraceServiceRequestSchema, bytes) as unknown as TraceRequestMsg;
-    const json = JSON.parse(new TextDecoder().decode(bytes)) as unknown;
+    const json = parseJsonBody(new TextDecoder().decode(bytes), "OTLP/JSON body");
     otlpJsonIdsToBase64(json);
     return fromJson(ExportTraceServiceRequestSchema, json as JsonValue, { ignoreUnknownFields: true }) as unknown as TraceRequestMsg;
   } catch (e) {
