@@ -1,4 +1,4 @@
-/** agent_name(span) (trace-train.md §5.3): the agent a span stands for, across frameworks; first rule wins. */
+/** agent_name(span): the agent a span stands for, across frameworks; first rule wins (docs/adapters.md#agent-names). */
 import type { Span } from "../types/span.ts";
 
 export function agentName(span: Span): string | null {

@@ -1,7 +1,7 @@
 /**
- * The batch builder (trace-train.md §8.2-8.6): triplets of finished rollouts -> the padded training batch,
- * at transition level (one row per LLM call) or trajectory level (consecutive calls whose context extends
- * the previous call merged into one row), with the §8.6 metrics and GRPO group ids.
+ * The batch builder: triplets of finished rollouts -> the padded training batch, at transition level (one
+ * row per LLM call) or trajectory level (consecutive calls whose context extends the previous call merged
+ * into one row), with upstream's batch metrics and GRPO group ids (docs/adapters.md#the-training-batch).
  *
  * Grouping: upstream puts every row of one dataset sample into one group (`uid = data_id`), so turn 1 of
  * one rollout is compared with turn 5 of another: different prompts in one baseline. `grouping` offers
@@ -59,7 +59,7 @@ interface Row { prompt: number[]; response: number[]; mask: number[] | null; rew
 const ids = (v: unknown): number[] => (Array.isArray(v) ? (v as number[]) : []);
 const tokens = (t: Triplet) => ({ prompt: ids(t.prompt?.token_ids), response: ids(t.response?.token_ids) });
 
-/** §8.2: a finished rollout's triplets from the spans of its latest attempt (no spans: no triplets). */
+/** A finished rollout's triplets from the spans of its latest attempt (no spans: no triplets). */
 export function rolloutFromSpans(
   rollout: { rollout_id: string; data_id: string },
   spans: readonly Span[],
@@ -89,10 +89,10 @@ export function mergeRuns(turns: { prompt: number[]; response: number[] }[]): nu
 
 /**
  * One trajectory row from a run of turns: the first turn's prompt, then every later token, with loss mask
- * 1 on model-generated tokens and 0 on tokens the environment added. Deviation from upstream (documented):
- * the two slicing quirks of §8.4 (a mask longer than the response after prompt overflow; the whole prompt
- * appended again when no new token came between turns) are not reproduced; the row is always exactly the
- * last turn's prompt+response with a mask aligned to it.
+ * 1 on model-generated tokens and 0 on tokens the environment added. Deviation from upstream
+ * (docs/adapters.md#the-training-batch): its two slicing slips (a mask longer than the response after prompt
+ * overflow; the whole prompt appended again when no new token came between turns) are not reproduced; the
+ * row is always exactly the last turn's prompt+response with a mask aligned to it.
  */
 export function trajectoryRow(turns: { prompt: number[]; response: number[] }[], run: number[], P: number) {
   const g0 = turns[run[0]];
@@ -213,7 +213,7 @@ export function groupMetrics(groups: Int32Array, G: number, rewards: Float32Arra
   };
 }
 
-/** Validation metrics of §8.6 (`val/…`): reward and response lengths over rollouts. */
+/** Upstream's validation metrics (`val/…`): reward and response lengths over rollouts. */
 export function validationMetrics(rollouts: readonly FinishedRollout[], fillna = 0): Record<string, number> {
   const n = rollouts.length;
   const traced = rollouts.filter((r) => r.triplets.length > 0);

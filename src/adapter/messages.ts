@@ -1,4 +1,4 @@
-/** TraceToMessages (trace-train.md §5.11): spans -> OpenAI chat fine-tuning records `{messages, tools}`. */
+/** TraceToMessages: spans -> OpenAI chat fine-tuning records `{messages, tools}` (docs/adapters.md#tracetomessages). */
 import { ValidationError } from "../types/errors.ts";
 import type { Span } from "../types/span.ts";
 import { TraceAdapter } from "./types.ts";

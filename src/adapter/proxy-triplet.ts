@@ -1,6 +1,6 @@
 /**
- * LlmProxyTraceToTriplet (trace-train.md §5.10): triplets from the LLM proxy's spans, ordered only by
- * sequence id (proxy clocks may be skewed). Token ids may be arrays or Python-repr strings.
+ * LlmProxyTraceToTriplet: triplets from the LLM proxy's spans, ordered only by sequence id (proxy clocks
+ * may be skewed). Token ids may be arrays or Python-repr strings (docs/adapters.md#llmproxytracetotriplet).
  */
 import type { Span } from "../types/span.ts";
 import { isIntArray, parsePythonLiteral } from "./python-literal.ts";

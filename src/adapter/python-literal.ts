@@ -103,7 +103,7 @@ export function isIntArray(v: unknown): v is number[] {
   return Array.isArray(v) && v.every((x) => typeof x === "number" && Number.isInteger(x));
 }
 
-/** Token ids given as a real array or a Python-repr string (DECISIONS row 13), else null. */
+/** Token ids given as a real array or a Python-repr string (docs/departures.md#13), else null. */
 export function tokenIds(v: unknown): number[] | null {
   const parsed = parsePythonLiteral(v);
   return isIntArray(parsed) ? parsed : null;

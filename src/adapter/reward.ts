@@ -1,4 +1,4 @@
-/** Reward extraction shared by every adapter (trace-train.md §5.1). */
+/** Reward extraction shared by every adapter; the order of the rules is in docs/adapters.md#the-reward-of-a-span. */
 import { filterAndUnflatten } from "../types/attributes.ts";
 import { ValidationError } from "../types/errors.ts";
 import { AGL_ANNOTATION, AGL_OPERATION, AGL_REWARD, LightningSpanAttributes as A } from "../types/semconv.ts";

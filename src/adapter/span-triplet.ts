@@ -1,4 +1,7 @@
-/** span_to_triplet (trace-train.md §5.6): one LLM-call span to a Triplet, reading upstream's attribute keys. */
+/**
+ * span_to_triplet: one LLM-call span to a Triplet, reading upstream's attribute keys (which keys, in which
+ * order: docs/adapters.md#tracetripletadapter, step 4).
+ */
 import { filterAndUnflatten, isEmptyNested } from "../types/attributes.ts";
 import type { Span } from "../types/span.ts";
 import { tokenIds } from "./python-literal.ts";

@@ -1,6 +1,7 @@
 /**
- * TraceTripletAdapter (upstream TracerTraceToTriplet, trace-train.md §5.2-5.9): spans -> trace tree ->
- * repaired hierarchy -> LLM calls (scoped by agent, reward subtree and nesting) -> triplets with rewards.
+ * TraceTripletAdapter (upstream TracerTraceToTriplet): spans -> trace tree -> repaired hierarchy -> LLM
+ * calls (scoped by agent, reward subtree and nesting) -> triplets with rewards; the rules of each step are
+ * in docs/adapters.md#tracetripletadapter.
  * Strings and attributes are read here; the tree walk, repair and reward matching run in the Wasm kernel
  * over numeric columns (or the plain-TS reference when `kernels` says so).
  */

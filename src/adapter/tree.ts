@@ -1,7 +1,7 @@
 /**
- * TraceTree construction (trace-train.md §5.2) as flat columns: the spans plus the synthetic ones
- * (a virtual node per missing parent, a virtual root when there are several roots) and a parent index per
- * node. Children are implied in index order, which is input order, as upstream.
+ * TraceTree construction as flat columns: the spans plus the synthetic ones (a virtual node per missing
+ * parent, a virtual root when there are several roots) and a parent index per node. Children are implied
+ * in index order, which is input order, as upstream (docs/adapters.md#tracetripletadapter, step 1).
  */
 import { ValidationError } from "../types/errors.ts";
 import { AGL_VIRTUAL, VIRTUAL_ROOT_ID } from "../types/semconv.ts";

@@ -1,6 +1,6 @@
 import type { Span } from "../types/span.ts";
 
-/** One LLM call turned into training data (trace-train.md §0.3). */
+/** One LLM call turned into training data; what each adapter puts in it: docs/adapters.md#triplets. */
 export interface Triplet {
   prompt: any; // eslint-disable-line @typescript-eslint/no-explicit-any
   response: any; // eslint-disable-line @typescript-eslint/no-explicit-any

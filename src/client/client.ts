@@ -2,7 +2,7 @@
  * `LightningStoreClient`: a `LightningStore` over HTTP (`fetch`), for any runtime and browsers.
  *
  * - Retries with backoff only for network errors, 408, 429 and 5xx; before each retry it probes
- *   `GET /v1/agl/health` and gives up at once when the server stays down (store.md §4.4).
+ *   `GET /v1/agl/health` and gives up at once when the server stays down (docs/http-api.md#what-the-client-retries).
  *   Dequeues are never retried: a lost answer must not claim a second rollout.
  * - Every other write sends an `Idempotency-Key`, one per call and the same on each retry, so a retry
  *   after a lost answer gets the first answer instead of writing twice (docs/departures.md#23).

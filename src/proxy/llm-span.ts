@@ -1,7 +1,8 @@
 /**
- * The LLM-call span the policy server stores for each routed request (trace-train.md §7.4). It is
+ * The LLM-call span the policy server stores for each routed request, in the shape upstream's LiteLLM
+ * proxy records (`gen_ai.prompt.*`, `gen_ai.completion.*`, `gen_ai.request.*`, `gen_ai.response.*`). It is
  * named `litellm_request`, like the upstream proxy's, and carries the token ids as integer arrays
- * (`prompt_token_ids`, `response_token_ids`; DECISIONS row 13), so `LlmProxyTraceToTriplet` turns it
+ * (`prompt_token_ids`, `response_token_ids`; docs/departures.md#13), so `LlmProxyTraceToTriplet` turns it
  * into a triplet unchanged, and `TracerTraceToTriplet({ llmCallMatch: "litellm_request" })` does too.
  * One span per choice; choice i > 0 gets the response id `<id>-<i>` so the adapter keeps every choice.
  */

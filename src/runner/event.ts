@@ -1,6 +1,6 @@
 /**
- * `ExecutionEvent`: the stop flag shared by an algorithm and its runners (runtime.md §4.1). Setting it
- * wakes every waiter at once.
+ * `ExecutionEvent`: the stop flag shared by an algorithm and its runners (upstream's threading/multiprocessing
+ * Event). Setting it wakes every waiter at once.
  */
 export interface ExecutionEvent {
   set(): void;

@@ -1,5 +1,5 @@
 /**
- * `FunctionalLitAgent` and the `rollout()` helper (runtime.md §1.5): a plain function becomes an
+ * `FunctionalLitAgent` and the `rollout()` helper (docs/runner.md#function-agents): a plain function becomes an
  * agent. The first parameter is the task; an `llm` parameter gets the first LLM resource (a ProxyLLM
  * is bound to the attempt unless `stripProxy: false`), a `prompt_template` (or `promptTemplate`)
  * parameter gets the first PromptTemplate, and a `rollout` parameter gets the attempted rollout.

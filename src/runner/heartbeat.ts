@@ -1,5 +1,5 @@
 /**
- * Worker heartbeats (runtime.md §2.9): `updateWorker(label, snapshot)` every `interval ± jitter`.
+ * Worker heartbeats (docs/runner.md#heartbeats): `updateWorker(label, snapshot)` every `interval ± jitter`.
  *
  * - "asyncio": one loop that takes a snapshot and sends it, each step bounded by the interval.
  * - "thread": a producer that refreshes the snapshot and a consumer that sends the latest one, as two

@@ -1,5 +1,5 @@
 /**
- * `Hook`: callbacks around each rollout (runtime.md §2.8). The runner awaits them in registration
+ * `Hook`: callbacks around each rollout (docs/runner.md#hooks). The runner awaits them in registration
  * order; an exception from a hook is logged and never fails the rollout. Order for one rollout:
  * onRolloutStart → onTraceStart → onTraceEnd (skipped if the agent threw) → onRolloutEnd.
  */

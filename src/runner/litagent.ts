@@ -1,5 +1,5 @@
 /**
- * `LitAgent` (runtime.md §1.2–1.4): the agent a runner drives. Subclass it and implement `rollout`
+ * `LitAgent` (docs/runner.md#writing-an-agent): the agent a runner drives. Subclass it and implement `rollout`
  * (or `trainingRollout` / `validationRollout` for mode-specific behaviour). A rollout method may
  * return: nothing (spans were traced / the reward emitted), a number or boolean (the reward), or a
  * list of OpenTelemetry ReadableSpans, of stored Spans, or of SpanCoreFields. Sync or async: the

@@ -1,6 +1,6 @@
 /**
- * The resources a runner hands its agent (runtime.md §2.4 step 1), fetched once per resources id and
- * reused while that is provably as fresh as a fetch would be.
+ * The resources a runner hands its agent (the rollout's resources id, else the latest), fetched once per
+ * resources id and reused while that is provably as fresh as a fetch would be (docs/departures.md#25).
  *
  * Over HTTP the fetch is a quarter of a rollout's requests, and in a training loop every rollout of a
  * batch names the same id. An id's content can still change (`updateResources` replaces it in place),

@@ -1,5 +1,6 @@
 /**
- * What the runner does with an agent's return value (runtime.md §1.4, §2.7).
+ * What the runner does with an agent's return value: store it as spans, by its type (the table in
+ * docs/runner.md#writing-an-agent).
  */
 import type { LightningStore, OtelReadableSpanLike } from "../store/base.ts";
 import type { Tracer } from "../tracer/base.ts";

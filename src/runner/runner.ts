@@ -1,7 +1,7 @@
 /**
- * Runners (runtime.md §2): `Runner` (the base contract) and `LitAgentRunner`, which claims rollouts
- * from the store, runs the agent inside the tracer's context, stores what it returns and records the
- * attempt's final status.
+ * Runners: `Runner` (the base contract) and `LitAgentRunner`, which claims rollouts from the store, runs
+ * the agent inside the tracer's context, stores what it returns and records the attempt's final status
+ * (docs/runner.md).
  */
 import type { LightningStore } from "../store/base.ts";
 import { finishAttempt, finishFailure } from "../client/finish.ts";
@@ -142,7 +142,7 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
     if (this.maxRollouts !== null && !(this.maxRollouts >= 0)) throw new ValidationError("maxRollouts must be >= 0", ["maxRollouts"]);
   }
 
-  /** A fresh runner with the same options and a cloned tracer (one runner per worker, DECISIONS row 17). */
+  /** A fresh runner with the same options and a cloned tracer (one runner per worker, docs/departures.md#17). */
   clone(): LitAgentRunner<T> {
     return new LitAgentRunner<T>({ ...this.options, tracer: this.tracer.clone() });
   }

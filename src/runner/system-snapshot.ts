@@ -1,5 +1,5 @@
 /**
- * `systemSnapshot()`: worker telemetry for heartbeats (runtime.md §2.9), built from `node:os`,
+ * `systemSnapshot()`: worker telemetry for heartbeats (docs/runner.md#heartbeats), built from `node:os`,
  * `node:fs` and `/proc` (Node, Deno and Bun all provide them). Fields that cannot be read are null.
  */
 import * as os from "node:os";

@@ -1,5 +1,5 @@
 /**
- * Writing span attributes (trace-train.md §2): flatten nested values into dotted keys, sanitize them
+ * Writing span attributes (docs/tracing.md#span-names-attributes-and-emitters): flatten nested values into dotted keys, sanitize them
  * into OpenTelemetry attribute values, tags, links and exception attributes. Readers (unflatten,
  * filterAndUnflatten) live in src/types/attributes.ts.
  */

@@ -1,5 +1,6 @@
 /**
- * The tracer contract (trace-train.md §4.1) and `DummyTracer`. A tracer opens a trace context per
+ * The tracer contract (process and worker setup, a trace context per attempt, the last trace's spans) and
+ * `DummyTracer` (builds spans locally, stores nothing). A tracer opens a trace context per
  * attempt; while it is open the tracer is the *active tracer* of that async context, which the
  * emitters use. The active tracer lives in the OpenTelemetry context, not in a process global, so
  * concurrent rollouts (several runners in one process) each see their own; nesting two trace contexts

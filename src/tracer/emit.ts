@@ -1,5 +1,6 @@
 /**
- * Emitters (trace-train.md §3.1–3.5): rewards, annotations, messages, objects and exceptions as spans.
+ * Emitters: rewards, annotations, messages, objects and exceptions as spans (names and attributes of
+ * each: docs/tracing.md#span-names-attributes-and-emitters).
  * With `propagate` (the default) the span goes through the active tracer into the current rollout;
  * without it a DummyTracer only builds the span locally (the active tracer is not even consulted).
  */

@@ -1,6 +1,6 @@
 /**
- * `operation` (trace-train.md §3.6): an `agentlightning.operation` span around a function or a block,
- * recording inputs, output and errors.
+ * `operation`: an `agentlightning.operation` span around a function or a block, recording inputs, output
+ * and errors (docs/tracing.md#span-names-attributes-and-emitters).
  *
  *   const add = operation(function add(a, b) { return a + b });        // wrapper
  *   await operation({ name: "fetch" }, async (op) => { op.setInput(url); ...; op.setOutput(x) }); // scoped

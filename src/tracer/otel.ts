@@ -2,7 +2,7 @@
  * `OtelTracer`: traces attempts with the OpenTelemetry JS SDK. Spans from the emitters, from
  * `operation`, and from any OpenTelemetry-instrumented library called inside `traceContext` go through
  * the process-wide Lightning span processor into the attempt's scope, which delivers them to the store
- * in batches (trace-train.md §4.3–4.5; see scope.ts for the sequence ids).
+ * in batches (docs/tracing.md; see scope.ts for the sequence ids).
  */
 import { context, SpanStatusCode, trace, type HrTime, type Span as ApiSpan, type Tracer as ApiTracer } from "@opentelemetry/api";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";

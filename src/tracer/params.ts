@@ -1,6 +1,7 @@
 /**
- * Best-effort parameter names of a JS function, from its source text (trace-train.md / runtime.md §0:
- * the TS stand-in for Python's `inspect.signature`). Minified or destructured parameters are not
+ * Best-effort parameter names of a JS function, from its source text: the stand-in for Python's
+ * `inspect.signature`, which upstream uses to inject resources into function agents by parameter name and
+ * to name an operation's recorded inputs. Minified or destructured parameters are not
  * nameable: those come back as null, and callers fall back to positional recording or explicit
  * declarations.
  */

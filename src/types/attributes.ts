@@ -1,6 +1,6 @@
 /**
- * Reading nested values back out of flat dotted span attributes (trace-train.md §2: unflatten,
- * filterAndUnflatten). Writers (flatten, sanitize) belong to the tracer.
+ * Reading nested values back out of flat dotted span attributes (unflatten, filterAndUnflatten; the
+ * encoding is in docs/tracing.md#span-names-attributes-and-emitters). Writers (flatten, sanitize) belong to the tracer.
  */
 import { ValidationError } from "./errors.ts";
 

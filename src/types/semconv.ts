@@ -1,4 +1,4 @@
-/** Agent Lightning semantic conventions (trace-train.md §1): span names and attribute keys, exact upstream values. */
+/** Agent Lightning semantic conventions: span names and attribute keys, exact upstream values (docs/tracing.md#span-names-attributes-and-emitters). */
 
 /** Span names (`AGL_*`). */
 export const AGL_ANNOTATION = "agentlightning.annotation";

@@ -2,7 +2,9 @@ import { memoKernel, type GpuContext } from "../context.ts";
 import { flatIndex, launch1d } from "./grid.ts";
 
 /**
- * The PPO ("vanilla") policy loss of trace-train.md §9.7 per response token, with its gradient.
+ * The PPO ("vanilla", verl's) policy loss per response token, with its gradient: ratio
+ * r = exp(clamp(logp - old, -20, 20)), L = max(-A r, -A clamp(r, 1 - clipLow, 1 + clipHigh)), and for A < 0
+ * the dual clip min(L, -A clipC) (clipC > 1); plus -entropyCoeff H and, with reference log-probs, klCoef KL.
  * Aggregation (token-mean, seq-mean-token-sum, ...) is linear in the per-token loss, so it is folded into a
  * per-token weight w (0 on masked tokens) computed with the batch on the host: loss = sum w L.
  * Outputs per token: dlogprob, dentropy (the seeds of the backward pass) and METRIC_COLUMNS partial terms
