@@ -96,7 +96,7 @@ async function readJson(c: Context, optional: boolean): Promise<unknown> {
  */
 function unreadableBody(e: unknown): unknown {
   if (e instanceof LightningError || e instanceof HTTPException) return e;
-  return new HttpProblem(400, "UnreadableBody", `The request body could not be read: ${e instanceof Error ? e.message : String(e)}`);
+  return new HttpProblem(400, "UnreadableBody", `The request body could not be read: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
 }
 
 /** The JSON body parsed with a (strict) schema; a missing body counts as `{}` when `optional`. */
@@ -147,10 +147,11 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
 
   app.onError((err, c) => {
     const { status, body: payload } = errorResponse(err);
-    if (status >= 500 && clientClosed(err, c.req.raw.signal)) {
+    if ((status >= 500 || payload.error_type === "UnreadableBody") && clientClosed(err, c.req.raw.signal)) {
       // The client closed the connection mid-request (a body cut short): no one to answer, nothing broken here.
       log.debug(`${c.req.method} ${c.req.path}: the client closed the connection (${err instanceof Error ? err.message : String(err)})`);
-      return c.json({ detail: "The client closed the connection", error_type: "ClientClosedRequest" }, 499 as 400);
+      const answer = status >= 500 ? { status: 499, error_type: "ClientClosedRequest" } : { status, error_type: payload.error_type };
+      return c.json({ detail: "The client closed the connection", error_type: answer.error_type }, answer.status as 400);
     }
     if (status >= 500) log.error(`${c.req.method} ${c.req.path} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     else log.debug(`${c.req.method} ${c.req.path} -> ${status} ${payload.error_type}: ${payload.detail}`);
@@ -381,5 +382,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
  * ECONNRESET "aborted" (sometimes before the request's signal fires); Bun aborts the signal.
  */
 function clientClosed(err: unknown, signal: AbortSignal): boolean {
-  return signal.aborted || (err instanceof Error && (err as { code?: unknown }).code === "ECONNRESET");
+  if (signal.aborted) return true;
+  for (let e = err; e instanceof Error; e = e.cause) if ((e as { code?: unknown }).code === "ECONNRESET") return true;
+  return false;
 }

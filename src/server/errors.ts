@@ -19,8 +19,9 @@ export class HttpProblem extends LightningError {
     override readonly status: number,
     override readonly errorType: string,
     message: string,
+    options?: { cause?: unknown },
   ) {
-    super(message);
+    super(message, options);
   }
 }
 
