@@ -80,7 +80,11 @@ class PythonOtlpExporter {
   export(spans: ReadableSpan[], done: (r: { code: number; error?: Error }) => void): void {
     const body = ProtobufTraceSerializer.serializeRequest(spans)!;
     const headers = { ...OTLP_EXPORTER_HEADERS, ...this.extraHeaders };
-    const sent = request(this.endpoint, { method: "POST", headers, body })
+    // Python's SimpleSpanProcessor exports in `on_end`, one span after the other: the next POST starts only
+    // once the previous answer is in, so the server sees spans in the order they ended.
+    const previous = this.pending.at(-1) ?? Promise.resolve();
+    const sent = previous
+      .then(() => request(this.endpoint, { method: "POST", headers, body }))
       .then(async (res) => {
         const raw = Buffer.from(await res.body.arrayBuffer());
         const encoding = String(res.headers["content-encoding"] ?? "");
