@@ -4,5 +4,4 @@ export * from "./idempotency.ts";
 export * from "./log.ts";
 export * from "./metrics.ts";
 export * from "./spans.ts";
-export * from "./test-hooks.ts";
 export { spansFromOtlp } from "./otlp/mapping.ts";
