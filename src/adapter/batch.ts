@@ -9,11 +9,11 @@
  * Each batch reports how many groups have all-equal rewards (no gradient under GRPO/RLOO).
  */
 import { ValidationError } from "../types/errors.ts";
-import type { BatchTensors, Kernels } from "../wasm/types.ts";
+import { libraryKernels, type BatchTensors, type Kernels } from "../wasm/index.ts";
 import { toRagged } from "../wasm/validate.ts";
 import { denseIds } from "../wasm/dense-ids.ts";
 import type { Span } from "../types/span.ts";
-import { adapterKernels, TraceTripletAdapter } from "./trace-triplet.ts";
+import { TraceTripletAdapter } from "./trace-triplet.ts";
 import type { Triplet } from "./types.ts";
 
 export interface FinishedRollout {
@@ -34,7 +34,7 @@ export interface BatchBuilderOptions {
   rewardFillna?: number | null;
   grouping?: Grouping;
   /**
-   * Kernels to lay the batch out with. Default: the adapters' private Wasm instance, and the tensors are
+   * Kernels to lay the batch out with. Default: the library's own Wasm instance (`libraryKernels()`), and the tensors are
    * copied out of Wasm memory so they stay valid. When given, the tensors are views over that instance's
    * memory (no copy), valid until its next kernel call: for callers that manage the lifetime themselves.
    */
@@ -150,7 +150,7 @@ export function buildTrainingBatch(rollouts: readonly FinishedRollout[], o: Batc
   }
 
   const rewards = Float32Array.from(rows, (r) => r.reward);
-  const laid = (o.kernels ?? adapterKernels()).batchLayout({
+  const laid = (o.kernels ?? libraryKernels()).batchLayout({
     prompts: toRagged(rows.map((r) => r.prompt)),
     responses: toRagged(rows.map((r) => r.response)),
     responseMasks: level === "trajectory" ? toRagged(rows.map((r) => r.mask ?? [])) : null,

@@ -6,10 +6,7 @@
  * over numeric columns (or the plain-TS reference when `kernels` says so).
  */
 import type { Span } from "../types/span.ts";
-import { instantiateWasmCoreSync } from "../wasm/loader.ts";
-import { wasmKernels } from "../wasm/kernels.ts";
-import { TRACE_FLAG as F, TRACE_OPT as O } from "../wasm/exports.ts";
-import type { EncodedTrace, Kernels } from "../wasm/types.ts";
+import { libraryKernels, TRACE_FLAG as F, TRACE_OPT as O, type EncodedTrace, type Kernels } from "../wasm/index.ts";
 import { agentName } from "./agent-name.ts";
 import { getRewardValue, isRewardOperation } from "./reward.ts";
 import { promptTokenIds, responseIdOf, responseTokenIds, spanToTriplet } from "./span-triplet.ts";
@@ -32,15 +29,8 @@ export interface TraceTripletOptions {
   finalReward?: number | null;
   /** drop calls whose prompt or response token ids are empty (upstream `_skip_empty_token_spans`) */
   skipEmptyTokenSpans?: boolean;
-  /** kernel implementation (default: a private Wasm instance) */
+  /** kernel implementation (default: the library's own Wasm instance, `libraryKernels()`) */
   kernels?: Kernels;
-}
-
-let defaultKernels: Kernels | undefined;
-/** A private Wasm instance: adapter calls never invalidate views a caller holds from the shared core. */
-export function adapterKernels(): Kernels {
-  defaultKernels ??= wasmKernels(instantiateWasmCoreSync());
-  return defaultKernels;
 }
 
 const toRegExp = (p: string | RegExp) => (typeof p === "string" ? new RegExp(p) : new RegExp(p.source, p.flags.replace("g", "")));
@@ -113,7 +103,7 @@ export class TraceTripletAdapter extends TraceAdapter<Triplet[]> {
   adapt(spans: Span[]): Triplet[] {
     const tree = buildTree(spans);
     const { trace, agents } = this.encode(tree);
-    const out = (this.kernels ?? adapterKernels()).extractCalls(trace);
+    const out = (this.kernels ?? libraryKernels()).extractCalls(trace);
     const triplets = Array.from(out.calls, (node, k) => {
       const label = out.labels[k] < 0 ? "*" : agents[out.labels[k]];
       const triplet = spanToTriplet(tree.spans[node], label);

@@ -18,7 +18,6 @@
  */
 import { buildTrainingBatch, type FinishedRollout, type Triplet } from "../adapter/index.ts";
 import { LlmProxyTraceToTriplet } from "../adapter/proxy-triplet.ts";
-import { adapterKernels } from "../adapter/trace-triplet.ts";
 import { saveCheckpoint } from "../model/checkpoint.ts";
 import { PAD_ID } from "../model/tokenizer.ts";
 import type { PolicyLossOptions, PolicyTrainer, StepMetrics, TokenBatch } from "../model/train-types.ts";
@@ -26,7 +25,7 @@ import type { ModelPolicy } from "../proxy/policy.ts";
 import type { PolicyServer } from "../proxy/policy-server.ts";
 import type { LightningStore } from "../store/base.ts";
 import { getLogger } from "../tracer/log.ts";
-import type { BatchTensors, Kernels } from "../wasm/types.ts";
+import { libraryKernels, type BatchTensors, type Kernels } from "../wasm/index.ts";
 import { spanFromAttributes, type Attributes, type Span } from "../types/span.ts";
 import { RuntimeError } from "../runner/errors.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -268,7 +267,7 @@ export class GRPO extends Algorithm {
     let metrics: StepMetrics | null = null;
     let trained = 0;
     if (t.n > 0) {
-      const kernels = o.kernels ?? adapterKernels();
+      const kernels = o.kernels ?? libraryKernels();
       const mask = Float32Array.from(t.responseMask);
       const adv = kernels.grpo({ rewards: t.tokenLevelScores, mask, B: t.n, T: t.R, groups: batch.groups }, o.normByStd).advantages.slice();
       const keep: number[] = [];

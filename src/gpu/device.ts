@@ -10,7 +10,8 @@ export class GpuUnavailableError extends LightningError {
 export const GPU_HELP =
   "Install a Vulkan driver for your GPU, or on a machine without one Mesa's software rasteriser lavapipe " +
   "(Debian bookworm: `apt-get install -t bookworm-backports mesa-vulkan-drivers libvulkan1`). " +
-  "Node uses the `webgpu` package, Bun `bun-webgpu`, Deno and browsers their built-in navigator.gpu.";
+  "Node uses the `webgpu` package, Bun `bun-webgpu` (optional peer dependencies: `npm install webgpu` or `bun-webgpu`), " +
+  "Deno and browsers their built-in navigator.gpu.";
 
 /** Features that change how kernels can be written; requested when the adapter has them. */
 export const INTERESTING_FEATURES = ["shader-f16", "subgroups", "timestamp-query"] as const;

@@ -1,7 +1,11 @@
+/// <reference types="@webgpu/types" preserve="true" />
+
 /**
  * The one place that knows how each runtime exposes WebGPU.
  * Node: the `webgpu` package (Dawn), Bun: `bun-webgpu` (the `webgpu` package crashes Bun under load),
  * Deno and browsers: the built-in `navigator.gpu`.
+ * The reference above keeps the WebGPU types in the published declarations (they name GPUDevice etc.),
+ * so a consumer type-checks without adding @webgpu/types itself.
  */
 
 export type GpuRuntime = "node" | "bun" | "deno" | "browser";

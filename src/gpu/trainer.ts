@@ -8,7 +8,7 @@ import { paramCount, parseModelConfig, type ModelConfig } from "../model/config.
 import { checkResponseTensor, microBatches, resolveResponseMask, rowWidth, sliceRows, validateBatch } from "../model/batch.ts";
 import { initParams } from "../model/init.ts";
 import { resolveOptimizerOptions } from "../model/reference/optim.ts";
-import { aggWeights, normFromMask, resolveLossOptions, type AggNorm } from "../wasm/reference/ppo-loss.ts";
+import { aggWeights, normFromMask, resolveLossOptions, type AggNorm } from "../model/ppo-loss.ts";
 import { KL_ALIASES } from "../wasm/types.ts";
 import { ValidationError } from "../types/errors.ts";
 import type {

@@ -1,6 +1,6 @@
 /**
  * The CPU fallback trainer: the reference forward/backward (`reference.ts`) in float32, AdamW and
- * grad-norm clipping (`reference/optim.ts`), the PPO loss (`src/wasm/reference/ppo-loss.ts`).
+ * grad-norm clipping (`reference/optim.ts`), the PPO loss (`ppo-loss.ts`).
  * Slow, but it trains anywhere. Same API and same math as the WebGPU trainer.
  *
  * A step splits the batch into micro-batches of `microBatchSize` rows; the aggregation normalisers
@@ -12,7 +12,7 @@ import { checkResponseTensor, microBatches, resolveResponseMask, sliceRows, vali
 import { initParams } from "./init.ts";
 import { backward, forward } from "./reference.ts";
 import { adamwStep, clipGradNorm, globalGradNorm, newOptimizerState, resolveOptimizerOptions } from "./reference/optim.ts";
-import { aggLoss, aggWeights, normFromMask, ppoPolicyLoss, type AggNorm } from "../wasm/reference/ppo-loss.ts";
+import { aggLoss, aggWeights, normFromMask, ppoPolicyLoss, type AggNorm } from "./ppo-loss.ts";
 import { ValidationError } from "../types/errors.ts";
 import type {
   LogProbsResult,

@@ -5,5 +5,4 @@ export * from "./log.ts";
 export * from "./metrics.ts";
 export { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "./paging.ts";
 export * from "./spans.ts";
-export * from "./test-hooks.ts";
 export { spansFromOtlp } from "./otlp/mapping.ts";

@@ -2,6 +2,7 @@ export * from "./types.ts";
 export { WasmCore } from "./core.ts";
 export { loadWasmCore, loadWasmCoreSync, instantiateWasmCore, instantiateWasmCoreSync, kernelBytes } from "./loader.ts";
 export { wasmKernels } from "./kernels.ts";
+export { libraryKernels } from "./library-kernels.ts";
 export { referenceKernels } from "./reference/index.ts";
 export { toRagged } from "./validate.ts";
 export { TRACE_FLAG, TRACE_OPT } from "./exports.ts";

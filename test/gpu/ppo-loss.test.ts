@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GpuContext } from "../../src/gpu/context.ts";
 import { METRIC_COLUMNS, ppoLoss, type PpoParams } from "../../src/gpu/kernels/ppo-loss.ts";
 import { columnSums } from "../../src/gpu/kernels/reduce.ts";
-import { aggWeights, normFromMask, ppoPolicyLoss } from "../../src/wasm/reference/ppo-loss.ts";
+import { aggWeights, normFromMask, ppoPolicyLoss } from "../../src/model/ppo-loss.ts";
 import { KL_ALIASES } from "../../src/wasm/types.ts";
 import { Rng } from "../../src/model/init.ts";
 import type { KlKind, LossAggMode } from "../../src/model/train-types.ts";

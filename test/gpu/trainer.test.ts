@@ -6,7 +6,7 @@ import { backward, forward } from "../../src/model/reference.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { batchFromTokens, resolveResponseMask, sliceRows } from "../../src/model/batch.ts";
 import { decodeModel, decodeOptimizer, encodeModel, encodeOptimizer } from "../../src/model/checkpoint.ts";
-import { normFromMask, ppoPolicyLoss } from "../../src/wasm/reference/ppo-loss.ts";
+import { normFromMask, ppoPolicyLoss } from "../../src/model/ppo-loss.ts";
 import type { ModelConfig } from "../../src/model/config.ts";
 import { ValidationError } from "../../src/types/errors.ts";
 import type { PolicyStepOptions, TokenBatch } from "../../src/model/train-types.ts";

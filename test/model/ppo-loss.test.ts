@@ -1,8 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { Rng } from "../../src/model/init.ts";
 import type { KlKind, LossAggMode, PolicyLossOptions } from "../../src/model/train-types.ts";
-import { aggLoss, normFromMask, ppoPolicyLoss, type PpoLossInput } from "../../src/wasm/reference/ppo-loss.ts";
+import { aggLoss, klValue, normFromMask, ppoPolicyLoss, type PpoLossInput } from "../../src/model/ppo-loss.ts";
+import { KL_ALIASES } from "../../src/wasm/types.ts";
 import { maxScaledErr, randInt, randn } from "./helpers.ts";
+import { klPenaltyOracle, ppoLossOracle } from "./ppo-loss-oracle.ts";
 
 const MODES: LossAggMode[] = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"];
 
@@ -43,6 +45,42 @@ describe("PPO policy loss reference (trace-train.md §9.7)", () => {
     );
     expect(r.kl_loss).toBeCloseTo(expected, 6);
     expect(r.loss).toBeCloseTo(0.5 * expected, 6);
+  });
+
+  const KINDS: KlKind[] = ["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"];
+
+  it.each(MODES)("loss and metrics equal verl's formulas (test/model/ppo-loss-oracle.ts) on random batches, mode %s", (mode) => {
+    const rng = new Rng(MODES.indexOf(mode) + 90);
+    for (let trial = 0; trial < KINDS.length; trial++) {
+      const rows = randInt(rng, 1, 5);
+      const cols = randInt(rng, 1, 9);
+      const n = rows * cols;
+      const old = randn(rng, n, 0.5);
+      // Some ratios inside the clip range, some clipped, some dual-clipped, a few past the ±20 clamp.
+      const logp = Float64Array.from(old, (v) => v + rng.normal() * 0.6 + (rng.uniform() < 0.05 ? 30 * Math.sign(rng.normal()) : 0));
+      const mask = Array.from({ length: n }, () => (rng.uniform() < 0.75 ? 1 : 0));
+      if (trial === 0) mask.fill(0, 0, cols); // a row with no response tokens
+      const input = { rows, cols, logProbs: logp, oldLogProbs: old, advantages: randn(rng, n), responseMask: mask, entropy: randn(rng, n), refLogProbs: randn(rng, n, 0.5) };
+      const options: Required<PolicyLossOptions> = {
+        clipRatio: 0.2, clipRatioLow: 0.2, clipRatioHigh: 0.28, clipRatioC: 2.5, lossAggMode: mode,
+        entropyCoeff: 0.01, klLossCoef: 0.1, klLossType: KINDS[trial],
+      };
+      const asRows = (a: ArrayLike<number>) => Array.from({ length: rows }, (_, i) => Array.from(a).slice(i * cols, (i + 1) * cols));
+      const want = ppoLossOracle(
+        { logProbs: asRows(logp), oldLogProbs: asRows(old), advantages: asRows(input.advantages), responseMask: asRows(mask), entropy: asRows(input.entropy), refLogProbs: asRows(input.refLogProbs) },
+        options,
+      );
+      const got = ppoPolicyLoss(input, options);
+      for (const key of Object.keys(want) as (keyof typeof want)[]) {
+        expect(Math.abs(got[key] - want[key]), `${key} (kl ${KINDS[trial]})`).toBeLessThanOrEqual(1e-12 * Math.max(1, Math.abs(want[key])));
+      }
+    }
+  });
+
+  it.each(KINDS)("klValue(%s) equals verl's kl_penalty, clamps included", (kind) => {
+    for (const [logp, ref] of [[-1, -1.5], [-0.2, -3], [-4, -0.1], [0, -30], [-30, 0], [-2, -2]]) {
+      expect(klValue(KL_ALIASES[kind], logp, ref)).toBeCloseTo(klPenaltyOracle(logp, ref, kind), 12);
+    }
   });
 
   it("aggregates with the four modes as documented", () => {

@@ -12,7 +12,7 @@ import { LightningStoreCore } from "../../src/store/core.ts";
 import { LibsqlLightningStore } from "../../src/store/index.ts";
 import { openDriver, parseDbUrl } from "../../src/store/libsql/driver.ts";
 import { applyMigrations } from "../../src/store/libsql/migrate.ts";
-import { migrationsFromFiles } from "../../src/store/libsql/migration-files.ts";
+import { migrationsFromFiles } from "../../scripts/migration-files.ts";
 import { MIGRATIONS } from "../../src/store/libsql/migrations/index.ts";
 import { LibsqlStorage } from "../../src/store/libsql/storage.ts";
 import { LightningError, spanFromAttributes } from "../../src/types/index.ts";
@@ -30,7 +30,7 @@ const indexNames = async (url: string): Promise<string[]> => {
 };
 
 describe("libSQL schema migrations", () => {
-  it("the embedded migrations are exactly drizzle-kit's files (rerun embed-migrations.ts after generate)", () => {
+  it("the embedded migrations are exactly drizzle-kit's files (rerun scripts/embed-migrations.ts after generate)", () => {
     const fromFiles = migrationsFromFiles((name) => readFileSync(join(migrationsDir, name), "utf8"));
     expect(MIGRATIONS).toEqual(fromFiles);
     expect(MIGRATIONS.length).toBeGreaterThanOrEqual(2);

@@ -8,7 +8,7 @@ import { flatIndex, launch1d } from "./grid.ts";
  * Aggregation (token-mean, seq-mean-token-sum, ...) is linear in the per-token loss, so it is folded into a
  * per-token weight w (0 on masked tokens) computed with the batch on the host: loss = sum w L.
  * Outputs per token: dlogprob, dentropy (the seeds of the backward pass) and METRIC_COLUMNS partial terms
- * that {@link columnSums} adds up. Derivatives follow PyTorch autograd like src/wasm/reference/ppo-loss.ts:
+ * that {@link columnSums} adds up. Derivatives follow PyTorch autograd like src/model/ppo-loss.ts:
  * clamps pass the gradient on their closed interval, max/min split it evenly on ties.
  * The `sft` objective reuses the same plumbing with L = -logprob (cross-entropy).
  */

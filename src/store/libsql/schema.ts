@@ -1,6 +1,6 @@
 /**
  * The libSQL schema as code (drizzle-orm sqlite-core). drizzle-kit generates the migrations under
- * ./migrations from this file (`npx drizzle-kit generate`, then `npx tsx src/store/libsql/embed-migrations.ts`).
+ * ./migrations from this file (`npx drizzle-kit generate`, then `npx tsx scripts/embed-migrations.ts`).
  *
  * Layout: the columns the store filters, sorts or joins on are real columns; nested data (input, config,
  * metadata, attributes, events...) is JSON text, read and written whole. Column names are the wire

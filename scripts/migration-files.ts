@@ -3,7 +3,7 @@
  * script and the test that checks the embedded copy is current. Node-only callers pass a file reader.
  */
 import { createHash } from "node:crypto";
-import type { EmbeddedMigration } from "./migrate.ts";
+import type { EmbeddedMigration } from "../src/store/libsql/migrate.ts";
 
 interface Journal {
   entries: { idx: number; when: number; tag: string; breakpoints: boolean }[];

@@ -8,11 +8,13 @@
  * Micro-batching: aggregation is linear in the per-token losses, so a step split into micro-batches
  * passes the whole step's normalisers ({@link AggNorm}) and the per-micro-batch losses, metrics and
  * gradients simply add up to those of the whole batch.
+ *
+ * The CPU trainer's loss and the oracle of the WebGPU loss kernel (src/gpu/kernels/ppo-loss.ts);
+ * test/model/ppo-loss-oracle.ts, a line-by-line transcription of verl, is the oracle of this file.
  */
-import { ValidationError } from "../../types/errors.ts";
-import type { KlKind, LossAggMode, PolicyLossOptions } from "../../model/train-types.ts";
-import { KL_ALIASES } from "../types.ts";
-import { klValue } from "./advantage.ts";
+import { ValidationError } from "../types/errors.ts";
+import type { KlKind, LossAggMode, PolicyLossOptions } from "./train-types.ts";
+import { KL_ALIASES, type KlKind as CanonicalKl } from "../wasm/types.ts";
 
 /** Per-token inputs, all [rows, cols] row-major (cols = response length R). */
 export interface PpoLossInput {
@@ -104,6 +106,22 @@ export function aggLoss(x: ArrayLike<number>, mask: ArrayLike<number>, rows: num
   return s;
 }
 
+/** verl `kl_penalty(logp, ref, kind)` of one token; low_var_kl (k3) clamps its input to ±20 and its value to ±10. */
+export function klValue(kind: CanonicalKl, logp: number, ref: number): number {
+  switch (kind) {
+    case "k1":
+      return logp - ref;
+    case "abs":
+      return Math.abs(logp - ref);
+    case "k2":
+      return 0.5 * (logp - ref) * (logp - ref);
+    case "k3": {
+      const x = Math.min(Math.max(ref - logp, -20), 20);
+      return Math.min(Math.max(Math.exp(x) - x - 1, -10), 10);
+    }
+  }
+}
+
 /** d kl_penalty(logp, ref, kind) / d logp, PyTorch conventions (abs'(0) = 0, clamps inclusive). */
 export function klGrad(kind: KlKind, logp: number, ref: number): number {
   switch (KL_ALIASES[kind]) {
@@ -125,7 +143,7 @@ export function klGrad(kind: KlKind, logp: number, ref: number): number {
   }
 }
 
-function canonicalKl(kind: KlKind): "k1" | "abs" | "k2" | "k3" {
+function canonicalKl(kind: KlKind): CanonicalKl {
   const k = KL_ALIASES[kind];
   if (!k) throw new ValidationError(`unknown KL kind ${JSON.stringify(kind)} (full is not implemented)`, ["klLossType"]);
   return k;
