@@ -22,7 +22,7 @@ import { getLogger } from "../tracer/log.ts";
 import { ValidationError } from "../types/index.ts";
 import { readEnv, resolveBoolEnv, resolveIntEnv, resolveStrEnv } from "./env.ts";
 import { onInterrupt } from "./interrupt.ts";
-import { runnerFetch } from "./node-fetch.ts";
+import { runnerFetch } from "./runner-fetch.ts";
 import { registerComponent } from "./registry.ts";
 import { serveFetch, type ServedApp } from "./serve.ts";
 import { ChildHandle, listenForParentStop, selfCommand } from "./spawn.ts";
