@@ -39,9 +39,9 @@ export function withRolloutDefaults(store: LightningStore, defaults: RolloutConf
   const bound = new Map<PropertyKey, unknown>();
   return new Proxy(store, {
     get(target, prop) {
-      if (prop in overrides) return overrides[prop as keyof LightningStore];
+      if (Object.hasOwn(overrides, prop)) return overrides[prop as keyof LightningStore];
       const v: unknown = Reflect.get(target, prop, target);
-      if (typeof v !== "function") return v;
+      if (typeof v !== "function" || prop === "constructor") return v;
       // The store's own methods run with the store as `this` (private fields, class internals).
       let fn = bound.get(prop);
       if (fn === undefined || (fn as { original?: unknown }).original !== v) {

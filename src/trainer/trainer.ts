@@ -205,30 +205,43 @@ export class Trainer {
   }
 
   /**
-   * Background work on the store while the algorithm runs: worker heartbeats relayed to the attempts
-   * they run (see heartbeat-relay.ts), then a watchdog scan. The relay comes first in each pass, so a
-   * scan never judges an attempt whose runner has just sent a heartbeat.
+   * Background work on the store while the algorithm runs, each at its own interval: worker heartbeats
+   * relayed to the attempts they run (see heartbeat-relay.ts), and watchdog scans. When both are due the
+   * relay goes first, so a scan does not judge an attempt whose runner has just sent a heartbeat.
    */
   private startBackgroundTasks(store: LightningStore): () => void {
     const watchdogStore = store as LightningStore & { runWatchdog?: () => Promise<number> };
     const watchdog = this.watchdogIntervalSeconds > 0 && typeof watchdogStore.runWatchdog === "function";
     const relay = this.heartbeatInterval !== null;
     if (!watchdog && !relay) return () => {};
-    // Relaying twice per heartbeat keeps an attempt's heartbeat at most about 1.5 intervals old.
-    const seconds = Math.min(watchdog ? this.watchdogIntervalSeconds : Infinity, relay ? this.heartbeatInterval! / 2 : Infinity);
+    // Relaying twice per heartbeat keeps an attempt's heartbeat at most about 1.5 intervals old; each
+    // task runs at its own interval, on one timer ticking at the shorter one.
+    const relayEvery = relay ? this.heartbeatInterval! / 2 : Infinity;
+    const scanEvery = watchdog ? this.watchdogIntervalSeconds : Infinity;
+    const tick = Math.min(relayEvery, scanEvery);
+    const now = () => performance.now() / 1000;
+    let lastRelay = now();
+    let lastScan = now();
     let busy = false;
     const timer = setInterval(() => {
       if (busy) return;
       busy = true;
       void (async () => {
         try {
-          if (relay) await relayWorkerHeartbeats(store).catch((err: unknown) => log.error("Relaying worker heartbeats to attempts failed", err));
-          if (watchdog) await watchdogStore.runWatchdog!().catch((err: unknown) => log.error("Background watchdog scan failed", err));
+          // Small slack: a tick that fires a little early still counts.
+          if (now() - lastRelay >= relayEvery - tick / 2) {
+            lastRelay = now();
+            await relayWorkerHeartbeats(store).catch((err: unknown) => log.error("Relaying worker heartbeats to attempts failed", err));
+          }
+          if (now() - lastScan >= scanEvery - tick / 2) {
+            lastScan = now();
+            await watchdogStore.runWatchdog!().catch((err: unknown) => log.error("Background watchdog scan failed", err));
+          }
         } finally {
           busy = false;
         }
       })();
-    }, seconds * 1000);
+    }, tick * 1000);
     return () => clearInterval(timer);
   }
 

@@ -61,6 +61,7 @@ describe("withRolloutDefaults", () => {
     const store = new InMemoryLightningStore();
     const view = withRolloutDefaults(store, { unresponsive_seconds: 60 });
     expect(view.capabilities).toBe(store.capabilities);
+    expect(view.constructor).toBe(InMemoryLightningStore);
     await view.enqueueRollout("a");
     expect((await view.queryRollouts()).total).toBe(1);
     expect(await view.dequeueRollout({ worker_id: "Worker-0" })).not.toBeNull();
