@@ -10,19 +10,26 @@
  *
  * Stopping escalates so no runner lingers: a stop line on the child's stdin (a child whose stdin
  * closes stops too, so runners never outlive a dead parent), then SIGINT, SIGTERM and SIGKILL, each
- * after a timeout. A runner killed mid-rollout leaves its attempt to the store's watchdog, which marks
- * it unresponsive (or timed out) and requeues the rollout per its config.
+ * after a timeout.
+ *
+ * A runner child that exits before it was asked to (a crash, `kill -9`) is noticed at once: its
+ * worker's in-flight attempts are marked failed through the store, so each rollout is retried or fails
+ * per its config rather than staying `running` (docs/departures.md#21), and the runner is started
+ * again, up to `maxRunnerRestarts` times per runner. When every runner is gone for good, the run stops
+ * with an error instead of waiting for rollouts nobody will run.
  */
 import { LightningStoreClient } from "../client/client.ts";
 import { LocalEvent, type ExecutionEvent } from "../runner/event.ts";
 import { RuntimeError } from "../runner/errors.ts";
+import { workerLabel } from "../runner/runner.ts";
 import { createStoreApp } from "../server/app.ts";
 import type { LightningStore } from "../store/base.ts";
 import { getLogger } from "../tracer/log.ts";
 import { ValidationError } from "../types/index.ts";
 import { readEnv, resolveBoolEnv, resolveIntEnv, resolveStrEnv } from "./env.ts";
+import { failInFlightAttempts } from "./in-flight.ts";
 import { onInterrupt } from "./interrupt.ts";
-import { runnerFetch } from "./node-fetch.ts";
+import { runnerFetch } from "./runner-fetch.ts";
 import { registerComponent } from "./registry.ts";
 import { serveFetch, type ServedApp } from "./serve.ts";
 import { ChildHandle, listenForParentStop, selfCommand } from "./spawn.ts";
@@ -56,6 +63,11 @@ export interface ClientServerOptions {
    * on; when runners and server share the cores, the scheduler then gives the server its turn first.
    */
   runnerNiceness?: number | null;
+  /**
+   * How many times each runner child that exits unasked with a non-zero code (a crash, a kill) is
+   * started again (default 3; 0: never). Its in-flight attempts are failed first either way.
+   */
+  maxRunnerRestarts?: number;
 }
 
 const bindable = (host: string): string => (host === "localhost" ? "127.0.0.1" : host);
@@ -63,7 +75,7 @@ const bindable = (host: string): string => (host === "localhost" ? "127.0.0.1" :
 export class ClientServerExecutionStrategy extends ExecutionStrategy {
   static readonly acceptedOptions = [
     "role", "serverHost", "serverPort", "nRunners", "gracefulTimeout", "terminateTimeout", "mainProcess", "managedStore",
-    "allowedExitCodes", "childCommand", "gracefulDelay", "runnerNiceness",
+    "allowedExitCodes", "childCommand", "gracefulDelay", "runnerNiceness", "maxRunnerRestarts",
   ] as const;
 
   role: Role;
@@ -78,10 +90,24 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
   readonly childCommand: readonly string[] | null;
   readonly gracefulDelay: number;
   readonly runnerNiceness: number;
+  readonly maxRunnerRestarts: number;
   /** The port the server really bound (after `execute` started it). */
   boundPort: number | null = null;
-  /** The child processes of the last `execute` (for inspection). */
+  /** The child processes of the last `execute` (for inspection), restarted runners included. */
   children: ChildHandle[] = [];
+  /** Runner restarts of the last `execute`, per worker index. */
+  restarts = new Map<number, number>();
+  /** Set when this strategy starts stopping its children: exits after that were asked for. */
+  private stopping = false;
+  /** The current child of each runner slot (worker index). */
+  private runnerSlots: ChildHandle[] = [];
+  /** Crashed runners that were replaced: their exit codes are not held against the run. */
+  private replaced = new Set<ChildHandle>();
+  /** Exit handlers still running (failing attempts, restarting), and how many have not decided yet. */
+  private exitHandlers = new Set<Promise<void>>();
+  private undecidedExits = 0;
+  /** Set when every runner is gone for good before the run ended. */
+  private runnersGone: RuntimeError | null = null;
 
   constructor(o: ClientServerOptions = {}) {
     super();
@@ -103,6 +129,10 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
     this.childCommand = o.childCommand ?? null;
     this.gracefulDelay = o.gracefulDelay ?? 5.0;
     this.runnerNiceness = resolveIntEnv("AGL_RUNNER_NICENESS", o.runnerNiceness, 10);
+    this.maxRunnerRestarts = o.maxRunnerRestarts ?? 3;
+    if (!(Number.isInteger(this.maxRunnerRestarts) && this.maxRunnerRestarts >= 0)) {
+      throw new ValidationError(`maxRunnerRestarts must be an integer >= 0, got ${String(this.maxRunnerRestarts)}`, ["maxRunnerRestarts"]);
+    }
     if (!(Number.isInteger(this.runnerNiceness) && this.runnerNiceness >= 0 && this.runnerNiceness <= 19)) {
       throw new ValidationError(`runnerNiceness must be an integer from 0 to 19, got ${String(this.runnerNiceness)}`, ["runnerNiceness"]);
     }
@@ -123,6 +153,14 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
   override async execute(algorithm: AlgorithmBundle, runner: RunnerBundle, store: LightningStore): Promise<void> {
     const event = new LocalEvent();
     this.children = [];
+    this.restarts = new Map();
+    this.stopping = false;
+    this.runnerSlots = [];
+    this.replaced = new Set();
+    this.exitHandlers = new Set();
+    this.undecidedExits = 0;
+    this.runnersGone = null;
+    let recoveryClient: LightningStoreClient | null = null;
     let failure: unknown = undefined;
     let interrupted = false;
     const stopInterrupt = onInterrupt(() => {
@@ -142,12 +180,16 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
       } else if (this.role === "runner") {
         if (this.nRunners === 1) await this.executeRunner(runner, 0, store, event);
         else {
-          this.spawnRunners(this.serverPort);
-          await Promise.race([Promise.all(this.children.map((c) => c.exited)), event.wait()]);
+          // The server is elsewhere: attempts of a runner that died are failed through a client.
+          // One try per call: a server that is gone must not hold up stopping (a failure is logged).
+          if (this.managedStore) recoveryClient = new LightningStoreClient(this.address(this.serverPort), { retryDelays: [], healthRetryDelays: [] });
+          this.spawnRunners(this.serverPort, recoveryClient ?? store, event);
+          // Runs until interrupted or every runner has gone.
+          await event.wait();
         }
       } else if (this.mainProcess === "algorithm") {
         // Runners are stopped before the server goes away, so none sees the server vanish mid-poll.
-        await this.executeAlgorithm(algorithm, store, event, (port) => this.spawnRunners(port), () => this.shutdownProcesses(this.children, event));
+        await this.executeAlgorithm(algorithm, store, event, (port) => this.spawnRunners(port, store, event), () => this.shutdownProcesses(this.children, event));
       } else {
         const child = this.spawnChild("algorithm", { AGL_CURRENT_ROLE: "algorithm", AGL_SERVER_PORT: String(this.serverPort) });
         // The algorithm process ending is the stop signal for the runner here.
@@ -162,9 +204,11 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
     } finally {
       stopInterrupt();
       await this.shutdownProcesses(this.children, event);
+      await recoveryClient?.close();
     }
+    if (failure === undefined && this.runnersGone !== null) failure = this.runnersGone;
     try {
-      this.checkExitCodes(this.children);
+      this.checkExitCodes(this.children.filter((c) => !this.replaced.has(c)));
     } catch (err) {
       if (failure !== undefined || interrupted) log.warn(String((err as Error).message));
       else throw err;
@@ -181,10 +225,65 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
     return child;
   }
 
-  private spawnRunners(port: number): void {
-    for (let i = 0; i < this.nRunners; i++) {
-      this.spawnChild(`runner-${i}`, { AGL_CURRENT_ROLE: "runner", AGL_WORKER_ID: String(i), AGL_SERVER_PORT: String(port) }, this.runnerNiceness);
+  /** Starts the runner children; `store` is where the attempts of one that dies are failed. */
+  private spawnRunners(port: number, store: LightningStore, event: LocalEvent): void {
+    for (let i = 0; i < this.nRunners; i++) this.startRunner(i, port, store, event);
+  }
+
+  private startRunner(i: number, port: number, store: LightningStore, event: LocalEvent): void {
+    const child = this.spawnChild(`runner-${i}`, { AGL_CURRENT_ROLE: "runner", AGL_WORKER_ID: String(i), AGL_SERVER_PORT: String(port) }, this.runnerNiceness);
+    this.runnerSlots[i] = child;
+    void child.exited.then((code) => {
+      if (this.stopping) return;
+      this.undecidedExits++;
+      const handler = this.onRunnerExit(child, i, code, port, store, event).catch((err: unknown) => {
+        log.error(`Handling the exit of ${child.name} failed`, err);
+      });
+      this.exitHandlers.add(handler);
+      void handler.finally(() => this.exitHandlers.delete(handler));
+    });
+  }
+
+  /**
+   * A runner child exited before it was asked to: fail its worker's in-flight attempts, then start it
+   * again if it crashed (non-zero code) and restarts are left. Exit code 0 is a runner that stopped by
+   * itself (its `maxRollouts` reached): nothing to restart.
+   */
+  private async onRunnerExit(child: ChildHandle, i: number, code: number, port: number, store: LightningStore, event: LocalEvent): Promise<void> {
+    const label = workerLabel(i);
+    if (code !== 0) log.error(`${child.name} (pid ${child.pid}) exited unexpectedly with exit code ${code}`);
+    try {
+      const failed = await failInFlightAttempts(store, label);
+      for (const a of failed) log.warn(`Marked attempt ${a.attempt_id} of rollout ${a.rollout_id} failed: ${label}'s process exited`);
+    } catch (err) {
+      log.error(`Could not fail the in-flight attempts of ${label} after its process exited`, err);
+    } finally {
+      this.undecidedExits--;
     }
+    // From here on nothing awaits, so two exits never decide at the same time.
+    if (this.stopping || event.isSet()) return;
+    const used = this.restarts.get(i) ?? 0;
+    if (code !== 0 && used < this.maxRunnerRestarts) {
+      this.restarts.set(i, used + 1);
+      this.replaced.add(child);
+      log.warn(`Restarting ${child.name} (restart ${used + 1} of at most ${this.maxRunnerRestarts})`);
+      this.startRunner(i, port, store, event);
+      return;
+    }
+    // Another exit not decided yet may still restart its runner: the last one decides.
+    if (this.runnerSlots.some((c) => c.alive) || this.undecidedExits > 0) return;
+    if (this.role === "runner") {
+      event.set();
+      return;
+    }
+    const crashed = this.runnerSlots.filter((c) => c.exitCode !== 0);
+    if (crashed.length === 0) return;
+    this.runnersGone = new RuntimeError(
+      `Every runner process has exited (${crashed.map((c) => `${c.name} exitcode=${c.exitCode}`).join(", ")}) and none is restarted ` +
+        `(maxRunnerRestarts=${this.maxRunnerRestarts}); stopping the run`,
+    );
+    log.error(this.runnersGone.message);
+    event.set();
   }
 
   private async waitForServer(port: number, event: ExecutionEvent): Promise<void> {
@@ -257,6 +356,9 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
 
   /** Stop line, then SIGINT, SIGTERM and SIGKILL, each step only for the children still alive. */
   private async shutdownProcesses(children: ChildHandle[], event: ExecutionEvent): Promise<void> {
+    this.stopping = true;
+    // Exit handlers under way finish first (they restart nothing once stopping is set).
+    await Promise.all(this.exitHandlers);
     if (children.length === 0) return;
     event.set();
     for (const c of children) c.requestStop();

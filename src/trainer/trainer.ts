@@ -28,7 +28,9 @@ import { OtelTracer } from "../tracer/otel.ts";
 import type { NamedResourcesInput } from "../types/index.ts";
 import { ValidationError } from "../types/index.ts";
 import "./cs.ts";
+import { defaultUnresponsiveSeconds, relayWorkerHeartbeats } from "./heartbeat-relay.ts";
 import { buildComponent, isClass, registerComponent, type ComponentSpec } from "./registry.ts";
+import { withRolloutDefaults } from "./rollout-defaults.ts";
 import { SharedMemoryExecutionStrategy } from "./shm.ts";
 import { ExecutionStrategy } from "./strategy.ts";
 
@@ -61,8 +63,14 @@ export interface TrainerOptions {
   algorithm?: ComponentSpec<Algorithm>;
   llmProxy?: LlmProxyLike | null;
   hooks?: Hook | readonly Hook[] | null;
-  /** Seconds between background watchdog scans of the store while `fit` runs (DECISIONS row 11; default 5, 0 disables). */
+  /** Seconds between background watchdog scans of the store while `fit` runs (docs/departures.md#11; default 5, 0 disables). */
   watchdogIntervalSeconds?: number;
+  /**
+   * The `unresponsive_seconds` of rollouts the algorithm enqueues without one (docs/departures.md#21).
+   * Default: when the runners send heartbeats, 6 heartbeat intervals and at least 30 s (60 s with the
+   * default 10 s interval); otherwise none. `null`: none.
+   */
+  defaultUnresponsiveSeconds?: number | null;
 }
 
 const isStore = (v: unknown): v is LightningStore =>
@@ -82,6 +90,10 @@ export class Trainer {
   readonly llmProxy: LlmProxyLike | null;
   readonly hooks: readonly Hook[];
   readonly watchdogIntervalSeconds: number;
+  /** Seconds between runner heartbeats (null: runners send none), read from the runner. */
+  readonly heartbeatInterval: number | null;
+  /** What `defaultUnresponsiveSeconds` resolved to. */
+  readonly defaultUnresponsiveSeconds: number | null;
   private readonly runnerSpec: ComponentSpec<Runner>;
   private readonly tracerSpec: ComponentSpec<Tracer>;
 
@@ -111,6 +123,15 @@ export class Trainer {
     this.llmProxy = o.llmProxy ?? null;
     this.hooks = !o.hooks ? [] : o.hooks instanceof Hook ? [o.hooks] : [...o.hooks];
     this.watchdogIntervalSeconds = o.watchdogIntervalSeconds ?? 5;
+    const interval = this.runner instanceof LitAgentRunner ? this.runner.heartbeatInterval : null;
+    this.heartbeatInterval = interval !== null && interval > 0 ? interval : null;
+    const unresponsive = o.defaultUnresponsiveSeconds === undefined
+      ? (this.heartbeatInterval === null ? null : defaultUnresponsiveSeconds(this.heartbeatInterval))
+      : o.defaultUnresponsiveSeconds;
+    if (unresponsive !== null && !(typeof unresponsive === "number" && unresponsive > 0 && Number.isFinite(unresponsive))) {
+      throw new ValidationError(`defaultUnresponsiveSeconds must be a positive number or null, got ${String(unresponsive)}`, ["defaultUnresponsiveSeconds"]);
+    }
+    this.defaultUnresponsiveSeconds = unresponsive;
   }
 
   private buildStrategy(spec: ComponentSpec<ExecutionStrategy>, nRunners: number): ExecutionStrategy {
@@ -183,17 +204,49 @@ export class Trainer {
     );
   }
 
-  private startWatchdog(): () => void {
-    const store = this.store as LightningStore & { runWatchdog?: () => Promise<number> };
-    if (!(this.watchdogIntervalSeconds > 0) || typeof store.runWatchdog !== "function") return () => {};
+  /**
+   * Background work on the store while the algorithm runs, each at its own interval: worker heartbeats
+   * relayed to the attempts they run (see heartbeat-relay.ts), and watchdog scans. When both are due the
+   * relay goes first, so a scan does not judge an attempt whose runner has just sent a heartbeat.
+   */
+  private startBackgroundTasks(store: LightningStore): () => void {
+    const watchdogStore = store as LightningStore & { runWatchdog?: () => Promise<number> };
+    const watchdog = this.watchdogIntervalSeconds > 0 && typeof watchdogStore.runWatchdog === "function";
+    const relay = this.heartbeatInterval !== null;
+    if (!watchdog && !relay) return () => {};
+    // Relaying twice per heartbeat keeps an attempt's heartbeat at most about 1.5 intervals old; each
+    // task runs at its own interval, on one timer ticking at the shorter one.
+    const relayEvery = relay ? this.heartbeatInterval! / 2 : Infinity;
+    const scanEvery = watchdog ? this.watchdogIntervalSeconds : Infinity;
+    const tick = Math.min(relayEvery, scanEvery);
+    const now = () => performance.now() / 1000;
+    let lastRelay = now();
+    let lastScan = now();
+    let busy = false;
     const timer = setInterval(() => {
-      store.runWatchdog!().catch((err: unknown) => log.error("Background watchdog scan failed", err));
-    }, this.watchdogIntervalSeconds * 1000);
+      if (busy) return;
+      busy = true;
+      void (async () => {
+        try {
+          // Small slack: a tick that fires a little early still counts.
+          if (now() - lastRelay >= relayEvery - tick / 2) {
+            lastRelay = now();
+            await relayWorkerHeartbeats(store).catch((err: unknown) => log.error("Relaying worker heartbeats to attempts failed", err));
+          }
+          if (now() - lastScan >= scanEvery - tick / 2) {
+            lastScan = now();
+            await watchdogStore.runWatchdog!().catch((err: unknown) => log.error("Background watchdog scan failed", err));
+          }
+        } finally {
+          busy = false;
+        }
+      })();
+    }, tick * 1000);
     return () => clearInterval(timer);
   }
 
   private async algorithmBundle(store: LightningStore, event: ExecutionEvent, train: Dataset<unknown> | null, val: Dataset<unknown> | null, algorithm: Algorithm | null): Promise<void> {
-    const stopWatchdog = this.startWatchdog();
+    const stopBackground = this.startBackgroundTasks(store);
     try {
       if (algorithm === null) {
         // No algorithm: rollouts come from elsewhere (an external algorithm, manual seeding); wait for stop.
@@ -201,7 +254,7 @@ export class Trainer {
         return;
       }
       algorithm.setTrainer(this);
-      algorithm.setStore(store);
+      algorithm.setStore(this.defaultUnresponsiveSeconds === null ? store : withRolloutDefaults(store, { unresponsive_seconds: this.defaultUnresponsiveSeconds }));
       algorithm.setAdapter(this.adapter);
       if (this.initialResources !== null) algorithm.setInitialResources(this.initialResources);
       if (this.llmProxy !== null) {
@@ -213,7 +266,7 @@ export class Trainer {
       log.error("Algorithm failed", err);
       throw err;
     } finally {
-      stopWatchdog();
+      stopBackground();
     }
   }
 
