@@ -1,5 +1,5 @@
 /**
- * `Algorithm` (runtime.md §5.1): the training side. It gets the store (the one the execution strategy
+ * `Algorithm` (docs/training.md#algorithms): the training side. It gets the store (the one the execution strategy
  * hands it), the adapter, optional initial resources and LLM proxy, then `run(train, val)`.
  */
 import type { LightningStore } from "../store/base.ts";

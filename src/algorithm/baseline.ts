@@ -1,5 +1,5 @@
 /**
- * `Baseline` (runtime.md §5.4): enqueues every sample (train then val) while keeping the queue short,
+ * `Baseline` (docs/training.md#algorithms): enqueues every sample (train then val) while keeping the queue short,
  * waits for each rollout and logs what it produced: attempts, spans and the adapter's output. No
  * learning happens; it is the algorithm for developing and debugging agents (`Trainer.dev`).
  */

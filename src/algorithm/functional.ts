@@ -1,5 +1,5 @@
 /**
- * `algo()` (runtime.md §5.3): a function becomes an Algorithm. The function takes one context object
+ * `algo()` (docs/training.md#algorithms): a function becomes an Algorithm. The function takes one context object
  * and destructures what it needs:
  *
  *   const myAlgo = algo(async ({ store, trainDataset }) => { ... });

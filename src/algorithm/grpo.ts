@@ -1,5 +1,5 @@
 /**
- * GRPO (gpu-training.md part 7, runtime.md §5.6, trace-train.md §8): the training loop of Lightning TS.
+ * GRPO (docs/training.md#grpo): the training loop of Lightning TS.
  *
  * Each step: publish the policy server as the `main_llm` resource (a ProxyLLM, so every runner's calls
  * carry the rollout/attempt routing prefix and land in the store with their token ids), enqueue each
@@ -10,7 +10,7 @@
  * `valEvery` steps and after the last; checkpoints are written every `checkpointEvery` steps.
  *
  * Rows of groups whose rewards are all equal have zero advantage and carry no policy gradient; they
- * are left out of the update (`dropTiedGroups`, as upstream HEAD prefers dropping them), which saves
+ * are left out of the update (`dropTiedGroups`, as newer Agent Lightning prefers dropping them), which saves
  * their forward and backward passes. Token-mean aggregation then averages over the kept rows only.
  *
  * Metrics per step go to the console (a progress line) and to the store: each step is a

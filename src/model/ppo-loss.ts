@@ -1,5 +1,5 @@
 /**
- * Plain-TS reference of verl's PPO ("vanilla") policy loss, trace-train.md §9.6-9.7: ratio, clip,
+ * Plain-TS reference of verl's PPO ("vanilla") policy loss (docs/training.md#the-ppo-loss): ratio, clip,
  * dual clip, entropy bonus, KL loss and the four aggregation modes, with the gradient of the scalar
  * loss with respect to each token's log-prob and entropy (what the model backward consumes).
  * Derivatives follow PyTorch autograd: clamp passes the gradient on its closed interval, max/min

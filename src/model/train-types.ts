@@ -3,7 +3,7 @@
  * trainer (`src/gpu/trainer.ts`) expose the same {@link PolicyTrainer} API and the same math, so the
  * GRPO loop does not care which one runs.
  *
- * Batch layout follows verl (trace-train.md §8.5): rows are `prompt (left-padded, P) ++ response
+ * Batch layout follows verl (docs/adapters.md#the-training-batch): rows are `prompt (left-padded, P) ++ response
  * (right-padded, R)`, `T = P + R`; per-token training tensors (advantages, old log-probs, response
  * mask, the log-probs returned by `logProbs`) cover only the last R columns, [B, R].
  */
@@ -33,10 +33,10 @@ export interface TokenBatch {
   responseMask?: MaskArray;
 }
 
-/** The four verl aggregation modes (trace-train.md §9.7). */
+/** The four verl aggregation modes (docs/training.md#the-ppo-loss). */
 export type LossAggMode = "token-mean" | "seq-mean-token-sum" | "seq-mean-token-mean" | "seq-mean-token-sum-norm";
 
-/** KL penalty kinds (trace-train.md §9.6); the aliases are verl's. */
+/** KL penalty kinds (docs/training.md#kl-penalties); the aliases are verl's. */
 export type KlKind = "kl" | "k1" | "abs" | "mse" | "k2" | "low_var_kl" | "k3";
 
 /** PPO ("vanilla") policy loss options, verl names in camelCase; defaults in brackets. */

@@ -32,7 +32,7 @@ import { IDEMPOTENT_REPLAYED_HEADER, IdempotencyCache, idempotentWrites, type Id
 import type { TestHooks } from "./test-hooks.ts";
 
 export const API_PREFIX = "/v1/agl";
-/** Longest a `POST /waits/rollouts` request is held (DECISIONS row 8). */
+/** Longest a `POST /waits/rollouts` request is held (docs/departures.md#8). */
 export const MAX_WAIT_SECONDS = 30;
 /** Response header of the wait route: `true` when no asked-for rollout can still finish within this request's answer. */
 export const WAIT_SETTLED_HEADER = "agl-wait-settled";

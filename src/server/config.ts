@@ -1,6 +1,6 @@
 /**
- * `agl store` options from flags and environment (store.md §5), shared by the CLI and the three
- * runtime entries. Flags win over the environment, which wins over the defaults.
+ * `agl store` options from flags and environment (listed by `agl store --help`; docs/server.md), shared
+ * by the CLI and the three runtime entries. Flags win over the environment, which wins over the defaults.
  */
 import { readFileSync } from "node:fs";
 import { parseLogLevel, type LogLevel } from "./log.ts";

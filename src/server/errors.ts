@@ -1,5 +1,5 @@
 /**
- * The one JSON error shape of the HTTP API (DECISIONS row 1):
+ * The one JSON error shape of the HTTP API (docs/departures.md#1):
  * `{"detail": "...", "error_type": "...", "issues": [...]}` with `issues` only for validation errors.
  * Typed store errors carry their own status (400/404/409/410); anything else is a real crash (500).
  */

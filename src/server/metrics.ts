@@ -1,6 +1,7 @@
 /**
  * A small Prometheus registry (text exposition format 0.0.4): counters and histograms with labels,
- * plus gauges read at scrape time. Names follow upstream (store.md §4.7) with "." replaced by "_".
+ * plus gauges read at scrape time. Names and labels are Agent Lightning's (`agl.http.total`, `agl.store.latency`,
+ * ...) with "." replaced by "_", so queries written for its Prometheus metrics work here.
  */
 import type { LightningStore } from "../store/base.ts";
 import type { RolloutStatus } from "../types/index.ts";

@@ -14,7 +14,7 @@ export const normaliseDb = (db: string): string =>
 
 export async function openServerStore(db: string, options: { clock?: Clock; cwd?: string; authToken?: string } = {}): Promise<OpenedStore> {
   const url = normaliseDb(db);
-  // The server runs a background watchdog (DECISIONS row 11), so timeouts are noticed without traffic.
+  // The server runs a background watchdog (docs/departures.md#11), so timeouts are noticed without traffic.
   const common = { clock: options.clock, watchdogIntervalSeconds: 5, ...(options.authToken ? { authToken: options.authToken } : {}) };
   // Loaded lazily: the libSQL driver is only needed when the server really opens one.
   const { openStore } = await import("../store/libsql/open.ts");

@@ -1,7 +1,8 @@
 /**
- * Request shapes of the HTTP API (store.md §4.3). Envelopes are strict: an unknown key is a 400 that
- * names it, so a typo never silently becomes "not given". Deep checks the store already does (span
- * bodies, resources) are left to the store, which raises the same ValidationError with issue paths.
+ * Request shapes of the `/v1/agl` routes: the JSON bodies Agent Lightning's client sends (docs/http-api.md).
+ * Envelopes are strict: an unknown key is a 400 that names it, so a typo never silently becomes "not
+ * given". Deep checks the store already does (span bodies, resources) are left to the
+ * store, which raises the same ValidationError with issue paths.
  */
 import { z } from "zod";
 import {

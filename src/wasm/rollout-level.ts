@@ -1,5 +1,5 @@
 /**
- * Rollout-level advantage (trace-train.md §9.8, upstream HEAD): run an outcome estimator on one
+ * Rollout-level advantage (newer Agent Lightning; docs/training.md#advantage-estimators): run an outcome estimator on one
  * representative row per rollout, check that it produced one scalar per rollout, and broadcast that scalar
  * over every row (turn) of the rollout under its response mask. Row sums, row scalars and the broadcast
  * run in the kernels; grouping by id strings stays here.
@@ -98,7 +98,7 @@ export function computeRolloutLevelAdvantage(
 }
 
 /**
- * §9.9 normalize_advantages_by_rollout (upstream HEAD, loss mode `per_rollout_mean`): divide each row's
+ * normalize_advantages_by_rollout (newer Agent Lightning, loss mode `per_rollout_mean`): divide each row's
  * advantages by max(1, tokens of its rollout x numTrainedRows), so every rollout carries the same total
  * weight whatever its number of turns and tokens. Returns a new array.
  */

@@ -42,7 +42,7 @@ export interface LayoutInput {
   maxResponseLength: number;
   padTokenId: number;
 }
-/** The padded tensors of trace-train.md §8.5 (int64 upstream; int32 here, token ids fit). */
+/** The padded tensors of a training batch (docs/adapters.md#the-training-batch; int64 upstream, int32 here: token ids fit). */
 export interface BatchTensors {
   n: number;
   P: number;
@@ -53,7 +53,7 @@ export interface BatchTensors {
   attentionMask: Int32Array;    // [n, P+R]
   positionIds: Int32Array;      // [n, P+R]
   responseMask: Int32Array;     // [n, R]
-  tokenLevelScores: Float32Array; // [n, R] (float32, DECISIONS row 14)
+  tokenLevelScores: Float32Array; // [n, R] (float32, docs/departures.md#14)
   isDrop: Uint8Array;           // [n]
   nTruncated: number;
 }

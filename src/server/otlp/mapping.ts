@@ -1,5 +1,8 @@
 /**
- * OTLP trace request -> store spans (store.md §4.6), from the message @bufbuild/protobuf decoded.
+ * OTLP trace request -> store spans, from the message @bufbuild/protobuf decoded, mapped as Agent Lightning's
+ * server does so Python tracers see the same store: rollout, attempt and sequence ids come from the
+ * `agentlightning.*` attributes (a span's own win over its resource's), ids become lowercase hex, times
+ * float seconds; spans without a usable sequence id get one from the store.
  *
  * Choices where upstream leaves a gap or has a quirk:
  * - int64 attribute values become numbers when they are safe integers, else decimal strings (exact; JSON

@@ -1,5 +1,5 @@
 /**
- * `POST /v1/traces`: OTLP/HTTP with protobuf or JSON bodies (DECISIONS row 12), gzip either way.
+ * `POST /v1/traces`: OTLP/HTTP with protobuf or JSON bodies (docs/departures.md#12), gzip either way.
  * Responses use the request's encoding: an `ExportTraceServiceResponse` on success (with partial
  * success when spans lacked rollout/attempt ids), a `google.rpc.Status` on failure.
  */

@@ -1,5 +1,5 @@
 /**
- * Plain-TS references for the advantage estimators, KL penalties and whitening (trace-train.md §9).
+ * Plain-TS references for the advantage estimators, KL penalties and whitening (docs/training.md).
  * Written for clarity: one formula per line, sequential f64 arithmetic, f32 rounding (Math.fround) exactly
  * where the Wasm kernels store a value. Used as the oracle in tests and the baseline in bench/wasm.ts.
  */

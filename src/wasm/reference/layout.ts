@@ -1,6 +1,6 @@
 /**
- * Plain-TS reference of the batch layout (trace-train.md §8.1, §8.3-8.5), written the way the spec reads:
- * truncate, left_pad / right_pad, concatenate, cumulative-sum positions, argmax for the reward column.
+ * Plain-TS reference of the batch layout (docs/adapters.md#the-training-batch), written the way upstream's
+ * Python reads: truncate, left_pad / right_pad, concatenate, cumulative-sum positions, argmax for the reward column.
  */
 import { checkLayout } from "../validate.ts";
 import type { BatchTensors, LayoutInput, RaggedI32 } from "../types.ts";

@@ -1,5 +1,6 @@
 /**
- * Plain-TS reference of the trace-tree kernel (trace-train.md §5.4-5.7) over the same encoded columns as
+ * Plain-TS reference of the trace-tree kernel (tree, repair, LLM-call search, reward matching:
+ * docs/adapters.md#tracetripletadapter) over the same encoded columns as
  * the Wasm kernel, written as upstream's recursive code reads: node objects, recursion, sorted copies.
  */
 import { TRACE_FLAG as F, TRACE_OPT as O } from "../exports.ts";
@@ -13,7 +14,7 @@ function traverse(node: Node, out: Node[] = []): Node[] {
   return out;
 }
 
-/** §5.4: re-parent the root's direct children under their tightest strictly enclosing span. */
+/** Repair: re-parent the root's direct children under their tightest strictly enclosing span. */
 function repairHierarchy(node: Node, t: EncodedTrace): void {
   if (node.children.length === 1) return repairHierarchy(node.children[0], t);
   for (const r of [...node.children]) {
