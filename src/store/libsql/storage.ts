@@ -14,15 +14,16 @@
  */
 import type { Attempt, PaginatedResult, ResourcesUpdate, Rollout, Span, Worker } from "../../types/index.ts";
 import { newWorker } from "../../types/index.ts";
+import { watchdogDeadline } from "../decisions.ts";
 import { deepFreeze } from "../owned.ts";
 import { runQuery, type QuerySpec } from "../query.ts";
-import type { AttemptPatchRow, CollectionName, RolloutPatchRow, Rows, Storage, StorageTx, TxMode, WorkerPatchRow } from "../storage.ts";
+import type { AttemptPatchRow, CollectionName, DueRollout, RolloutPatchRow, Rows, Storage, StorageTx, TxMode, WorkerPatchRow } from "../storage.ts";
 import type { MaybePromise, SqlConn, SqlDriver, SqlRow, SqlValue, TxHooks } from "./driver.ts";
 import { planMust, planQuery } from "./query-sql.ts";
 import { CachedTable, RowCache } from "./row-cache.ts";
 import { MAX_BIND_PARAMS, chunkSizes, multiRowSql, quoted } from "./sql.ts";
 import {
-  ATTEMPT_COLUMNS,
+  ATTEMPT_ROW_COLUMNS,
   ROLLOUT_COLUMNS,
   SPAN_COLUMNS,
   SPECS,
@@ -54,6 +55,15 @@ const SELECT_LATEST_ATTEMPT = `${attemptSpec.select} WHERE "rollout_id" = ? ORDE
 const SELECT_LATEST_ATTEMPTS =
   `${attemptSpec.select} AS a WHERE "rollout_id" IN (SELECT value FROM json_each(?)) ` +
   `AND "sequence_id" = (SELECT MAX(b."sequence_id") FROM "attempts" AS b WHERE b."rollout_id" = a."rollout_id")`;
+/**
+ * The watchdog's due rollouts: the deadline sits on each rollout's latest attempt (schema.ts), and the
+ * partial index on (watchdog_deadline, rollout_id) holds only attempts that have one, so this reads the
+ * due rows and nothing else. The second form starts after the previous page's last (deadline, id).
+ */
+const SELECT_DUE = `SELECT "rollout_id", "watchdog_deadline" FROM "attempts" WHERE "watchdog_deadline" < ? ORDER BY "watchdog_deadline", "rollout_id" LIMIT ?`;
+const SELECT_DUE_AFTER =
+  `SELECT "rollout_id", "watchdog_deadline" FROM "attempts" WHERE "watchdog_deadline" < ? AND ("watchdog_deadline", "rollout_id") > (?, ?) ` +
+  `ORDER BY "watchdog_deadline", "rollout_id" LIMIT ?`;
 const READ_QUEUE = `SELECT "id", "rollout_id" FROM "queue" ORDER BY "id" LIMIT ?`;
 /** Queue rows read at once when the cached front runs out (one read serves a group of dequeues). */
 const QUEUE_READ_AHEAD = 64;
@@ -114,7 +124,9 @@ class StoreCache extends RowCache {
   // An update rewrites only the columns an attempt patch can change (AttemptPatchRow): leaving sequence_id
   // out of the SET spares SQLite rewriting the (rollout_id, sequence_id) index entry on every heartbeat.
   readonly attempts = this.table(
-    new CachedTable<Attempt>("attempts", ATTEMPT_COLUMNS, ["rollout_id", "attempt_id"], ["status", "worker_id", "end_time", "last_heartbeat_time", "metadata"]),
+    new CachedTable<Attempt>("attempts", ATTEMPT_ROW_COLUMNS, ["rollout_id", "attempt_id"], [
+      "status", "worker_id", "end_time", "last_heartbeat_time", "metadata", "watchdog_deadline",
+    ]),
   );
   readonly workers = this.table(new CachedTable<Worker>("workers", WORKER_COLUMNS, ["worker_id"]));
   /** Span sequence counters as SELECT_SEQUENCE defines them (a rollout with neither is cached as 0). */
@@ -179,13 +191,23 @@ export class SqlTx implements StorageTx {
       if (!old) throw new Error(`updateRollout: rollout ${id} does not exist`);
       const r = patched(old, patch, ["rollout_id"]);
       this.cache.put(this.cache.rollouts, id, r, rolloutValues(r));
-      return r;
+      // The status and the config move the watchdog deadline kept on the latest attempt.
+      if (patch.status === undefined && patch.config === undefined) return r;
+      return then(this.getLatestAttempt(id), (latest) => {
+        if (latest === null) return r;
+        const deadline = watchdogDeadline(r, latest);
+        if (deadline !== watchdogDeadline(old, latest)) this.putAttempt(latest, deadline);
+        return r;
+      });
     });
   }
 
-  listRunningRollouts(): MaybePromise<Rollout[]> {
+  listDueRollouts(now: number, after: DueRollout | null, limit: number): MaybePromise<DueRollout[]> {
     return this.flushed(() =>
-      then(this.c.all(`${rolloutSpec.select} WHERE "status" IN ('preparing', 'running') ORDER BY rowid`), (rows) => rows.map(rolloutSpec.fromRow)),
+      then(
+        after === null ? this.c.all(SELECT_DUE, [now, limit]) : this.c.all(SELECT_DUE_AFTER, [now, after.deadline, after.rollout_id, limit]),
+        (rows) => rows.map((r) => ({ rollout_id: r[0] as string, deadline: r[1] as number })),
+      ),
     );
   }
 
@@ -264,22 +286,39 @@ export class SqlTx implements StorageTx {
     return then(this.getLatestAttempt(rid), (latest) => (latest === null ? 0 : latest.sequence_id));
   }
 
-  insertAttempt(attempt: Attempt): void {
+  /** Holds back an attempt row; `deadline`: its rollout's watchdog deadline if it is the latest attempt, else null. */
+  private putAttempt(a: Attempt, deadline: number | null, isNew = false): void {
+    this.cache.put(this.cache.attempts, attemptKey(a.rollout_id, a.attempt_id), a, attemptValues(a, deadline), isNew);
+  }
+
+  insertAttempt(attempt: Attempt): MaybePromise<void> {
     const a = frozen(attempt);
-    const key = attemptKey(a.rollout_id, a.attempt_id);
-    if (this.cache.attempts.rows.get(key)) throw new Error(`insertAttempt: attempt ${a.attempt_id} of rollout ${a.rollout_id} already exists`);
-    this.cache.put(this.cache.attempts, key, a, attemptValues(a), true);
-    // The core numbers a new attempt after every existing one: it is the latest.
-    this.cache.setLatest(a.rollout_id, a);
+    const rid = a.rollout_id;
+    if (this.cache.attempts.rows.get(attemptKey(rid, a.attempt_id))) throw new Error(`insertAttempt: attempt ${a.attempt_id} of rollout ${rid} already exists`);
+    return then(this.getRollout(rid), (rollout) => {
+      if (!rollout) throw new Error(`insertAttempt: rollout ${rid} does not exist`);
+      return then(this.getLatestAttempt(rid), (previous) => {
+        // The core numbers a new attempt after every existing one: it becomes the latest, and the
+        // deadline moves over to it.
+        if (previous !== null && watchdogDeadline(rollout, previous) !== null) this.putAttempt(previous, null);
+        this.putAttempt(a, watchdogDeadline(rollout, a), true);
+        this.cache.setLatest(rid, a);
+      });
+    });
   }
 
   updateAttempt(rid: string, aid: string, patch: AttemptPatchRow): MaybePromise<Attempt> {
     return then(this.getAttempt(rid, aid), (old) => {
       if (!old) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
       const a = patched(old, patch, ["rollout_id", "attempt_id", "sequence_id", "start_time"]);
-      this.cache.put(this.cache.attempts, attemptKey(rid, aid), a, attemptValues(a));
-      if (this.knownLatest(rid)?.attempt_id === aid) this.cache.setLatest(rid, a);
-      return a;
+      return then(this.getRollout(rid), (rollout) =>
+        then(this.getLatestAttempt(rid), (latest) => {
+          const isLatest = latest?.attempt_id === aid;
+          this.putAttempt(a, isLatest && rollout !== null ? watchdogDeadline(rollout, a) : null);
+          if (isLatest) this.cache.setLatest(rid, a);
+          return a;
+        }),
+      );
     });
   }
 
