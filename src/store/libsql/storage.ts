@@ -12,7 +12,7 @@
  * On the embedded driver every statement is synchronous, so a method served from the cache or the
  * binding returns its value directly (no promise on the hot path).
  */
-import type { Attempt, PaginatedResult, ResourcesUpdate, Rollout, Span, Worker } from "../../types/index.ts";
+import type { Attempt, PaginatedResult, ResourcesUpdate, Rollout, Span, StoreStatistics, Worker } from "../../types/index.ts";
 import { newWorker } from "../../types/index.ts";
 import { watchdogDeadline } from "../decisions.ts";
 import { deepFreeze } from "../owned.ts";
@@ -20,7 +20,7 @@ import { runQuery, type QuerySpec } from "../query.ts";
 import type { AttemptPatchRow, CollectionName, DueRollout, RolloutPatchRow, Rows, Storage, StorageTx, TxMode, WorkerPatchRow } from "../storage.ts";
 import type { MaybePromise, SqlConn, SqlDriver, SqlRow, SqlValue, TxHooks } from "./driver.ts";
 import { planMust, planQuery } from "./query-sql.ts";
-import { CachedTable, RowCache } from "./row-cache.ts";
+import { CachedTable, DEFAULT_ROW_CACHE_MIB, RowCache, rowBytes } from "./row-cache.ts";
 import { MAX_BIND_PARAMS, chunkSizes, multiRowSql, quoted } from "./sql.ts";
 import {
   ATTEMPT_ROW_COLUMNS,
@@ -167,7 +167,7 @@ export class SqlTx implements StorageTx {
         return null;
       }
       const r = deepFreeze(rolloutSpec.fromRow(row));
-      this.cache.remember(this.cache.rollouts, id, r);
+      this.cache.remember(this.cache.rollouts, id, r, rowBytes(row, ROLLOUT_COLUMNS.length));
       if (!this.cache.latest.has(id)) {
         const a = Array.prototype.slice.call(row, ROLLOUT_COLUMNS.length) as SqlValue[];
         this.rememberLatest(id, a[0] === null ? null : this.rememberAttempt(a));
@@ -219,7 +219,7 @@ export class SqlTx implements StorageTx {
     // A held-back version is newer than SQL's.
     const cached = this.cache.attempts.rows.get(key);
     if (cached) return cached;
-    this.cache.remember(this.cache.attempts, key, a);
+    this.cache.remember(this.cache.attempts, key, a, rowBytes(row));
     return a;
   }
 
@@ -442,16 +442,18 @@ export class SqlTx implements StorageTx {
     if (known !== undefined) return known;
     return then(this.c.get(SELECT_RESOURCES, [id]), (row) => {
       const r = row === undefined ? null : deepFreeze(resourcesSpec.fromRow(row));
-      this.cache.remember(this.cache.resources, `#${id}`, r);
+      this.cache.remember(this.cache.resources, `#${id}`, r, row === undefined ? undefined : rowBytes(row));
       return r;
     });
   }
 
   putResources(resources: ResourcesUpdate): MaybePromise<void> {
     const r = frozen(resources);
-    const done = this.c.run(PUT_RESOURCES, [r.resources_id, r.create_time, r.update_time, r.version, toSql("resources", r.resources)]);
+    const values = [r.resources_id, r.create_time, r.update_time, r.version, toSql("resources", r.resources)];
+    const done = this.c.run(PUT_RESOURCES, values);
     return then(done, () => {
-      this.cache.putWritten(this.cache.resources, `#${r.resources_id}`, r);
+      // One row under two keys: its text is counted once.
+      this.cache.putWritten(this.cache.resources, `#${r.resources_id}`, r, rowBytes(values));
       this.cache.putWritten(this.cache.resources, "", r);
     });
   }
@@ -461,7 +463,7 @@ export class SqlTx implements StorageTx {
     if (known !== undefined) return known;
     return then(this.c.get(SELECT_LATEST_RESOURCES, []), (row) => {
       const r = row === undefined ? null : deepFreeze(resourcesSpec.fromRow(row));
-      this.cache.remember(this.cache.resources, "", r);
+      this.cache.remember(this.cache.resources, "", r, row === undefined ? undefined : rowBytes(row));
       return r;
     });
   }
@@ -473,7 +475,7 @@ export class SqlTx implements StorageTx {
     if (known !== undefined) return known;
     return then(this.c.get(SELECT_WORKER, [id]), (row) => {
       const w = row === undefined ? null : deepFreeze(workerSpec.fromRow(row));
-      this.cache.remember(this.cache.workers, id, w);
+      this.cache.remember(this.cache.workers, id, w, row === undefined ? undefined : rowBytes(row));
       return w;
     });
   }
@@ -529,6 +531,11 @@ export class SqlTx implements StorageTx {
   }
 }
 
+export interface LibsqlStorageOptions {
+  /** Budget of the row cache in MiB (row-cache.ts); 0 keeps rows only within a transaction. Default 64. */
+  rowCacheMiB?: number;
+}
+
 export class LibsqlStorage implements Storage {
   /** Another process (or machine) may write the same data, except for a private in-memory database. */
   readonly sharedWriters: boolean;
@@ -536,16 +543,27 @@ export class LibsqlStorage implements Storage {
   readonly groupCommit = true;
   private readonly cache: StoreCache;
 
-  constructor(readonly driver: SqlDriver) {
+  constructor(
+    readonly driver: SqlDriver,
+    options: LibsqlStorageOptions = {},
+  ) {
     this.sharedWriters = driver.kind !== "memory";
-    const cache = new StoreCache(driver.versioned);
+    const cache = new StoreCache(driver.versioned, (options.rowCacheMiB ?? DEFAULT_ROW_CACHE_MIB) * 2 ** 20);
     this.cache = cache;
     const hooks: TxHooks = {
       begin: (c) => cache.begin(c),
-      beforeCommit: (c) => (cache.dirty ? cache.flush(c) : undefined),
+      beforeCommit: (c) => {
+        if (!cache.dirty) return cache.trim();
+        return cache.flush(c).then(() => cache.trim());
+      },
       rolledBack: () => cache.clear(),
     };
     driver.hooks = hooks;
+  }
+
+  /** The row cache's estimated size and its budget (store statistics). */
+  statistics(): Partial<StoreStatistics> {
+    return { row_cache_bytes: this.cache.bytes, row_cache_budget_bytes: this.cache.budgetBytes };
   }
 
   tx<T>(mode: TxMode, fn: (t: StorageTx) => MaybePromise<T>): Promise<T> {
