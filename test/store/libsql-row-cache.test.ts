@@ -224,8 +224,8 @@ describe("LibsqlLightningStore row cache", () => {
     const budget = 8;
     const at = url();
     const store = await LibsqlLightningStore.open(at, { rowCacheMiB: budget });
-    const storage = (store as unknown as { storage: LibsqlStorage }).storage;
-    const atRest = () => storage.statistics() as { row_cache_bytes: number; row_cache_budget_bytes: number };
+    // Read without a transaction (a transaction's start would itself drop an overfull cache).
+    const atRest = () => store.rowCache;
     // Each input ~1 MiB of JSON text in an object (parsed, the cache keeps the object and its JSON text).
     const inputOf = (i: number) => ({ i, text: `${i}:`.padEnd(MiB, String.fromCharCode(97 + (i % 26))) });
     const before = heap();
@@ -233,16 +233,16 @@ describe("LibsqlLightningStore row cache", () => {
     for (let i = 0; i < 40; i++) {
       ids.push((await store.enqueueRollout(inputOf(i))).rollout_id);
       // After each commit, not only at the next transaction's start.
-      expect(atRest().row_cache_bytes).toBeLessThanOrEqual(budget * MiB);
+      expect(atRest().bytes).toBeLessThanOrEqual(budget * MiB);
     }
     for (let i = 0; i < 40; i++) {
       // Each dequeue writes the rollout again (status), with its input.
       expect((await store.dequeueRollout({ worker_id: "w" }))!.rollout_id).toBe(ids[i]);
-      expect(atRest().row_cache_bytes).toBeLessThanOrEqual(budget * MiB);
+      expect(atRest().bytes).toBeLessThanOrEqual(budget * MiB);
     }
     // 40 rollouts of ~2 MiB each (object + JSON text) would be ~80 MiB; the cache keeps at most its budget.
     expect((heap() - before) / MiB).toBeLessThan(budget * 2);
-    expect(atRest().row_cache_budget_bytes).toBe(budget * MiB);
+    expect(atRest().budgetBytes).toBe(budget * MiB);
 
     // What was dropped is read back from SQL: inputs, statuses, attempts, and it can still be written.
     for (let i = 0; i < 40; i++) {
@@ -263,15 +263,14 @@ describe("LibsqlLightningStore row cache", () => {
   it("a budget of 0 keeps rows only within a transaction; the default is 64 MiB; a bad budget is refused", async () => {
     const store = await LibsqlLightningStore.open(url(), { rowCacheMiB: 0 });
     const r = await store.enqueueRollout({ q: 1 });
-    const storage = (store as unknown as { storage: LibsqlStorage }).storage;
-    expect(storage.statistics()).toEqual({ row_cache_bytes: 0, row_cache_budget_bytes: 0 });
+    expect(store.rowCache).toEqual({ bytes: 0, budgetBytes: 0 });
     expect((await store.dequeueRollout())!.rollout_id).toBe(r.rollout_id);
     await store.updateAttempt(r.rollout_id, "latest", { status: "succeeded" });
     expect((await store.getRolloutById(r.rollout_id))!.status).toBe("succeeded");
-    expect(await store.statistics()).toMatchObject({ row_cache_budget_bytes: 0 });
+    expect(store.rowCache).toEqual({ bytes: 0, budgetBytes: 0 });
     await store.close();
     const dflt = await LibsqlLightningStore.open(url());
-    expect(await dflt.statistics()).toMatchObject({ row_cache_budget_bytes: DEFAULT_ROW_CACHE_MIB * 2 ** 20 });
+    expect(dflt.rowCache.budgetBytes).toBe(DEFAULT_ROW_CACHE_MIB * 2 ** 20);
     await dflt.close();
     expect(DEFAULT_ROW_CACHE_MIB).toBe(64);
     for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY, "8" as unknown as number]) {

@@ -21,8 +21,8 @@
  * Memory is bounded by bytes, not rows (rows range from a few hundred bytes to many MiB: a rollout's
  * input is whatever the caller sent). Each row cached adds an estimate to `bytes` (`rowBytes`, from the
  * SQL text already at hand); when it passes the budget at a point where nothing is held back (a
- * transaction's start, or just before a write commits, once the held-back rows are written), everything
- * is dropped and rows are read from SQL again as needed. `bytes` is not reduced when a row is replaced,
+ * transaction's start, the end of a read, or just before a write commits, once the held-back rows are
+ * written), everything is dropped and rows are read from SQL again as needed. `bytes` is not reduced when a row is replaced,
  * so it is an upper bound of what the cache holds (docs/store.md).
  */
 import type { SqlConn, SqlValue } from "./driver.ts";
@@ -147,8 +147,8 @@ export class RowCache {
   }
 
   /**
-   * Drops everything if the cache is over its budget and nothing is held back (a write transaction's
-   * rows just went out): a cache that fills up is not left that way until the next transaction.
+   * Drops everything if the cache is over its budget and nothing is held back (a read is done, or a
+   * write transaction's rows just went out): a cache that fills up is not left so until the next transaction.
    */
   trim(): void {
     if (this.bytes > this.budgetBytes && !this.dirty) this.clear();

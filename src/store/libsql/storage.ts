@@ -12,7 +12,7 @@
  * On the embedded driver every statement is synchronous, so a method served from the cache or the
  * binding returns its value directly (no promise on the hot path).
  */
-import type { Attempt, PaginatedResult, ResourcesUpdate, Rollout, Span, StoreStatistics, Worker } from "../../types/index.ts";
+import type { Attempt, PaginatedResult, ResourcesUpdate, Rollout, Span, Worker } from "../../types/index.ts";
 import { newWorker } from "../../types/index.ts";
 import { watchdogDeadline } from "../decisions.ts";
 import { deepFreeze } from "../owned.ts";
@@ -531,6 +531,13 @@ export class SqlTx implements StorageTx {
   }
 }
 
+/** See `LibsqlStorage.rowCacheUsage`. */
+export interface RowCacheUsage {
+  /** Estimated bytes of the rows cached now (an upper bound). */
+  bytes: number;
+  budgetBytes: number;
+}
+
 export interface LibsqlStorageOptions {
   /** Budget of the row cache in MiB (row-cache.ts); 0 keeps rows only within a transaction. Default 64. */
   rowCacheMiB?: number;
@@ -561,13 +568,18 @@ export class LibsqlStorage implements Storage {
     driver.hooks = hooks;
   }
 
-  /** The row cache's estimated size and its budget (store statistics). */
-  statistics(): Partial<StoreStatistics> {
-    return { row_cache_bytes: this.cache.bytes, row_cache_budget_bytes: this.cache.budgetBytes };
+  /**
+   * The row cache's estimate of the heap it keeps (row-cache.ts) and its budget. Not part of the store
+   * statistics: it is this process's state, where the statistics describe the data.
+   */
+  rowCacheUsage(): RowCacheUsage {
+    return { bytes: this.cache.bytes, budgetBytes: this.cache.budgetBytes };
   }
 
   tx<T>(mode: TxMode, fn: (t: StorageTx) => MaybePromise<T>): Promise<T> {
     const cache = this.cache;
+    // A write's rows are checked against the budget once they are written (beforeCommit); a read's here.
+    const trim = mode === "r";
     return this.driver.tx(mode, (c) => {
       cache.startMember();
       let out: MaybePromise<T>;
@@ -579,11 +591,13 @@ export class LibsqlStorage implements Storage {
       }
       if (!(out instanceof Promise)) {
         cache.endMember(true);
+        if (trim) cache.trim();
         return out;
       }
       return out.then(
         (v) => {
           cache.endMember(true);
+          if (trim) cache.trim();
           return v;
         },
         (e: unknown) => {

@@ -20,7 +20,7 @@ import { openDriver, parseDbUrl, type DbLocation, type SqlDriver } from "./drive
 import { applyMigrations } from "./migrate.ts";
 import { MIGRATIONS } from "./migrations/index.ts";
 import { DEFAULT_ROW_CACHE_MIB } from "./row-cache.ts";
-import { LibsqlStorage } from "./storage.ts";
+import { LibsqlStorage, type RowCacheUsage } from "./storage.ts";
 
 export { DEFAULT_ROW_CACHE_MIB };
 
@@ -100,6 +100,11 @@ export class LibsqlLightningStore extends LightningStoreCore {
   /** SQLite's `PRAGMA integrity_check` on this database: `["ok"]` when the file is sound. */
   async integrityCheck(): Promise<string[]> {
     return (await this.libsql.driver.pragma("PRAGMA integrity_check")).map((r) => String(r[0]));
+  }
+
+  /** The row cache's estimated size now and its budget (`rowCacheMiB`), in bytes; see docs/store.md. */
+  get rowCache(): RowCacheUsage {
+    return this.libsql.rowCacheUsage();
   }
 
   private get libsql(): LibsqlStorage {
