@@ -7,7 +7,8 @@
  * - querySpans pages/s (the spans of a random stored rollout, limit 100): lookups spread over the
  *   whole spans index, which at 10M spans is far bigger than SQLite's page cache.
  * Each figure is printed with its ratio to the same figure at the first size (the baseline, measured in
- * the same run); the goal is a ratio of at least 0.8 at 10M (at most 20 % slower).
+ * the same run); the goal is a ratio of at least 0.8 at 10M (at most 20 % slower). In each round the sizes
+ * take turns; each gets a fresh store (and server process) with a warm-up run at a tenth of the counts.
  *
  * The prefill goes through the store's batch paths (enqueueManyRollouts, dequeueManyRollouts, then
  * addManySpans of 5,000 spans): 13 spans per rollout, so 10M spans are 770k rollouts, left unfinished
@@ -105,7 +106,8 @@ async function prefill(path: string, spans: number): Promise<void> {
 /** A file holding `spans` spans: reused if kept from an earlier run with that count, else written. */
 async function databaseWith(spans: number): Promise<string> {
   const path = join(DIR, `agl-scale-${spans}.db`);
-  if (existsSync(path) && KEEP) {
+  // An empty file is always made afresh (a kept one holds what earlier rounds wrote).
+  if (spans > 0 && existsSync(path) && KEEP) {
     const store = await LibsqlLightningStore.open(`file:${path}`);
     const held = (await store.statistics()).total_spans;
     await store.close();
@@ -131,8 +133,8 @@ async function sampleRollouts(path: string, n: number): Promise<string[]> {
 }
 
 /** The three measurements against `store` (this process's store, or a client of a server whose CPU is `pid`'s). */
-async function measure(store: LightningStore, path: string, pid?: number): Promise<Record<string, Rate>> {
-  const spanCount = 20_000;
+async function measure(store: LightningStore, path: string, pid?: number, scale = 1): Promise<Record<string, Rate>> {
+  const spanCount = Math.round(20_000 * scale);
   const spans = await spansForNewRollouts(store, spanCount);
   const addMany = await rate(
     spanCount,
@@ -146,7 +148,7 @@ async function measure(store: LightningStore, path: string, pid?: number): Promi
     pid,
   );
 
-  const lifecycleCount = 1500;
+  const lifecycleCount = Math.round(1500 * scale);
   let next = 0;
   const lifecycles = await rate(
     lifecycleCount,
@@ -167,7 +169,7 @@ async function measure(store: LightningStore, path: string, pid?: number): Promi
     pid,
   );
 
-  const pageCount = 2000;
+  const pageCount = Math.round(2000 * scale);
   const ids = await sampleRollouts(path, pageCount);
   let p = 0;
   const pages = await rate(
@@ -187,23 +189,27 @@ async function measure(store: LightningStore, path: string, pid?: number): Promi
   return { "addManySpans (spans/s)": addMany, "lifecycles/s, 32 workers": lifecycles, "querySpans pages/s": pages };
 }
 
-async function storeFigures(path: string): Promise<Record<string, Rate>> {
+/** One round on the file through the store in this process: a warm-up run at a tenth of the counts (not recorded), then the real one. */
+async function storeRound(path: string): Promise<Record<string, Rate>> {
   const store = await LibsqlLightningStore.open(`file:${path}`);
   try {
+    await measure(store, path, undefined, 0.1);
     return await measure(store, path);
   } finally {
     await store.close();
   }
 }
 
-async function serverFigures(path: string): Promise<Record<string, Rate>> {
+/** The same through a store server on the file, in its own process, driven by a client from this one. */
+async function serverRound(path: string): Promise<Record<string, Rate>> {
   const server = await startServerProcess("node", ["--port", "0", "--db", `file:${path}`, "--log-level", "warning"]);
+  const client = new LightningStoreClient(server.url);
   try {
-    const client = new LightningStoreClient(server.url);
+    await measure(client, path, server.proc.pid!, 0.1);
     const out = await measure(client, path, server.proc.pid!);
-    await client.close();
     return Object.fromEntries(Object.entries(out).map(([k, v]) => [`server ${k}`, v]));
   } finally {
+    await client.close();
     await server.stop("SIGTERM");
   }
 }
@@ -219,20 +225,31 @@ async function main(): Promise<void> {
   const results = new Map<number, Map<string, Rate & { lo: number }>>();
   const fileSizes = new Map<number, number>();
   const load0 = loadavg()[0]!;
+  const paths = new Map<number, string>();
   for (const size of SIZES) {
-    console.log(`\n${size.toLocaleString("en-US")} spans stored:`);
-    const path = await databaseWith(size);
-    const rounds = new Map<string, Rate[]>();
-    for (let r = 0; r < ROUNDS; r++) {
-      const figures = { ...(await storeFigures(path)), ...(SERVER ? await serverFigures(path) : {}) };
-      for (const [k, v] of Object.entries(figures)) rounds.set(k, [...(rounds.get(k) ?? []), v]);
-    }
-    const row = new Map([...rounds].map(([k, v]) => [k, best(v)]));
-    results.set(size, row);
-    fileSizes.set(size, statSync(path).size);
-    for (const [k, v] of row) console.log(`  ${k.padEnd(34)} ${fmt(v.wall).padStart(8)} (rounds ${fmt(v.lo)}-${fmt(v.wall)}; cpu-time rate ${fmt(v.cpu)})`);
-    if (!KEEP) for (const suffix of ["", "-wal", "-shm"]) rmSync(path + suffix, { force: true });
+    console.log(`${size.toLocaleString("en-US")} spans stored:`);
+    paths.set(size, await databaseWith(size));
   }
+  // The sizes take turns within each round, so a machine whose speed drifts over minutes does not
+  // favour the size measured last.
+  const measured = new Map<number, Map<string, Rate[]>>(SIZES.map((s) => [s, new Map()]));
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const size of SIZES) {
+      const path = paths.get(size)!;
+      const figures = { ...(await storeRound(path)), ...(SERVER ? await serverRound(path) : {}) };
+      const into = measured.get(size)!;
+      for (const [k, v] of Object.entries(figures)) into.set(k, [...(into.get(k) ?? []), v]);
+      console.log(`round ${r + 1}, ${size.toLocaleString("en-US")} spans: ${Object.entries(figures).map(([k, v]) => `${k} ${fmt(v.wall)}`).join(", ")}`);
+    }
+  }
+  for (const size of SIZES) {
+    const row = new Map([...measured.get(size)!].map(([k, v]) => [k, best(v)]));
+    results.set(size, row);
+    fileSizes.set(size, statSync(paths.get(size)!).size);
+    console.log(`\n${size.toLocaleString("en-US")} spans stored:`);
+    for (const [k, v] of row) console.log(`  ${k.padEnd(34)} ${fmt(v.wall).padStart(8)} (rounds ${fmt(v.lo)}-${fmt(v.wall)}; cpu-time rate ${fmt(v.cpu)})`);
+  }
+  if (!KEEP) for (const path of paths.values()) for (const suffix of ["", "-wal", "-shm"]) rmSync(path + suffix, { force: true });
   const base = results.get(SIZES[0]!)!;
   const names = [...base.keys()];
   console.log("\nEach cell: wall-clock rate / CPU-time rate, with the ratio to the first column in brackets.");
