@@ -4,8 +4,9 @@
  * through a store server (runtimes/node.ts in its own process) on the same file:
  * - spans/s through addManySpans (batches of 1,000 spans of new rollouts, 13 spans each: the training shape);
  * - rollout lifecycles/s with 32 concurrent workers (enqueue, dequeue, 4 spans, updateAttempt succeeded);
- * - querySpans pages/s (the spans of a random stored rollout, limit 100): lookups spread over the
- *   whole spans index, which at 10M spans is far bigger than SQLite's page cache.
+ * - querySpans pages/s (limit 100): the spans of rollouts just written (what a trainer reads), and of
+ *   random stored rollouts (a dashboard browsing history): lookups spread over the whole file, which at
+ *   10M spans is far bigger than SQLite's page cache, so each page costs reads from the OS.
  * Each figure is printed with its ratio to the same figure at the first size (the baseline, measured in
  * the same run); the goal is a ratio of at least 0.8 at 10M (at most 20 % slower). In each round the sizes
  * take turns; each gets a fresh store (and server process) with a warm-up run at a tenth of the counts.
@@ -170,14 +171,27 @@ async function measure(store: LightningStore, path: string, pid?: number, scale 
   );
 
   const pageCount = Math.round(2000 * scale);
-  const ids = await sampleRollouts(path, pageCount);
+  // The spans of rollouts just written (what a trainer reads), and of rollouts anywhere in the file.
+  const recent = [...new Set(spans.map((s) => s.rollout_id))];
+  const recentPages = await pagesOf(store, Array.from({ length: pageCount }, (_, i) => recent[i % recent.length]!), pid);
+  const randomPages = await pagesOf(store, await sampleRollouts(path, pageCount), pid);
+  return {
+    "addManySpans (spans/s)": addMany,
+    "lifecycles/s, 32 workers": lifecycles,
+    "querySpans pages/s, recent rollouts": recentPages,
+    "querySpans pages/s, random rollouts": randomPages,
+  };
+}
+
+/** querySpans (limit 100) of each of `ids`, 8 in flight. */
+async function pagesOf(store: LightningStore, ids: readonly string[], pid?: number): Promise<Rate> {
   let p = 0;
-  const pages = await rate(
-    pageCount,
+  return rate(
+    ids.length,
     async () => {
       await Promise.all(
         Array.from({ length: 8 }, async () => {
-          while (p < pageCount) {
+          while (p < ids.length) {
             const page = await store.querySpans(ids[p++]!, { limit: 100 });
             if (page.items.length === 0) throw new Error("a stored rollout came back without spans");
           }
@@ -186,7 +200,6 @@ async function measure(store: LightningStore, path: string, pid?: number, scale 
     },
     pid,
   );
-  return { "addManySpans (spans/s)": addMany, "lifecycles/s, 32 workers": lifecycles, "querySpans pages/s": pages };
 }
 
 /** One round on the file through the store in this process: a warm-up run at a tenth of the counts (not recorded), then the real one. */
