@@ -96,7 +96,8 @@ import {
 } from "./inputs.ts";
 import { spanFromOpenTelemetry } from "./otel-span.ts";
 import type { FieldOps } from "./query.ts";
-import type { AttemptPatchRow, CollectionName, MaybePromise, RolloutPatchRow, Storage, StorageTx, TxMode } from "./storage.ts";
+import { nextTurn } from "./next-turn.ts";
+import type { AttemptPatchRow, CollectionName, DueRollout, MaybePromise, RolloutPatchRow, Storage, StorageTx, TxMode } from "./storage.ts";
 
 export interface LightningStoreCoreOptions {
   clock?: Clock;
@@ -188,6 +189,12 @@ function onlyResult(results: (Span[] | Error)[]): Span[] {
   if (r instanceof Error) throw r;
   return r;
 }
+
+/**
+ * Rollouts the watchdog judges per transaction; the event loop gets a turn between pages. Small enough
+ * that a page of expiries on the libSQL store takes a few milliseconds.
+ */
+const WATCHDOG_PAGE = 100;
 
 /** Spans per group-commit transaction (a single bigger request still goes in whole). */
 const MAX_GROUP_COMMIT_SPANS = 5000;
@@ -311,21 +318,36 @@ export class LightningStoreCore implements LightningStore {
   }
 
   /**
-   * Scans preparing/running rollouts now (no debounce) and marks latest attempts that ran past
-   * `timeout_seconds` or stayed silent past `unresponsive_seconds`. Returns how many attempts changed.
-   * A scan already in progress makes this a no-op (0).
+   * Scans now (no debounce) and marks latest attempts that ran past `timeout_seconds` or stayed silent
+   * past `unresponsive_seconds`. Returns how many attempts changed. A scan already in progress makes
+   * this a no-op (0).
+   *
+   * It reads only rollouts whose deadline (decisions.ts `watchdogDeadline`, indexed by the storage) has
+   * passed, a page at a time, and gives the event loop a turn between pages: with no rollout due, a scan
+   * is one index lookup however many rollouts are unfinished, and a burst of expiries never holds the
+   * loop for more than a page (docs/store.md).
    */
   async runWatchdog(): Promise<number> {
     if (this.scanning) return 0;
     this.scanning = true;
     try {
-      const fx: Effects = { finished: [] };
-      // Most scans find nothing: look in a read transaction first and open a write transaction only
-      // for the rollouts that seem due (a SQL write transaction is expensive and blocks writers).
-      const due = await this.tx("r", this.watchdogDueTx);
-      if (due.length === 0) return 0;
-      const changed = await this.tx("w", this.watchdogApplyTx, due, fx);
-      this.notifyFinished(fx);
+      const now = this.clock.now();
+      let changed = 0;
+      let after: DueRollout | null = null;
+      for (;;) {
+        // Look in a read transaction first and open a write transaction only for rollouts that are due
+        // (a SQL write transaction is expensive and blocks writers).
+        const cursor = after;
+        const due: DueRollout[] = await this.call("r", (t) => t.listDueRollouts(now, cursor, WATCHDOG_PAGE));
+        if (due.length === 0) break;
+        const fx: Effects = { finished: [] };
+        changed += await this.tx("w", this.watchdogApplyTx, due.map((d) => d.rollout_id), fx);
+        this.notifyFinished(fx);
+        if (due.length < WATCHDOG_PAGE) break;
+        // Rollouts judged and left alone (a heartbeat came in between) stay behind the cursor.
+        after = due[due.length - 1]!;
+        await nextTurn();
+      }
       return changed;
     } finally {
       this.scanning = false;
@@ -920,14 +942,6 @@ export class LightningStoreCore implements LightningStore {
 
   // ---------------------------------------------------------------------------------------------
   // Transaction bodies (generator methods: a generator closure per call would cost a new hidden class)
-
-  private *watchdogDueTx(t: StorageTx): TxBody<string[]> {
-    const running: Rollout[] = yield t.listRunningRollouts();
-    if (running.length === 0) return [];
-    const now = this.clock.now();
-    const latest: Map<string, Attempt> = yield t.getLatestAttempts(running.map((r) => r.rollout_id));
-    return running.filter((r) => this.dueVerdict(r, latest.get(r.rollout_id) ?? null, now) !== null).map((r) => r.rollout_id);
-  }
 
   private *watchdogApplyTx(t: StorageTx, due: string[], fx: Effects): TxBody<number> {
     const now = this.clock.now();

@@ -2,7 +2,7 @@
  * Pure decision rules of the store (spec store.md §3.1-3.4), shared by every backend and by tests.
  * No I/O and no clock here: callers pass `now`.
  */
-import type { Attempt, AttemptStatus, RolloutConfig, RolloutStatus, Worker } from "../types/index.ts";
+import type { Attempt, AttemptStatus, Rollout, RolloutConfig, RolloutStatus, Worker } from "../types/index.ts";
 import { ValidationError } from "../types/index.ts";
 
 /**
@@ -32,19 +32,45 @@ export function rolloutStatusFromAttempt(
 /**
  * §3.2: what the watchdog decides for a rollout's latest attempt at time `now`.
  * Timeout is measured from the attempt's start; unresponsiveness from its last heartbeat, or from
- * its start when it never sent one. All comparisons are strict.
+ * its start when it never sent one. All comparisons are strict. Written as `now > start + limit` (not
+ * `now - start > limit`): the same sums as `watchdogDeadline`, so a deadline before `now` and a verdict
+ * agree to the last bit, and a storage can find due rollouts by comparing stored deadlines alone.
  */
 export function watchdogVerdict(
   attempt: Pick<Attempt, "start_time" | "last_heartbeat_time">,
   config: Pick<RolloutConfig, "timeout_seconds" | "unresponsive_seconds">,
   now: number,
 ): "timeout" | "unresponsive" | null {
-  if (config.timeout_seconds !== null && now - attempt.start_time > config.timeout_seconds) return "timeout";
-  if (config.unresponsive_seconds !== null) {
-    const since = attempt.last_heartbeat_time ?? attempt.start_time;
-    if (now - since > config.unresponsive_seconds) return "unresponsive";
+  if (config.timeout_seconds !== null && now > attempt.start_time + config.timeout_seconds) return "timeout";
+  if (config.unresponsive_seconds !== null && now > (attempt.last_heartbeat_time ?? attempt.start_time) + config.unresponsive_seconds) {
+    return "unresponsive";
   }
   return null;
+}
+
+/** Rollout statuses the watchdog looks at, and the attempt statuses it may change. */
+const watchedRollout = (s: RolloutStatus): boolean => s === "preparing" || s === "running";
+const watchedAttempt = (s: AttemptStatus): boolean => s === "preparing" || s === "running" || s === "unresponsive";
+
+/**
+ * §3.2 as a time: the watchdog changes a rollout exactly when `now` is past this deadline (strictly),
+ * and never while it is null. Null unless the rollout is preparing/running and its latest attempt is
+ * preparing, running or unresponsive with a limit configured; an unresponsive attempt can only still
+ * time out. It depends on the rollout's status and config and on the latest attempt's status, start
+ * and heartbeat, so a storage keeps it current on every write of those and indexes it (storage.ts
+ * `listDueRollouts`): a scan then reads only the rollouts that are due.
+ */
+export function watchdogDeadline(
+  rollout: Pick<Rollout, "status" | "config">,
+  latest: Pick<Attempt, "status" | "start_time" | "last_heartbeat_time"> | null,
+): number | null {
+  if (latest === null || !watchedRollout(rollout.status) || !watchedAttempt(latest.status)) return null;
+  const { timeout_seconds: timeout, unresponsive_seconds: unresponsive } = rollout.config;
+  const byTimeout = timeout === null ? null : latest.start_time + timeout;
+  // An unresponsive attempt judged unresponsive again changes nothing.
+  const bySilence = unresponsive === null || latest.status === "unresponsive" ? null : (latest.last_heartbeat_time ?? latest.start_time) + unresponsive;
+  if (byTimeout === null) return bySilence;
+  return bySilence === null ? byTimeout : Math.min(byTimeout, bySilence);
 }
 
 /**

@@ -1,16 +1,19 @@
 /**
  * `Storage` in process memory: maps indexed the way the core reads them (attempts by rollout, spans by
- * rollout, a set of running rollouts, an O(1) queue), plus span memory accounting and eviction
+ * rollout, watchdog deadlines by time, an O(1) queue), plus span memory accounting and eviction
  * (spec store.md §3.6). Every stored row is deep-frozen, so rows are returned without copying.
  */
 import type { Attempt, PaginatedResult, ResourcesUpdate, Rollout, Span, StoreStatistics, Worker } from "../types/index.ts";
 import { EvictedError, newWorker } from "../types/index.ts";
+import { DeadlineIndex } from "./deadline-index.ts";
+import { watchdogDeadline } from "./decisions.ts";
 import { AsyncMutex } from "./mutex.ts";
 import { deepFreeze } from "./owned.ts";
 import { pinnedValue, runQuery, type QuerySpec } from "./query.ts";
 import type {
   AttemptPatchRow,
   CollectionName,
+  DueRollout,
   MaybePromise,
   RolloutPatchRow,
   Rows,
@@ -74,7 +77,8 @@ interface RolloutEntry {
 
 export class MemoryStorage implements Storage {
   private readonly entries = new Map<string, RolloutEntry>();
-  private readonly running = new Set<string>();
+  /** Each rollout's watchdog deadline (decisions.ts), kept current by every rollout and attempt write. */
+  private readonly deadlines = new DeadlineIndex();
   private attemptCount = 0;
   private readonly queue = new EntryQueue();
   private spanCount = 0;
@@ -166,14 +170,14 @@ export class MemoryStorage implements Storage {
   }
 
   private setRow(e: RolloutEntry, r: Rollout): Rollout {
-    const was = e.row.status;
     e.row = r;
-    const isRunning = r.status === "preparing" || r.status === "running";
-    if (isRunning !== (was === "preparing" || was === "running")) {
-      if (isRunning) this.running.add(r.rollout_id);
-      else this.running.delete(r.rollout_id);
-    }
+    this.rewatch(e);
     return r;
+  }
+
+  /** After a change to the rollout or its latest attempt: its watchdog deadline again. */
+  private rewatch(e: RolloutEntry): void {
+    this.deadlines.set(e.row.rollout_id, watchdogDeadline(e.row, MemoryStorage.latest(e)));
   }
 
   private entry(rolloutId: string, what: string): RolloutEntry {
@@ -271,8 +275,8 @@ export class MemoryStorage implements Storage {
         for (const r of rows) {
           const e: RolloutEntry = { row: r, attempts: [], queued: 0, spans: [], spanKeys: null, spanBytes: 0, evicted: false, sequence: 0 };
           deepFreeze(r);
+          // No attempt yet, so no watchdog deadline.
           s.entries.set(r.rollout_id, e);
-          if (r.status === "preparing" || r.status === "running") s.running.add(r.rollout_id);
           // A counter handed out before the rollout existed carries over.
           const orphan = s.orphanSequences.get(r.rollout_id);
           if (orphan !== undefined) {
@@ -285,8 +289,8 @@ export class MemoryStorage implements Storage {
         const e = s.entry(id, "updateRollout");
         return s.setRow(e, MemoryStorage.updatedRollout(e.row, patch));
       },
-      listRunningRollouts() {
-        return [...s.running].map((id) => s.entries.get(id)!.row);
+      listDueRollouts(now: number, after: DueRollout | null, limit: number) {
+        return s.deadlines.due(now, after, limit);
       },
       getAttempt(rid, aid) {
         const list = s.entries.get(rid)?.attempts;
@@ -310,16 +314,20 @@ export class MemoryStorage implements Storage {
         return s.entries.get(rid)?.attempts.length ?? 0;
       },
       insertAttempt(a) {
-        s.entry(a.rollout_id, "insertAttempt").attempts.push(deepFreeze(a));
+        const e = s.entry(a.rollout_id, "insertAttempt");
+        e.attempts.push(deepFreeze(a));
         s.attemptCount++;
+        s.rewatch(e);
       },
       updateAttempt(rid, aid, patch: AttemptPatchRow) {
-        const list = s.entry(rid, "updateAttempt").attempts;
+        const e = s.entry(rid, "updateAttempt");
+        const list = e.attempts;
         let i = list.length - 1;
         while (i >= 0 && list[i]!.attempt_id !== aid) i--;
         if (i < 0) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
         const next = MemoryStorage.updatedAttempt(list[i]!, patch);
         list[i] = next;
+        if (i === list.length - 1) s.rewatch(e);
         return next;
       },
       pushQueue(ids) {

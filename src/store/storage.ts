@@ -53,6 +53,12 @@ export interface Rows {
 }
 export type CollectionName = keyof Rows;
 
+/** A rollout the watchdog must judge, with the deadline that orders it (a page's last one is the next page's cursor). */
+export interface DueRollout {
+  rollout_id: string;
+  deadline: number;
+}
+
 /** Fields the core changes on a rollout / attempt / worker: only these are written. */
 export type RolloutPatchRow = Partial<Omit<Rollout, "rollout_id">>;
 /** What changes on an attempt after it is created; its ids, sequence_id and start_time never do. */
@@ -69,8 +75,13 @@ export interface StorageTx {
   insertRollouts(rollouts: Rollout[]): MaybePromise<void>;
   /** Writes only the given fields of an existing rollout; returns the row after the update. */
   updateRollout(rolloutId: string, patch: RolloutPatchRow): MaybePromise<Rollout>;
-  /** Rollouts whose status is `preparing` or `running` (the watchdog's candidates). */
-  listRunningRollouts(): MaybePromise<Rollout[]>;
+  /**
+   * The watchdog's page: rollouts whose watchdog deadline (decisions.ts `watchdogDeadline` of the rollout
+   * and its latest attempt) is before `now`, ordered by (deadline, rollout_id), only those after `after`,
+   * at most `limit`. The backend keeps each rollout's deadline current on every rollout and attempt
+   * write and indexes it, so this reads only what is due: nothing at all when no rollout has a limit.
+   */
+  listDueRollouts(now: number, after: DueRollout | null, limit: number): MaybePromise<DueRollout[]>;
 
   // Attempts (primary key: rollout_id + attempt_id; sequence_id counts up from 1 within a rollout)
   getAttempt(rolloutId: string, attemptId: string): MaybePromise<Attempt | null>;

@@ -1,26 +1,46 @@
 /**
- * Schema migrations: the embedded copy matches drizzle-kit's files, a database created by the first
- * migration (and filled by the store code of that time) upgrades when opened by the current code, and a
- * database from a newer schema is refused.
+ * Schema migrations: the embedded copy matches drizzle-kit's files, a database as an older version left
+ * it upgrades when opened by the current code (its data intact, its unfinished rollouts still watched),
+ * and a database from a newer schema is refused. An older database is made by filling one with the
+ * current code and undoing the later migrations' schema changes (`downgrade`).
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { LightningStoreCore } from "../../src/store/core.ts";
 import { LibsqlLightningStore } from "../../src/store/index.ts";
 import { openDriver, parseDbUrl } from "../../src/store/libsql/driver.ts";
 import { applyMigrations } from "../../src/store/libsql/migrate.ts";
 import { migrationsFromFiles } from "../../scripts/migration-files.ts";
 import { MIGRATIONS } from "../../src/store/libsql/migrations/index.ts";
-import { LibsqlStorage } from "../../src/store/libsql/storage.ts";
-import { LightningError, spanFromAttributes } from "../../src/types/index.ts";
+import { watchdogDeadline } from "../../src/store/decisions.ts";
+import { LightningError, ManualClock, spanFromAttributes } from "../../src/types/index.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const migrationsDir = join(root, "src/store/libsql/migrations");
 const dir = mkdtempSync(join(tmpdir(), "libsql-migrations-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** What each migration after the first changed, undone (a new migration adds its line here). */
+const UNDO: Record<string, string[]> = {
+  "0001_spans_by_sequence": [`DROP INDEX "spans_rollout_sequence_idx"`],
+  "0002_watchdog_deadlines": [`DROP INDEX "attempts_watchdog_deadline_idx"`, `ALTER TABLE "attempts" DROP COLUMN "watchdog_deadline"`],
+};
+
+/** Takes the database at `url` back to the schema of its first `keep` migrations, as that version left it. */
+async function downgrade(url: string, keep: number): Promise<void> {
+  const driver = await openDriver(parseDbUrl(url), { busyTimeoutMs: 1000 });
+  await driver.tx("w", async (c) => {
+    for (const m of MIGRATIONS.slice(keep).reverse()) {
+      const undo = UNDO[m.tag];
+      if (undo === undefined) throw new Error(`no undo for migration ${m.tag}: add it to UNDO`);
+      for (const sql of undo) await c.run(sql);
+    }
+    await c.run(`DELETE FROM "__drizzle_migrations" WHERE created_at > ?`, [MIGRATIONS[keep - 1]!.when]);
+  });
+  await driver.close();
+}
 
 const indexNames = async (url: string): Promise<string[]> => {
   const driver = await openDriver(parseDbUrl(url), { busyTimeoutMs: 1000 });
@@ -36,12 +56,20 @@ describe("libSQL schema migrations", () => {
     expect(MIGRATIONS.length).toBeGreaterThanOrEqual(2);
   });
 
-  it("a database made by the first migration and filled, then opened by the current code: upgraded, data intact", async () => {
-    const url = `file:${join(dir, "old.db")}`;
-    // The store as it was at migration 0000: the same core over a database with only that schema.
+  it("every migration after the first can be undone here (the other tests make older databases that way)", async () => {
+    expect(MIGRATIONS.slice(1).map((m) => m.tag)).toEqual(Object.keys(UNDO));
+    const url = `file:${join(dir, "undo.db")}`;
+    await (await LibsqlLightningStore.open(url)).close();
+    await downgrade(url, 1);
     const driver = await openDriver(parseDbUrl(url), { busyTimeoutMs: 1000 });
-    expect(await applyMigrations(driver, MIGRATIONS.slice(0, 1))).toEqual([MIGRATIONS[0]!.tag]);
-    const old = new LightningStoreCore(new LibsqlStorage(driver), "old");
+    // Applying them again from the first one's schema works: the undo left exactly that schema.
+    expect(await applyMigrations(driver, MIGRATIONS)).toEqual(MIGRATIONS.slice(1).map((m) => m.tag));
+    await driver.close();
+  });
+
+  it("a database at the first migration's schema, filled, then opened by the current code: upgraded, data intact", async () => {
+    const url = `file:${join(dir, "old.db")}`;
+    const old = await LibsqlLightningStore.open(url);
     const res = await old.addResources({ llm: { resource_type: "llm", endpoint: "http://x/v1", model: "m" } });
     const queued = await old.enqueueManyRollouts([{ input: { q: 1 }, metadata: { tag: "a" } }, { input: "two" }, { input: null }]);
     const claimed = (await old.dequeueRollout({ worker_id: "w1" }))!;
@@ -59,6 +87,7 @@ describe("libSQL schema migrations", () => {
       stats: { ...(await old.statistics()), uptime: 0, name: "" },
     };
     await old.close();
+    await downgrade(url, 1);
     expect(await indexNames(url)).not.toContain("spans_rollout_sequence_idx");
 
     const current = await LibsqlLightningStore.open(url);
@@ -80,6 +109,71 @@ describe("libSQL schema migrations", () => {
     const again = await LibsqlLightningStore.open(url);
     expect((await again.statistics()).total_rollouts).toBe(3);
     await again.close();
+  });
+
+  it("a database from before the watchdog deadlines: its unfinished rollouts get theirs, to the bit, and still time out", async () => {
+    const url = `file:${join(dir, "deadlines.db")}`;
+    const T0 = 1_700_000_000.123;
+    const clock = new ManualClock(T0);
+    const store = await LibsqlLightningStore.open(url, { clock });
+    const timeout = await store.startRollout("t", { config: { timeout_seconds: 7.3 }, worker_id: "w1" });
+    const silent = await store.startRollout("u", { config: { unresponsive_seconds: 0.1 } });
+    clock.advance(0.05);
+    await store.addSpan(spanFromAttributes({ rollout_id: silent.rollout_id, attempt_id: silent.attempt.attempt_id, sequence_id: 1, name: "hb" }));
+    const both = await store.startRollout("b", { config: { timeout_seconds: 2.2, unresponsive_seconds: 9.9 } });
+    // Running by hand with an unresponsive attempt: only its timeout is left to watch.
+    const flagged = await store.startRollout("x", { config: { timeout_seconds: 3.3, unresponsive_seconds: 0.5 } });
+    await store.updateAttempt(flagged.rollout_id, "latest", { status: "unresponsive" });
+    await store.updateRollout(flagged.rollout_id, { status: "running" });
+    const retried = await store.startRollout("r", { config: { timeout_seconds: 4.4 } });
+    clock.advance(1.01);
+    await store.startAttempt(retried.rollout_id);
+    const done = await store.startRollout("d", { config: { timeout_seconds: 1 } });
+    await store.updateAttempt(done.rollout_id, "latest", { status: "succeeded" });
+    const queued = await store.enqueueRollout("q", { config: { timeout_seconds: 1 } });
+    const free = await store.startRollout("f");
+    const watched = [timeout, silent, both, flagged, retried].map((r) => r.rollout_id);
+    const all = [...watched, done.rollout_id, queued.rollout_id, free.rollout_id];
+    // What the current code keeps: each rollout's deadline on its latest attempt, null elsewhere.
+    const expected: [string, number | null][] = [];
+    for (const id of all) {
+      const r = (await store.getRolloutById(id))!;
+      const latest = await store.getLatestAttempt(id);
+      for (const a of (await store.queryAttempts(id)).items) {
+        expected.push([a.attempt_id, a.attempt_id === latest?.attempt_id ? watchdogDeadline(r, a) : null]);
+      }
+    }
+    await store.close();
+    const columns = async () => {
+      const driver = await openDriver(parseDbUrl(url), { busyTimeoutMs: 1000 });
+      const rows = await driver.tx("r", (c) => c.all(`SELECT "attempt_id", "watchdog_deadline" FROM "attempts" ORDER BY rowid`));
+      await driver.close();
+      return rows.map((r) => [r[0], r[1]]);
+    };
+    expect(await columns()).toEqual(expected);
+    expect(expected.filter(([, d]) => d !== null)).toHaveLength(watched.length);
+
+    await downgrade(url, 2);
+    const upgraded = await LibsqlLightningStore.open(url, { clock, scanDebounceSeconds: 1e9 });
+    // The migration computed in SQL what the code computes in JavaScript, to the last bit.
+    expect(await columns()).toEqual(expected);
+    clock.set(T0 + 10);
+    expect(await upgraded.runWatchdog()).toBe(watched.length);
+    const statuses = async (ids: string[]) => Promise.all(ids.map(async (id) => [(await upgraded.getRolloutById(id))!.status, (await upgraded.getLatestAttempt(id))!.status]));
+    expect(await statuses(watched)).toEqual([
+      ["failed", "timeout"],
+      ["failed", "unresponsive"],
+      ["failed", "timeout"],
+      ["failed", "timeout"],
+      ["failed", "timeout"],
+    ]);
+    expect(await statuses([done.rollout_id, free.rollout_id])).toEqual([
+      ["succeeded", "succeeded"],
+      ["preparing", "preparing"],
+    ]);
+    expect((await upgraded.getRolloutById(queued.rollout_id))!.status).toBe("queuing");
+    await upgraded.close();
+    expect((await columns()).filter(([, d]) => d !== null)).toEqual([]);
   });
 
   it("a database migrated by a newer version is refused, not damaged", async () => {

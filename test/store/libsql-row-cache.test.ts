@@ -1,19 +1,22 @@
 /**
  * The libSQL storage keeps rows between transactions and holds writes back until the commit
  * (src/store/libsql/row-cache.ts). These tests check what that must never change: another connection's
- * writes are always seen, rows handed out cannot corrupt the cache, and a failing call leaves nothing
- * behind, in the cache or in the file.
+ * writes are always seen, rows handed out cannot corrupt the cache, a failing call leaves nothing
+ * behind, in the cache or in the file, and the cache stays within its byte budget however large the rows
+ * (what it drops is read back from SQL, intact).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { afterAll, describe, expect, it } from "vitest";
-import { LibsqlLightningStore } from "../../src/store/index.ts";
+import { DEFAULT_ROW_CACHE_MIB, LibsqlLightningStore } from "../../src/store/index.ts";
 import { openDriver, parseDbUrl } from "../../src/store/libsql/driver.ts";
 import { applyMigrations } from "../../src/store/libsql/migrate.ts";
 import { MIGRATIONS } from "../../src/store/libsql/migrations/index.ts";
 import { LibsqlStorage } from "../../src/store/libsql/storage.ts";
-import { spanFromAttributes } from "../../src/types/index.ts";
+import { ValidationError, spanFromAttributes } from "../../src/types/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "libsql-cache-"));
 let n = 0;
@@ -206,5 +209,72 @@ describe("LibsqlLightningStore row cache", () => {
     for (const s of [first, second]) expect((await s.tx("r", (t) => t.getRollout("ro-000000000abc")))!.input).toBe("first");
     await first.close();
     await second.close();
+  });
+
+  it("many large rows: the heap the cache keeps stays within its budget, and every row reads back intact from SQL", async () => {
+    // A full collection before each heap reading (Node: the flag, then the function from a fresh context).
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    const heap = () => {
+      gc();
+      gc();
+      return process.memoryUsage().heapUsed;
+    };
+    const MiB = 2 ** 20;
+    const budget = 8;
+    const at = url();
+    const store = await LibsqlLightningStore.open(at, { rowCacheMiB: budget });
+    // Read without a transaction (a transaction's start would itself drop an overfull cache).
+    const atRest = () => store.rowCache;
+    // Each input ~1 MiB of JSON text in an object (parsed, the cache keeps the object and its JSON text).
+    const inputOf = (i: number) => ({ i, text: `${i}:`.padEnd(MiB, String.fromCharCode(97 + (i % 26))) });
+    const before = heap();
+    const ids: string[] = [];
+    for (let i = 0; i < 40; i++) {
+      ids.push((await store.enqueueRollout(inputOf(i))).rollout_id);
+      // After each commit, not only at the next transaction's start.
+      expect(atRest().bytes).toBeLessThanOrEqual(budget * MiB);
+    }
+    for (let i = 0; i < 40; i++) {
+      // Each dequeue writes the rollout again (status), with its input.
+      expect((await store.dequeueRollout({ worker_id: "w" }))!.rollout_id).toBe(ids[i]);
+      expect(atRest().bytes).toBeLessThanOrEqual(budget * MiB);
+    }
+    // 40 rollouts of ~2 MiB each (object + JSON text) would be ~80 MiB; the cache keeps at most its budget.
+    expect((heap() - before) / MiB).toBeLessThan(budget * 2);
+    expect(atRest().budgetBytes).toBe(budget * MiB);
+
+    // What was dropped is read back from SQL: inputs, statuses, attempts, and it can still be written.
+    for (let i = 0; i < 40; i++) {
+      const r = (await store.getRolloutById(ids[i]!))!;
+      expect(r.input).toEqual(inputOf(i));
+      expect(r.status).toBe("preparing");
+      await store.updateAttempt(ids[i]!, "latest", { status: "succeeded" });
+    }
+    await store.close();
+    const other = await LibsqlLightningStore.open(at);
+    const all = await other.queryRollouts({ limit: -1 });
+    expect(all.items.map((r) => [r.status, (r.input as { i: number }).i, (r.input as { text: string }).text.length])).toEqual(
+      ids.map((_, i) => ["succeeded", i, MiB]),
+    );
+    await other.close();
+  });
+
+  it("a budget of 0 keeps rows only within a transaction; the default is 64 MiB; a bad budget is refused", async () => {
+    const store = await LibsqlLightningStore.open(url(), { rowCacheMiB: 0 });
+    const r = await store.enqueueRollout({ q: 1 });
+    expect(store.rowCache).toEqual({ bytes: 0, budgetBytes: 0 });
+    expect((await store.dequeueRollout())!.rollout_id).toBe(r.rollout_id);
+    await store.updateAttempt(r.rollout_id, "latest", { status: "succeeded" });
+    expect((await store.getRolloutById(r.rollout_id))!.status).toBe("succeeded");
+    expect(store.rowCache).toEqual({ bytes: 0, budgetBytes: 0 });
+    await store.close();
+    const dflt = await LibsqlLightningStore.open(url());
+    expect(dflt.rowCache.budgetBytes).toBe(DEFAULT_ROW_CACHE_MIB * 2 ** 20);
+    await dflt.close();
+    expect(DEFAULT_ROW_CACHE_MIB).toBe(64);
+    for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY, "8" as unknown as number]) {
+      await expect(LibsqlLightningStore.open(url(), { rowCacheMiB: bad })).rejects.toBeInstanceOf(ValidationError);
+    }
   });
 });

@@ -17,6 +17,13 @@
  *   driver rolls the caller's statements back to its savepoint). A rollback of the whole transaction
  *   drops everything (`clear`).
  * Cached rows are frozen all the way down: the core hands them to callers as they are (DECISIONS row 9).
+ *
+ * Memory is bounded by bytes, not rows (rows range from a few hundred bytes to many MiB: a rollout's
+ * input is whatever the caller sent). Each row cached adds an estimate to `bytes` (`rowBytes`, from the
+ * SQL text already at hand); when it passes the budget at a point where nothing is held back (a
+ * transaction's start, the end of a read, or just before a write commits, once the held-back rows are
+ * written), everything is dropped and rows are read from SQL again as needed. `bytes` is not reduced when a row is replaced,
+ * so it is an upper bound of what the cache holds (docs/store.md).
  */
 import type { SqlConn, SqlValue } from "./driver.ts";
 import { MAX_BIND_PARAMS, chunkSizes, multiRowSql, quoted } from "./sql.ts";
@@ -34,8 +41,25 @@ async function inChunks(c: SqlConn, values: SqlValue[], sql: (rows: number) => s
   }
 }
 
-/** Rows kept before the cache is dropped (checked between transactions, when nothing is held back). */
-const CACHE_LIMIT = 50_000;
+/** Default budget of the row cache (see `rowCacheMiB` in store.ts). */
+export const DEFAULT_ROW_CACHE_MIB = 64;
+
+/** What a cached row costs beyond its text: the row object, its Map entry, the key string. */
+const ROW_OVERHEAD_BYTES = 256;
+
+/**
+ * The estimated heap a cached row keeps alive, from its SQL values (the first `count`): each string
+ * twice (the parsed value, and its JSON text, which tables.ts keeps for a frozen object it encoded;
+ * or a string's two bytes per character outside Latin-1), plus a fixed overhead.
+ */
+export function rowBytes(values: ArrayLike<SqlValue>, count = values.length): number {
+  let n = ROW_OVERHEAD_BYTES;
+  for (let i = 0; i < count; i++) {
+    const v = values[i];
+    n += typeof v === "string" ? 2 * v.length : 8;
+  }
+  return n;
+}
 
 /** A held-back row: its SQL values, and whether it is new (written with a plain INSERT). */
 export interface HeldRow {
@@ -95,8 +119,14 @@ export class RowCache {
   readonly popped: number[] = [];
   private undo: (() => void)[] | null = null;
   private version: SqlValue | undefined = undefined;
+  /** Estimated bytes of the rows cached since the last drop (an upper bound: replaced rows are not taken off). */
+  bytes = 0;
 
-  constructor(private readonly versioned: boolean) {}
+  constructor(
+    private readonly versioned: boolean,
+    /** Bytes (`bytes`) above which everything is dropped at the next safe point. */
+    readonly budgetBytes: number = DEFAULT_ROW_CACHE_MIB * 2 ** 20,
+  ) {}
 
   table<V>(t: CachedTable<V>): CachedTable<V> {
     this.tables.push(t as CachedTable<unknown>);
@@ -112,14 +142,16 @@ export class RowCache {
   }
 
   private checkVersion(v: SqlValue | undefined): void {
-    if (v !== this.version || this.size() > CACHE_LIMIT) this.clear();
+    if (v !== this.version || this.bytes > this.budgetBytes) this.clear();
     this.version = v;
   }
 
-  private size(): number {
-    let n = 0;
-    for (const t of this.tables) n += t.rows.size;
-    return n;
+  /**
+   * Drops everything if the cache is over its budget and nothing is held back (a read is done, or a
+   * write transaction's rows just went out): a cache that fills up is not left so until the next transaction.
+   */
+  trim(): void {
+    if (this.bytes > this.budgetBytes && !this.dirty) this.clear();
   }
 
   get dirty(): boolean {
@@ -137,6 +169,7 @@ export class RowCache {
     this.queued.length = 0;
     this.head.length = 0;
     this.popped.length = 0;
+    this.bytes = 0;
   }
 
   startMember(): void {
@@ -149,9 +182,13 @@ export class RowCache {
     if (!ok && undo) for (let i = undo.length - 1; i >= 0; i--) undo[i]!();
   }
 
-  /** Caches a row read from SQL (it needs no undo: it was committed, or written by this transaction). */
-  remember<V>(t: CachedTable<V>, key: string, row: V | null): void {
+  /**
+   * Caches a row read from SQL (it needs no undo: it was committed, or written by this transaction);
+   * `bytes`: its estimate (`rowBytes` of its SQL values; the default fits a row without text or null).
+   */
+  remember<V>(t: CachedTable<V>, key: string, row: V | null, bytes = ROW_OVERHEAD_BYTES): void {
     t.rows.set(key, row);
+    this.bytes += bytes;
   }
 
   /**
@@ -173,10 +210,12 @@ export class RowCache {
     const held = t.dirty.get(key);
     t.rows.set(key, row);
     t.dirty.set(key, { values, isNew: isNew || (held?.isNew ?? false) });
+    this.bytes += rowBytes(values);
   }
 
-  /** Caches a row whose write already went to SQL (it is rolled back with the caller's savepoint). */
-  putWritten<V>(t: CachedTable<V>, key: string, row: V): void {
+  /** Caches a row whose write already went to SQL (it is rolled back with the caller's savepoint); `bytes` as in `remember`. */
+  putWritten<V>(t: CachedTable<V>, key: string, row: V, bytes = ROW_OVERHEAD_BYTES): void {
+    this.bytes += bytes;
     if (this.undo) {
       const had = t.rows.has(key);
       const prev = t.rows.get(key);

@@ -7,6 +7,7 @@
  * field names, so a row maps to a model object without renaming. Tables are rowid tables: `rowid`
  * (or the `INTEGER PRIMARY KEY` alias) is the insertion order that unsorted queries return.
  */
+import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 export const rollouts = sqliteTable(
@@ -41,11 +42,19 @@ export const attempts = sqliteTable(
     worker_id: text("worker_id"),
     last_heartbeat_time: real("last_heartbeat_time"),
     metadata: text("metadata"),
+    /**
+     * Not a model field: on a rollout's latest attempt, the rollout's watchdog deadline (decisions.ts
+     * `watchdogDeadline`), NULL when it has none and on every other attempt. Kept by the storage on each
+     * write (an attempt row is rewritten on every heartbeat anyway, so this costs no extra statement).
+     */
+    watchdog_deadline: real("watchdog_deadline"),
   },
   (t) => [
     primaryKey({ columns: [t.rollout_id, t.attempt_id] }),
     // Latest attempt (max sequence_id), attempt counts and queryAttempts' default order.
     uniqueIndex("attempts_rollout_sequence_idx").on(t.rollout_id, t.sequence_id),
+    // The watchdog's due rollouts in deadline order; only attempts with a deadline are in it (migration 0002).
+    index("attempts_watchdog_deadline_idx").on(t.watchdog_deadline, t.rollout_id).where(sql`${t.watchdog_deadline} IS NOT NULL`),
   ],
 );
 

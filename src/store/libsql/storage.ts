@@ -14,15 +14,16 @@
  */
 import type { Attempt, PaginatedResult, ResourcesUpdate, Rollout, Span, Worker } from "../../types/index.ts";
 import { newWorker } from "../../types/index.ts";
+import { watchdogDeadline } from "../decisions.ts";
 import { deepFreeze } from "../owned.ts";
 import { runQuery, type QuerySpec } from "../query.ts";
-import type { AttemptPatchRow, CollectionName, RolloutPatchRow, Rows, Storage, StorageTx, TxMode, WorkerPatchRow } from "../storage.ts";
+import type { AttemptPatchRow, CollectionName, DueRollout, RolloutPatchRow, Rows, Storage, StorageTx, TxMode, WorkerPatchRow } from "../storage.ts";
 import type { MaybePromise, SqlConn, SqlDriver, SqlRow, SqlValue, TxHooks } from "./driver.ts";
 import { planMust, planQuery } from "./query-sql.ts";
-import { CachedTable, RowCache } from "./row-cache.ts";
+import { CachedTable, DEFAULT_ROW_CACHE_MIB, RowCache, rowBytes } from "./row-cache.ts";
 import { MAX_BIND_PARAMS, chunkSizes, multiRowSql, quoted } from "./sql.ts";
 import {
-  ATTEMPT_COLUMNS,
+  ATTEMPT_ROW_COLUMNS,
   ROLLOUT_COLUMNS,
   SPAN_COLUMNS,
   SPECS,
@@ -54,6 +55,15 @@ const SELECT_LATEST_ATTEMPT = `${attemptSpec.select} WHERE "rollout_id" = ? ORDE
 const SELECT_LATEST_ATTEMPTS =
   `${attemptSpec.select} AS a WHERE "rollout_id" IN (SELECT value FROM json_each(?)) ` +
   `AND "sequence_id" = (SELECT MAX(b."sequence_id") FROM "attempts" AS b WHERE b."rollout_id" = a."rollout_id")`;
+/**
+ * The watchdog's due rollouts: the deadline sits on each rollout's latest attempt (schema.ts), and the
+ * partial index on (watchdog_deadline, rollout_id) holds only attempts that have one, so this reads the
+ * due rows and nothing else. The second form starts after the previous page's last (deadline, id).
+ */
+const SELECT_DUE = `SELECT "rollout_id", "watchdog_deadline" FROM "attempts" WHERE "watchdog_deadline" < ? ORDER BY "watchdog_deadline", "rollout_id" LIMIT ?`;
+const SELECT_DUE_AFTER =
+  `SELECT "rollout_id", "watchdog_deadline" FROM "attempts" WHERE "watchdog_deadline" < ? AND ("watchdog_deadline", "rollout_id") > (?, ?) ` +
+  `ORDER BY "watchdog_deadline", "rollout_id" LIMIT ?`;
 const READ_QUEUE = `SELECT "id", "rollout_id" FROM "queue" ORDER BY "id" LIMIT ?`;
 /** Queue rows read at once when the cached front runs out (one read serves a group of dequeues). */
 const QUEUE_READ_AHEAD = 64;
@@ -114,7 +124,9 @@ class StoreCache extends RowCache {
   // An update rewrites only the columns an attempt patch can change (AttemptPatchRow): leaving sequence_id
   // out of the SET spares SQLite rewriting the (rollout_id, sequence_id) index entry on every heartbeat.
   readonly attempts = this.table(
-    new CachedTable<Attempt>("attempts", ATTEMPT_COLUMNS, ["rollout_id", "attempt_id"], ["status", "worker_id", "end_time", "last_heartbeat_time", "metadata"]),
+    new CachedTable<Attempt>("attempts", ATTEMPT_ROW_COLUMNS, ["rollout_id", "attempt_id"], [
+      "status", "worker_id", "end_time", "last_heartbeat_time", "metadata", "watchdog_deadline",
+    ]),
   );
   readonly workers = this.table(new CachedTable<Worker>("workers", WORKER_COLUMNS, ["worker_id"]));
   /** Span sequence counters as SELECT_SEQUENCE defines them (a rollout with neither is cached as 0). */
@@ -155,7 +167,7 @@ export class SqlTx implements StorageTx {
         return null;
       }
       const r = deepFreeze(rolloutSpec.fromRow(row));
-      this.cache.remember(this.cache.rollouts, id, r);
+      this.cache.remember(this.cache.rollouts, id, r, rowBytes(row, ROLLOUT_COLUMNS.length));
       if (!this.cache.latest.has(id)) {
         const a = Array.prototype.slice.call(row, ROLLOUT_COLUMNS.length) as SqlValue[];
         this.rememberLatest(id, a[0] === null ? null : this.rememberAttempt(a));
@@ -179,13 +191,23 @@ export class SqlTx implements StorageTx {
       if (!old) throw new Error(`updateRollout: rollout ${id} does not exist`);
       const r = patched(old, patch, ["rollout_id"]);
       this.cache.put(this.cache.rollouts, id, r, rolloutValues(r));
-      return r;
+      // The status and the config move the watchdog deadline kept on the latest attempt.
+      if (patch.status === undefined && patch.config === undefined) return r;
+      return then(this.getLatestAttempt(id), (latest) => {
+        if (latest === null) return r;
+        const deadline = watchdogDeadline(r, latest);
+        if (deadline !== watchdogDeadline(old, latest)) this.putAttempt(latest, deadline);
+        return r;
+      });
     });
   }
 
-  listRunningRollouts(): MaybePromise<Rollout[]> {
+  listDueRollouts(now: number, after: DueRollout | null, limit: number): MaybePromise<DueRollout[]> {
     return this.flushed(() =>
-      then(this.c.all(`${rolloutSpec.select} WHERE "status" IN ('preparing', 'running') ORDER BY rowid`), (rows) => rows.map(rolloutSpec.fromRow)),
+      then(
+        after === null ? this.c.all(SELECT_DUE, [now, limit]) : this.c.all(SELECT_DUE_AFTER, [now, after.deadline, after.rollout_id, limit]),
+        (rows) => rows.map((r) => ({ rollout_id: r[0] as string, deadline: r[1] as number })),
+      ),
     );
   }
 
@@ -197,7 +219,7 @@ export class SqlTx implements StorageTx {
     // A held-back version is newer than SQL's.
     const cached = this.cache.attempts.rows.get(key);
     if (cached) return cached;
-    this.cache.remember(this.cache.attempts, key, a);
+    this.cache.remember(this.cache.attempts, key, a, rowBytes(row));
     return a;
   }
 
@@ -264,22 +286,39 @@ export class SqlTx implements StorageTx {
     return then(this.getLatestAttempt(rid), (latest) => (latest === null ? 0 : latest.sequence_id));
   }
 
-  insertAttempt(attempt: Attempt): void {
+  /** Holds back an attempt row; `deadline`: its rollout's watchdog deadline if it is the latest attempt, else null. */
+  private putAttempt(a: Attempt, deadline: number | null, isNew = false): void {
+    this.cache.put(this.cache.attempts, attemptKey(a.rollout_id, a.attempt_id), a, attemptValues(a, deadline), isNew);
+  }
+
+  insertAttempt(attempt: Attempt): MaybePromise<void> {
     const a = frozen(attempt);
-    const key = attemptKey(a.rollout_id, a.attempt_id);
-    if (this.cache.attempts.rows.get(key)) throw new Error(`insertAttempt: attempt ${a.attempt_id} of rollout ${a.rollout_id} already exists`);
-    this.cache.put(this.cache.attempts, key, a, attemptValues(a), true);
-    // The core numbers a new attempt after every existing one: it is the latest.
-    this.cache.setLatest(a.rollout_id, a);
+    const rid = a.rollout_id;
+    if (this.cache.attempts.rows.get(attemptKey(rid, a.attempt_id))) throw new Error(`insertAttempt: attempt ${a.attempt_id} of rollout ${rid} already exists`);
+    return then(this.getRollout(rid), (rollout) => {
+      if (!rollout) throw new Error(`insertAttempt: rollout ${rid} does not exist`);
+      return then(this.getLatestAttempt(rid), (previous) => {
+        // The core numbers a new attempt after every existing one: it becomes the latest, and the
+        // deadline moves over to it.
+        if (previous !== null && watchdogDeadline(rollout, previous) !== null) this.putAttempt(previous, null);
+        this.putAttempt(a, watchdogDeadline(rollout, a), true);
+        this.cache.setLatest(rid, a);
+      });
+    });
   }
 
   updateAttempt(rid: string, aid: string, patch: AttemptPatchRow): MaybePromise<Attempt> {
     return then(this.getAttempt(rid, aid), (old) => {
       if (!old) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
       const a = patched(old, patch, ["rollout_id", "attempt_id", "sequence_id", "start_time"]);
-      this.cache.put(this.cache.attempts, attemptKey(rid, aid), a, attemptValues(a));
-      if (this.knownLatest(rid)?.attempt_id === aid) this.cache.setLatest(rid, a);
-      return a;
+      return then(this.getRollout(rid), (rollout) =>
+        then(this.getLatestAttempt(rid), (latest) => {
+          const isLatest = latest?.attempt_id === aid;
+          this.putAttempt(a, isLatest && rollout !== null ? watchdogDeadline(rollout, a) : null);
+          if (isLatest) this.cache.setLatest(rid, a);
+          return a;
+        }),
+      );
     });
   }
 
@@ -403,16 +442,18 @@ export class SqlTx implements StorageTx {
     if (known !== undefined) return known;
     return then(this.c.get(SELECT_RESOURCES, [id]), (row) => {
       const r = row === undefined ? null : deepFreeze(resourcesSpec.fromRow(row));
-      this.cache.remember(this.cache.resources, `#${id}`, r);
+      this.cache.remember(this.cache.resources, `#${id}`, r, row === undefined ? undefined : rowBytes(row));
       return r;
     });
   }
 
   putResources(resources: ResourcesUpdate): MaybePromise<void> {
     const r = frozen(resources);
-    const done = this.c.run(PUT_RESOURCES, [r.resources_id, r.create_time, r.update_time, r.version, toSql("resources", r.resources)]);
+    const values = [r.resources_id, r.create_time, r.update_time, r.version, toSql("resources", r.resources)];
+    const done = this.c.run(PUT_RESOURCES, values);
     return then(done, () => {
-      this.cache.putWritten(this.cache.resources, `#${r.resources_id}`, r);
+      // One row under two keys: its text is counted once.
+      this.cache.putWritten(this.cache.resources, `#${r.resources_id}`, r, rowBytes(values));
       this.cache.putWritten(this.cache.resources, "", r);
     });
   }
@@ -422,7 +463,7 @@ export class SqlTx implements StorageTx {
     if (known !== undefined) return known;
     return then(this.c.get(SELECT_LATEST_RESOURCES, []), (row) => {
       const r = row === undefined ? null : deepFreeze(resourcesSpec.fromRow(row));
-      this.cache.remember(this.cache.resources, "", r);
+      this.cache.remember(this.cache.resources, "", r, row === undefined ? undefined : rowBytes(row));
       return r;
     });
   }
@@ -434,7 +475,7 @@ export class SqlTx implements StorageTx {
     if (known !== undefined) return known;
     return then(this.c.get(SELECT_WORKER, [id]), (row) => {
       const w = row === undefined ? null : deepFreeze(workerSpec.fromRow(row));
-      this.cache.remember(this.cache.workers, id, w);
+      this.cache.remember(this.cache.workers, id, w, row === undefined ? undefined : rowBytes(row));
       return w;
     });
   }
@@ -490,6 +531,18 @@ export class SqlTx implements StorageTx {
   }
 }
 
+/** See `LibsqlStorage.rowCacheUsage`. */
+export interface RowCacheUsage {
+  /** Estimated bytes of the rows cached now (an upper bound). */
+  bytes: number;
+  budgetBytes: number;
+}
+
+export interface LibsqlStorageOptions {
+  /** Budget of the row cache in MiB (row-cache.ts); 0 keeps rows only within a transaction. Default 64. */
+  rowCacheMiB?: number;
+}
+
 export class LibsqlStorage implements Storage {
   /** Another process (or machine) may write the same data, except for a private in-memory database. */
   readonly sharedWriters: boolean;
@@ -497,20 +550,36 @@ export class LibsqlStorage implements Storage {
   readonly groupCommit = true;
   private readonly cache: StoreCache;
 
-  constructor(readonly driver: SqlDriver) {
+  constructor(
+    readonly driver: SqlDriver,
+    options: LibsqlStorageOptions = {},
+  ) {
     this.sharedWriters = driver.kind !== "memory";
-    const cache = new StoreCache(driver.versioned);
+    const cache = new StoreCache(driver.versioned, (options.rowCacheMiB ?? DEFAULT_ROW_CACHE_MIB) * 2 ** 20);
     this.cache = cache;
     const hooks: TxHooks = {
       begin: (c) => cache.begin(c),
-      beforeCommit: (c) => (cache.dirty ? cache.flush(c) : undefined),
+      beforeCommit: (c) => {
+        if (!cache.dirty) return cache.trim();
+        return cache.flush(c).then(() => cache.trim());
+      },
       rolledBack: () => cache.clear(),
     };
     driver.hooks = hooks;
   }
 
+  /**
+   * The row cache's estimate of the heap it keeps (row-cache.ts) and its budget. Not part of the store
+   * statistics: it is this process's state, where the statistics describe the data.
+   */
+  rowCacheUsage(): RowCacheUsage {
+    return { bytes: this.cache.bytes, budgetBytes: this.cache.budgetBytes };
+  }
+
   tx<T>(mode: TxMode, fn: (t: StorageTx) => MaybePromise<T>): Promise<T> {
     const cache = this.cache;
+    // A write's rows are checked against the budget once they are written (beforeCommit); a read's here.
+    const trim = mode === "r";
     return this.driver.tx(mode, (c) => {
       cache.startMember();
       let out: MaybePromise<T>;
@@ -522,11 +591,13 @@ export class LibsqlStorage implements Storage {
       }
       if (!(out instanceof Promise)) {
         cache.endMember(true);
+        if (trim) cache.trim();
         return out;
       }
       return out.then(
         (v) => {
           cache.endMember(true);
+          if (trim) cache.trim();
           return v;
         },
         (e: unknown) => {

@@ -19,7 +19,10 @@ import { LightningStoreCore, type LightningStoreCoreOptions } from "../core.ts";
 import { openDriver, parseDbUrl, type DbLocation, type SqlDriver } from "./driver.ts";
 import { applyMigrations } from "./migrate.ts";
 import { MIGRATIONS } from "./migrations/index.ts";
-import { LibsqlStorage } from "./storage.ts";
+import { DEFAULT_ROW_CACHE_MIB } from "./row-cache.ts";
+import { LibsqlStorage, type RowCacheUsage } from "./storage.ts";
+
+export { DEFAULT_ROW_CACHE_MIB };
 
 /** The embedded default: a file in the working directory. */
 export const DEFAULT_STORE_URL = "file:agl-store.db";
@@ -44,6 +47,12 @@ export interface LibsqlLightningStoreOptions extends LightningStoreCoreOptions {
    * every batch of spans rereads its pages from the OS. Memory is taken only as pages are read.
    */
   cacheSizeMiB?: number;
+  /**
+   * The store's own cache of rollout, attempt, worker and resources rows between transactions, in MiB
+   * of estimated heap (default 64, `DEFAULT_ROW_CACHE_MIB`). Past it the cache is dropped and rows are
+   * read from SQL again as needed; 0 keeps rows only within a transaction. See docs/store.md.
+   */
+  rowCacheMiB?: number;
 }
 
 /** Default page cache of a file store's connection (MiB); see `cacheSizeMiB`. */
@@ -66,6 +75,10 @@ export class LibsqlLightningStore extends LightningStoreCore {
     if (sync !== "normal" && sync !== "full") throw new ValidationError(`synchronous must be "normal" or "full", got ${String(sync)}`, ["synchronous"]);
     const cacheMiB = options.cacheSizeMiB ?? DEFAULT_CACHE_SIZE_MIB;
     if (!Number.isInteger(cacheMiB) || cacheMiB < 1) throw new ValidationError(`cacheSizeMiB must be a whole number of MiB >= 1, got ${String(cacheMiB)}`, ["cacheSizeMiB"]);
+    const rowCacheMiB = options.rowCacheMiB ?? DEFAULT_ROW_CACHE_MIB;
+    if (typeof rowCacheMiB !== "number" || !Number.isFinite(rowCacheMiB) || rowCacheMiB < 0) {
+      throw new ValidationError(`rowCacheMiB must be a number of MiB >= 0, got ${String(rowCacheMiB)}`, ["rowCacheMiB"]);
+    }
     const busyTimeoutMs = options.busyTimeoutMs ?? 10_000;
     const driver = await openDriver(location, { authToken: options.authToken, busyTimeoutMs, driver: options.driver });
     try {
@@ -76,7 +89,7 @@ export class LibsqlLightningStore extends LightningStoreCore {
       await driver.close();
       throw e;
     }
-    return new LibsqlLightningStore(location, new LibsqlStorage(driver), options);
+    return new LibsqlLightningStore(location, new LibsqlStorage(driver, { rowCacheMiB }), options);
   }
 
   /** True while WAL checkpoints run on a background thread (file databases on the native driver; see `backgroundCheckpoints`). */
@@ -87,6 +100,11 @@ export class LibsqlLightningStore extends LightningStoreCore {
   /** SQLite's `PRAGMA integrity_check` on this database: `["ok"]` when the file is sound. */
   async integrityCheck(): Promise<string[]> {
     return (await this.libsql.driver.pragma("PRAGMA integrity_check")).map((r) => String(r[0]));
+  }
+
+  /** The row cache's estimated size now and its budget (`rowCacheMiB`), in bytes; see docs/store.md. */
+  get rowCache(): RowCacheUsage {
+    return this.libsql.rowCacheUsage();
   }
 
   private get libsql(): LibsqlStorage {

@@ -90,7 +90,7 @@ export const rolloutSpec = spec<Rollout>(schema.rollouts, "rollouts", [], "rowid
   metadata: parse(r[8]) as Rollout["metadata"],
 }));
 
-export const attemptSpec = spec<Attempt>(schema.attempts, "attempts", [], "rowid", (r) => ({
+export const attemptSpec = spec<Attempt>(schema.attempts, "attempts", ["watchdog_deadline"], "rowid", (r) => ({
   rollout_id: r[0] as string,
   attempt_id: r[1] as string,
   sequence_id: r[2] as number,
@@ -159,8 +159,13 @@ export const rolloutValues = (r: Rollout): SqlValue[] => [
   r.rollout_id, json(r.input), r.start_time, r.end_time, r.mode, r.resources_id, r.status, json(r.config), jsonOrNull(r.metadata),
 ];
 
-export const attemptValues = (a: Attempt): SqlValue[] => [
+/** The columns an attempt row is written with: the model's, then its watchdog deadline (schema.ts). */
+export const ATTEMPT_ROW_COLUMNS = [...ATTEMPT_COLUMNS, "watchdog_deadline"] as const;
+
+/** An attempt row's values (ATTEMPT_ROW_COLUMNS): `deadline` is its rollout's watchdog deadline if it is the latest attempt, else null. */
+export const attemptValues = (a: Attempt, deadline: number | null): SqlValue[] => [
   a.rollout_id, a.attempt_id, a.sequence_id, a.start_time, a.end_time, a.status, a.worker_id, a.last_heartbeat_time, jsonOrNull(a.metadata),
+  deadline,
 ];
 
 export const workerValues = (w: Worker): SqlValue[] => [

@@ -28,5 +28,15 @@ export const MIGRATIONS: readonly EmbeddedMigration[] = [
     "statements": [
       "CREATE INDEX `spans_rollout_sequence_idx` ON `spans` (`rollout_id`,`sequence_id`);"
     ]
+  },
+  {
+    "tag": "0002_watchdog_deadlines",
+    "when": 1795576899927,
+    "hash": "fc5e696df33ffc27401169a8d536179963e6fae2e092d09d742c9ffe04863582",
+    "statements": [
+      "ALTER TABLE `attempts` ADD `watchdog_deadline` real;",
+      "-- Written by hand after drizzle-kit generate: the deadline of every rollout a database already holds\n-- (the same sums as src/store/decisions.ts watchdogDeadline), so its timeouts keep being watched.\nUPDATE `attempts` SET `watchdog_deadline` = (\n\tSELECT CASE\n\t\tWHEN `attempts`.`start_time` + json_extract(r.`config`, '$.timeout_seconds') IS NULL THEN\n\t\t\tCASE WHEN `attempts`.`status` = 'unresponsive' THEN NULL\n\t\t\t\tELSE COALESCE(`attempts`.`last_heartbeat_time`, `attempts`.`start_time`) + json_extract(r.`config`, '$.unresponsive_seconds') END\n\t\tWHEN `attempts`.`status` = 'unresponsive' OR json_extract(r.`config`, '$.unresponsive_seconds') IS NULL THEN\n\t\t\t`attempts`.`start_time` + json_extract(r.`config`, '$.timeout_seconds')\n\t\tELSE MIN(\n\t\t\t`attempts`.`start_time` + json_extract(r.`config`, '$.timeout_seconds'),\n\t\t\tCOALESCE(`attempts`.`last_heartbeat_time`, `attempts`.`start_time`) + json_extract(r.`config`, '$.unresponsive_seconds'))\n\tEND\n\tFROM `rollouts` AS r WHERE r.`rollout_id` = `attempts`.`rollout_id` AND r.`status` IN ('preparing', 'running')\n)\nWHERE `status` IN ('preparing', 'running', 'unresponsive')\n\tAND `sequence_id` = (SELECT MAX(b.`sequence_id`) FROM `attempts` AS b WHERE b.`rollout_id` = `attempts`.`rollout_id`);",
+      "CREATE INDEX `attempts_watchdog_deadline_idx` ON `attempts` (`watchdog_deadline`,`rollout_id`) WHERE \"attempts\".\"watchdog_deadline\" IS NOT NULL;"
+    ]
   }
 ];
