@@ -15,6 +15,7 @@ export const browserPlatform: Platform = {
   args: () => [],
   cwd: () => "/",
   readTextFile: unsupported("Reading a file"),
+  files: unsupported("File access (give an FsAdapter of your own)"),
   exit: unsupported("Exiting the process"),
   onSignal: () => () => {},
   unrefTimer: () => {},

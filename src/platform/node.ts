@@ -16,6 +16,12 @@ export function nodeCompatible(): Omit<Platform, "runtime" | "description" | "se
     args: () => process.argv.slice(2),
     cwd: () => process.cwd(),
     readTextFile: (path) => fs.readFileSync(path, "utf8"),
+    files: () => ({
+      readFile: async (p) => new Uint8Array(await fs.promises.readFile(p)),
+      writeFile: (p, d) => fs.promises.writeFile(p, d),
+      mkdir: async (p) => void (await fs.promises.mkdir(p, { recursive: true })),
+      rename: (a, b) => fs.promises.rename(a, b),
+    }),
     exit: (code) => process.exit(code),
     onSignal(signal, handler) {
       process.on(signal, handler);

@@ -62,6 +62,15 @@ export interface SpawnOptions {
   onExit(code: number): void;
 }
 
+/** Whole-file operations (model checkpoints). */
+export interface FileAccess {
+  readFile(path: string): Promise<Uint8Array>;
+  writeFile(path: string, data: Uint8Array): Promise<void>;
+  /** Creates a directory and its parents (no error if it exists). */
+  mkdir(path: string): Promise<void>;
+  rename(from: string, to: string): Promise<void>;
+}
+
 export interface Platform {
   readonly runtime: RuntimeName;
   /** "node v20.1.0", "deno 2.1.0", "bun 1.2.0" or "browser", for startup messages. */
@@ -74,6 +83,8 @@ export interface Platform {
   cwd(): string;
   /** Reads a UTF-8 text file (configuration such as a token file). */
   readTextFile(path: string): string;
+  /** Whole-file operations, asynchronous. */
+  files(): FileAccess;
   /** Ends the process at once. */
   exit(code: number): never;
   /** Calls `handler` on each `signal`; returns a remover. A no-op where there are no signals. */
