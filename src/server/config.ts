@@ -26,7 +26,7 @@ export interface StoreServerConfig {
   bodyLimitBytes: number;
   /** Bounds of the answers remembered for `Idempotency-Key` retries (src/server/idempotency.ts). */
   idempotency: Required<Omit<IdempotencyOptions, "now">>;
-  /** Timeouts and the connection cap of the HTTP server (src/trainer/serve.ts). */
+  /** Timeouts and the connection cap of the HTTP server (src/platform/: serveFetch). */
   limits: ServeLimits;
   /** Items of a list answer without `limit`; null: the default (docs/departures.md#22). */
   pageSize: number | null;
