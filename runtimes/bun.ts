@@ -1,27 +1,8 @@
 /**
- * Bun entry: `bun runtimes/bun.ts [agl store options]`. Serving (`Bun.serve`, with its limits) is
- * src/trainer/serve.ts.
+ * Bun entry: `bun runtimes/bun.ts [agl store options]`. What differs per runtime (`Bun.serve` with its
+ * limits, signals, environment, exit) is src/platform/.
  */
 import { runCli } from "../src/cli/agl.ts";
-import type { ServerHost } from "../src/server/run.ts";
+import { platform } from "../src/platform/index.ts";
 
-declare const Bun: { version: string };
-declare const process: {
-  argv: string[];
-  env: Record<string, string | undefined>;
-  cwd(): string;
-  on(signal: string, handler: () => void): void;
-  exit(code: number): never;
-};
-
-const host: ServerHost = {
-  runtime: `bun ${Bun.version}`,
-  onShutdownSignal(handler) {
-    for (const s of ["SIGINT", "SIGTERM"]) process.on(s, () => handler(s));
-  },
-  cwd: () => process.cwd(),
-  env: (name) => process.env[name],
-  exit: (code) => process.exit(code),
-};
-
-process.exit(await runCli(["store", ...process.argv.slice(2)], host));
+platform.exit(await runCli(["store", ...platform.args()]));

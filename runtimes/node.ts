@@ -1,26 +1,17 @@
 /**
  * Node entry: `tsx runtimes/node.ts [agl store options]` starts the server; the `agl` binary
- * (bin/agl.mjs) calls `main()` with its own arguments. Serving (node:http through @hono/node-server,
- * with its limits) is src/trainer/serve.ts.
+ * (bin/agl.mjs) calls `main()` with its own arguments. What differs per runtime (serving with limits,
+ * signals, environment, exit) is src/platform/.
  */
 import { realpathSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { runCli } from "../src/cli/agl.ts";
-import type { ServerHost } from "../src/server/run.ts";
-
-export const nodeHost: ServerHost = {
-  runtime: `node ${process.version}`,
-  onShutdownSignal(handler) {
-    for (const s of ["SIGINT", "SIGTERM"] as const) process.on(s, () => handler(s));
-  },
-  cwd: () => process.cwd(),
-  env: (name) => process.env[name],
-  exit: (code) => process.exit(code),
-};
+import { platform } from "../src/platform/index.ts";
 
 export function main(argv: readonly string[]): Promise<number> {
-  return runCli(argv, nodeHost);
+  return runCli(argv);
 }
 
-const invokedDirectly = process.argv[1] !== undefined && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url);
-if (invokedDirectly) process.exit(await main(["store", ...process.argv.slice(2)]));
+const script = process.argv[1];
+const invokedDirectly = script !== undefined && realpathSync(script) === fileURLToPath(import.meta.url);
+if (invokedDirectly) platform.exit(await main(["store", ...platform.args()]));

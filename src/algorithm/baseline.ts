@@ -3,7 +3,7 @@
  * waits for each rollout and logs what it produced: attempts, spans and the adapter's output. No
  * learning happens; it is the algorithm for developing and debugging agents (`Trainer.dev`).
  */
-import { getLogger } from "../tracer/log.ts";
+import { getLogger } from "../platform/log.ts";
 import type { Rollout, RolloutConfigInput, RolloutMode, RolloutStatus, Span } from "../types/index.ts";
 import { ValidationError } from "../types/index.ts";
 import { FastAlgorithm, withLlmProxy, type Dataset } from "./base.ts";

@@ -24,7 +24,7 @@ import type { PolicyLossOptions, PolicyTrainer, StepMetrics, TokenBatch } from "
 import type { ModelPolicy } from "../proxy/policy.ts";
 import type { PolicyServer } from "../proxy/policy-server.ts";
 import type { LightningStore } from "../store/base.ts";
-import { getLogger } from "../tracer/log.ts";
+import { getLogger } from "../platform/log.ts";
 import { libraryKernels, type BatchTensors, type Kernels } from "../wasm/index.ts";
 import { spanFromAttributes, type Attributes, type Span } from "../types/span.ts";
 import { RuntimeError } from "../runner/errors.ts";

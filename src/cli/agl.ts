@@ -1,9 +1,10 @@
 /**
- * The `agl` command line, runtime-neutral: `runCli(argv, host)` with the host of the runtime it runs on
- * (runtimes/node.ts for the npm `agl` binary, runtimes/deno.ts and runtimes/bun.ts for the others).
+ * The `agl` command line, runtime-neutral: `runCli(argv, host)`, the host being this process's platform
+ * unless a test gives its own (entries: runtimes/node.ts for the npm `agl` binary, runtimes/deno.ts and
+ * runtimes/bun.ts for the others).
  */
 import { STORE_USAGE, UsageError, parseStoreArgs } from "../server/config.ts";
-import { startStoreServer, type ServerHost } from "../server/run.ts";
+import { platformHost, startStoreServer, type ServerHost } from "../server/run.ts";
 
 export const AGL_USAGE = `Usage: agl <command> [options]
 
@@ -12,7 +13,7 @@ Commands:
 `;
 
 /** Runs a command to its end and returns the process exit code. */
-export async function runCli(argv: readonly string[], host: ServerHost): Promise<number> {
+export async function runCli(argv: readonly string[], host: ServerHost = platformHost()): Promise<number> {
   const [command, ...rest] = argv;
   if (command === undefined || command === "-h" || command === "--help" || command === "help") {
     console.log(AGL_USAGE);

@@ -8,16 +8,13 @@
  * so a consumer type-checks without adding @webgpu/types itself.
  */
 
-export type GpuRuntime = "node" | "bun" | "deno" | "browser";
+import { platform, type RuntimeName } from "../platform/index.ts";
 
-/** Which JavaScript runtime this is (Bun and Deno both also look like Node in places, so test them first). */
+export type GpuRuntime = RuntimeName;
+
+/** Which JavaScript runtime this is (detected once by the platform, src/platform/). */
 export function detectRuntime(): GpuRuntime {
-  const g = globalThis as Record<string, unknown>;
-  if (g.Bun !== undefined) return "bun";
-  if (g.Deno !== undefined) return "deno";
-  const proc = g.process as { versions?: { node?: string } } | undefined;
-  if (proc?.versions?.node !== undefined) return "node";
-  return "browser";
+  return platform.runtime;
 }
 
 let cached: Promise<GPU | null> | undefined;

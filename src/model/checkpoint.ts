@@ -4,9 +4,10 @@
  *   `format: "lightning-ts"`, `config`: the model config as JSON, and `step` (optimizer steps taken);
  * - `optimizer.safetensors` (when there is optimizer state): AdamW moments as `m.<name>` and
  *   `v.<name>`, metadata `step`. Together they resume training bit-exactly.
- * Files go through a tiny {@link FsAdapter}; the default uses `node:fs/promises`, which Node, Deno
- * and Bun all provide. Byte-level encode/decode functions serve browsers and custom storage.
+ * Files go through a tiny {@link FsAdapter}; the default is the platform's (src/platform/: Node, Deno
+ * and Bun). Byte-level encode/decode functions serve browsers and custom storage.
  */
+import { platform, type FileAccess } from "../platform/index.ts";
 import { paramCount, paramLayout, parseModelConfig, type ModelConfig } from "./config.ts";
 import { encodeSafetensors, readSafetensorsHeader, readTensor, type NamedTensor } from "./safetensors.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -24,24 +25,11 @@ export interface Checkpoint {
 }
 
 /** The file operations checkpoints need. */
-export interface FsAdapter {
-  readFile(path: string): Promise<Uint8Array>;
-  writeFile(path: string, data: Uint8Array): Promise<void>;
-  mkdir(path: string): Promise<void>;
-  rename(from: string, to: string): Promise<void>;
-}
+export type FsAdapter = FileAccess;
 
-/** An adapter over `node:fs/promises` (available in Node, Deno and Bun). */
+/** The platform's file access (Node, Deno and Bun). */
 export async function nodeFs(): Promise<FsAdapter> {
-  const fs = await import("node:fs/promises");
-  return {
-    readFile: async (p) => new Uint8Array(await fs.readFile(p)),
-    writeFile: (p, d) => fs.writeFile(p, d),
-    mkdir: async (p) => {
-      await fs.mkdir(p, { recursive: true });
-    },
-    rename: (a, b) => fs.rename(a, b),
-  };
+  return platform.files();
 }
 
 function views(config: ModelConfig, flat: Float32Array, prefix = ""): NamedTensor[] {

@@ -9,7 +9,7 @@
  * The agent object is itself callable and passes straight through to the function.
  */
 import { parameterNames } from "../tracer/params.ts";
-import { getLogger } from "../tracer/log.ts";
+import { getLogger } from "../platform/log.ts";
 import type { AttemptedRollout, LLM, NamedResources, PromptTemplate, ProxyLLM, Resource } from "../types/index.ts";
 import { ValidationError, proxyLlmForAttempt } from "../types/index.ts";
 import { callableInstance } from "./callable.ts";

@@ -11,7 +11,7 @@
  *   hangs, and a loop-blocked skip is logged at debug level only.
  */
 import type { LightningStore } from "../store/base.ts";
-import { getLogger } from "../tracer/log.ts";
+import { getLogger } from "../platform/log.ts";
 import { ValidationError } from "../types/index.ts";
 import { LocalEvent } from "./event.ts";
 import { systemSnapshot } from "./system-snapshot.ts";

@@ -7,7 +7,7 @@
  */
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import type { Tracer } from "../tracer/base.ts";
-import { getLogger } from "../tracer/log.ts";
+import { getLogger } from "../platform/log.ts";
 import type { MaybePromise } from "../store/storage.ts";
 import type { AttemptedRollout, NamedResources, Span, SpanCoreFields } from "../types/index.ts";
 import { NotImplementedError, RuntimeError } from "./errors.ts";

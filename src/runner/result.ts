@@ -5,7 +5,7 @@
 import type { LightningStore, OtelReadableSpanLike } from "../store/base.ts";
 import type { Tracer } from "../tracer/base.ts";
 import { emitReward } from "../tracer/emit.ts";
-import { getLogger } from "../tracer/log.ts";
+import { getLogger } from "../platform/log.ts";
 import { OtelTracer } from "../tracer/otel.ts";
 import type { AttemptedRollout, Span, SpanCoreFields } from "../types/index.ts";
 import { ValidationError, spanFromAttributes, systemClock } from "../types/index.ts";

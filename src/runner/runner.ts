@@ -7,7 +7,7 @@ import type { LightningStore } from "../store/base.ts";
 import { finishAttempt, finishFailure } from "../client/finish.ts";
 import type { DeferredSpans, Tracer } from "../tracer/base.ts";
 import { DEFAULT_DELIVERY_LIMITS, isStoreUnavailable, monotonicMs, retryWhileUnavailable } from "../tracer/delivery.ts";
-import { getLogger } from "../tracer/log.ts";
+import { getLogger } from "../platform/log.ts";
 import { OtelTracer } from "../tracer/otel.ts";
 import type { AttemptedRollout, NamedResourcesInput, Rollout, RolloutMode, Span } from "../types/index.ts";
 import { systemClock, ValidationError } from "../types/index.ts";

@@ -21,7 +21,7 @@ import { bearerChallenge, bearerToken, tokensEqual } from "./auth.ts";
 import { HttpProblem, errorResponse, routeNotFound } from "./errors.ts";
 import { checkJsonContentType, parseJsonBody } from "./json-body.ts";
 import { pageLimit, pageResponse, pageSizes } from "./paging.ts";
-import { silentLogger, type Logger } from "./log.ts";
+import { silentLogger, type LogWriter } from "../platform/log.ts";
 import { ServerMetrics, instrumentStore } from "./metrics.ts";
 import { otlpTracesHandler } from "./otlp/route.ts";
 import * as S from "./schemas.ts";
@@ -50,7 +50,7 @@ export interface StoreAppOptions {
   maxWaitSeconds?: number;
   /** Export `GET /metrics` and count requests and store calls. Default true. */
   metrics?: boolean;
-  log?: Logger;
+  log?: LogWriter;
   /**
    * Answers remembered for requests with an `Idempotency-Key` header, so a retried write runs once
    * (see idempotency.ts); `false` ignores the header. Default: 600 s, 10,000 keys, 64 MiB.

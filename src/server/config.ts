@@ -2,13 +2,12 @@
  * `agl store` options from flags and environment (listed by `agl store --help`; docs/server.md), shared
  * by the CLI and the three runtime entries. Flags win over the environment, which wins over the defaults.
  */
-import { readFileSync } from "node:fs";
-import { parseLogLevel, type LogLevel } from "./log.ts";
+import { parseLogLevel, type LogLevel } from "../platform/log.ts";
 import { DEFAULT_BODY_LIMIT } from "./app.ts";
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "./paging.ts";
 import { DEFAULT_STORE_URL } from "../store/libsql/store.ts";
 import { DEFAULT_IDEMPOTENCY_MAX_BYTES, DEFAULT_IDEMPOTENCY_MAX_KEYS, DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyOptions } from "./idempotency.ts";
-import { DEFAULT_SERVE_LIMITS, type ServeLimits } from "../trainer/serve.ts";
+import { DEFAULT_SERVE_LIMITS, platform, type ServeLimits } from "../platform/index.ts";
 
 export const DEFAULT_HOST = "127.0.0.1";
 export const DEFAULT_PORT = 4747;
@@ -27,7 +26,7 @@ export interface StoreServerConfig {
   bodyLimitBytes: number;
   /** Bounds of the answers remembered for `Idempotency-Key` retries (src/server/idempotency.ts). */
   idempotency: Required<Omit<IdempotencyOptions, "now">>;
-  /** Timeouts and the connection cap of the HTTP server (src/trainer/serve.ts). */
+  /** Timeouts and the connection cap of the HTTP server (src/platform/: serveFetch). */
   limits: ServeLimits;
   /** Items of a list answer without `limit`; null: the default (docs/departures.md#22). */
   pageSize: number | null;
@@ -74,7 +73,7 @@ export class UsageError extends Error {}
 type Env = (name: string) => string | undefined;
 type ReadText = (path: string) => string;
 
-const readTextFile: ReadText = (path) => readFileSync(path, "utf8");
+const readTextFile: ReadText = (path) => platform.readTextFile(path);
 
 /** `--token` or `--token-file` as given on the command line. */
 type TokenFlag = { token: string; source: "--token" } | { path: string; source: "--token-file" };

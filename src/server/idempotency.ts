@@ -15,7 +15,7 @@
 import type { MiddlewareHandler } from "hono";
 import { z } from "zod";
 import { LightningError, parseOrThrow } from "../types/index.ts";
-import { silentLogger, type Logger } from "./log.ts";
+import { silentLogger, type LogWriter } from "../platform/log.ts";
 
 export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
 /** Response header set on a replayed answer. */
@@ -169,7 +169,7 @@ async function sha256(...parts: string[]): Promise<string> {
  * The middleware for a write route. Without the header it only calls the route. With it: replays a
  * remembered answer, waits for a running one with the same key, or runs the route and remembers its answer.
  */
-export function idempotentWrites(cache: IdempotencyCache, log: Logger = silentLogger): MiddlewareHandler {
+export function idempotentWrites(cache: IdempotencyCache, log: LogWriter = silentLogger): MiddlewareHandler {
   return async (c, next) => {
     const header = c.req.header(IDEMPOTENCY_KEY_HEADER);
     if (header === undefined) return next();

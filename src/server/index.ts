@@ -1,7 +1,7 @@
 export * from "./app.ts";
 export * from "./errors.ts";
 export * from "./idempotency.ts";
-export * from "./log.ts";
+export { consoleLogger, LOG_LEVELS, parseLogLevel, silentLogger, Logger, type LogLevel, type LogWriter } from "../platform/log.ts";
 export * from "./metrics.ts";
 export { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "./paging.ts";
 export * from "./spans.ts";

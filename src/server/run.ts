@@ -1,14 +1,15 @@
 /**
  * Starting and stopping the store server, the same on every runtime. Serving itself, with each
- * runtime's timeouts and connection cap, is src/trainer/serve.ts; a runtime entry (runtimes/*.ts)
- * supplies a `ServerHost`: how to hear SIGINT/SIGTERM, the environment, the working directory.
+ * runtime's timeouts and connection cap, is the platform's (src/platform/); so is the `ServerHost` a
+ * runtime entry (runtimes/*.ts) passes by default: how to hear SIGINT/SIGTERM, the environment, the
+ * working directory. Tests pass their own.
  */
 import type { LightningStore } from "../store/base.ts";
 import { InMemoryLightningStore } from "../store/memory.ts";
-import { serveFetch, longestHoldSeconds, type ServedApp } from "../trainer/serve.ts";
+import { longestHoldSeconds, platform, serveFetch, type ServedApp } from "../platform/index.ts";
 import { MAX_WAIT_SECONDS, createStoreApp } from "./app.ts";
 import type { StoreServerConfig } from "./config.ts";
-import { consoleLogger, type Logger } from "./log.ts";
+import { consoleLogger, type LogWriter } from "../platform/log.ts";
 import { openServerStore } from "./open-store.ts";
 import { createTestStore } from "./test-hooks.ts";
 
@@ -23,6 +24,19 @@ export interface ServerHost {
   exit(code: number): never;
 }
 
+/** This process's host, from the platform. */
+export function platformHost(): ServerHost {
+  return {
+    runtime: platform.description,
+    onShutdownSignal(handler) {
+      for (const s of ["SIGINT", "SIGTERM"] as const) platform.onSignal(s, () => handler(s));
+    },
+    cwd: () => platform.cwd(),
+    env: (name) => platform.env(name),
+    exit: (code) => platform.exit(code),
+  };
+}
+
 export interface RunningStoreServer {
   url: string;
   store: LightningStore;
@@ -33,7 +47,7 @@ export interface RunningStoreServer {
 
 const urlHost = (h: string): string => (h.includes(":") && !h.startsWith("[") ? `[${h}]` : h);
 
-export async function startStoreServer(config: StoreServerConfig, host: ServerHost, log: Logger = consoleLogger(config.logLevel)): Promise<RunningStoreServer> {
+export async function startStoreServer(config: StoreServerConfig, host: ServerHost, log: LogWriter = consoleLogger(config.logLevel)): Promise<RunningStoreServer> {
   let store: LightningStore;
   let location: string;
   let testHooks;

@@ -94,6 +94,7 @@ import {
   type Page,
   type RolloutDraft,
 } from "./inputs.ts";
+import { platform } from "../platform/index.ts";
 import { spanFromOpenTelemetry } from "./otel-span.ts";
 import type { FieldOps } from "./query.ts";
 import { nextTurn } from "./next-turn.ts";
@@ -374,8 +375,7 @@ export class LightningStoreCore implements LightningStore {
       });
     }, seconds * 1000);
     // Do not keep the process alive just for the watchdog.
-    if (typeof timer === "object" && timer !== null && "unref" in timer) (timer as { unref(): void }).unref();
-    else (globalThis as { Deno?: { unrefTimer?(id: number): void } }).Deno?.unrefTimer?.(timer as unknown as number);
+    platform.unrefTimer(timer);
     this.timer = timer;
   }
 

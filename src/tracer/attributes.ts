@@ -5,7 +5,7 @@
  */
 import type { AttributeValue, Attributes, Span } from "../types/index.ts";
 import { ExceptionAttributes, LinkAttributes, LightningSpanAttributes, ValidationError } from "../types/index.ts";
-import { getLogger } from "./log.ts";
+import { getLogger } from "../platform/log.ts";
 
 const log = getLogger("agentlightning.utils.otel");
 

@@ -12,7 +12,7 @@ import type { Attributes, Span, SpanCoreFields, StatusCode, TraceStatus } from "
 import { LightningError, ValidationError, systemClock } from "../types/index.ts";
 import { formatExceptionAttributes } from "./attributes.ts";
 import { ACTIVE_TRACER_KEY, installContextManager } from "./context.ts";
-import { getLogger } from "./log.ts";
+import { getLogger } from "../platform/log.ts";
 
 const log = getLogger("agentlightning.tracer");
 

@@ -7,7 +7,7 @@
  */
 import { context, createContextKey, type Context } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
-import { getLogger } from "./log.ts";
+import { getLogger } from "../platform/log.ts";
 
 const log = getLogger("agentlightning.tracer");
 

@@ -22,7 +22,7 @@ import {
 } from "./base.ts";
 import { ROLLOUT_SCOPE_KEY } from "./context.ts";
 import { DEFAULT_DELIVERY_LIMITS, type DeliveryLimits } from "./delivery.ts";
-import { getLogger } from "./log.ts";
+import { getLogger } from "../platform/log.ts";
 import { lightningTracing } from "./processor.ts";
 import { RolloutScope } from "./scope.ts";
 

@@ -10,7 +10,7 @@ import { trace, TraceFlags } from "@opentelemetry/api";
 import { BasicTracerProvider, type ReadableSpan, type Span as SdkSpan, type SpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { installContextManager, ROLLOUT_SCOPE_KEY } from "./context.ts";
-import { getLogger } from "./log.ts";
+import { getLogger } from "../platform/log.ts";
 import type { RolloutScope } from "./scope.ts";
 
 const log = getLogger("agentlightning.tracer");

@@ -26,7 +26,8 @@ import { jsonSpanSize } from "../store/span-size.ts";
 import type { Span } from "../types/index.ts";
 import type { DeferredSpans } from "./base.ts";
 import { Backoff, DEFAULT_DELIVERY_LIMITS, SpanDeliveryError, describeError, isStoreUnavailable, monotonicMs, type DeliveryLimits } from "./delivery.ts";
-import { getLogger } from "./log.ts";
+import { platform } from "../platform/index.ts";
+import { getLogger } from "../platform/log.ts";
 
 const log = getLogger("agentlightning.tracer");
 
@@ -49,11 +50,6 @@ interface Entry {
   readonly bytes: number;
   /** Sent in a store-numbered request whose outcome is unknown: the store may hold it under an id it chose. */
   maybeStored: boolean;
-}
-
-function unrefTimer(t: ReturnType<typeof setTimeout>): void {
-  if (typeof t === "object" && t !== null && "unref" in t) (t as { unref(): void }).unref();
-  else (globalThis as { Deno?: { unrefTimer?(id: number): void } }).Deno?.unrefTimer?.(t as unknown as number);
 }
 
 /** Spans a query page asks for when looking up stored ids. */
@@ -132,7 +128,7 @@ export class RolloutScope {
     if (this.pending.length >= this.options.maxBatchSize) void this.flush();
     else if (this.timer === null) {
       this.timer = setTimeout(() => void this.flush(), this.options.flushIntervalMs);
-      unrefTimer(this.timer);
+      platform.unrefTimer(this.timer);
     }
   }
 
@@ -197,7 +193,7 @@ export class RolloutScope {
       };
       const t = setTimeout(done, cap);
       // While the attempt runs the agent keeps the process alive; the final flush must keep it alive itself.
-      if (!this.closed) unrefTimer(t);
+      if (!this.closed) platform.unrefTimer(t);
       this.wake = done;
     });
   }

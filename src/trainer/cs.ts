@@ -24,14 +24,14 @@ import { RuntimeError } from "../runner/errors.ts";
 import { workerLabel } from "../runner/runner.ts";
 import { createStoreApp } from "../server/app.ts";
 import type { LightningStore } from "../store/base.ts";
-import { getLogger } from "../tracer/log.ts";
+import { getLogger } from "../platform/log.ts";
 import { ValidationError } from "../types/index.ts";
 import { readEnv, resolveBoolEnv, resolveIntEnv, resolveStrEnv } from "./env.ts";
 import { failInFlightAttempts } from "./in-flight.ts";
 import { onInterrupt } from "./interrupt.ts";
 import { runnerFetch } from "./runner-fetch.ts";
 import { registerComponent } from "./registry.ts";
-import { serveFetch, type ServedApp } from "./serve.ts";
+import { serveFetch, type ServedApp } from "../platform/index.ts";
 import { ChildHandle, listenForParentStop, selfCommand } from "./spawn.ts";
 import { ExecutionStrategy, runUntilCompletedOrCanceled, type AlgorithmBundle, type RunnerBundle } from "./strategy.ts";
 

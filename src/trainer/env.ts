@@ -2,6 +2,7 @@
  * `LightningEnvVar` (runtime.md §4.2): an explicit constructor value wins over the environment, which
  * wins over the fallback.
  */
+import { platform } from "../platform/index.ts";
 import { ValidationError } from "../types/index.ts";
 
 export const LightningEnvVar = {
@@ -21,7 +22,7 @@ const TRUTHY = ["1", "true", "yes", "on"];
 const FALSY = ["0", "false", "no", "off"];
 
 export function readEnv(name: string): string | undefined {
-  return (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.[name];
+  return platform.env(name);
 }
 
 export function resolveBoolEnv(name: string, explicit: boolean | null | undefined, fallback: boolean): boolean {

@@ -1,30 +1,20 @@
 /**
  * Ctrl+C for the strategies: the first SIGINT asks for a graceful stop; a second one exits at once.
- * `process.on("SIGINT")` works on Node, Deno 2 and Bun; elsewhere (browsers) this is a no-op.
+ * Signals come through the platform (src/platform/); where there are none (browsers) this is a no-op.
  */
-import { getLogger } from "../tracer/log.ts";
+import { platform } from "../platform/index.ts";
+import { getLogger } from "../platform/log.ts";
 
 const log = getLogger("agentlightning.execution");
 
-interface ProcessLike {
-  on?(event: string, fn: () => void): unknown;
-  off?(event: string, fn: () => void): unknown;
-  exit?(code: number): never;
-}
-
-const proc = (globalThis as { process?: ProcessLike }).process;
-
 /** Calls `onFirst` on the first SIGINT; returns a remover. */
 export function onInterrupt(onFirst: () => void): () => void {
-  if (!proc?.on || !proc.off) return () => {};
   let count = 0;
-  const handler = () => {
+  return platform.onSignal("SIGINT", () => {
     count++;
     if (count === 1) {
       log.warn("KeyboardInterrupt received on main thread; stopping gracefully (press Ctrl+C again to exit at once)");
       onFirst();
-    } else proc.exit?.(130);
-  };
-  proc.on("SIGINT", handler);
-  return () => proc.off?.("SIGINT", handler);
+    } else platform.exit(130);
+  });
 }

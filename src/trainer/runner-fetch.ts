@@ -11,6 +11,7 @@
  * Deno, Bun and browsers keep their global fetch; undici is loaded only on Node, on first use.
  */
 import type { Dispatcher, Pool } from "undici";
+import { platform } from "../platform/index.ts";
 
 /** The headers of an undici answer (names lower-case), behind the part of `Headers` the store client reads. */
 class AnswerHeaders {
@@ -150,6 +151,5 @@ export async function undiciFetch(input: string | URL | Request, init: RequestIn
 
 /** The fetch a runner's store client should use on this runtime (undefined: the global fetch). */
 export function runnerFetch(): typeof fetch | undefined {
-  const g = globalThis as { Deno?: unknown; Bun?: unknown };
-  return g.Deno || g.Bun ? undefined : (undiciFetch as typeof fetch);
+  return platform.runtime === "node" ? (undiciFetch as typeof fetch) : undefined;
 }

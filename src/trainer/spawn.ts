@@ -1,12 +1,10 @@
 /**
- * Child processes for the client-server strategy, the same on Node, Deno 2 and Bun (all three implement
- * `node:child_process`). A child is told to stop with a line on its stdin (or by its stdin closing, so
- * children never outlive a parent that died), then by signals. Exit codes follow upstream: a death by
- * signal N reads as -N.
+ * Child processes for the client-server strategy, started through the platform (src/platform/). A
+ * child is told to stop with a line on its stdin (or by its stdin closing, so children never outlive a
+ * parent that died), then by signals. Exit codes follow upstream: a death by signal N reads as -N.
  */
-import { spawn, type ChildProcess } from "node:child_process";
-import { constants, getPriority, setPriority } from "node:os";
-import { getLogger } from "../tracer/log.ts";
+import { platform, type ChildProcessPort } from "../platform/index.ts";
+import { getLogger } from "../platform/log.ts";
 
 const log = getLogger("agentlightning.execution.spawn");
 
@@ -14,20 +12,14 @@ export const STOP_LINE = "agl:stop\n";
 
 /** The command line that runs this process's entry script again, on the current runtime. */
 export function selfCommand(): string[] {
-  const g = globalThis as { Deno?: unknown; Bun?: unknown };
-  const script = process.argv[1];
-  if (!script) throw new Error("Cannot tell this process's entry script (process.argv[1] is empty); give childCommand explicitly");
-  const args = process.argv.slice(2);
-  if (g.Deno) return [process.execPath, "run", "-A", script, ...args];
-  if (g.Bun) return [process.execPath, script, ...args];
-  return [process.execPath, ...process.execArgv, script, ...args];
+  return platform.selfCommand();
 }
 
 export class ChildHandle {
   /** Mapped exit code (-N for signal N); null while running. */
   exitCode: number | null = null;
   readonly exited: Promise<number>;
-  private readonly child: ChildProcess;
+  private readonly child: ChildProcessPort;
 
   constructor(
     readonly name: string,
@@ -36,20 +28,16 @@ export class ChildHandle {
     /** Added to this process's nice value for the child (0: the same CPU priority as this process). */
     niceness = 0,
   ) {
-    this.child = spawn(command[0]!, command.slice(1), { env: { ...process.env, ...env }, stdio: ["pipe", "inherit", "inherit"] });
-    if (niceness > 0 && this.child.pid !== undefined) lowerPriority(name, this.child.pid, niceness);
-    // A child that exits before reading its stop line must not crash us with EPIPE.
-    this.child.stdin?.on("error", () => {});
-    this.exited = new Promise<number>((resolve) => {
-      this.child.once("exit", (code, signal) => {
-        this.exitCode = signal ? -((constants.signals as Record<string, number>)[signal] ?? 1) : (code ?? 0);
-        resolve(this.exitCode);
-      });
-      this.child.once("error", () => {
-        this.exitCode ??= 127;
-        resolve(this.exitCode);
-      });
+    let resolveExited!: (code: number) => void;
+    this.exited = new Promise<number>((resolve) => (resolveExited = resolve));
+    this.child = platform.spawnChild(command, {
+      env,
+      onExit: (code) => {
+        this.exitCode = code;
+        resolveExited(code);
+      },
     });
+    if (niceness > 0 && this.child.pid !== undefined) lowerPriority(name, this.child.pid, niceness);
   }
 
   get pid(): number | undefined {
@@ -62,12 +50,7 @@ export class ChildHandle {
 
   /** The cooperative stop: a line on stdin, then stdin closed. */
   requestStop(): void {
-    if (!this.alive) return;
-    const stdin = this.child.stdin;
-    if (stdin && !stdin.destroyed) {
-      stdin.write(STOP_LINE);
-      stdin.end();
-    }
+    if (this.alive) this.child.endStdin(STOP_LINE);
   }
 
   signal(sig: "SIGINT" | "SIGTERM" | "SIGKILL"): void {
@@ -92,7 +75,7 @@ export class ChildHandle {
  */
 function lowerPriority(name: string, pid: number, niceness: number): void {
   try {
-    setPriority(pid, Math.min(19, getPriority(pid) + niceness));
+    platform.lowerPriority(pid, niceness);
   } catch (err) {
     log.warn(`Could not lower the CPU priority of ${name} (pid ${pid}): ${(err as Error).message}`);
   }
@@ -103,22 +86,12 @@ function lowerPriority(name: string, pid: number, niceness: number): void {
  * remover that also releases stdin so the process can exit.
  */
 export function listenForParentStop(onStop: () => void): () => void {
-  const stdin = process.stdin;
   let buffer = "";
-  const onData = (chunk: Buffer | string) => {
-    buffer += chunk.toString();
-    if (buffer.includes(STOP_LINE.trim())) onStop();
-  };
-  const onEnd = () => onStop();
-  stdin.on("data", onData);
-  stdin.on("end", onEnd);
-  stdin.on("error", onEnd);
-  return () => {
-    stdin.off("data", onData);
-    stdin.off("end", onEnd);
-    stdin.off("error", onEnd);
-    stdin.pause();
-    (stdin as unknown as { unref?: () => void }).unref?.();
-    stdin.destroy();
-  };
+  return platform.listenToStdin(
+    (text) => {
+      buffer += text;
+      if (buffer.includes(STOP_LINE.trim())) onStop();
+    },
+    onStop,
+  );
 }

@@ -6,7 +6,7 @@
 import type { LightningStore } from "../store/base.ts";
 import { AbortError, NotImplementedError } from "../runner/errors.ts";
 import type { ExecutionEvent } from "../runner/event.ts";
-import { getLogger } from "../tracer/log.ts";
+import { getLogger } from "../platform/log.ts";
 
 const log = getLogger("agentlightning.execution");
 

@@ -23,7 +23,7 @@ import { LitAgentRunner, Runner } from "../runner/runner.ts";
 import type { LightningStore } from "../store/base.ts";
 import { InMemoryLightningStore } from "../store/memory.ts";
 import { DummyTracer, Tracer } from "../tracer/base.ts";
-import { getLogger } from "../tracer/log.ts";
+import { getLogger } from "../platform/log.ts";
 import { OtelTracer } from "../tracer/otel.ts";
 import type { NamedResourcesInput } from "../types/index.ts";
 import { ValidationError } from "../types/index.ts";

@@ -1,9 +1,12 @@
 /**
  * The house's rules, read from docs/architecture.md: a part of `src/` imports only parts on its own floor
  * or below, and no file imports itself back through a chain of imports (type-only imports included:
- * a cycle of types is still a knot a reader must untie).
+ * a cycle of types is still a knot a reader must untie). And what differs between runtimes stays in
+ * src/platform/ and the named exceptions: no `node:*` (or bare Node built-in) import, and no `Deno`,
+ * `Bun`, `process` or `require` used as a global, anywhere else in src/.
  */
 import { readFileSync, readdirSync, statSync } from "node:fs";
+import { builtinModules } from "node:module";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -33,6 +36,94 @@ export function importsOf(code: string): string[] {
   for (const m of code.matchAll(/^\s*import\s*["']([^"']+)["']/gm)) specs.add(m[1]!);
   for (const m of code.matchAll(/\bimport\(\s*["']([^"']+)["']\s*\)/g)) specs.add(m[1]!);
   return [...specs].filter((s) => s.startsWith("."));
+}
+
+/**
+ * Files outside src/platform/ that may use the runtime's own modules: the native libSQL binding's
+ * checkpoint worker (a `node:worker_threads` thread that `require`s the binding). docs/architecture.md
+ * lists the same exceptions.
+ */
+const RUNTIME_EXCEPTIONS = ["src/platform/", "src/store/libsql/checkpointer.ts"];
+
+/** Every module specifier a file imports, re-exports or `require`s, relative or not. */
+function allSpecifiers(code: string): string[] {
+  const specs = new Set<string>();
+  for (const m of code.matchAll(/^\s*(?:import|export)\b[^;]*?\bfrom\s*["']([^"']+)["']/gms)) specs.add(m[1]!);
+  for (const m of code.matchAll(/^\s*import\s*["']([^"']+)["']/gm)) specs.add(m[1]!);
+  for (const m of code.matchAll(/\b(?:import|require)\(\s*["']([^"']+)["']\s*\)/g)) specs.add(m[1]!);
+  return [...specs];
+}
+
+/** The code without comments and without the text of string and template literals (a template's `${…}` code is kept). */
+export function codeOnly(code: string): string {
+  let out = "";
+  let i = 0;
+  const braces: number[] = []; // open-brace depth at each `${` still open
+  let depth = 0;
+  const template = (): void => {
+    // Inside a template literal's text, from just after its "`" or "}": up to its end or the next "${".
+    while (i < code.length) {
+      const c = code[i]!;
+      if (c === "\\") i += 2;
+      else if (c === "`") {
+        out += "`";
+        i++;
+        return;
+      } else if (c === "$" && code[i + 1] === "{") {
+        out += "${";
+        i += 2;
+        braces.push(depth++);
+        return;
+      } else i++;
+    }
+  };
+  while (i < code.length) {
+    const c = code[i]!;
+    const next = code[i + 1];
+    if (c === "/" && next === "/") {
+      while (i < code.length && code[i] !== "\n") i++;
+    } else if (c === "/" && next === "*") {
+      const end = code.indexOf("*/", i + 2);
+      i = end < 0 ? code.length : end + 2;
+      out += " ";
+    } else if (c === '"' || c === "'") {
+      i++;
+      while (i < code.length && code[i] !== c && code[i] !== "\n") i += code[i] === "\\" ? 2 : 1;
+      i++;
+      out += `${c}${c}`;
+    } else if (c === "`") {
+      out += "`";
+      i++;
+      template();
+    } else if (c === "{") {
+      depth++;
+      out += c;
+      i++;
+    } else if (c === "}") {
+      depth--;
+      out += c;
+      i++;
+      if (braces.length > 0 && braces[braces.length - 1] === depth) {
+        braces.pop();
+        template();
+      }
+    } else {
+      out += c;
+      i++;
+    }
+  }
+  return out;
+}
+
+const NODE_BUILTINS = new Set(builtinModules);
+
+/** What in a file tests for or uses a runtime: `node:*` or Node built-in imports, and the runtime globals. */
+export function runtimeUses(code: string): string[] {
+  const found = new Set<string>();
+  for (const spec of allSpecifiers(code)) if (spec.startsWith("node:") || NODE_BUILTINS.has(spec.split("/")[0]!)) found.add(`import ${spec}`);
+  // A global is the bare name: not a property (`x.process`), not part of a longer name (`requireId`).
+  for (const m of codeOnly(code).matchAll(/(?<![\w$.])(Deno|Bun|process|require)(?![\w$])/g)) found.add(m[1]!);
+  return [...found].sort();
 }
 
 /** The part a file of src/ belongs to: its first folder, or `index` for src/index.ts. */
@@ -111,6 +202,17 @@ describe("the house's layers (docs/architecture.md)", () => {
   it("has no import cycle", () => {
     expect(cycles(edges).map((c) => c.map((f) => relative(root, f)).sort())).toEqual([]);
   });
+
+  it("keeps runtime globals and node:* imports in src/platform/ and the named exceptions", () => {
+    const leaks: string[] = [];
+    for (const file of edges.keys()) {
+      const rel = relative(root, file).split("\\").join("/");
+      if (RUNTIME_EXCEPTIONS.some((e) => rel.startsWith(e))) continue;
+      const uses = runtimeUses(readFileSync(file, "utf8"));
+      if (uses.length > 0) leaks.push(`${rel}: ${uses.join(", ")}`);
+    }
+    expect(leaks).toEqual([]);
+  });
 });
 
 describe("the checks themselves", () => {
@@ -123,6 +225,25 @@ describe("the checks themselves", () => {
   it("read static, re-export, side-effect and literal dynamic imports", () => {
     const code = `import { a } from "./a.ts";\nimport type {\n  B,\n} from "../b.ts";\nexport * from "./c.ts";\nimport "./d.ts";\nconst e = await import("./e.ts");\nimport x from "hono";`;
     expect(importsOf(code).sort()).toEqual(["../b.ts", "./a.ts", "./c.ts", "./d.ts", "./e.ts"]);
+  });
+
+  it("find runtime globals and node imports in code, not in comments, strings or property names", () => {
+    expect(runtimeUses(`import { readFileSync } from "node:fs";\nimport os from "os";\nconst x = await import("node:path");`)).toEqual(["import node:fs", "import node:path", "import os"]);
+    expect(runtimeUses(`const b = (globalThis as { Bun?: unknown }).Bun;`)).toEqual(["Bun"]);
+    expect(runtimeUses(`if (typeof Deno !== "undefined") {}`)).toEqual(["Deno"]);
+    expect(runtimeUses(`const env = process.env.X;`)).toEqual(["process"]);
+    expect(runtimeUses(`const m = require("libsql");`)).toEqual(["require"]);
+    expect(runtimeUses("const s = `${process.pid} ok`;")).toEqual(["process"]);
+    // Not uses: comments, string and template text, properties, longer names, other imports.
+    const clean = [
+      "// process.exit(1) on Deno or Bun",
+      "/* typeof Bun */ const a = 1;",
+      `const s = "process"; const t = 'Deno.env';`,
+      "const u = `on Bun ${a} and process`;",
+      "x.process(y); requireId(z); const processed = 1; this.require;",
+      `import { Hono } from "hono";\nimport { a } from "./process.ts";`,
+    ];
+    for (const code of clean) expect(runtimeUses(code), code).toEqual([]);
   });
 
   it("read the floors table", () => {

@@ -12,7 +12,7 @@
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStoreApp } from "../../src/server/index.ts";
-import type { Logger } from "../../src/server/log.ts";
+import type { LogWriter } from "../../src/platform/log.ts";
 import type { LightningStore } from "../../src/store/base.ts";
 import { LibsqlLightningStore } from "../../src/store/libsql/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
@@ -359,7 +359,7 @@ const describeRequest = (r: FuzzRequest) =>
   `${r.label}: ${r.method} ${r.path} ${JSON.stringify(r.headers)} ${typeof r.body === "string" ? r.body.slice(0, 200) : r.body ? `<${r.body.length} bytes>` : ""}`;
 
 /** A logger that keeps what the server reports as errors (a 500 or a failed request). */
-function recordingLogger(): Logger & { errors: string[] } {
+function recordingLogger(): LogWriter & { errors: string[] } {
   const errors: string[] = [];
   return { errors, debug() {}, info() {}, warning() {}, error: (m) => errors.push(m) };
 }

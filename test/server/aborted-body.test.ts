@@ -4,7 +4,7 @@
  */
 import { connect } from "node:net";
 import { afterEach, expect, it } from "vitest";
-import type { Logger } from "../../src/server/log.ts";
+import type { LogWriter } from "../../src/platform/log.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { startInProcess, type InProcessServer } from "./in-process.ts";
 
@@ -30,7 +30,7 @@ it.each([
 ])("%s: a 400 in the metrics, no error logged, nothing stored", async (_label, rest) => {
   store = new InMemoryLightningStore();
   const errors: string[] = [];
-  const log: Logger = { debug() {}, info() {}, warning() {}, error: (m) => errors.push(m) };
+  const log: LogWriter = { debug() {}, info() {}, warning() {}, error: (m) => errors.push(m) };
   server = await startInProcess(store, { log });
   const body = `{"input":"${"x".repeat(500)}"}`;
   await sendAndClose(server.url, `POST /v1/agl/rollouts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${rest(body)}`);

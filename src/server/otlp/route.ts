@@ -9,7 +9,7 @@ import type { Context } from "hono";
 import type { LightningStore } from "../../store/base.ts";
 import { LightningError } from "../../types/index.ts";
 import { parseJsonBody } from "../json-body.ts";
-import type { Logger } from "../log.ts";
+import type { LogWriter } from "../../platform/log.ts";
 import { addSpansAssigningSequence } from "../spans.ts";
 import { spansFromOtlp, type TraceRequestMsg } from "./mapping.ts";
 import { ExportTraceServiceRequestSchema, ExportTraceServiceResponseSchema, RpcStatusSchema } from "./schema.ts";
@@ -110,7 +110,7 @@ function encode(schema: DescMessage, value: Record<string, unknown>, encoding: E
 export interface OtlpOptions {
   /** Largest body accepted after decompression, in bytes. */
   maxBytes: number;
-  log: Logger;
+  log: LogWriter;
 }
 
 export function otlpTracesHandler(store: LightningStore, options: OtlpOptions) {

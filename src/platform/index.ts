@@ -1,0 +1,29 @@
+/**
+ * The platform of this process, detected once. Bun and Deno also look like Node in places (they have
+ * `process`), so they are tested first; a runtime without `process.versions.node` is a browser. Each
+ * runtime's file is imported only on that runtime, so a browser never loads `node:*` modules.
+ */
+import type { Platform } from "./types.ts";
+
+export * from "./types.ts";
+
+async function detect(): Promise<Platform> {
+  const g = globalThis as { Bun?: { version: string }; Deno?: { version: { deno: string } }; process?: { versions?: { node?: string } } };
+  if (g.Bun !== undefined) return (await import("./bun.ts")).bunPlatform(g.Bun as never);
+  if (g.Deno !== undefined) return (await import("./deno.ts")).denoPlatform(g.Deno as never);
+  if (g.process?.versions?.node !== undefined) return (await import("./node.ts")).nodePlatform;
+  return (await import("./browser.ts")).browserPlatform;
+}
+
+export const platform: Platform = await detect();
+
+/** Resolves on the next turn of the event loop (see `Platform.scheduleNextTurn`). */
+export function nextTurn(): Promise<void> {
+  return new Promise((resolve) => platform.scheduleNextTurn(resolve));
+}
+
+/** Serves a fetch handler with this runtime's server and limits (`Platform.serveFetch`). */
+export const serveFetch: Platform["serveFetch"] = (fetch, options) => platform.serveFetch(fetch, options);
+
+/** How long a handler may hold a request on this runtime's server (`Platform.longestHoldSeconds`). */
+export const longestHoldSeconds: Platform["longestHoldSeconds"] = (limits) => platform.longestHoldSeconds(limits);

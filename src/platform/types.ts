@@ -1,0 +1,114 @@
+/**
+ * The platform port: everything that differs between Node, Deno, Bun and browsers, behind one
+ * interface. src/platform/index.ts detects the runtime once and picks its implementation (node.ts,
+ * deno.ts, bun.ts, browser.ts); the rest of src/ calls that and never tests for a runtime itself
+ * (test/architecture/layers.test.ts keeps it so; docs/architecture.md names the exceptions).
+ */
+
+export type RuntimeName = "node" | "deno" | "bun" | "browser";
+
+/** A fetch handler, as Hono's `app.fetch`. */
+export type FetchHandler = (req: Request) => Response | Promise<Response>;
+
+export interface ServedApp {
+  /** The port really bound (useful with port 0). */
+  port: number;
+  /**
+   * Stops listening. `graceful`: requests in flight are answered first (callers abort their long
+   * polls before); otherwise every connection is closed at once.
+   */
+  stop(graceful?: boolean): Promise<void>;
+}
+
+/** Limits of one server; see "Limits and defaults" in docs/departures.md. */
+export interface ServeLimits {
+  /** Longest wait for a request's headers (capped by `requestTimeoutSeconds`). */
+  headersTimeoutSeconds: number;
+  /** Longest wait for a whole request, headers and body; handling it afterwards is not bounded (Bun: see `longestHoldSeconds`). */
+  requestTimeoutSeconds: number;
+  /** How long an idle keep-alive connection stays open (Bun: `requestTimeoutSeconds` instead). */
+  keepAliveTimeoutSeconds: number;
+  /** Open connections at most (Bun: requests in flight); beyond it a new one is closed at once. */
+  maxConnections: number;
+}
+
+export const DEFAULT_SERVE_LIMITS: Readonly<ServeLimits> = Object.freeze({
+  headersTimeoutSeconds: 10,
+  requestTimeoutSeconds: 60,
+  keepAliveTimeoutSeconds: 5,
+  maxConnections: 512,
+});
+
+export interface ServeOptions {
+  hostname: string;
+  port: number;
+  limits?: Partial<ServeLimits>;
+  /** Told (at most once a minute) when connections are refused at the cap. */
+  log?: { warning(message: string): void };
+}
+
+/** A child process started by `Platform.spawnChild`. */
+export interface ChildProcessPort {
+  readonly pid: number | undefined;
+  /** Writes `text` to the child's stdin and closes it (nothing if stdin is already closed). */
+  endStdin(text: string): void;
+  kill(signal: "SIGINT" | "SIGTERM" | "SIGKILL"): void;
+}
+
+export interface SpawnOptions {
+  /** Added to the child's environment (over this process's). */
+  env: Record<string, string>;
+  /** Called once with the exit code when the child ends (-N for a death by signal N, 127 if it could not start). */
+  onExit(code: number): void;
+}
+
+/** Whole-file operations (model checkpoints). */
+export interface FileAccess {
+  readFile(path: string): Promise<Uint8Array>;
+  writeFile(path: string, data: Uint8Array): Promise<void>;
+  /** Creates a directory and its parents (no error if it exists). */
+  mkdir(path: string): Promise<void>;
+  rename(from: string, to: string): Promise<void>;
+}
+
+export interface Platform {
+  readonly runtime: RuntimeName;
+  /** "node v20.1.0", "deno 2.1.0", "bun 1.2.0" or "browser", for startup messages. */
+  readonly description: string;
+
+  /** An environment variable (undefined when unset or unreadable, e.g. in a browser). */
+  env(name: string): string | undefined;
+  /** The arguments given to this script (after the runtime and the script's path). */
+  args(): string[];
+  cwd(): string;
+  /** Reads a UTF-8 text file (configuration such as a token file). */
+  readTextFile(path: string): string;
+  /** Whole-file operations, asynchronous. */
+  files(): FileAccess;
+  /** Ends the process at once. */
+  exit(code: number): never;
+  /** Calls `handler` on each `signal`; returns a remover. A no-op where there are no signals. */
+  onSignal(signal: "SIGINT" | "SIGTERM", handler: () => void): () => void;
+
+  /** Lets the process exit while `timer` is pending. */
+  unrefTimer(timer: ReturnType<typeof setTimeout>): void;
+  /** Runs `fn` on the next turn of the event loop (a macrotask: after pending microtasks and due I/O). */
+  scheduleNextTurn(fn: () => void): void;
+  /** Total system memory in bytes, or `fallback` when the runtime cannot tell. */
+  systemMemoryBytes(fallback: number): number;
+  /** Host, OS, CPU, memory, disk and network telemetry; a field that cannot be read is null. */
+  systemSnapshot(): Record<string, unknown>;
+
+  /** Serves a fetch handler with this runtime's best server and its limits. */
+  serveFetch(fetch: FetchHandler, options: ServeOptions): Promise<ServedApp>;
+  /** The longest a handler may hold a request (a long poll) before this runtime's server cuts it. */
+  longestHoldSeconds(limits?: Partial<ServeLimits>): number;
+
+  /** The command line that runs this process's entry script again, on this runtime. */
+  selfCommand(): string[];
+  spawnChild(command: readonly string[], options: SpawnOptions): ChildProcessPort;
+  /** Raises the nice value of process `pid` by `niceness` (capped at 19); throws where it cannot. */
+  lowerPriority(pid: number, niceness: number): void;
+  /** Listens to this process's stdin; the remover also releases stdin so the process can exit. */
+  listenToStdin(onData: (text: string) => void, onEnd: () => void): () => void;
+}
