@@ -1,12 +1,12 @@
 /**
- * Pure decision rules of the store (spec store.md §3.1-3.4), shared by every backend and by tests.
+ * Pure decision rules of the store (a rollout's status from its latest attempt, retries, the watchdog's verdicts), shared by every backend and by tests.
  * No I/O and no clock here: callers pass `now`.
  */
 import type { Attempt, AttemptStatus, Rollout, RolloutConfig, RolloutStatus, Worker } from "../types/index.ts";
 import { ValidationError } from "../types/index.ts";
 
 /**
- * §3.1: the rollout status implied by its latest attempt. A failed/timeout/unresponsive attempt asks
+ * The rollout status implied by its latest attempt. A failed/timeout/unresponsive attempt asks
  * for a retry only when its status is in `retry_condition` and attempts are left.
  */
 export function rolloutStatusFromAttempt(
@@ -30,7 +30,7 @@ export function rolloutStatusFromAttempt(
 }
 
 /**
- * §3.2: what the watchdog decides for a rollout's latest attempt at time `now`.
+ * What the watchdog decides for a rollout's latest attempt at time `now`.
  * Timeout is measured from the attempt's start; unresponsiveness from its last heartbeat, or from
  * its start when it never sent one. All comparisons are strict. Written as `now > start + limit` (not
  * `now - start > limit`): the same sums as `watchdogDeadline`, so a deadline before `now` and a verdict
@@ -53,7 +53,7 @@ const watchedRollout = (s: RolloutStatus): boolean => s === "preparing" || s ===
 const watchedAttempt = (s: AttemptStatus): boolean => s === "preparing" || s === "running" || s === "unresponsive";
 
 /**
- * §3.2 as a time: the watchdog changes a rollout exactly when `now` is past this deadline (strictly),
+ * The watchdog's verdict as a time: it changes a rollout exactly when `now` is past this deadline (strictly),
  * and never while it is null. Null unless the rollout is preparing/running and its latest attempt is
  * preparing, running or unresponsive with a limit configured; an unresponsive attempt can only still
  * time out. It depends on the rollout's status and config and on the latest attempt's status, start
@@ -74,7 +74,7 @@ export function watchdogDeadline(
 }
 
 /**
- * §3.3: the worker fields to upsert after an attempt changed. Only these keys are written, so the
+ * The worker fields to upsert after an attempt changed. Only these keys are written, so the
  * worker's heartbeat fields survive. `dequeued` adds `last_dequeue_time`.
  */
 export function workerPatchForAttempt(
@@ -100,7 +100,7 @@ export function workerPatchForAttempt(
 }
 
 /**
- * §3.5.4: a dequeue that found nothing marks the worker idle. An already idle worker only gets
+ * A dequeue that found nothing marks the worker idle. An already idle worker only gets
  * `last_dequeue_time`, so its `last_idle_time` keeps saying when it became idle.
  */
 export function workerPatchForEmptyDequeue(current: Pick<Worker, "status"> | null, now: number): Partial<Worker> {
@@ -110,7 +110,7 @@ export function workerPatchForEmptyDequeue(current: Pick<Worker, "status"> | nul
 }
 
 /**
- * §3.4: the attempt fields a span arrival writes (heartbeat, and `running` when it was preparing or
+ * The attempt fields a span arrival writes (heartbeat, and `running` when it was preparing or
  * unresponsive). Other statuses, finished ones included, are kept.
  */
 export function heartbeatPatch(attempt: Pick<Attempt, "status">, now: number): Pick<Attempt, "last_heartbeat_time"> & { status?: AttemptStatus } {
@@ -120,7 +120,7 @@ export function heartbeatPatch(attempt: Pick<Attempt, "status">, now: number): P
 }
 
 /**
- * §3.4 with DECISIONS row 4: the rollout becomes `running` when a span reaches its latest attempt
+ * docs/departures.md#4: the rollout becomes `running` when a span reaches its latest attempt
  * while the rollout waits (queuing, requeuing) or prepares. Deviation from upstream: only when that
  * attempt is itself running after the heartbeat, so a span that arrives late for a timed-out or
  * finished attempt does not revive a rollout that is waiting for its retry.

@@ -1,7 +1,7 @@
 /**
  * `Storage` in process memory: maps indexed the way the core reads them (attempts by rollout, spans by
  * rollout, watchdog deadlines by time, an O(1) queue), plus span memory accounting and eviction
- * (spec store.md §3.6). Every stored row is deep-frozen, so rows are returned without copying.
+ * (see memory.ts). Every stored row is deep-frozen, so rows are returned without copying.
  */
 import type { Attempt, PaginatedResult, ResourcesUpdate, Rollout, Span, StoreStatistics, Worker } from "../types/index.ts";
 import { EvictedError, newWorker } from "../types/index.ts";
@@ -211,7 +211,7 @@ export class MemoryStorage implements Storage {
     return e && e.attempts.length > 0 ? e.attempts[e.attempts.length - 1]! : null;
   }
 
-  /** §3.6: after a batch, drop whole rollouts' spans, oldest rollout first, until at or below the safe threshold. */
+  /** After a batch, drop whole rollouts' spans, oldest rollout first, until at or below the safe threshold. */
   private evictIfNeeded(): void {
     const { evictionThresholdBytes, safeThresholdBytes } = this.options;
     if (this.spanBytes <= evictionThresholdBytes) return;

@@ -1,6 +1,7 @@
 /**
  * `InMemoryLightningStore`: the store semantics of `LightningStoreCore` over `MemoryStorage`, with span
- * memory eviction (spec store.md §3.6).
+ * memory eviction: past the eviction threshold, the spans of the oldest finished rollouts are dropped
+ * until usage is at or below the safe threshold.
  */
 import type { Span } from "../types/index.ts";
 import { ValidationError } from "../types/index.ts";
@@ -52,7 +53,7 @@ function thresholdBytes(t: MemoryThreshold, capacity: number, name: string, rati
   throw new ValidationError(`${name} must be {ratio} or {bytes}`, [name]);
 }
 
-/** §3.6 threshold resolution; throws ValidationError when the safe threshold is not below the eviction one. */
+/** The eviction and safe thresholds in bytes; throws ValidationError when the safe threshold is not below the eviction one. */
 export function resolveMemoryThresholds(
   capacity: number,
   eviction: MemoryThreshold | null | undefined,

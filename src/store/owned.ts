@@ -1,6 +1,6 @@
 /**
  * Copies and freezing for store rows. The store never keeps a caller's object (the caller could change
- * it later) and never hands out a live one (DECISIONS row 9): input is copied and frozen on the way in,
+ * it later) and never hands out a live one (docs/departures.md#9): input is copied and frozen on the way in,
  * and the memory backend freezes the rows it builds, so returning a stored row needs no copy.
  */
 import { ValidationError } from "../types/index.ts";

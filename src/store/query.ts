@@ -1,6 +1,7 @@
 /**
- * A backend-neutral description of a query (filter, sort, page) plus the in-memory evaluator with the
- * filter and sort semantics of spec store.md §2.1. SQL backends translate the same description into
+ * A backend-neutral description of a query (filter, sort, page) plus the in-memory evaluator (each filter
+ * matches by equality, a set of values, or a substring; conditions join with `and`/`or`; the sort is
+ * stable, missing values last). SQL backends translate the same description into
  * WHERE / ORDER BY / LIMIT; the memory backend runs `runQuery` over its candidate rows.
  */
 import type { FilterLogic, PaginatedResult, SortOrder } from "../types/index.ts";
@@ -22,7 +23,7 @@ export interface FieldOps {
 export interface QuerySpec {
   /** Conditions that must all hold whatever `logic` says (e.g. the rollout a span query is scoped to). */
   must?: Record<string, FieldOps>;
-  /** Optional conditions, combined with `logic`. No condition at all matches everything (DECISIONS row 3). */
+  /** Optional conditions, combined with `logic`. No condition at all matches everything (docs/departures.md#3). */
   where?: Record<string, FieldOps>;
   logic?: FilterLogic;
   /** No sort: insertion order. */

@@ -14,7 +14,7 @@
  *   ResourcesUpdate, Worker) with every field present (null, never undefined). The core hands over rows
  *   it owns (already validated and copied); a backend may keep them as they are. Rows a backend returns
  *   must not be mutated later by the backend (memory freezes them; SQL returns fresh objects), because
- *   the core returns them to callers (DECISIONS row 9). Unknown extra keys of a Span must round-trip.
+ *   the core returns them to callers (docs/departures.md#9). Unknown extra keys of a Span must round-trip.
  * - **Not found** is `null` from getters (never an exception); the core turns it into NotFoundError.
  *   `update*` are only called for rows the core has just read in the same transaction.
  * - **Ordering.** The queue is FIFO. `insertSpans` returns the inserted spans in input order. Queries

@@ -1,5 +1,5 @@
 /**
- * `ClientServerExecutionStrategy` (alias `cs`, runtime.md §4.4): the algorithm side serves the store
+ * `ClientServerExecutionStrategy` (alias `cs`; docs/trainer-reliability.md): the algorithm side serves the store
  * over HTTP; runners are separate processes that talk to it through `LightningStoreClient`.
  *
  * Runner processes are started by re-running this process's entry script (the way Python's "spawn"

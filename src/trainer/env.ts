@@ -1,5 +1,5 @@
 /**
- * `LightningEnvVar` (runtime.md §4.2): an explicit constructor value wins over the environment, which
+ * `LightningEnvVar`: an explicit constructor value wins over the environment, which
  * wins over the fallback.
  */
 import { platform } from "../platform/index.ts";

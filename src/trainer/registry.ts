@@ -1,5 +1,5 @@
 /**
- * Component specs and `buildComponent` (runtime.md §3.2). A spec is an instance, a class, a zero-argument
+ * Component specs and `buildComponent`. A spec is an instance, a class, a zero-argument
  * factory, a registered name (`"shm"`, `"LitAgentRunner"`, `"agentlightning.adapter.TraceToMessages"`),
  * or a dict `{ type: name, ...options }`. Dict keys may be snake_case as upstream; constructors get
  * camelCase. Classes declare the options they accept in `static acceptedOptions`, which decides

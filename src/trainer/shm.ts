@@ -1,5 +1,5 @@
 /**
- * `SharedMemoryExecutionStrategy` (alias `shm`, runtime.md §4.3): the algorithm and every runner as
+ * `SharedMemoryExecutionStrategy` (alias `shm`): the algorithm and every runner as
  * concurrent tasks on one event loop, sharing the store object. The stores are async-safe, so the
  * "managed" lock facade of upstream has nothing to do here; `managedStore` is accepted and ignored.
  */
@@ -85,7 +85,7 @@ export class SharedMemoryExecutionStrategy extends ExecutionStrategy {
           event.set();
           throw err;
         }
-        // The runner is done; the algorithm finishes on its own (runtime.md §4.3 step 4).
+        // The runner is done; the algorithm finishes on its own.
         await background[0]!.done;
       }
     } finally {

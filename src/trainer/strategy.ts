@@ -1,5 +1,5 @@
 /**
- * Execution strategies (runtime.md §4): how the algorithm and the runners are laid out. Bundles are
+ * Execution strategies: how the algorithm and the runners are laid out. Bundles are
  * the two halves a Trainer hands over; each gets the stop event and an AbortSignal that the strategy
  * aborts when a bundle overstays the graceful delay after stop.
  */

@@ -1,5 +1,5 @@
 /**
- * `Trainer` (runtime.md §3): wires an agent, an algorithm, a store, runners and an execution
+ * `Trainer`: wires an agent, an algorithm, a store, runners and an execution
  * strategy, then `fit()` (or `dev()` with the Baseline algorithm) runs them until the algorithm is done.
  *
  *   const trainer = new Trainer({ algorithm: new Baseline(), nRunners: 4, strategy: { type: "shm", main_thread: "algorithm" },
@@ -8,7 +8,7 @@
  *
  * Every component may be given as an instance, a class, a factory, a registered name or a
  * `{ type, ...options }` dict. Each worker gets its own runner (and tracer), built from the runner
- * spec or cloned from a given runner instance (DECISIONS row 17).
+ * spec or cloned from a given runner instance (docs/departures.md#17).
  */
 import { TraceAdapter } from "../adapter/types.ts";
 import { TraceTripletAdapter } from "../adapter/trace-triplet.ts";

@@ -16,7 +16,7 @@
  *   `endMember(ok)`; every change to the cache is logged and undone in reverse order on failure (the
  *   driver rolls the caller's statements back to its savepoint). A rollback of the whole transaction
  *   drops everything (`clear`).
- * Cached rows are frozen all the way down: the core hands them to callers as they are (DECISIONS row 9).
+ * Cached rows are frozen all the way down: the core hands them to callers as they are (docs/departures.md#9).
  *
  * Memory is bounded by bytes, not rows (rows range from a few hundred bytes to many MiB: a rollout's
  * input is whatever the caller sent). Each row cached adds an estimate to `bytes` (`rowBytes`, from the
