@@ -170,6 +170,7 @@ async function benchRuntime(runtime: Runtime, o: Options): Promise<Row> {
   } finally {
     const code = await server.stop("SIGTERM");
     rmSync(dir, { recursive: true, force: true });
+    // biome-ignore lint/correctness/noUnsafeFinally: a server that crashed must fail the bench, even when the load itself threw first
     if (code !== 0) throw new Error(`${runtime} server exited with ${code}:\n${server.output()}`);
   }
 }

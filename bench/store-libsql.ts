@@ -270,7 +270,7 @@ async function lifecycleJsAlone(dir: string, n: number, workers: number): Promis
   let queueIds = 0;
   const stub = (sql: string, st: RawStatement) => {
     const { run, get, all } = st;
-    const cols = /^INSERT INTO "\w+" \(([^)]*)\)/.exec(sql)?.[1]!.split(",").length ?? 1;
+    const cols = /^INSERT INTO "\w+" \(([^)]*)\)/.exec(sql)?.[1]?.split(",").length ?? 1;
     st.run = (args: unknown[] = []) => {
       if (!stubbed) return run.call(st, args);
       if (sql.startsWith('INSERT INTO "queue"')) for (const id of args) queue.push([++queueIds, id as string]);

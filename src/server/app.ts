@@ -16,7 +16,7 @@ import { routePath } from "hono/route";
 import type { z } from "zod";
 import type { LightningStore } from "../store/base.ts";
 import { setOwn } from "../store/owned.ts";
-import { LightningError, ValidationError, parseOrThrow, type PaginatedResult, type Span } from "../types/index.ts";
+import { LightningError, ValidationError, parseOrThrow, type PaginatedResult, type Rollout, type Span } from "../types/index.ts";
 import { bearerChallenge, bearerToken, tokensEqual } from "./auth.ts";
 import { HttpProblem, errorResponse, routeNotFound } from "./errors.ts";
 import { checkJsonContentType, parseJsonBody } from "./json-body.ts";
@@ -350,7 +350,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     const signals = [c.req.raw.signal, options.shutdownSignal].filter((s): s is AbortSignal => s !== undefined);
     const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
     const t0 = Date.now();
-    let done;
+    let done: Rollout[];
     let interrupted = false;
     try {
       done = await store.waitForRollouts({ rollout_ids: b.rollout_ids, timeout: chunk, signal });

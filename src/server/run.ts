@@ -50,7 +50,7 @@ const urlHost = (h: string): string => (h.includes(":") && !h.startsWith("[") ? 
 export async function startStoreServer(config: StoreServerConfig, host: ServerHost, log: LogWriter = consoleLogger(config.logLevel)): Promise<RunningStoreServer> {
   let store: LightningStore;
   let location: string;
-  let testHooks;
+  let testHooks: ReturnType<typeof createTestStore>["hooks"] | undefined;
   if (config.testClock) {
     // TEST-ONLY: an in-memory store on a settable clock, replaced on demand (see test-hooks.ts).
     const t = createTestStore((clock) => new InMemoryLightningStore({ clock, scanDebounceSeconds: 0 }));

@@ -161,7 +161,7 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
     this.undecidedExits = 0;
     this.runnersGone = null;
     let recoveryClient: LightningStoreClient | null = null;
-    let failure: unknown = undefined;
+    let failure: unknown ;
     let interrupted = false;
     const stopInterrupt = onInterrupt(() => {
       interrupted = true;

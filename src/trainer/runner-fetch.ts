@@ -76,7 +76,7 @@ function headerRecord(h: HeadersInit | undefined): Record<string, string> | unde
 function dispatch(pool: Pool, options: Dispatcher.DispatchOptions, signal: AbortSignal | undefined): Promise<Answer> {
   return new Promise<Answer>((resolve, reject) => {
     let controller: Dispatcher.DispatchController | null = null;
-    let abortReason: unknown = undefined;
+    let abortReason: unknown ;
     let settled = false;
     let status = 0;
     let headers: Record<string, string | string[] | undefined> = {};

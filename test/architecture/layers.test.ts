@@ -15,7 +15,7 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const src = join(root, "src");
 
 /** The floors table of docs/architecture.md: `| part | floor |` rows. */
-export function readFloors(markdown: string): Map<string, number> {
+function readFloors(markdown: string): Map<string, number> {
   const floors = new Map<string, number>();
   for (const m of markdown.matchAll(/^\|\s*([a-z-]+)\s*\|\s*(\d+)\s*\|\s*$/gm)) floors.set(m[1]!, Number(m[2]));
   return floors;
@@ -30,7 +30,7 @@ function sourceFiles(dir: string): string[] {
 }
 
 /** Relative module specifiers a file imports or re-exports (static, and `import("...")` with a literal). */
-export function importsOf(code: string): string[] {
+function importsOf(code: string): string[] {
   const specs = new Set<string>();
   for (const m of code.matchAll(/^\s*(?:import|export)\b[^;]*?\bfrom\s*["']([^"']+)["']/gms)) specs.add(m[1]!);
   for (const m of code.matchAll(/^\s*import\s*["']([^"']+)["']/gm)) specs.add(m[1]!);
@@ -55,7 +55,7 @@ function allSpecifiers(code: string): string[] {
 }
 
 /** The code without comments and without the text of string and template literals (a template's `${…}` code is kept). */
-export function codeOnly(code: string): string {
+function codeOnly(code: string): string {
   let out = "";
   let i = 0;
   const braces: number[] = []; // open-brace depth at each `${` still open
@@ -118,7 +118,7 @@ export function codeOnly(code: string): string {
 const NODE_BUILTINS = new Set(builtinModules);
 
 /** What in a file tests for or uses a runtime: `node:*` or Node built-in imports, and the runtime globals. */
-export function runtimeUses(code: string): string[] {
+function runtimeUses(code: string): string[] {
   const found = new Set<string>();
   for (const spec of allSpecifiers(code)) if (spec.startsWith("node:") || NODE_BUILTINS.has(spec.split("/")[0]!)) found.add(`import ${spec}`);
   // A global is the bare name: not a property (`x.process`), not part of a longer name (`requireId`).
@@ -144,7 +144,7 @@ function graph(): Map<string, string[]> {
 }
 
 /** Every import cycle, each once, as a list of files (Tarjan's strongly connected components). */
-export function cycles(edges: Map<string, string[]>): string[][] {
+function cycles(edges: Map<string, string[]>): string[][] {
   let index = 0;
   const stack: string[] = [];
   const onStack = new Set<string>();

@@ -1,6 +1,6 @@
 /** Shared by the GPU tests: one probe per test file; tests skip with a printed reason when there is no adapter. */
 import { probeGpu, describeAdapter } from "../../src/gpu/device.ts";
-import { Rng } from "../../src/model/init.ts";
+import type { Rng } from "../../src/model/init.ts";
 
 export const probe = await probeGpu();
 export const noGpu = !probe.ok;

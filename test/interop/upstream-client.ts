@@ -198,7 +198,7 @@ export class UpstreamStoreClient {
     const encoding = String(res.headers["content-encoding"] ?? "");
     const text = (encoding === "gzip" ? gunzipSync(raw) : raw).toString("utf8");
     const contentType = String(res.headers["content-type"] ?? "");
-    let json: unknown = undefined;
+    let json: unknown ;
     const answer: Answer = { status: res.statusCode, contentType, text, json };
     this.exchanges.push({ method: this.current ?? "?", request: { method, url, headers, ...(body === undefined ? {} : { body }) }, answer });
     if (res.statusCode >= 400) throw new UpstreamClientError(res.statusCode, `${res.statusCode} for ${method} ${url}: ${text}`);

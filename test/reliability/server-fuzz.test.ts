@@ -96,7 +96,9 @@ const deepObject = (levels: number) => '{"k":'.repeat(levels) + "1" + "}".repeat
 /** Values of the wrong JSON type for a field of the given type, huge numbers included (null is left out: many fields take it). */
 const WRONG_FOR: Record<string, unknown[]> = {
   string: [1, -1.5, 1e308, true, [], {}, ["a"], { s: "a" }],
+  // biome-ignore lint/correctness/noPrecisionLoss: 1.5e400 is Infinity on purpose (a number JSON cannot carry)
   number: ["1", "", "NaN", true, [], {}, [1], 1.5e400 /* Infinity: written as 1e999 */],
+  // biome-ignore lint/correctness/noPrecisionLoss: 1.5e400 is Infinity on purpose
   int: [1.5, -0.5, 2 ** 53 + 2, 1e300, -1e300, 1.5e400, "1", true, [], {}],
   object: [1, "x", true, [], [1], "{}"],
   array: [1, "x", true, {}, { 0: "a" }, "[]"],

@@ -41,7 +41,7 @@ export async function startServerProcess(runtime: Runtime, args: string[], env: 
     const onData = (d: Buffer) => {
       out += d.toString();
       // Both startup lines: where it listens, then where the data lives.
-      const m = /listening on (http:\/\/\S+)[^]*Data: .*\n/.exec(out);
+      const m = /listening on (http:\/\/\S+)[\s\S]*Data: .*\n/.exec(out);
       if (m) {
         clearTimeout(timer);
         resolve(m[1]!);

@@ -80,7 +80,7 @@ type ErrorClass<E> = abstract new (...args: never[]) => E;
 
 /** Awaits a promise that must reject with `cls`; returns the error for further checks. */
 async function rejectsWith<E extends Error>(p: Promise<unknown>, cls: ErrorClass<E>): Promise<E> {
-  let caught: unknown = undefined;
+  let caught: unknown ;
   let resolved = false;
   try {
     await p;

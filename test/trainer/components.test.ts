@@ -12,7 +12,7 @@ import {
   resolveStrEnv,
 } from "../../src/trainer/index.ts";
 import { TraceToMessages, TracerTraceToTriplet } from "../../src/adapter/index.ts";
-import { Baseline } from "../../src/algorithm/index.ts";
+import type { Baseline } from "../../src/algorithm/index.ts";
 import { ValidationError } from "../../src/types/index.ts";
 
 const saved = { ...process.env };

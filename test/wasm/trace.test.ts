@@ -6,7 +6,7 @@ import { rng } from "./helpers.ts";
 const wasm = wasmKernels(loadWasmCoreSync());
 
 /** A random tree (shuffled indices), nested-ish intervals, random flags, duplicated response ids, rewards. */
-export function randomTrace(seed: number, size?: number): EncodedTrace {
+function randomTrace(seed: number, size?: number): EncodedTrace {
   const r = rng(seed);
   const n = size ?? r.pick([1, 2, 3, r.int(1, 80)]);
   const perm = Array.from({ length: n }, (_, i) => i);

@@ -16,7 +16,10 @@ function traverse(node: Node, out: Node[] = []): Node[] {
 
 /** Repair: re-parent the root's direct children under their tightest strictly enclosing span. */
 function repairHierarchy(node: Node, t: EncodedTrace): void {
-  if (node.children.length === 1) return repairHierarchy(node.children[0], t);
+  if (node.children.length === 1) {
+    repairHierarchy(node.children[0], t);
+    return;
+  }
   for (const r of [...node.children]) {
     if (node.children.length === 1) break;
     const own = new Set(traverse(r)); // never move a span under its own descendant
