@@ -29,7 +29,7 @@
  *   backend dropped that rollout's spans (memory eviction).
  * - **Sync or async.** Every `StorageTx` method may return its value directly (memory does: fewer
  *   promises on the hot path) or a promise (SQL); the core awaits only promises (its transaction
- *   bodies are generators that yield each call's result, see core.ts), so a synchronous backend runs a
+ *   bodies are generators that yield each call's result, see core/driver.ts), so a synchronous backend runs a
  *   whole transaction without a single microtask. Such a backend may also offer `txSync`.
  */
 import type {

@@ -1,0 +1,131 @@
+/**
+ * Waits for rollouts to finish: who listens for which rollout, waking them once a transaction that
+ * finished a rollout has committed, and `waitForRollouts` itself.
+ */
+import type { Rollout } from "../../types/index.ts";
+import { ValidationError, isTerminal } from "../../types/index.ts";
+import type { WaitOptions } from "../base.ts";
+import { requireId, stringList } from "../inputs.ts";
+import type { MaybePromise } from "../storage.ts";
+import type { Effects } from "./driver.ts";
+
+/** What a wait needs from its store. */
+export interface WaitSource {
+  /** The healthcheck of a scanning call; undefined when no scan runs now. */
+  healthcheck(): Promise<unknown> | undefined;
+  /** The rows of `ids` now, null for an unknown id. */
+  getRollouts(ids: readonly string[]): MaybePromise<(Rollout | null)[]>;
+  /** True when the storage has other writers, whose commits this process is not told about. */
+  readonly sharedWriters: boolean;
+}
+
+export class Waits {
+  private readonly waiters = new Map<string, Set<() => void>>();
+
+  /** @param pollMs how often a wait re-reads when the storage has other writers. */
+  constructor(private readonly pollMs: number) {}
+
+  /** Wakes the waiters of every rollout `fx` finished (call after the commit). */
+  notifyFinished(fx: Effects): void {
+    for (const id of fx.finished) {
+      const set = this.waiters.get(id);
+      if (set) for (const wake of [...set]) wake();
+    }
+  }
+
+  /** Wakes waiters once an asynchronous transaction has committed. */
+  async notifyAfter<T>(committed: PromiseLike<T>, fx: Effects): Promise<T> {
+    const out = await committed;
+    this.notifyFinished(fx);
+    return out;
+  }
+
+  async waitForRollouts(store: WaitSource, options: WaitOptions): Promise<Rollout[]> {
+    const ids = stringList(options?.rollout_ids, "rollout_ids");
+    if (ids === null) throw new ValidationError("rollout_ids is required", ["rollout_ids"]);
+    for (const id of ids) requireId(id, "rollout_ids");
+    const timeout = options.timeout ?? null;
+    if (timeout !== null && (typeof timeout !== "number" || Number.isNaN(timeout))) {
+      throw new ValidationError("timeout must be a number of seconds or null", ["timeout"]);
+    }
+    const signal = options.signal;
+    signal?.throwIfAborted();
+    await store.healthcheck();
+
+    const unique = [...new Set(ids)];
+    const finishedNow = new Map<string, Rollout>();
+    // Listen before the first read, so a completion between the read and the wait is not missed.
+    const notified = new Set<string>(unique);
+    let wake: (() => void) | null = null;
+    const listeners = new Map<string, () => void>();
+    for (const id of unique) {
+      const fn = () => {
+        notified.add(id);
+        wake?.();
+      };
+      listeners.set(id, fn);
+      let set = this.waiters.get(id);
+      if (!set) this.waiters.set(id, (set = new Set()));
+      set.add(fn);
+    }
+    const pending = new Set<string>(unique);
+    const deadline = timeout === null ? null : Date.now() + Math.max(0, timeout) * 1000;
+    let timer: ReturnType<typeof setTimeout> | null = null;
+    let onAbort: (() => void) | null = null;
+    try {
+      for (;;) {
+        const toRead = [...notified].filter((id) => pending.has(id));
+        notified.clear();
+        if (toRead.length > 0) {
+          const rows = await store.getRollouts(toRead);
+          toRead.forEach((id, i) => {
+            const r = rows[i];
+            // Unknown ids are left out at once; finished ones are done.
+            if (!r) pending.delete(id);
+            else if (isTerminal(r.status)) {
+              pending.delete(id);
+              finishedNow.set(id, r);
+            }
+          });
+        }
+        if (pending.size === 0 || (deadline !== null && Date.now() >= deadline)) break;
+        if (notified.size > 0) continue;
+        await new Promise<void>((resolve, reject) => {
+          wake = resolve;
+          const waitMs = deadline === null ? null : Math.max(0, deadline - Date.now());
+          const pollMs = store.sharedWriters ? this.pollMs : null;
+          const ms = waitMs === null ? pollMs : pollMs === null ? waitMs : Math.min(waitMs, pollMs);
+          if (ms !== null) {
+            timer = setTimeout(() => {
+              if (pollMs !== null) for (const id of pending) notified.add(id);
+              resolve();
+            }, ms);
+          }
+          if (signal) {
+            // It may have fired while we were reading: an abort event is not sent twice.
+            if (signal.aborted) return reject(signal.reason);
+            onAbort = () => reject(signal.reason);
+            signal.addEventListener("abort", onAbort, { once: true });
+          }
+        }).finally(() => {
+          wake = null;
+          if (timer !== null) clearTimeout(timer);
+          timer = null;
+          if (signal && onAbort) signal.removeEventListener("abort", onAbort);
+          onAbort = null;
+        });
+      }
+    } finally {
+      for (const [id, fn] of listeners) {
+        const set = this.waiters.get(id);
+        set?.delete(fn);
+        if (set && set.size === 0) this.waiters.delete(id);
+      }
+    }
+    // Read the finished ones again: a rollout restarted meanwhile (startAttempt) is not reported.
+    const finalRows = await store.getRollouts([...finishedNow.keys()]);
+    const done = new Map<string, Rollout>();
+    for (const r of finalRows) if (r && isTerminal(r.status)) done.set(r.rollout_id, r);
+    return ids.filter((id) => done.has(id)).map((id) => done.get(id)!);
+  }
+}
