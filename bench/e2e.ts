@@ -63,7 +63,7 @@ const WARMUP = opt("warmup", 50);
 // The agent
 
 let seed = 12345;
-const rand = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+const rand = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
 const randInt = (lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
 const ALPHA = "abcdefghijklmnopqrstuvwxyz0123456789";
 // Random strings are cut from one random pool: generating characters one by one would make the
@@ -146,16 +146,26 @@ async function runScenario(scenario: Scenario): Promise<void> {
     for (let i = 0; i < 600 && (await s.queryWorkers({ limit: 0 })).total < RUNNERS; i++) await new Promise((r) => setTimeout(r, 100));
     // Warm-up, not timed: every runner process compiles its hot paths (JIT) before the window opens, as
     // a long training run would have long done; the window then measures the steady state.
-    const warm = await s.enqueueManyRollouts(Array.from({ length: WARMUP * RUNNERS }, (_, j) => ({ input: `warm-${j}`, mode: "train" as const })));
+    const warm = await s.enqueueManyRollouts(
+      Array.from({ length: WARMUP * RUNNERS }, (_, j) => ({ input: `warm-${j}`, mode: "train" as const })),
+    );
     await s.waitForRollouts({ rollout_ids: warm.map((r) => r.rollout_id), timeout: 600 });
     requestCounts.clear();
-    const pids = [process.pid, ...strategyChildren().map((c) => c.pid!).filter(Boolean)];
+    const pids = [
+      process.pid,
+      ...strategyChildren()
+        .map((c) => c.pid!)
+        .filter(Boolean),
+    ];
     const cpu0 = pids.map(cpuSeconds);
     const main0 = pids.map(mainThreadCpuSeconds);
     const t0 = performance.now();
     const ids: string[] = [];
     for (let k = 0; k < TASKS; k += 500) {
-      const batch = Array.from({ length: Math.min(500, TASKS - k) }, (_, j) => ({ input: `task-${k + j}-${randStr(6, 6)}`, mode: "train" as const }));
+      const batch = Array.from({ length: Math.min(500, TASKS - k) }, (_, j) => ({
+        input: `task-${k + j}-${randStr(6, 6)}`,
+        mode: "train" as const,
+      }));
       ids.push(...(await s.enqueueManyRollouts(batch)).map((r) => r.rollout_id));
     }
     const done = await s.waitForRollouts({ rollout_ids: ids, timeout: 600 });
@@ -235,8 +245,26 @@ if (scenarioArg) {
 } else {
   const chosen = SCENARIOS.filter((s) => argv.includes(s));
   const list = chosen.length > 0 ? chosen : SCENARIOS;
-  console.log(`e2e: ${TASKS} tasks (a quarter for the per-span baseline), ${RUNNERS} runners, ${SPANS_PER_ROLLOUT} spans per rollout; ${availableParallelism()} CPUs, load ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
-  const results: Record<string, { tasks: number; rolloutsPerSec: number; spansPerSec: number; seconds: number; serverCpuSec: number; runnersCpuSec: number; runnersMainThreadCpuSec: number; cpuBoundRolloutsPerSec: number; requestsPerRollout: Record<string, number>; problems: string[] }> = {};
+  console.log(
+    `e2e: ${TASKS} tasks (a quarter for the per-span baseline), ${RUNNERS} runners, ${SPANS_PER_ROLLOUT} spans per rollout; ${availableParallelism()} CPUs, load ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(" ")}`,
+  );
+  const results: Record<
+    string,
+    {
+      tasks: number;
+      rolloutsPerSec: number;
+      spansPerSec: number;
+      seconds: number;
+      serverCpuSec: number;
+      runnersCpuSec: number;
+      runnersMainThreadCpuSec: number;
+      cpuBoundRolloutsPerSec: number;
+      requestsPerRollout: Record<string, number>;
+      problems: string[];
+    }
+  > = {};
   for (const scenario of list) {
     const r = spawnSync(process.execPath, [...process.execArgv, process.argv[1]!, ...argv], {
       env: { ...process.env, AGL_E2E_SCENARIO: scenario, AGL_LOG_LEVEL: process.env.AGL_LOG_LEVEL ?? "error" },
@@ -258,7 +286,11 @@ if (scenarioArg) {
         `${((1000 * (res.serverCpuSec + res.runnersCpuSec)) / res.tasks).toFixed(2)} ms/rollout (server ${((1000 * res.serverCpuSec) / res.tasks).toFixed(2)}, ` +
         `runners ${((1000 * res.runnersCpuSec) / res.tasks).toFixed(2)}${res.runnersCpuSec > 0 ? `, of which main threads ${((1000 * res.runnersMainThreadCpuSec) / res.tasks).toFixed(2)}` : ""}) -> ${res.cpuBoundRolloutsPerSec.toFixed(0)} rollouts/s on 2 dedicated cores` +
         (Object.keys(res.requestsPerRollout).length
-          ? `\n${"".padEnd(20)} requests/rollout ${Object.values(res.requestsPerRollout).reduce((a, b) => a + b, 0).toFixed(2)}: ${Object.entries(res.requestsPerRollout).map(([k, v]) => `${k} ${v}`).join(", ")}`
+          ? `\n${"".padEnd(20)} requests/rollout ${Object.values(res.requestsPerRollout)
+              .reduce((a, b) => a + b, 0)
+              .toFixed(2)}: ${Object.entries(res.requestsPerRollout)
+              .map(([k, v]) => `${k} ${v}`)
+              .join(", ")}`
           : "") +
         `${res.problems.length ? `  PROBLEMS: ${res.problems.join("; ")}` : ""}`,
     );
@@ -268,7 +300,9 @@ if (scenarioArg) {
   const base = results["cs-libsql-per-span"];
   const equal = results["cs-libsql-equal-priority"];
   if (main) {
-    console.log(`cs-libsql vs target ${TARGET} rollouts/s: wall ${(main.rolloutsPerSec / TARGET).toFixed(2)}x, CPU-bound ${(main.cpuBoundRolloutsPerSec / TARGET).toFixed(2)}x`);
+    console.log(
+      `cs-libsql vs target ${TARGET} rollouts/s: wall ${(main.rolloutsPerSec / TARGET).toFixed(2)}x, CPU-bound ${(main.cpuBoundRolloutsPerSec / TARGET).toFixed(2)}x`,
+    );
   }
   if (main && base) {
     console.log(
@@ -282,5 +316,9 @@ if (scenarioArg) {
         `CPU-bound ${(main.cpuBoundRolloutsPerSec / equal.cpuBoundRolloutsPerSec).toFixed(2)}x`,
     );
   }
-  console.log(`load after: ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
+  console.log(
+    `load after: ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(" ")}`,
+  );
 }

@@ -41,7 +41,12 @@ function greedyNoCache(config: ModelConfig, params: Float32Array, prompt: number
   const out: number[] = [];
   for (let i = 0; i < maxTokens; i++) {
     const L = seq.length;
-    const r = forward(config, params, { n: 1, inputIds: Int32Array.from(seq), attentionMask: new Int32Array(L).fill(1), positionIds: Int32Array.from({ length: L }, (_, j) => j) });
+    const r = forward(config, params, {
+      n: 1,
+      inputIds: Int32Array.from(seq),
+      attentionMask: new Int32Array(L).fill(1),
+      positionIds: Int32Array.from({ length: L }, (_, j) => j),
+    });
     const logits = r.logits.subarray((L - 1) * config.vocab_size, L * config.vocab_size);
     let best = 0;
     for (let j = 1; j < config.vocab_size; j++) if (logits[j] > logits[best]) best = j;
@@ -64,8 +69,17 @@ async function timed<T>(run: () => Promise<T> | T): Promise<{ value: T; sec: num
 }
 
 /** Tokens per second of one engine on `requests` after a short warm-up (pipeline compilation, uploads). */
-async function measure(engine: GenerationEngine, config: ModelConfig, params: Float32Array, requests: GenerationRequest[]): Promise<{ out: Generation[]; tps: number }> {
-  await engine.generate(config, params, requests.map((r) => ({ ...r, maxTokens: 2 })));
+async function measure(
+  engine: GenerationEngine,
+  config: ModelConfig,
+  params: Float32Array,
+  requests: GenerationRequest[],
+): Promise<{ out: Generation[]; tps: number }> {
+  await engine.generate(
+    config,
+    params,
+    requests.map((r) => ({ ...r, maxTokens: 2 })),
+  );
   const { value, sec } = await timed(() => engine.generate(config, params, requests));
   return { out: value, tps: value.reduce((a, g) => a + g.tokenIds.length, 0) / sec };
 }
@@ -80,9 +94,11 @@ for (const preset of only ?? (["tiny", "small", ...(withBase ? ["base"] : [])] a
   const params = initParams(config, 1);
   const s = { ...SHAPES[preset] };
   s.tokens = numArg("--tokens") ?? s.tokens;
-  const prompts = (batch: number): number[][] => Array.from({ length: batch }, (_, i) => Array.from({ length: s.prompt }, (_, j) => (i * 31 + j * 7) % 256));
+  const prompts = (batch: number): number[][] =>
+    Array.from({ length: batch }, (_, i) => Array.from({ length: s.prompt }, (_, j) => (i * 31 + j * 7) % 256));
   // stop ids none: every row generates exactly `tokens` tokens
-  const requestsFor = (ps: number[][]): GenerationRequest[] => ps.map((prompt) => ({ prompt, maxTokens: s.tokens, temperature: 0, stopTokenIds: [] }));
+  const requestsFor = (ps: number[][]): GenerationRequest[] =>
+    ps.map((prompt) => ({ prompt, maxTokens: s.tokens, temperature: 0, stopTokenIds: [] }));
   const head = `preset=${preset} params=${paramCount(config)} prompt=${s.prompt} new=${s.tokens}`;
   let cpuTps = NaN;
   let cpuTokens: string | null = null;
@@ -105,7 +121,8 @@ for (const preset of only ?? (["tiny", "small", ...(withBase ? ["base"] : [])] a
     const cached = await measure(gpu.cached, config, params, requests);
     const uncached = await measure(gpu.uncached, config, params, requests);
     // the CPU engine's tokens are the oracle when it ran on the same batch
-    const same = tokensOf(cached.out) === tokensOf(uncached.out) && (cpuTokens === null || batch !== s.batch || cpuTokens === tokensOf(cached.out));
+    const same =
+      tokensOf(cached.out) === tokensOf(uncached.out) && (cpuTokens === null || batch !== s.batch || cpuTokens === tokensOf(cached.out));
     console.log(
       `generate webgpu ${head} batch=${batch} kv-cache tokens/s=${fmt(cached.tps)} no-cache tokens/s=${fmt(uncached.tps)} ` +
         `ratio=${(cached.tps / uncached.tps).toFixed(2)}x vs_cpu_kv=${Number.isNaN(cpuTps) ? "n/a" : `${(cached.tps / cpuTps).toFixed(2)}x`} same_tokens=${same}`,

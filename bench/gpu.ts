@@ -66,7 +66,14 @@ function randn(rng: Rng, n: number): Float32Array {
       cpuMs = performance.now() - t0;
     }
     const gf = (ms: number): string => (Number.isFinite(ms) ? (flop / ms / 1e6).toFixed(2) : "-");
-    rows.push([`${n}x${n}x${n}`, gpuMs.toFixed(2), gf(gpuMs), Number.isFinite(cpuMs) ? cpuMs.toFixed(1) : "-", gf(cpuMs), Number.isFinite(cpuMs) ? `${(cpuMs / gpuMs).toFixed(1)}x` : "-"]);
+    rows.push([
+      `${n}x${n}x${n}`,
+      gpuMs.toFixed(2),
+      gf(gpuMs),
+      Number.isFinite(cpuMs) ? cpuMs.toFixed(1) : "-",
+      gf(cpuMs),
+      Number.isFinite(cpuMs) ? `${(cpuMs / gpuMs).toFixed(1)}x` : "-",
+    ]);
     for (const x of [A, B, C]) x.destroy();
   }
   console.log("\nmatmul (f32, square)");
@@ -134,12 +141,18 @@ for (const name of presets) {
   const batch = fullBatch(config, s.n, s.P, s.R, new Rng(2));
   const steps = report.software ? 2 : 10;
   const gpu = await gpuTokensPerSecond(config, batch, s.micro, steps);
-  console.log(`policy_step preset=${name} params=${paramCount(config)} n=${s.n} P=${s.P} R=${s.R} micro=${s.micro} backend=webgpu tokens/s=${gpu.toFixed(1)}`);
-  console.log(`  achieved ${(stepFlops(config, s) * (gpu / (s.n * s.R)) / 1e9).toFixed(2)} GFLOP/s (same estimate as bench/torch/policy_step.py)`);
+  console.log(
+    `policy_step preset=${name} params=${paramCount(config)} n=${s.n} P=${s.P} R=${s.R} micro=${s.micro} backend=webgpu tokens/s=${gpu.toFixed(1)}`,
+  );
+  console.log(
+    `  achieved ${((stepFlops(config, s) * (gpu / (s.n * s.R))) / 1e9).toFixed(2)} GFLOP/s (same estimate as bench/torch/policy_step.py)`,
+  );
   if (name === "base") continue; // the CPU reference would take many minutes
   const cpuBatch = name === "tiny" ? batch : sliceRows(batch, 0, 1);
   const cpu = await cpuTokensPerSecond(config, cpuBatch);
-  console.log(`policy_step preset=${name} params=${paramCount(config)} n=${cpuBatch.n} P=${s.P} R=${s.R} micro=${cpuBatch.n} backend=cpu-reference tokens/s=${cpu.toFixed(1)}`);
+  console.log(
+    `policy_step preset=${name} params=${paramCount(config)} n=${cpuBatch.n} P=${s.P} R=${s.R} micro=${cpuBatch.n} backend=cpu-reference tokens/s=${cpu.toFixed(1)}`,
+  );
   console.log(`  ratio webgpu / cpu-reference: ${(gpu / cpu).toFixed(2)}x`);
 }
 ctx.destroy();

@@ -45,7 +45,7 @@ const best = (runs: number, f: () => void): number => {
 
 const spans = Array.from({ length: 2_000 }, (_, i) => {
   const s = makeLlmSpan("ro-000000000001", "at-00000001", i + 1);
-  s.attributes["gen_ai.prompt.0.content"] = "What is 2 + 2? \"Think\" step by step. ".repeat(40);
+  s.attributes["gen_ai.prompt.0.content"] = 'What is 2 + 2? "Think" step by step. '.repeat(40);
   s.attributes["llm.token_ids"] = Array.from({ length: 200 }, (_, k) => k * 7);
   return s;
 });
@@ -54,8 +54,10 @@ const parsed = JSON.parse(body) as unknown;
 const parse = best(20, () => JSON.parse(body));
 const walk = best(20, () => checkJsonDepth(parsed));
 const scan = best(20, () => scanDepth(body, MAX_JSON_DEPTH));
-console.log(`span batch (${(body.length / 2 ** 20).toFixed(1)} MiB, 2,000 spans): JSON.parse ${parse.toFixed(1)} ms; ` +
-  `depth check on the parsed value ${walk.toFixed(1)} ms (${((walk / parse) * 100).toFixed(0)}% of the parse); text scan ${scan.toFixed(1)} ms (${((scan / parse) * 100).toFixed(0)}%) (best of 20)`);
+console.log(
+  `span batch (${(body.length / 2 ** 20).toFixed(1)} MiB, 2,000 spans): JSON.parse ${parse.toFixed(1)} ms; ` +
+    `depth check on the parsed value ${walk.toFixed(1)} ms (${((walk / parse) * 100).toFixed(0)}% of the parse); text scan ${scan.toFixed(1)} ms (${((scan / parse) * 100).toFixed(0)}%) (best of 20)`,
+);
 
 const levels = 16 * 2 ** 20;
 const brackets = "[".repeat(levels) + "]".repeat(levels);

@@ -44,13 +44,20 @@ async function withStallMeter<T>(run: () => Promise<T>): Promise<{ result: T; st
 
 async function main(): Promise<void> {
   const store = new InMemoryLightningStore();
-  await store.enqueueManyRollouts(Array.from({ length: ROLLOUTS }, (_, i) => ({ input: { task: `question ${i}`, answer: i }, metadata: { i } })));
+  await store.enqueueManyRollouts(
+    Array.from({ length: ROLLOUTS }, (_, i) => ({ input: { task: `question ${i}`, answer: i }, metadata: { i } })),
+  );
   const r = await store.startRollout({ spans: true });
   const big = "x".repeat(SPAN_KIB * 1024);
   for (let i = 0; i < SPANS; i += 1000) {
     await store.addManySpans(
       Array.from({ length: Math.min(1000, SPANS - i) }, (_, k) =>
-        spanFromAttributes({ rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id, sequence_id: i + k + 1, attributes: { "gen_ai.prompt.0.content": big, n: i + k } }),
+        spanFromAttributes({
+          rollout_id: r.rollout_id,
+          attempt_id: r.attempt.attempt_id,
+          sequence_id: i + k + 1,
+          attributes: { "gen_ai.prompt.0.content": big, n: i + k },
+        }),
       ),
     );
   }
@@ -64,9 +71,10 @@ async function main(): Promise<void> {
   baseline.get("/spans", async (c) => c.json(await queries.spans()));
   const servers = await Promise.all(
     [app.fetch, baseline.fetch].map(
-      (fetchFn) => new Promise<ReturnType<typeof serve>>((resolve) => {
-        const s = serve({ fetch: fetchFn, hostname: "127.0.0.1", port: 0 }, () => resolve(s));
-      }),
+      (fetchFn) =>
+        new Promise<ReturnType<typeof serve>>((resolve) => {
+          const s = serve({ fetch: fetchFn, hostname: "127.0.0.1", port: 0 }, () => resolve(s));
+        }),
     ),
   );
   const [ours, base] = servers.map((s) => `http://127.0.0.1:${(s.address() as AddressInfo).port}`);

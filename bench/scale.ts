@@ -97,11 +97,14 @@ async function prefill(path: string, spans: number): Promise<void> {
   for (let done = 0; done < spans; done += chunk) {
     const batch = await spansForNewRollouts(store, Math.min(chunk, spans - done));
     for (let i = 0; i < batch.length; i += 5000) await store.addManySpans(batch.slice(i, i + 5000));
-    if ((done / chunk) % 10 === 9) console.log(`  prefill ${(done + batch.length).toLocaleString("en-US")} spans, ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+    if ((done / chunk) % 10 === 9)
+      console.log(`  prefill ${(done + batch.length).toLocaleString("en-US")} spans, ${((performance.now() - t0) / 1000).toFixed(0)} s`);
   }
   await store.close();
   const s = (performance.now() - t0) / 1000;
-  console.log(`  prefilled ${spans.toLocaleString("en-US")} spans in ${s.toFixed(0)} s (${Math.round(spans / s).toLocaleString("en-US")} spans/s)`);
+  console.log(
+    `  prefilled ${spans.toLocaleString("en-US")} spans in ${s.toFixed(0)} s (${Math.round(spans / s).toLocaleString("en-US")} spans/s)`,
+  );
 }
 
 /** A file holding `spans` spans: reused if kept from an earlier run with that count, else written. */
@@ -173,7 +176,11 @@ async function measure(store: LightningStore, path: string, pid?: number, scale 
   const pageCount = Math.round(2000 * scale);
   // The spans of rollouts just written (what a trainer reads), and of rollouts anywhere in the file.
   const recent = [...new Set(spans.map((s) => s.rollout_id))];
-  const recentPages = await pagesOf(store, Array.from({ length: pageCount }, (_, i) => recent[i % recent.length]!), pid);
+  const recentPages = await pagesOf(
+    store,
+    Array.from({ length: pageCount }, (_, i) => recent[i % recent.length]!),
+    pid,
+  );
   const randomPages = await pagesOf(store, await sampleRollouts(path, pageCount), pid);
   return {
     "addManySpans (spans/s)": addMany,
@@ -252,7 +259,11 @@ async function main(): Promise<void> {
       const figures = { ...(await storeRound(path)), ...(SERVER ? await serverRound(path) : {}) };
       const into = measured.get(size)!;
       for (const [k, v] of Object.entries(figures)) into.set(k, [...(into.get(k) ?? []), v]);
-      console.log(`round ${r + 1}, ${size.toLocaleString("en-US")} spans: ${Object.entries(figures).map(([k, v]) => `${k} ${fmt(v.wall)}`).join(", ")}`);
+      console.log(
+        `round ${r + 1}, ${size.toLocaleString("en-US")} spans: ${Object.entries(figures)
+          .map(([k, v]) => `${k} ${fmt(v.wall)}`)
+          .join(", ")}`,
+      );
     }
   }
   for (const size of SIZES) {
@@ -260,7 +271,8 @@ async function main(): Promise<void> {
     results.set(size, row);
     fileSizes.set(size, statSync(paths.get(size)!).size);
     console.log(`\n${size.toLocaleString("en-US")} spans stored:`);
-    for (const [k, v] of row) console.log(`  ${k.padEnd(34)} ${fmt(v.wall).padStart(8)} (rounds ${fmt(v.lo)}-${fmt(v.wall)}; cpu-time rate ${fmt(v.cpu)})`);
+    for (const [k, v] of row)
+      console.log(`  ${k.padEnd(34)} ${fmt(v.wall).padStart(8)} (rounds ${fmt(v.lo)}-${fmt(v.wall)}; cpu-time rate ${fmt(v.cpu)})`);
   }
   if (!KEEP) for (const path of paths.values()) for (const suffix of ["", "-wal", "-shm"]) rmSync(path + suffix, { force: true });
   const base = results.get(SIZES[0]!)!;
@@ -281,9 +293,13 @@ async function main(): Promise<void> {
   const last = SIZES[SIZES.length - 1]!;
   const worst = names.map((n) => [n, results.get(last)!.get(n)!.wall / base.get(n)!.wall] as const).sort((a, b) => a[1] - b[1])[0];
   if (worst && SIZES.length > 1) {
-    console.log(`\nworst ratio at ${last.toLocaleString("en-US")} spans: ${worst[1].toFixed(2)} (${worst[0]}); goal >= ${GOAL}: ${worst[1] >= GOAL ? "met" : "NOT met"}`);
+    console.log(
+      `\nworst ratio at ${last.toLocaleString("en-US")} spans: ${worst[1].toFixed(2)} (${worst[0]}); goal >= ${GOAL}: ${worst[1] >= GOAL ? "met" : "NOT met"}`,
+    );
   }
-  console.log(`load average ${load0.toFixed(1)} -> ${loadavg()[0]!.toFixed(1)} on ${availableParallelism()} CPUs; rates are the best of ${ROUNDS} round(s)`);
+  console.log(
+    `load average ${load0.toFixed(1)} -> ${loadavg()[0]!.toFixed(1)} on ${availableParallelism()} CPUs; rates are the best of ${ROUNDS} round(s)`,
+  );
 }
 
 await main();

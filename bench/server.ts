@@ -78,7 +78,12 @@ async function generateLoad(url: string, serverPid: number, seconds: number, onl
     const c = process.cpuUsage(c0);
     const clientCpu = (c.user + c.system) / 1e6;
     const serverCpu = processCpuSeconds(serverPid) - s0;
-    return { wall: units / wall, twoCores: units / Math.max(clientCpu, serverCpu, 1e-9), clientUs: (1e6 * clientCpu) / units, serverUs: (1e6 * serverCpu) / units };
+    return {
+      wall: units / wall,
+      twoCores: units / Math.max(clientCpu, serverCpu, 1e-9),
+      clientUs: (1e6 * clientCpu) / units,
+      serverUs: (1e6 * serverCpu) / units,
+    };
   }
 
   const targets = await Promise.all(Array.from({ length: 16 }, (_, i) => client.startRollout({ bench: i })));
@@ -137,7 +142,10 @@ function loadCommand(client: "bun" | "node"): [string, string[]] {
 
 function runLoad(client: "bun" | "node", url: string, serverPid: number, seconds: number, only: readonly Phase[]): Promise<Phases> {
   const [cmd, pre] = loadCommand(client);
-  const proc = spawn(cmd, [...pre, "--load", url, String(serverPid), String(seconds), only.join(",")], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
+  const proc = spawn(cmd, [...pre, "--load", url, String(serverPid), String(seconds), only.join(",")], {
+    cwd: ROOT,
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   let out = "";
   proc.stdout.on("data", (d: Buffer) => (out += d.toString()));
   return new Promise((resolve, reject) =>
@@ -166,7 +174,14 @@ async function benchRuntime(runtime: Runtime, o: Options): Promise<Row> {
   const server = await startServerProcess(runtime, ["--port", "0", "--db", db, "--log-level", "warning"]);
   try {
     const phases = await runLoad(o.client, server.url, server.proc.pid!, o.seconds, o.only);
-    return { runtime: server.output().match(/\((node|deno|bun) [^)]*\)/)?.[0].slice(1, -1) ?? runtime, ...phases };
+    return {
+      runtime:
+        server
+          .output()
+          .match(/\((node|deno|bun) [^)]*\)/)?.[0]
+          .slice(1, -1) ?? runtime,
+      ...phases,
+    };
   } finally {
     const code = await server.stop("SIGTERM");
     rmSync(dir, { recursive: true, force: true });
@@ -206,11 +221,18 @@ async function main(argv: string[]): Promise<void> {
   const both = (r: Rate | undefined): string => cell(r, (x) => `${fmt(x.wall)} / ${fmt(x.twoCores)}`);
   const where = o.db === "memory" ? "an in-memory store (InMemoryLightningStore)" : "a libSQL file";
   console.log(`\nStore server on ${where}, loopback HTTP, load from LightningStoreClient under ${o.client}, ${o.seconds} s per figure.`);
-  console.log(`Each cell: wall-clock rate here (1-min load average ${load0.toFixed(1)} -> ${load1.toFixed(1)} on ${availableParallelism()} cores) / rate the CPU time used allows on 2 dedicated cores.\n`);
-  console.log("| server | baseline: upstream protocol, next id + POST /spans (spans/s) | single POST /spans (spans/s) | POST /spans/batch (spans/s) | batch vs baseline | lifecycles/s, 8 clients |");
+  console.log(
+    `Each cell: wall-clock rate here (1-min load average ${load0.toFixed(1)} -> ${load1.toFixed(1)} on ${availableParallelism()} cores) / rate the CPU time used allows on 2 dedicated cores.\n`,
+  );
+  console.log(
+    "| server | baseline: upstream protocol, next id + POST /spans (spans/s) | single POST /spans (spans/s) | POST /spans/batch (spans/s) | batch vs baseline | lifecycles/s, 8 clients |",
+  );
   console.log("|---|---:|---:|---:|---:|---:|");
   for (const r of rows) {
-    const ratio = r.batch && r.upstream ? `${(r.batch.wall / r.upstream.wall).toFixed(0)}x / ${(r.batch.twoCores / r.upstream.twoCores).toFixed(0)}x` : "–";
+    const ratio =
+      r.batch && r.upstream
+        ? `${(r.batch.wall / r.upstream.wall).toFixed(0)}x / ${(r.batch.twoCores / r.upstream.twoCores).toFixed(0)}x`
+        : "–";
     console.log(`| ${r.runtime} | ${both(r.upstream)} | ${both(r.single)} | ${both(r.batch)} | ${ratio} | ${both(r.lifecycles)} |`);
   }
   console.log("\nCPU microseconds per span (per lifecycle in the last column), client + server:\n");
@@ -220,7 +242,9 @@ async function main(argv: string[]): Promise<void> {
   for (const r of rows) console.log(`| ${r.runtime} | ${us(r.upstream)} | ${us(r.single)} | ${us(r.batch)} | ${us(r.lifecycles)} |`);
   const misses = rows.flatMap((r) => [
     ...(r.batch && r.batch.twoCores < TARGET_BATCH ? [`${r.runtime}: batch ${fmt(r.batch.twoCores)} < ${fmt(TARGET_BATCH)} spans/s`] : []),
-    ...(r.single && r.single.twoCores < TARGET_SINGLE ? [`${r.runtime}: single ${fmt(r.single.twoCores)} < ${fmt(TARGET_SINGLE)} spans/s`] : []),
+    ...(r.single && r.single.twoCores < TARGET_SINGLE
+      ? [`${r.runtime}: single ${fmt(r.single.twoCores)} < ${fmt(TARGET_SINGLE)} spans/s`]
+      : []),
   ]);
   console.log(
     misses.length

@@ -127,7 +127,9 @@ async function lifecycles(store: LightningStore, n: number, workers: number): Pr
 async function spanPages(store: LightningStore, n: number): Promise<Rate> {
   const ar = await store.startRollout({ q: 1 });
   for (let i = 0; i < n; i += 1000) {
-    await store.addManySpans(Array.from({ length: Math.min(1000, n - i) }, (_, k) => makeLlmSpan(ar.rollout_id, ar.attempt.attempt_id, i + k + 1)));
+    await store.addManySpans(
+      Array.from({ length: Math.min(1000, n - i) }, (_, k) => makeLlmSpan(ar.rollout_id, ar.attempt.attempt_id, i + k + 1)),
+    );
   }
   const pages = 200;
   return rate(pages, async () => {
@@ -308,7 +310,9 @@ function rates(rs: readonly Rate[], unit = ""): string {
 
 function row(name: string, sql: readonly Rate[], mem: readonly Rate[], unit: string, target?: number): void {
   const t = target === undefined ? "" : `  target ${target.toLocaleString("en-US")}: ${best(sql).wall >= target ? "met" : "NOT met"}`;
-  console.log(`${name.padEnd(26)} libsql file ${rates(sql, unit)}   in-memory ${rates(mem)}   ratio ${(best(sql).wall / best(mem).wall).toFixed(2)}${t}`);
+  console.log(
+    `${name.padEnd(26)} libsql file ${rates(sql, unit)}   in-memory ${rates(mem)}   ratio ${(best(sql).wall / best(mem).wall).toFixed(2)}${t}`,
+  );
 }
 
 /** A line of the libsql file store alone (the floors). */
@@ -371,7 +375,11 @@ async function main(): Promise<void> {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  console.log(`load average ${loadavg().map((l) => l.toFixed(1)).join(", ")} on ${availableParallelism()} CPUs`);
+  console.log(
+    `load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(", ")} on ${availableParallelism()} CPUs`,
+  );
 }
 
 await main();

@@ -106,7 +106,15 @@ async function main(): Promise<void> {
     await store.enqueueManyRollouts(Array.from({ length: N }, (_, i) => ({ input: { question: "What is 2 + 2?", i } })));
     return store;
   };
-  report("enqueue", await best(ROUNDS, async () => new InMemoryLightningStore(), N, (st, i) => st.enqueueRollout({ question: "What is 2 + 2?", i })));
+  report(
+    "enqueue",
+    await best(
+      ROUNDS,
+      async () => new InMemoryLightningStore(),
+      N,
+      (st, i) => st.enqueueRollout({ question: "What is 2 + 2?", i }),
+    ),
+  );
   report("dequeue", await best(ROUNDS, queued, N, (st) => st.dequeueRollout({ worker_id: "w" })));
 
   const running = async () => {
@@ -114,7 +122,10 @@ async function main(): Promise<void> {
     const ar = await store.startRollout({ q: 1 });
     return { store, ar };
   };
-  report("addSpan", await best(ROUNDS, running, N, ({ store, ar }, i) => store.addSpan(makeSpan(ar.rollout_id, ar.attempt.attempt_id, i + 1))));
+  report(
+    "addSpan",
+    await best(ROUNDS, running, N, ({ store, ar }, i) => store.addSpan(makeSpan(ar.rollout_id, ar.attempt.attempt_id, i + 1))),
+  );
 
   const lifecycle = async (store: InMemoryLightningStore, i: number) => {
     await store.enqueueRollout({ question: "What is 2 + 2?", i });
@@ -129,7 +140,9 @@ async function main(): Promise<void> {
   console.log(
     `toy floor  ${fmt(floor.perCpuSecond).padStart(9)} lifecycles/s per CPU-second: the same calls on a bare Map store; the real store runs at ${((life.perCpuSecond / floor.perCpuSecond) * 100).toFixed(0)}% of it`,
   );
-  console.log(`target     ${fmt(TARGET_LIFECYCLES).padStart(9)} lifecycles/s: ${life.perCpuSecond >= TARGET_LIFECYCLES ? "met" : "NOT met"} on this machine now`);
+  console.log(
+    `target     ${fmt(TARGET_LIFECYCLES).padStart(9)} lifecycles/s: ${life.perCpuSecond >= TARGET_LIFECYCLES ? "met" : "NOT met"} on this machine now`,
+  );
 
   // querySpans over 100k spans of one rollout
   {
@@ -137,11 +150,14 @@ async function main(): Promise<void> {
     const ar = await store.startRollout({ q: 1 });
     const batch: Span[] = [];
     // Spans mostly arrive in sequence order; every 100th pair is swapped so the sort has real work.
-    for (let i = 0; i < 100_000; i++) batch.push(makeSpan(ar.rollout_id, ar.attempt.attempt_id, i % 100 === 0 ? i + 2 : i % 100 === 1 ? i : i + 1));
+    for (let i = 0; i < 100_000; i++)
+      batch.push(makeSpan(ar.rollout_id, ar.attempt.attempt_id, i % 100 === 0 ? i + 2 : i % 100 === 1 ? i : i + 1));
     for (let i = 0; i < batch.length; i += 10_000) await store.addManySpans(batch.slice(i, i + 10_000));
     const all = await timeIt(10, () => store.querySpans(ar.rollout_id));
     const page = await timeIt(10, () => store.querySpans(ar.rollout_id, { name_contains: "chat", limit: 100, offset: 500 }));
-    const latest = await timeIt(10, () => store.querySpans(ar.rollout_id, { attempt_id: "latest", sort_by: "start_time", sort_order: "desc", limit: 10 }));
+    const latest = await timeIt(10, () =>
+      store.querySpans(ar.rollout_id, { attempt_id: "latest", sort_by: "start_time", sort_order: "desc", limit: 10 }),
+    );
     console.log(`querySpans ${all.perCpuSecond.toFixed(1).padStart(9)} queries/s: all 100k spans, sorted by sequence_id`);
     console.log(`querySpans ${page.perCpuSecond.toFixed(1).padStart(9)} queries/s: name_contains filter + a page of 100`);
     console.log(`querySpans ${latest.perCpuSecond.toFixed(1).padStart(9)} queries/s: latest attempt, top 10 by start_time desc`);

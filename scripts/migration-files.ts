@@ -18,7 +18,10 @@ export function migrationsFromFiles(read: (name: string) => string): EmbeddedMig
       when: e.when,
       // drizzle's migrators record the sha256 of the file text; keep the same value.
       hash: createHash("sha256").update(sql).digest("hex"),
-      statements: sql.split("--> statement-breakpoint").map((s) => s.trim()).filter((s) => s.length > 0),
+      statements: sql
+        .split("--> statement-breakpoint")
+        .map((s) => s.trim())
+        .filter((s) => s.length > 0),
     };
   });
 }

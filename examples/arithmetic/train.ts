@@ -31,5 +31,7 @@ if (baseline.finished.length > 0) {
     total += typeof reward === "number" ? reward : 0;
   }
   const ok = baseline.finished.filter((r) => r.status === "succeeded").length;
-  console.log(`strategy=${kind} rollouts=${baseline.finished.length} succeeded=${ok} mean_reward=${(total / baseline.finished.length).toFixed(3)}`);
+  console.log(
+    `strategy=${kind} rollouts=${baseline.finished.length} succeeded=${ok} mean_reward=${(total / baseline.finished.length).toFixed(3)}`,
+  );
 }

@@ -6,4 +6,12 @@
  */
 import { presetConfig, type ModelConfig } from "../../src/model/index.ts";
 
-export const CALC_CONFIG: ModelConfig = { ...presetConfig("tiny"), d_model: 64, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 192, max_seq_len: 64 };
+export const CALC_CONFIG: ModelConfig = {
+  ...presetConfig("tiny"),
+  d_model: 64,
+  n_layers: 2,
+  n_heads: 4,
+  n_kv_heads: 2,
+  d_ff: 192,
+  max_seq_len: 64,
+};

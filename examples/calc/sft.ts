@@ -9,7 +9,18 @@
  * is this script with its defaults: 450 steps of 32 problems, about 12 minutes on one free core.
  * Every `--eval-every` steps it also saves `<out>-steps/<step>`.
  */
-import { applyChatTemplate, batchFromTokens, CpuTrainer, encode, EOS_ID, loadCheckpoint, PAD_ID, Rng, saveCheckpoint, type ModelConfig } from "../../src/model/index.ts";
+import {
+  applyChatTemplate,
+  batchFromTokens,
+  CpuTrainer,
+  encode,
+  EOS_ID,
+  loadCheckpoint,
+  PAD_ID,
+  Rng,
+  saveCheckpoint,
+  type ModelConfig,
+} from "../../src/model/index.ts";
 import { CALC_CONFIG } from "./config.ts";
 import { cpuGenerationEngine } from "../../src/proxy/generation.ts";
 import { MAX_ANSWER_TOKENS } from "./agent.ts";
@@ -34,14 +45,27 @@ export interface SftOptions {
   log?: (line: string) => void;
 }
 
-export const SFT_DEFAULTS: SftOptions = { steps: 450, batch: 32, lr: 3e-3, seed: 0, evalEvery: 50, out: "examples/calc/checkpoint-sft", config: CALC_CONFIG };
+export const SFT_DEFAULTS: SftOptions = {
+  steps: 450,
+  batch: 32,
+  lr: 3e-3,
+  seed: 0,
+  evalEvery: 50,
+  out: "examples/calc/checkpoint-sft",
+  config: CALC_CONFIG,
+};
 
-export const promptIds = (t: CalcTask): number[] => applyChatTemplate([{ role: "user", content: t.question }], { addGenerationPrompt: true });
+export const promptIds = (t: CalcTask): number[] =>
+  applyChatTemplate([{ role: "user", content: t.question }], { addGenerationPrompt: true });
 export const answerIds = (t: CalcTask, answer = t.answer): number[] => [...encode(String(answer)), EOS_ID];
 
 /** Greedy accuracy of `params` on `tasks`, generating directly (no server). */
 export async function greedyAccuracy(config: ModelConfig, params: Float32Array, tasks: readonly CalcTask[]): Promise<number> {
-  const out = await cpuGenerationEngine.generate(config, params, tasks.map((t) => ({ prompt: promptIds(t), maxTokens: MAX_ANSWER_TOKENS, temperature: 0 })));
+  const out = await cpuGenerationEngine.generate(
+    config,
+    params,
+    tasks.map((t) => ({ prompt: promptIds(t), maxTokens: MAX_ANSWER_TOKENS, temperature: 0 })),
+  );
   return out.reduce((s, g, i) => s + reward(tasks[i], g.text), 0) / tasks.length;
 }
 
@@ -64,7 +88,9 @@ export async function runSft(o: SftOptions): Promise<{ params: Float32Array; acc
       const { params } = await trainer.getState();
       const acc = await greedyAccuracy(config, params, heldOut);
       if (o.out) await saveCheckpoint(`${o.out}-steps/${s + 1}`, { config, params });
-      log(`sft step ${s + 1}/${o.steps} loss ${m.loss.toFixed(3)} held-out accuracy ${(acc * 100).toFixed(1)}% (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+      log(
+        `sft step ${s + 1}/${o.steps} loss ${m.loss.toFixed(3)} held-out accuracy ${(acc * 100).toFixed(1)}% (${((Date.now() - t0) / 1000).toFixed(0)} s)`,
+      );
     }
   }
   const { params } = await trainer.getState();

@@ -27,14 +27,17 @@ export function drawTask(rng: Rng): CalcTask {
   const item = pick(rng, ITEMS);
   const kind = int(rng, 0, 2);
   if (kind === 0) {
-    const a = int(rng, 0, 12), b = int(rng, 0, 12);
+    const a = int(rng, 0, 12),
+      b = int(rng, 0, 12);
     return { question: `${name} has ${a} ${item}, gets ${b}. Total?`, answer: a + b, op: "+", a, b };
   }
   if (kind === 1) {
-    const a = int(rng, 0, 20), b = int(rng, 0, a);
+    const a = int(rng, 0, 20),
+      b = int(rng, 0, a);
     return { question: `${name} has ${a} ${item}, loses ${b}. Left?`, answer: a - b, op: "-", a, b };
   }
-  const a = int(rng, 1, 6), b = int(rng, 1, 6);
+  const a = int(rng, 1, 6),
+    b = int(rng, 1, 6);
   return { question: `${name} has ${a} bags of ${b} ${item}. Total?`, answer: a * b, op: "*", a, b };
 }
 

@@ -45,8 +45,20 @@ export interface CalcTrainOptions {
 }
 
 export const CALC_TRAIN_DEFAULTS: CalcTrainOptions = {
-  steps: 100, batch: 16, n: 8, lr: 1e-3, decayShare: 0.5, lrFinal: 0.1, valEvery: 20, valTasks: 100, seed: 0,
-  checkpoint: "examples/calc/checkpoint-sft", out: "runs/calc", backend: "auto", runners: 4, progress: true,
+  steps: 100,
+  batch: 16,
+  n: 8,
+  lr: 1e-3,
+  decayShare: 0.5,
+  lrFinal: 0.1,
+  valEvery: 20,
+  valTasks: 100,
+  seed: 0,
+  checkpoint: "examples/calc/checkpoint-sft",
+  out: "runs/calc",
+  backend: "auto",
+  runners: 4,
+  progress: true,
 };
 
 export interface CalcTrainResult {
@@ -72,7 +84,8 @@ async function makeTrainer(o: CalcTrainOptions, ckpt: Awaited<ReturnType<typeof 
   if (o.backend === "auto") {
     const probe = await gpu.probeGpu();
     if (!probe.ok || probe.report.software) {
-      if (o.progress) console.log(`no hardware GPU (${probe.ok ? gpu.describeAdapter(probe.report) : probe.reason}); training on the CPU reference`);
+      if (o.progress)
+        console.log(`no hardware GPU (${probe.ok ? gpu.describeAdapter(probe.report) : probe.reason}); training on the CPU reference`);
       return new CpuTrainer(common);
     }
   }
@@ -85,7 +98,10 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
   const ckpt = await loadCheckpoint(o.checkpoint, undefined, { optimizer: false });
   const trainer = await makeTrainer(o, ckpt);
   // KV-cached generation on the trainer's GPU when it trains there (same device), else the CPU engine
-  const engine = await createGenerationEngine({ backend: trainer.backend === "webgpu" ? "webgpu" : "cpu", context: (trainer as Partial<GpuPolicyTrainer>).ctx });
+  const engine = await createGenerationEngine({
+    backend: trainer.backend === "webgpu" ? "webgpu" : "cpu",
+    context: (trainer as Partial<GpuPolicyTrainer>).ctx,
+  });
   const policy = new ModelPolicy({ model: "calc-policy", config: ckpt.config, params: ckpt.params, seed: o.seed, engine });
   const server = new PolicyServer({ policy });
   await mkdir(o.out, { recursive: true });
@@ -95,17 +111,33 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
   const heldOut = heldOutTasks(o.valTasks);
   const train = o.trainSet ?? trainTasks(4096, o.seed + 17, heldOut);
   const grpo = new GRPO({
-    trainer, policy, steps: o.steps, lrSchedule: (step, steps) => o.lr * lateDecay(step, steps, o.decayShare, o.lrFinal), batchSize: o.batch, nSamples: o.n, valEvery: o.valEvery, seed: o.seed,
-    maxPromptLength: ckpt.config.max_seq_len - MAX_ANSWER_TOKENS, maxResponseLength: MAX_ANSWER_TOKENS,
-    temperature: 1, valTemperature: 0, checkpointDir: `${o.out}/checkpoints`, checkpointEvery: o.steps,
-    progress: o.progress, adapter: new LlmProxyTraceToTriplet(),
+    trainer,
+    policy,
+    steps: o.steps,
+    lrSchedule: (step, steps) => o.lr * lateDecay(step, steps, o.decayShare, o.lrFinal),
+    batchSize: o.batch,
+    nSamples: o.n,
+    valEvery: o.valEvery,
+    seed: o.seed,
+    maxPromptLength: ckpt.config.max_seq_len - MAX_ANSWER_TOKENS,
+    maxResponseLength: MAX_ANSWER_TOKENS,
+    temperature: 1,
+    valTemperature: 0,
+    checkpointDir: `${o.out}/checkpoints`,
+    checkpointEvery: o.steps,
+    progress: o.progress,
+    adapter: new LlmProxyTraceToTriplet(),
   });
   const lightning = new Trainer({
-    algorithm: grpo, llmProxy: server, store, nRunners: o.runners,
+    algorithm: grpo,
+    llmProxy: server,
+    store,
+    nRunners: o.runners,
     strategy: { type: "shm", main_thread: "algorithm" },
     runner: { type: "LitAgentRunner", poll_interval: 0.01, heartbeat_interval: 5 },
   });
-  if (o.progress) console.log(`calc GRPO: ${o.steps} steps x ${o.batch} tasks x ${o.n} samples, trainer ${trainer.backend}, store ${dbPath}`);
+  if (o.progress)
+    console.log(`calc GRPO: ${o.steps} steps x ${o.batch} tasks x ${o.n} samples, trainer ${trainer.backend}, store ${dbPath}`);
   try {
     await lightning.fit(calcAgent, train, { valDataset: heldOut });
   } finally {
@@ -119,18 +151,39 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
       { name: "training reward (mean of the step's rollouts)", color: "#1f77b4", points: steps.map((s) => [s.step, s.reward]) },
       { name: "held-out accuracy (greedy)", color: "#d62728", points: vals.map((v) => [v.step, v.accuracy]) },
     ],
-    o.steps, "GRPO step", "reward / accuracy",
+    o.steps,
+    "GRPO step",
+    "reward / accuracy",
   );
   const svgPath = `${o.out}/reward-curve.svg`;
   await writeFile(svgPath, svg);
-  return { before: vals[0]?.accuracy ?? NaN, after: vals[vals.length - 1]?.accuracy ?? NaN, reports: grpo.reports, svgPath, backend: trainer.backend, seconds: (performance.now() - t0) / 1000 };
+  return {
+    before: vals[0]?.accuracy ?? NaN,
+    after: vals[vals.length - 1]?.accuracy ?? NaN,
+    reports: grpo.reports,
+    svgPath,
+    backend: trainer.backend,
+    seconds: (performance.now() - t0) / 1000,
+  };
 }
 
 function parseArgs(argv: readonly string[]): Partial<CalcTrainOptions> {
   const o: Partial<CalcTrainOptions> = {};
-  const nums = { "--steps": "steps", "--batch": "batch", "--n": "n", "--lr": "lr", "--decay-share": "decayShare", "--lr-final": "lrFinal", "--val-every": "valEvery", "--val-tasks": "valTasks", "--seed": "seed", "--runners": "runners" } as const;
+  const nums = {
+    "--steps": "steps",
+    "--batch": "batch",
+    "--n": "n",
+    "--lr": "lr",
+    "--decay-share": "decayShare",
+    "--lr-final": "lrFinal",
+    "--val-every": "valEvery",
+    "--val-tasks": "valTasks",
+    "--seed": "seed",
+    "--runners": "runners",
+  } as const;
   for (let i = 0; i < argv.length; i += 2) {
-    const k = argv[i]!, v = argv[i + 1];
+    const k = argv[i]!,
+      v = argv[i + 1];
     if (v === undefined) throw new Error(`missing value for ${k}`);
     if (k in nums) (o as Record<string, number>)[nums[k as keyof typeof nums]] = Number(v);
     else if (k === "--checkpoint") o.checkpoint = v;
@@ -144,6 +197,8 @@ function parseArgs(argv: readonly string[]): Partial<CalcTrainOptions> {
 const argv = (globalThis as { process?: { argv: string[] } }).process?.argv ?? [];
 if ((argv[1] ?? "").endsWith("examples/calc/train.ts")) {
   const r = await trainCalc(parseArgs(argv.slice(2)));
-  console.log(`held-out accuracy: ${(r.before * 100).toFixed(1)}% before, ${(r.after * 100).toFixed(1)}% after (${((r.after - r.before) * 100).toFixed(1)} points) in ${r.seconds.toFixed(0)} s on ${r.backend}`);
+  console.log(
+    `held-out accuracy: ${(r.before * 100).toFixed(1)}% before, ${(r.after * 100).toFixed(1)}% after (${((r.after - r.before) * 100).toFixed(1)} points) in ${r.seconds.toFixed(0)} s on ${r.backend}`,
+  );
   console.log(`reward curve: ${r.svgPath}`);
 }

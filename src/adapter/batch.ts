@@ -54,7 +54,15 @@ export interface TrainingBatch {
   metrics: Record<string, number>;
 }
 
-interface Row { prompt: number[]; response: number[]; mask: number[] | null; reward: number; dataId: string; rolloutId: string; turn: number }
+interface Row {
+  prompt: number[];
+  response: number[];
+  mask: number[] | null;
+  reward: number;
+  dataId: string;
+  rolloutId: string;
+  turn: number;
+}
 
 const ids = (v: unknown): number[] => (Array.isArray(v) ? (v as number[]) : []);
 const tokens = (t: Triplet) => ({ prompt: ids(t.prompt?.token_ids), response: ids(t.response?.token_ids) });
@@ -70,7 +78,8 @@ export function rolloutFromSpans(
 
 /** The last non-null triplet reward (scanning backwards), or null. */
 export function finalReward(triplets: readonly Triplet[]): number | null {
-  for (let i = triplets.length - 1; i >= 0; i--) if (triplets[i].reward !== null && triplets[i].reward !== undefined) return triplets[i].reward;
+  for (let i = triplets.length - 1; i >= 0; i--)
+    if (triplets[i].reward !== null && triplets[i].reward !== undefined) return triplets[i].reward;
   return null;
 }
 
@@ -97,9 +106,11 @@ export function mergeRuns(turns: { prompt: number[]; response: number[] }[]): nu
 export function trajectoryRow(turns: { prompt: number[]; response: number[] }[], run: number[], P: number) {
   const g0 = turns[run[0]];
   let prompt = g0.prompt;
-  let resp: number[] = [], mask: number[] = [];
+  let resp: number[] = [],
+    mask: number[] = [];
   if (run[0] > 0 && prompt.length > P) {
-    resp = prompt.slice(P); mask = new Array(resp.length).fill(1); // upstream trains on the overflow (kept)
+    resp = prompt.slice(P);
+    mask = new Array(resp.length).fill(1); // upstream trains on the overflow (kept)
     prompt = prompt.slice(0, P);
   }
   resp = resp.concat(g0.response);
@@ -120,10 +131,15 @@ export function buildTrainingBatch(rollouts: readonly FinishedRollout[], o: Batc
   const level = o.level ?? "transition";
   const grouping = o.grouping ?? "sample_turn";
   const fillna = o.rewardFillna === undefined ? 0 : o.rewardFillna;
-  const P = o.maxPromptLength, R = o.maxResponseLength;
+  const P = o.maxPromptLength,
+    R = o.maxResponseLength;
   const rows: Row[] = [];
   const metrics: Record<string, number> = {};
-  let rewardSum = 0, withTrace = 0, withReward = 0, unmerged = 0, turnsTotal = 0;
+  let rewardSum = 0,
+    withTrace = 0,
+    withReward = 0,
+    unmerged = 0,
+    turnsTotal = 0;
   const turnLengths: number[] = [];
 
   for (const r of rollouts) {
@@ -154,7 +170,10 @@ export function buildTrainingBatch(rollouts: readonly FinishedRollout[], o: Batc
     prompts: toRagged(rows.map((r) => r.prompt)),
     responses: toRagged(rows.map((r) => r.response)),
     responseMasks: level === "trajectory" ? toRagged(rows.map((r) => r.mask ?? [])) : null,
-    rewards, maxPromptLength: P, maxResponseLength: R, padTokenId: o.padTokenId ?? 0,
+    rewards,
+    maxPromptLength: P,
+    maxResponseLength: R,
+    padTokenId: o.padTokenId ?? 0,
   });
   const tensors = o.kernels ? laid : copyTensors(laid);
 
@@ -175,8 +194,14 @@ export function buildTrainingBatch(rollouts: readonly FinishedRollout[], o: Batc
   }
   Object.assign(metrics, groupMetrics(groups, groupKeys.length, rewards));
   return {
-    tensors, rewards, dataIds: rows.map((r) => r.dataId), rolloutIds: rows.map((r) => r.rolloutId),
-    turnIndex: level === "transition" ? rows.map((r) => r.turn) : null, groups, groupKeys, metrics,
+    tensors,
+    rewards,
+    dataIds: rows.map((r) => r.dataId),
+    rolloutIds: rows.map((r) => r.rolloutId),
+    turnIndex: level === "transition" ? rows.map((r) => r.turn) : null,
+    groups,
+    groupKeys,
+    metrics,
   };
 }
 
@@ -184,8 +209,14 @@ export function buildTrainingBatch(rollouts: readonly FinishedRollout[], o: Batc
 function copyTensors(t: BatchTensors): BatchTensors {
   return {
     ...t,
-    prompts: t.prompts.slice(), responses: t.responses.slice(), inputIds: t.inputIds.slice(), attentionMask: t.attentionMask.slice(),
-    positionIds: t.positionIds.slice(), responseMask: t.responseMask.slice(), tokenLevelScores: t.tokenLevelScores.slice(), isDrop: t.isDrop.slice(),
+    prompts: t.prompts.slice(),
+    responses: t.responses.slice(),
+    inputIds: t.inputIds.slice(),
+    attentionMask: t.attentionMask.slice(),
+    positionIds: t.positionIds.slice(),
+    responseMask: t.responseMask.slice(),
+    tokenLevelScores: t.tokenLevelScores.slice(),
+    isDrop: t.isDrop.slice(),
   };
 }
 
@@ -196,13 +227,25 @@ function copyTensors(t: BatchTensors): BatchTensors {
  * `training/n_zero_adv_groups` is upstream HEAD's count (max - min == 0, singletons included).
  */
 export function groupMetrics(groups: Int32Array, G: number, rewards: Float32Array): Record<string, number> {
-  const lo = new Float64Array(G).fill(Infinity), hi = new Float64Array(G).fill(-Infinity), count = new Int32Array(G);
-  groups.forEach((g, i) => { lo[g] = Math.min(lo[g], rewards[i]); hi[g] = Math.max(hi[g], rewards[i]); count[g]++; });
-  let tied = 0, singletons = 0, multi = 0, zeroSpread = 0;
+  const lo = new Float64Array(G).fill(Infinity),
+    hi = new Float64Array(G).fill(-Infinity),
+    count = new Int32Array(G);
+  groups.forEach((g, i) => {
+    lo[g] = Math.min(lo[g], rewards[i]);
+    hi[g] = Math.max(hi[g], rewards[i]);
+    count[g]++;
+  });
+  let tied = 0,
+    singletons = 0,
+    multi = 0,
+    zeroSpread = 0;
   for (let g = 0; g < G; g++) {
     if (count[g] > 0 && hi[g] === lo[g]) zeroSpread++;
     if (count[g] === 1) singletons++;
-    else if (count[g] > 1) { multi++; if (hi[g] === lo[g]) tied++; }
+    else if (count[g] > 1) {
+      multi++;
+      if (hi[g] === lo[g]) tied++;
+    }
   }
   return {
     "training/n_groups": G,

@@ -8,6 +8,15 @@ export { TraceTripletAdapter, TracerTraceToTriplet, type TraceTripletOptions } f
 export { LlmProxyTraceToTriplet, proxyTokenIds } from "./proxy-triplet.ts";
 export { TraceToMessages, groupGenai, type ChatRecord } from "./messages.ts";
 export {
-  buildTrainingBatch, finalReward, rolloutFromSpans, groupMetrics, mergeRuns, trajectoryRow, validationMetrics,
-  type BatchBuilderOptions, type FinishedRollout, type Grouping, type TrainingBatch,
+  buildTrainingBatch,
+  finalReward,
+  rolloutFromSpans,
+  groupMetrics,
+  mergeRuns,
+  trajectoryRow,
+  validationMetrics,
+  type BatchBuilderOptions,
+  type FinishedRollout,
+  type Grouping,
+  type TrainingBatch,
 } from "./batch.ts";

@@ -26,7 +26,10 @@ export function groupGenai(attrs: Obj, prefix: string): unknown {
   const nested = new Map<string, Obj>();
   for (const [k, v] of stripped) {
     const dot = k.indexOf(".");
-    if (dot < 0) { out[k] = v; continue; }
+    if (dot < 0) {
+      out[k] = v;
+      continue;
+    }
     const head = k.slice(0, dot);
     const group = nested.get(head) ?? {};
     group[`${prefix}.${k}`] = v;
@@ -40,11 +43,13 @@ const ROLES = new Set(["system", "developer", "user", "assistant", "tool", "func
 const isEmpty = (v: unknown) => (Array.isArray(v) ? v.length === 0 : typeof v === "object" && v !== null && Object.keys(v).length === 0);
 
 function validateMessage(m: Obj, i: number): void {
-  if (!ROLES.has(m.role as string)) throw new ValidationError(`message ${i} has an unknown role ${JSON.stringify(m.role)}`, ["messages", i, "role"]);
+  if (!ROLES.has(m.role as string))
+    throw new ValidationError(`message ${i} has an unknown role ${JSON.stringify(m.role)}`, ["messages", i, "role"]);
   if (m.role === "tool" && typeof m.tool_call_id !== "string") {
     throw new ValidationError(`tool message ${i} needs a string tool_call_id`, ["messages", i, "tool_call_id"]);
   }
-  if (m.role === "function" && typeof m.name !== "string") throw new ValidationError(`function message ${i} needs a name`, ["messages", i, "name"]);
+  if (m.role === "function" && typeof m.name !== "string")
+    throw new ValidationError(`function message ${i} needs a name`, ["messages", i, "name"]);
 }
 
 export interface ChatRecord {
@@ -73,15 +78,18 @@ export class TraceToMessages extends TraceAdapter<ChatRecord[]> {
         }
         return v as Obj;
       };
-      const promptItems = list(prompt, "gen_ai.prompt"), completionItems = list(completion, "gen_ai.completion");
-      const req = dict(request, "gen_ai.request"), resp = dict(response, "gen_ai.response");
+      const promptItems = list(prompt, "gen_ai.prompt"),
+        completionItems = list(completion, "gen_ai.completion");
+      const req = dict(request, "gen_ai.request"),
+        resp = dict(response, "gen_ai.response");
       if (promptItems.length === 0 && completionItems.length === 0 && isEmpty(req) && isEmpty(resp)) continue;
 
       const tools: Obj[] = [];
       for (const child of spans) {
         if (child.parent_id !== span.span_id) continue;
         const tool = groupGenai(child.attributes as Obj, "tool");
-        if (typeof tool !== "object" || tool === null || Array.isArray(tool)) throw new ValidationError("tool attributes must form an object", ["attributes", "tool"]);
+        if (typeof tool !== "object" || tool === null || Array.isArray(tool))
+          throw new ValidationError("tool attributes must form an object", ["attributes", "tool"]);
         if (!isEmpty(tool)) tools.push(tool as Obj);
       }
 
@@ -89,8 +97,13 @@ export class TraceToMessages extends TraceAdapter<ChatRecord[]> {
       for (const item of promptItems) {
         if (item.role === "assistant" && Array.isArray(item.tool_calls)) {
           messages.push({
-            role: "assistant", content: null,
-            tool_calls: (item.tool_calls as Obj[]).map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } })),
+            role: "assistant",
+            content: null,
+            tool_calls: (item.tool_calls as Obj[]).map((c) => ({
+              id: c.id,
+              type: "function",
+              function: { name: c.name, arguments: c.arguments },
+            })),
           });
         } else {
           const m: Obj = { role: item.role, content: item.content ?? "" };
@@ -115,12 +128,13 @@ export class TraceToMessages extends TraceAdapter<ChatRecord[]> {
       const functions = req.functions;
       const toolDefs = Array.isArray(functions)
         ? (functions as Obj[]).map((fn) => ({
-          type: "function",
-          function: {
-            name: fn.name, description: fn.description ?? "",
-            parameters: typeof fn.parameters === "string" ? JSON.parse(fn.parameters) : fn.parameters,
-          },
-        }))
+            type: "function",
+            function: {
+              name: fn.name,
+              description: fn.description ?? "",
+              parameters: typeof fn.parameters === "string" ? JSON.parse(fn.parameters) : fn.parameters,
+            },
+          }))
         : null;
       out.push({ messages, tools: toolDefs });
     }

@@ -7,7 +7,10 @@ import { isIntArray, parsePythonLiteral } from "./python-literal.ts";
 import { getRewardValue } from "./reward.ts";
 import { TraceAdapter, type Triplet } from "./types.ts";
 
-const intList = (v: unknown): number[] => { const p = parsePythonLiteral(v); return isIntArray(p) ? p : []; };
+const intList = (v: unknown): number[] => {
+  const p = parsePythonLiteral(v);
+  return isIntArray(p) ? p : [];
+};
 
 /** Prompt and response token ids of one proxy span, by its name (raw_gen_ai_request or litellm_request). */
 export function proxyTokenIds(span: Span): { prompt: number[]; response: number[] } {
@@ -53,11 +56,17 @@ export class LlmProxyTraceToTriplet extends TraceAdapter<Triplet[]> {
       const v = getRewardValue(s);
       if (v === null) continue;
       for (let k = items.length - 1; k >= 0; k--) {
-        if (items[k].seq < s.sequence_id && items[k].reward === null) { items[k].reward = v; break; }
+        if (items[k].seq < s.sequence_id && items[k].reward === null) {
+          items[k].reward = v;
+          break;
+        }
       }
     }
     return items.map((it) => ({
-      prompt: { token_ids: it.prompt }, response: { token_ids: it.response }, reward: it.reward, metadata: { response_id: it.id },
+      prompt: { token_ids: it.prompt },
+      response: { token_ids: it.response },
+      reward: it.reward,
+      metadata: { response_id: it.id },
     }));
   }
 }

@@ -39,8 +39,15 @@ class Parser {
     if (c === "(") return this.seq(")");
     if (c === "{") return this.dict();
     if (c === "'" || c === '"') return this.str();
-    for (const [word, v] of [["True", true], ["False", false], ["None", null]] as const) {
-      if (this.s.startsWith(word, this.i)) { this.i += word.length; return v; }
+    for (const [word, v] of [
+      ["True", true],
+      ["False", false],
+      ["None", null],
+    ] as const) {
+      if (this.s.startsWith(word, this.i)) {
+        this.i += word.length;
+        return v;
+      }
     }
     NUMBER.lastIndex = this.i;
     const m = NUMBER.exec(this.s);
@@ -53,11 +60,20 @@ class Parser {
     this.i++; // opening bracket
     for (;;) {
       this.ws();
-      if (this.s[this.i] === close) { this.i++; return; }
+      if (this.s[this.i] === close) {
+        this.i++;
+        return;
+      }
       item();
       this.ws();
-      if (this.s[this.i] === ",") { this.i++; continue; }
-      if (this.s[this.i] === close) { this.i++; return; }
+      if (this.s[this.i] === ",") {
+        this.i++;
+        continue;
+      }
+      if (this.s[this.i] === close) {
+        this.i++;
+        return;
+      }
       this.fail();
     }
   }
@@ -86,7 +102,10 @@ class Parser {
     while (this.i < this.s.length) {
       const c = this.s[this.i++];
       if (c === q) return out;
-      if (c !== "\\") { out += c; continue; }
+      if (c !== "\\") {
+        out += c;
+        continue;
+      }
       const e = this.s[this.i++];
       if (e === "x" || e === "u") {
         const len = e === "x" ? 2 : 4;

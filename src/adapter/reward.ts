@@ -44,7 +44,11 @@ export function getRewardValue(span: Span): number | null {
     let v: unknown = (attrs as Record<string, unknown>)[key];
     if (v === undefined) continue;
     if (typeof v === "string") {
-      try { v = JSON.parse(v); } catch { continue; }
+      try {
+        v = JSON.parse(v);
+      } catch {
+        continue;
+      }
     }
     if (typeof v === "object" && v !== null && (v as Record<string, unknown>).type === "reward") {
       const value = (v as Record<string, unknown>).value;
@@ -61,8 +65,7 @@ export function getRewardValue(span: Span): number | null {
 export const isRewardValueSpan = (span: Span): boolean => getRewardValue(span) !== null;
 
 /** An AGL operation span named agentlightning.reward (a reward subtree, with or without a value). */
-export const isRewardOperation = (span: Span): boolean =>
-  span.name === AGL_OPERATION && span.attributes[A.OPERATION_NAME] === AGL_REWARD;
+export const isRewardOperation = (span: Span): boolean => span.name === AGL_OPERATION && span.attributes[A.OPERATION_NAME] === AGL_REWARD;
 
 /** A reward span for scoping: carries a value, or is a reward operation. */
 export function isRewardSpan(span: Span): boolean {

@@ -59,7 +59,9 @@ export function imageUrls(raw: unknown): string[] {
   if (Array.isArray(raw)) entries = raw;
   else if (typeof raw === "object" && raw !== null) {
     const obj = raw as Record<string, unknown>;
-    const digits = Object.keys(obj).filter((k) => /^\d+$/.test(k)).sort((a, b) => Number(a) - Number(b));
+    const digits = Object.keys(obj)
+      .filter((k) => /^\d+$/.test(k))
+      .sort((a, b) => Number(a) - Number(b));
     entries = digits.length > 0 ? digits.map((k) => obj[k]) : [obj];
   } else entries = [];
   const urls: string[] = [];
@@ -67,7 +69,11 @@ export function imageUrls(raw: unknown): string[] {
     if (typeof e !== "object" || e === null || !("content" in e)) continue;
     let content = (e as Record<string, unknown>).content;
     if (typeof content === "string") {
-      try { content = JSON.parse(content); } catch { continue; }
+      try {
+        content = JSON.parse(content);
+      } catch {
+        continue;
+      }
     }
     if (!Array.isArray(content)) continue;
     for (const part of content) {
@@ -93,8 +99,11 @@ export function spanToTriplet(span: Span, agent: string | null): Triplet {
     reward: null,
     metadata: {
       request: withoutKeys(firstNonEmpty(attrs, ["gen_ai.request", "agentlightning.operation.input"]), ["messages"]),
-      response: withoutKeys(firstNonEmpty(attrs, ["gen_ai.response", "agentlightning.operation.output"]),
-        ["choices", "prompt_token_ids", "response_token_ids"]),
+      response: withoutKeys(firstNonEmpty(attrs, ["gen_ai.response", "agentlightning.operation.output"]), [
+        "choices",
+        "prompt_token_ids",
+        "response_token_ids",
+      ]),
       response_id: responseIdOf(span),
       agent_name: agent,
     },

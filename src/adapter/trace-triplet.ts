@@ -37,7 +37,8 @@ const toRegExp = (p: string | RegExp) => (typeof p === "string" ? new RegExp(p) 
 
 export class TraceTripletAdapter extends TraceAdapter<Triplet[]> {
   readonly options: Required<Omit<TraceTripletOptions, "kernels" | "agentMatch" | "llmCallMatch">> & {
-    llmCallMatch: RegExp; agentMatch: RegExp | null;
+    llmCallMatch: RegExp;
+    agentMatch: RegExp | null;
   };
   private readonly kernels: Kernels | undefined;
 
@@ -60,16 +61,27 @@ export class TraceTripletAdapter extends TraceAdapter<Triplet[]> {
   encode(tree: FlatTree): { trace: EncodedTrace; agents: string[] } {
     const o = this.options;
     const n = tree.spans.length;
-    const agents: string[] = [], agentIds = new Map<string, number>();
+    const agents: string[] = [],
+      agentIds = new Map<string, number>();
     const rids = new Map<string, number>();
     const t: EncodedTrace = {
-      n, root: tree.root, parent: tree.parent,
-      start: new Float64Array(n), end: new Float64Array(n), flags: new Int32Array(n),
-      agent: new Int32Array(n).fill(-1), responseId: new Int32Array(n).fill(-1), nResponseIds: 0,
+      n,
+      root: tree.root,
+      parent: tree.parent,
+      start: new Float64Array(n),
+      end: new Float64Array(n),
+      flags: new Int32Array(n),
+      agent: new Int32Array(n).fill(-1),
+      responseId: new Int32Array(n).fill(-1),
+      nResponseIds: 0,
       reward: new Float64Array(n),
-      options: (o.repairHierarchy ? O.REPAIR : 0) | (o.agentMatch ? O.AGENT_FILTER : 0) |
-        (o.excludeLlmCallInReward ? O.EXCLUDE_IN_REWARD : 0) | (o.dedupLlmCall ? O.DEDUP : 0) |
-        (o.skipEmptyTokenSpans ? O.SKIP_EMPTY : 0) | (o.rewardMatch === RewardMatchPolicy.FIRST_SIBLING ? O.FIRST_SIBLING : 0),
+      options:
+        (o.repairHierarchy ? O.REPAIR : 0) |
+        (o.agentMatch ? O.AGENT_FILTER : 0) |
+        (o.excludeLlmCallInReward ? O.EXCLUDE_IN_REWARD : 0) |
+        (o.dedupLlmCall ? O.DEDUP : 0) |
+        (o.skipEmptyTokenSpans ? O.SKIP_EMPTY : 0) |
+        (o.rewardMatch === RewardMatchPolicy.FIRST_SIBLING ? O.FIRST_SIBLING : 0),
     };
     tree.spans.forEach((span, i) => {
       t.start[i] = span.start_time ?? NaN;
@@ -91,7 +103,10 @@ export class TraceTripletAdapter extends TraceAdapter<Triplet[]> {
       if (name !== null) {
         f |= F.HAS_AGENT;
         if (!o.agentMatch || o.agentMatch.test(name)) f |= F.AGENT_OK;
-        if (!agentIds.has(name)) { agentIds.set(name, agents.length); agents.push(name); }
+        if (!agentIds.has(name)) {
+          agentIds.set(name, agents.length);
+          agents.push(name);
+        }
         t.agent[i] = agentIds.get(name)!;
       }
       t.flags[i] = f;

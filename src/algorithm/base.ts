@@ -85,7 +85,11 @@ export abstract class FastAlgorithm extends Algorithm {}
  * Runs `fn` with the proxy started if it exists and is not running (and stopped afterwards); a proxy
  * that was already running is left alone. `required` makes a missing proxy an error.
  */
-export async function withLlmProxy<R>(algorithm: Algorithm, fn: (proxy: LlmProxyLike | null) => Promise<R>, options: { required?: boolean; autoStart?: boolean } = {}): Promise<R> {
+export async function withLlmProxy<R>(
+  algorithm: Algorithm,
+  fn: (proxy: LlmProxyLike | null) => Promise<R>,
+  options: { required?: boolean; autoStart?: boolean } = {},
+): Promise<R> {
   const proxy = algorithm.getLlmProxy();
   if (options.required && proxy === null) throw new RuntimeError("An LLM proxy is required by this algorithm but none is set.");
   const start = (options.autoStart ?? true) && proxy !== null && !proxy.isRunning();

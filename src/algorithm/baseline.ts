@@ -29,7 +29,14 @@ const FINISHED: readonly RolloutStatus[] = ["succeeded", "failed", "cancelled"];
 const iso = (t: number | null): string => (t === null ? "unknown" : new Date(t * 1000).toISOString());
 
 export class Baseline extends FastAlgorithm {
-  static readonly acceptedOptions = ["nEpochs", "trainSplit", "pollingInterval", "maxQueueLength", "spanVerbosity", "rolloutConfig"] as const;
+  static readonly acceptedOptions = [
+    "nEpochs",
+    "trainSplit",
+    "pollingInterval",
+    "maxQueueLength",
+    "spanVerbosity",
+    "rolloutConfig",
+  ] as const;
   readonly nEpochs: number;
   readonly trainSplit: number;
   readonly pollingInterval: number;
@@ -47,8 +54,10 @@ export class Baseline extends FastAlgorithm {
     this.maxQueueLength = options.maxQueueLength ?? 4;
     this.spanVerbosity = options.spanVerbosity ?? "keys";
     this.rolloutConfig = options.rolloutConfig ?? null;
-    if (!(this.trainSplit > 0 && this.trainSplit < 1)) throw new ValidationError("trainSplit must be between 0 and 1 (exclusive)", ["trainSplit"]);
-    if (!["keys", "key_values", "none"].includes(this.spanVerbosity)) throw new ValidationError("spanVerbosity must be keys, key_values or none", ["spanVerbosity"]);
+    if (!(this.trainSplit > 0 && this.trainSplit < 1))
+      throw new ValidationError("trainSplit must be between 0 and 1 (exclusive)", ["trainSplit"]);
+    if (!["keys", "key_values", "none"].includes(this.spanVerbosity))
+      throw new ValidationError("spanVerbosity must be keys, key_values or none", ["spanVerbosity"]);
   }
 
   async run(trainDataset?: Dataset<unknown> | null, valDataset?: Dataset<unknown> | null): Promise<void> {
@@ -127,7 +136,9 @@ export class Baseline extends FastAlgorithm {
   private describeSpan(rid: string, s: Span): string {
     const elapsed = s.start_time !== null && s.end_time !== null ? (s.end_time - s.start_time).toFixed(2) : "unknown";
     const head = `[Rollout ${rid} | Attempt ${s.attempt_id} | Span ${s.span_id}] #${s.sequence_id} (${s.name}) From ${iso(s.start_time)}, to ${iso(s.end_time)}, ${elapsed} seconds. `;
-    return this.spanVerbosity === "key_values" ? `${head}Attributes: ${JSON.stringify(s.attributes)}` : `${head}Attribute keys: ${JSON.stringify(Object.keys(s.attributes))}`;
+    return this.spanVerbosity === "key_values"
+      ? `${head}Attributes: ${JSON.stringify(s.attributes)}`
+      : `${head}Attribute keys: ${JSON.stringify(Object.keys(s.attributes))}`;
   }
 }
 

@@ -90,10 +90,14 @@ export class FunctionalAlgorithm extends Algorithm {
     const val = valDataset ?? null;
     if (this.accepts !== null) {
       if (train !== null && !this.accepts.includes("trainDataset")) {
-        throw new TypeError("train_dataset is provided but not supported by the algorithm function; destructure trainDataset or declare it in accepts");
+        throw new TypeError(
+          "train_dataset is provided but not supported by the algorithm function; destructure trainDataset or declare it in accepts",
+        );
       }
       if (val !== null && !this.accepts.includes("valDataset")) {
-        throw new TypeError("val_dataset is provided but not supported by the algorithm function; destructure valDataset or declare it in accepts");
+        throw new TypeError(
+          "val_dataset is provided but not supported by the algorithm function; destructure valDataset or declare it in accepts",
+        );
       }
     }
     const self = this;

@@ -157,8 +157,21 @@ export class GRPO extends Algorithm {
   constructor(o: GrpoOptions) {
     super();
     this.options = {
-      steps: 20, batchSize: 16, nSamples: 8, valEvery: 5, temperature: 1, valTemperature: 0, normByStd: true, dropTiedGroups: true,
-      successReward: 1, rewardFillna: 0, checkpointEvery: 10, seed: 0, rolloutTimeoutSeconds: 600, progress: true, ...o,
+      steps: 20,
+      batchSize: 16,
+      nSamples: 8,
+      valEvery: 5,
+      temperature: 1,
+      valTemperature: 0,
+      normByStd: true,
+      dropTiedGroups: true,
+      successReward: 1,
+      rewardFillna: 0,
+      checkpointEvery: 10,
+      seed: 0,
+      rolloutTimeoutSeconds: 600,
+      progress: true,
+      ...o,
     };
     for (const k of ["steps", "batchSize", "nSamples"] as const) {
       const v = this.options[k];
@@ -175,11 +188,15 @@ export class GRPO extends Algorithm {
 
   async run(trainDataset?: Dataset<unknown> | null, valDataset?: Dataset<unknown> | null): Promise<void> {
     if (!trainDataset || trainDataset.length === 0) throw new ValidationError("GRPO needs a non-empty training dataset", ["train_dataset"]);
-    await withLlmProxy(this, async (proxy) => {
-      if (proxy === null || typeof (proxy as unknown as PolicyEndpoint).asResource !== "function")
-        throw new RuntimeError("GRPO needs a PolicyServer as its LLM proxy (Trainer option llmProxy)");
-      await this.loop(proxy as unknown as PolicyEndpoint, trainDataset, valDataset ?? null);
-    }, { required: true });
+    await withLlmProxy(
+      this,
+      async (proxy) => {
+        if (proxy === null || typeof (proxy as unknown as PolicyEndpoint).asResource !== "function")
+          throw new RuntimeError("GRPO needs a PolicyServer as its LLM proxy (Trainer option llmProxy)");
+        await this.loop(proxy as unknown as PolicyEndpoint, trainDataset, valDataset ?? null);
+      },
+      { required: true },
+    );
   }
 
   private async loop(server: PolicyEndpoint, train: Dataset<unknown>, val: Dataset<unknown> | null): Promise<void> {
@@ -188,7 +205,7 @@ export class GRPO extends Algorithm {
     const started = await store.startRollout({ algorithm: "grpo", steps: o.steps }, { metadata: { kind: "grpo-metrics" } });
     this.metricsRollout = { rid: started.rollout_id, aid: started.attempt.attempt_id };
     let seed = o.seed >>> 0;
-    const random = () => ((seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 4294967296);
+    const random = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 4294967296;
     const batches = batchIterOverDataset(train, o.batchSize, random);
     try {
       if (val) await this.validate(server, val, 0);
@@ -198,7 +215,11 @@ export class GRPO extends Algorithm {
         if (val && (last || (o.valEvery > 0 && step % o.valEvery === 0))) await this.validate(server, val, step);
         if (o.checkpointDir && (last || step % o.checkpointEvery === 0)) {
           const state = await o.trainer.getState();
-          await saveCheckpoint(`${o.checkpointDir}/step-${step}`, { config: state.config, params: state.params, optimizer: state.optimizer });
+          await saveCheckpoint(`${o.checkpointDir}/step-${step}`, {
+            config: state.config,
+            params: state.params,
+            optimizer: state.optimizer,
+          });
         }
       }
       await store.updateRollout(started.rollout_id, { status: "succeeded" });
@@ -209,17 +230,32 @@ export class GRPO extends Algorithm {
   }
 
   /** Enqueues `tasks` (each `n` times), waits for them, and adapts each rollout's latest spans. */
-  private async rollouts(server: PolicyEndpoint, tasks: readonly unknown[], n: number, mode: "train" | "val", tag: string): Promise<{ finished: FinishedRollout[]; tokens: number; seconds: number }> {
+  private async rollouts(
+    server: PolicyEndpoint,
+    tasks: readonly unknown[],
+    n: number,
+    mode: "train" | "val",
+    tag: string,
+  ): Promise<{ finished: FinishedRollout[]; tokens: number; seconds: number }> {
     const o = this.options;
     const store = this.getStore();
     const t0 = performance.now();
     const temperature = mode === "train" ? o.temperature : o.valTemperature;
     const resources = await store.addResources({ main_llm: server.asResource({ samplingParameters: { temperature } }) });
     const requests = tasks.flatMap((input, i) =>
-      Array.from({ length: n }, () => ({ input, mode, resources_id: resources.resources_id, metadata: { data_id: `${tag}-${i}`, is_train: mode === "train" } })),
+      Array.from({ length: n }, () => ({
+        input,
+        mode,
+        resources_id: resources.resources_id,
+        metadata: { data_id: `${tag}-${i}`, is_train: mode === "train" },
+      })),
     );
     const enqueued = await store.enqueueManyRollouts(requests);
-    await waitAll(store, enqueued.map((r) => r.rollout_id), o.rolloutTimeoutSeconds);
+    await waitAll(
+      store,
+      enqueued.map((r) => r.rollout_id),
+      o.rolloutTimeoutSeconds,
+    );
     const adapter = o.adapter ?? new LlmProxyTraceToTriplet();
     let tokens = 0;
     const finished: FinishedRollout[] = [];
@@ -247,10 +283,16 @@ export class GRPO extends Algorithm {
     const { finished } = await this.rollouts(server, tasks, 1, "val", `val${step}`);
     const rewards = this.rewardsOf(finished);
     const report: ValidationReport = {
-      kind: "validation", step, n: rewards.length,
-      reward: mean(rewards), accuracy: mean(rewards.map((r) => (r >= this.options.successReward ? 1 : 0))),
+      kind: "validation",
+      step,
+      n: rewards.length,
+      reward: mean(rewards),
+      accuracy: mean(rewards.map((r) => (r >= this.options.successReward ? 1 : 0))),
     };
-    if (this.options.progress) console.log(`grpo validation @ step ${step}: accuracy ${(report.accuracy * 100).toFixed(1)}% reward ${report.reward.toFixed(3)} (${report.n} tasks)`);
+    if (this.options.progress)
+      console.log(
+        `grpo validation @ step ${step}: accuracy ${(report.accuracy * 100).toFixed(1)}% reward ${report.reward.toFixed(3)} (${report.n} tasks)`,
+      );
     await this.report(report, "grpo.validation");
   }
 
@@ -260,8 +302,12 @@ export class GRPO extends Algorithm {
     const { finished, tokens, seconds: rolloutSeconds } = await this.rollouts(server, tasks, o.nSamples, "train", `s${step}`);
     const rewards = this.rewardsOf(finished);
     const batch = buildTrainingBatch(finished, {
-      maxPromptLength: o.maxPromptLength, maxResponseLength: o.maxResponseLength, padTokenId: PAD_ID,
-      rewardFillna: o.rewardFillna, grouping: "sample", kernels: o.kernels,
+      maxPromptLength: o.maxPromptLength,
+      maxResponseLength: o.maxResponseLength,
+      padTokenId: PAD_ID,
+      rewardFillna: o.rewardFillna,
+      grouping: "sample",
+      kernels: o.kernels,
     });
     const t = batch.tensors;
     let metrics: StepMetrics | null = null;
@@ -282,7 +328,11 @@ export class GRPO extends Algorithm {
         const subAdv = new Float32Array(keep.length * t.R);
         keep.forEach((r, i) => subAdv.set(adv.subarray(r * t.R, (r + 1) * t.R), i * t.R));
         const old = await o.trainer.logProbs(sub, { microBatchSize: o.microBatchSize });
-        metrics = await o.trainer.policyStep(sub, subAdv, old.log_probs, { ...o.loss, lr: o.lrSchedule ? o.lrSchedule(step, o.steps) : o.lr, microBatchSize: o.microBatchSize });
+        metrics = await o.trainer.policyStep(sub, subAdv, old.log_probs, {
+          ...o.loss,
+          lr: o.lrSchedule ? o.lrSchedule(step, o.steps) : o.lr,
+          microBatchSize: o.microBatchSize,
+        });
         if (!metrics.skipped) {
           const state = await o.trainer.getState();
           o.policy.update(state.params);
@@ -291,15 +341,23 @@ export class GRPO extends Algorithm {
       }
     }
     const report: StepReport = {
-      kind: "step", step, version: o.policy.version,
-      reward: mean(rewards), accuracy: mean(rewards.map((r) => (r >= o.successReward ? 1 : 0))),
+      kind: "step",
+      step,
+      version: o.policy.version,
+      reward: mean(rewards),
+      accuracy: mean(rewards.map((r) => (r >= o.successReward ? 1 : 0))),
       zero_variance_group_share: batch.metrics["training/tied_group_ratio"] ?? 0,
-      rows: t.n, trained_rows: trained,
-      kl: metrics?.approx_kl ?? 0, clip_frac: metrics?.clip_frac ?? 0, entropy: metrics?.entropy ?? 0,
-      grad_norm: metrics?.grad_norm ?? 0, loss: metrics?.loss ?? 0,
+      rows: t.n,
+      trained_rows: trained,
+      kl: metrics?.approx_kl ?? 0,
+      clip_frac: metrics?.clip_frac ?? 0,
+      entropy: metrics?.entropy ?? 0,
+      grad_norm: metrics?.grad_norm ?? 0,
+      loss: metrics?.loss ?? 0,
       train_tokens_per_second: metrics?.tokens_per_second ?? 0,
       rollout_tokens_per_second: rolloutSeconds > 0 ? tokens / rolloutSeconds : 0,
-      seconds: (performance.now() - t0) / 1000, skipped: metrics?.skipped ?? true,
+      seconds: (performance.now() - t0) / 1000,
+      skipped: metrics?.skipped ?? true,
     };
     if (o.progress) {
       console.log(
@@ -318,9 +376,20 @@ export class GRPO extends Algorithm {
     if (!m) return;
     const store = this.getStore();
     const attributes: Attributes = {};
-    for (const [k, v] of Object.entries(report)) if (typeof v === "number" || typeof v === "boolean" || typeof v === "string") attributes[`grpo.${k}`] = v;
+    for (const [k, v] of Object.entries(report))
+      if (typeof v === "number" || typeof v === "boolean" || typeof v === "string") attributes[`grpo.${k}`] = v;
     const now = Date.now() / 1000;
-    await store.addSpan(spanFromAttributes({ rollout_id: m.rid, attempt_id: m.aid, sequence_id: await store.getNextSpanSequenceId(m.rid, m.aid), name, attributes, start_time: now, end_time: now }));
+    await store.addSpan(
+      spanFromAttributes({
+        rollout_id: m.rid,
+        attempt_id: m.aid,
+        sequence_id: await store.getNextSpanSequenceId(m.rid, m.aid),
+        name,
+        attributes,
+        start_time: now,
+        end_time: now,
+      }),
+    );
   }
 }
 

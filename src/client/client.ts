@@ -317,7 +317,10 @@ export class LightningStoreClient implements LightningStore {
   }
 
   async enqueueRollout(input: unknown, options: RolloutOptions = {}): Promise<Rollout> {
-    const out = await this.call<Rollout[]>("POST", "/queues/rollouts/enqueue", { body: { rollouts: [{ ...options, input }] }, write: true });
+    const out = await this.call<Rollout[]>("POST", "/queues/rollouts/enqueue", {
+      body: { rollouts: [{ ...options, input }] },
+      write: true,
+    });
     if (!out[0]) throw new LightningError("the server enqueued nothing");
     return out[0];
   }
@@ -364,7 +367,8 @@ export class LightningStoreClient implements LightningStore {
     const { signal } = options;
     signal?.throwIfAborted();
     const timeout = options.timeout ?? null;
-    if (typeof timeout === "number" && Number.isNaN(timeout)) throw new ValidationError("timeout must be a number of seconds or null", ["timeout"]);
+    if (typeof timeout === "number" && Number.isNaN(timeout))
+      throw new ValidationError("timeout must be a number of seconds or null", ["timeout"]);
     const deadline = typeof timeout === "number" ? Date.now() + Math.max(0, timeout) * 1000 : null;
     for (;;) {
       const remaining = deadline === null ? null : Math.max(0, deadline - Date.now()) / 1000;
@@ -395,7 +399,10 @@ export class LightningStoreClient implements LightningStore {
   }
 
   updateAttempt(rolloutId: string, attemptId: string, patch: AttemptPatch): Promise<Attempt> {
-    return this.call("POST", `/rollouts/${pathId(rolloutId, "rollout_id")}/attempts/${pathId(attemptId, "attempt_id")}`, { body: patch, write: true });
+    return this.call("POST", `/rollouts/${pathId(rolloutId, "rollout_id")}/attempts/${pathId(attemptId, "attempt_id")}`, {
+      body: patch,
+      write: true,
+    });
   }
 
   // Resources
@@ -423,7 +430,12 @@ export class LightningStoreClient implements LightningStore {
   // Spans
 
   async getNextSpanSequenceId(rolloutId: string, attemptId: string): Promise<number> {
-    return (await this.call<{ sequence_id: number }>("POST", "/spans/next", { body: { rollout_id: rolloutId, attempt_id: attemptId }, write: true })).sequence_id;
+    return (
+      await this.call<{ sequence_id: number }>("POST", "/spans/next", {
+        body: { rollout_id: rolloutId, attempt_id: attemptId },
+        write: true,
+      })
+    ).sequence_id;
   }
 
   async getManySpanSequenceIds(pairs: readonly (readonly [string, string])[]): Promise<number[]> {
@@ -463,7 +475,10 @@ export class LightningStoreClient implements LightningStore {
     if (Array.isArray(spans) && spans.length === 0) return [];
     return this.unlessMissing(
       "/spans/batch",
-      async () => sequenceIdsFromEcho((await this.request<SpanEcho[]>("POST", "/spans/batch", { body: { spans }, headers: PREFER_MINIMAL, write: true })).data),
+      async () =>
+        sequenceIdsFromEcho(
+          (await this.request<SpanEcho[]>("POST", "/spans/batch", { body: { spans }, headers: PREFER_MINIMAL, write: true })).data,
+        ),
       async () => (await this.addSpansOneByOne(spans)).map((s) => s.sequence_id),
     );
   }
@@ -476,17 +491,22 @@ export class LightningStoreClient implements LightningStore {
     const { spans, claim, ...rest } = request;
     const body: Record<string, unknown> = rest;
     if (spans !== undefined && !(Array.isArray(spans) && spans.length === 0)) body.spans = spans;
-    if (claim !== undefined && claim !== null) body.claim = claim.worker_id === undefined || claim.worker_id === null ? {} : { worker_id: claim.worker_id };
+    if (claim !== undefined && claim !== null)
+      body.claim = claim.worker_id === undefined || claim.worker_id === null ? {} : { worker_id: claim.worker_id };
     return this.unlessMissing(
       "/attempts/finish",
       async () => {
-        const answer = await this.request<{ spans: SpanEcho[]; attempt: Attempt; next: AttemptedRollout | null }>("POST", "/attempts/finish", {
-          body,
-          headers: PREFER_MINIMAL,
-          // A claim is never re-sent (a lost answer must not claim twice); without one it is a keyed write.
-          retry: body.claim === undefined,
-          write: true,
-        });
+        const answer = await this.request<{ spans: SpanEcho[]; attempt: Attempt; next: AttemptedRollout | null }>(
+          "POST",
+          "/attempts/finish",
+          {
+            body,
+            headers: PREFER_MINIMAL,
+            // A claim is never re-sent (a lost answer must not claim twice); without one it is a keyed write.
+            retry: body.claim === undefined,
+            write: true,
+          },
+        );
         const { attempt, next } = answer.data;
         return { sequence_ids: sequenceIdsFromEcho(answer.data.spans), attempt, next };
       },
@@ -533,7 +553,10 @@ export class LightningStoreClient implements LightningStore {
    * request. The pages are separate reads: rows added or removed between two of them can shift the
    * later pages (as with any offset paging). The result echoes the caller's limit and offset.
    */
-  private async allPages<T>(query: PageOptions, fetchPage: (page: { limit: number; offset: number }) => Promise<PaginatedResult<T>>): Promise<PaginatedResult<T>> {
+  private async allPages<T>(
+    query: PageOptions,
+    fetchPage: (page: { limit: number; offset: number }) => Promise<PaginatedResult<T>>,
+  ): Promise<PaginatedResult<T>> {
     const limit = query.limit ?? -1;
     const offset = query.offset ?? 0;
     let page = await fetchPage({ limit, offset });

@@ -55,13 +55,17 @@ function pydanticIssues(detail: unknown[]): InputIssue[] {
   return detail.map((d) => {
     const { loc, msg, type } = (d ?? {}) as { loc?: unknown; msg?: unknown; type?: unknown };
     const path = Array.isArray(loc) ? (loc.filter((p) => typeof p === "string" || typeof p === "number") as (string | number)[]) : [];
-    return { path: ["body", "query", "path"].includes(String(path[0])) ? path.slice(1) : path, message: String(msg ?? "invalid"), ...(typeof type === "string" ? { code: type } : {}) };
+    return {
+      path: ["body", "query", "path"].includes(String(path[0])) ? path.slice(1) : path,
+      message: String(msg ?? "invalid"),
+      ...(typeof type === "string" ? { code: type } : {}),
+    };
   });
 }
 
 /** The last line of a Python traceback (`ValueError: Rollout ro-... not found`), which upstream's 500s carry. */
 const pythonException = (traceback: unknown): string | null =>
-  typeof traceback === "string" ? (traceback.trim().split("\n").at(-1)?.trim() || null) : null;
+  typeof traceback === "string" ? traceback.trim().split("\n").at(-1)?.trim() || null : null;
 
 /**
  * The typed error for a non-2xx answer, from its status and (possibly non-JSON) body. Agent Lightning's
@@ -73,7 +77,12 @@ export function errorFromResponse(status: number, text: string, what: string): L
   const body = parseErrorBody(text);
   const upstreamIssues = status === 422 && Array.isArray(body.detail) ? pydanticIssues(body.detail) : null;
   const exception = pythonException(body.traceback);
-  let detail = typeof body.detail === "string" ? body.detail : upstreamIssues ? upstreamIssues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ") : text.trim() || `HTTP ${status}`;
+  let detail =
+    typeof body.detail === "string"
+      ? body.detail
+      : upstreamIssues
+        ? upstreamIssues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")
+        : text.trim() || `HTTP ${status}`;
   if (exception !== null && !detail.includes(exception)) detail = `${detail} (${exception})`;
   const upstreamInput = upstreamIssues !== null || (status === 400 && body.error_type === undefined && typeof body.detail === "string");
   const type = typeof body.error_type === "string" ? body.error_type : upstreamInput ? "ValidationError" : `HTTP${status}`;

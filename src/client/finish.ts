@@ -45,7 +45,8 @@ export function markFinishFailure<E>(err: E, info: FinishFailure): E {
 }
 
 /** For an error thrown by `finishAttempt`: the part that failed and those stored before it; null for other errors. */
-export const finishFailure = (err: unknown): FinishFailure | null => (typeof err === "object" && err !== null ? (failures.get(err) ?? null) : null);
+export const finishFailure = (err: unknown): FinishFailure | null =>
+  typeof err === "object" && err !== null ? (failures.get(err) ?? null) : null;
 
 interface FinishesAttempts {
   finishAttempt(request: FinishAttemptRequest): Promise<FinishAttemptResult>;

@@ -27,7 +27,9 @@ export function tuningFromLimits(limits: GPUSupportedLimits): GpuTuning {
   const storage = limits.maxComputeWorkgroupStorageSize;
   const elementwise = floorPow2(Math.min(256, maxThreads));
   const rowThreads = floorPow2(Math.min(256, maxThreads));
-  let matmulSide = floorPow2(Math.min(16, Math.floor(Math.sqrt(limits.maxComputeInvocationsPerWorkgroup)), limits.maxComputeWorkgroupSizeY));
+  let matmulSide = floorPow2(
+    Math.min(16, Math.floor(Math.sqrt(limits.maxComputeInvocationsPerWorkgroup)), limits.maxComputeWorkgroupSizeY),
+  );
   const matmulMicro = 4;
   let matmulDepth = 16;
   // Two tiles (A: tile x depth, B: depth x tile) of f32 must fit in workgroup memory.
@@ -148,7 +150,8 @@ export class GpuContext {
     const [x, y = 1, z = 1] = groups;
     if (x === 0 || y === 0 || z === 0) return;
     const max = this.tuning.maxWorkgroupsPerDim;
-    if (x > max || y > max || z > max) throw new LightningError(`${kernel.key}: dispatch ${x}x${y}x${z} exceeds ${max} workgroups per dimension`);
+    if (x > max || y > max || z > max)
+      throw new LightningError(`${kernel.key}: dispatch ${x}x${y}x${z} exceeds ${max} workgroups per dimension`);
     const pipeline = this.pipeline(kernel);
     const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.uniformBuffer(kernel.layout, params) } }];
     buffers.forEach((b, i) => entries.push({ binding: i + 1, resource: { buffer: b } }));

@@ -21,7 +21,9 @@ import type { GpuModel, MicroInputs, MicroShape } from "./model.ts";
 export function leftPaddedBatch(seqs: readonly (readonly number[])[]): { shape: MicroShape; inputs: MicroInputs } {
   const B = seqs.length;
   const T = Math.max(...seqs.map((q) => q.length));
-  const ids = new Uint32Array(B * T), mask = new Uint32Array(B * T), positions = new Uint32Array(B * T);
+  const ids = new Uint32Array(B * T),
+    mask = new Uint32Array(B * T),
+    positions = new Uint32Array(B * T);
   const predictRows = new Uint32Array(B);
   seqs.forEach((seq, b) => {
     const pad = T - seq.length;
@@ -86,7 +88,8 @@ export class GpuDecoder {
     this.lengths = prompts.map((p) => p.length);
     this.promptSlots = Math.max(...this.lengths);
     if (this.batch === 0 || this.promptSlots === 0) throw new ValidationError("a decoder needs at least one non-empty prompt", ["prompts"]);
-    if (slots < this.promptSlots) throw new ValidationError(`${slots} cache slots cannot hold a ${this.promptSlots}-token prompt`, ["slots"]);
+    if (slots < this.promptSlots)
+      throw new ValidationError(`${slots} cache slots cannot hold a ${this.promptSlots}-token prompt`, ["slots"]);
     const B = this.batch;
     const hd = headDim(c);
     const qd = c.n_heads * hd;
@@ -186,12 +189,15 @@ export class GpuDecoder {
     if (this.filled === 0) throw new ValidationError("prefill before decoding", ["step"]);
     if (tokens.length !== B) throw new ValidationError(`step needs ${B} tokens, got ${tokens.length}`, ["tokens"]);
     if (this.filled >= this.slots) throw new ValidationError(`the cache's ${this.slots} slots are full`, ["tokens"]);
-    const ids = new Uint32Array(B), positions = new Uint32Array(B);
-    let lo = B, hi = -1;
+    const ids = new Uint32Array(B),
+      positions = new Uint32Array(B);
+    let lo = B,
+      hi = -1;
     tokens.forEach((t, b) => {
       if (t === null) return;
       const position = this.lengths[b] + this.filled - this.promptSlots;
-      if (!(Number.isInteger(t) && t >= 0 && t < c.vocab_size)) throw new ValidationError(`token id ${t} outside [0, ${c.vocab_size})`, ["tokens", b]);
+      if (!(Number.isInteger(t) && t >= 0 && t < c.vocab_size))
+        throw new ValidationError(`token id ${t} outside [0, ${c.vocab_size})`, ["tokens", b]);
       if (position >= c.max_seq_len) throw new ValidationError(`sequence ${b} would pass max_seq_len ${c.max_seq_len}`, ["tokens", b]);
       ids[b] = t;
       positions[b] = position;
@@ -229,7 +235,12 @@ export class GpuDecoder {
       kvCacheWrite(ctx, this.k, this.kCache[l], B, 1, this.slots, slot, kvd);
       kvCacheWrite(ctx, this.v, this.vCache[l], B, 1, this.slots, slot, kvd);
       attentionDecode(ctx, this.q, this.kCache[l], this.vCache[l], this.mask, this.attn, {
-        batch: B, slots: this.slots, filled: slot + 1, heads: c.n_heads, kvHeads: c.n_kv_heads, headDim: hd,
+        batch: B,
+        slots: this.slots,
+        filled: slot + 1,
+        heads: c.n_heads,
+        kvHeads: c.n_kv_heads,
+        headDim: hd,
       });
       linear(ctx, this.attn, p("wo"), this.x, { M: B, K: qd, N: d, accumulate: true });
       rmsnormForward(ctx, this.x, p("ffn_norm"), this.h, this.rstd, B, d, c.norm_eps);

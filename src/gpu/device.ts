@@ -33,7 +33,12 @@ type RaisedLimit = (typeof RAISED_LIMITS)[number];
 /** Newer limits some adapters report as 0 (lavapipe through bun-webgpu), below the spec default. bun-webgpu
  * fills unrequested limits with the default and then rejects them as above the adapter's value, so these
  * are requested at the adapter's own value; the spec treats a maximum below the default as the default. */
-const ECHOED_LIMITS = ["maxStorageBuffersInFragmentStage", "maxStorageBuffersInVertexStage", "maxStorageTexturesInFragmentStage", "maxStorageTexturesInVertexStage"];
+const ECHOED_LIMITS = [
+  "maxStorageBuffersInFragmentStage",
+  "maxStorageBuffersInVertexStage",
+  "maxStorageTexturesInFragmentStage",
+  "maxStorageTexturesInVertexStage",
+];
 
 export interface GpuDeviceOptions {
   powerPreference?: GPUPowerPreference;
@@ -60,7 +65,14 @@ export interface GpuDeviceHandle {
 }
 
 /** PCI vendor ids some runtimes (Deno) report instead of a name. */
-const VENDOR_IDS: Record<string, string> = { "4318": "nvidia", "4098": "amd", "32902": "intel", "4203": "apple", "65541": "mesa", "5140": "microsoft" };
+const VENDOR_IDS: Record<string, string> = {
+  "4318": "nvidia",
+  "4098": "amd",
+  "32902": "intel",
+  "4203": "apple",
+  "65541": "mesa",
+  "5140": "microsoft",
+};
 
 const SOFTWARE_PATTERN = /llvmpipe|lavapipe|swiftshader|software|warp|microsoft basic render/i;
 

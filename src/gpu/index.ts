@@ -1,4 +1,13 @@
-export { requestGpuDevice, probeGpu, describeAdapter, GpuUnavailableError, GPU_HELP, type GpuAdapterReport, type GpuDeviceHandle, type GpuDeviceOptions } from "./device.ts";
+export {
+  requestGpuDevice,
+  probeGpu,
+  describeAdapter,
+  GpuUnavailableError,
+  GPU_HELP,
+  type GpuAdapterReport,
+  type GpuDeviceHandle,
+  type GpuDeviceOptions,
+} from "./device.ts";
 export type { GpuRuntime } from "./navigator.ts";
 export { GpuContext, tuningFromLimits, type GpuTuning } from "./context.ts";
 export { GpuPolicyTrainer, type GpuTrainerOptions } from "./trainer.ts";

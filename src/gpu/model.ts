@@ -168,10 +168,12 @@ export type ParamBuffers = Record<string, GPUBuffer>;
 /** Token ids must index the embedding table and positions the RoPE table (the GPU would read out of range). */
 export function checkTokenRanges(c: ModelConfig, ids: ArrayLike<number>, positions: ArrayLike<number>): void {
   for (let i = 0; i < ids.length; i++) {
-    if (!(ids[i] >= 0 && ids[i] < c.vocab_size)) throw new ValidationError(`token id ${ids[i]} outside [0, ${c.vocab_size})`, ["inputIds", i]);
+    if (!(ids[i] >= 0 && ids[i] < c.vocab_size))
+      throw new ValidationError(`token id ${ids[i]} outside [0, ${c.vocab_size})`, ["inputIds", i]);
   }
   for (let i = 0; i < positions.length; i++) {
-    if (!(positions[i] >= 0 && positions[i] < c.max_seq_len)) throw new ValidationError(`position id ${positions[i]} outside [0, max_seq_len ${c.max_seq_len})`, ["positionIds", i]);
+    if (!(positions[i] >= 0 && positions[i] < c.max_seq_len))
+      throw new ValidationError(`position id ${positions[i]} outside [0, max_seq_len ${c.max_seq_len})`, ["positionIds", i]);
   }
 }
 
@@ -331,7 +333,11 @@ export class GpuModel {
       // xMid = xIn + attn @ wo
       matmul(ctx, ws.dx, p("wo"), ws.dAttn, { M: N, K: d, N: qd, transB: true });
       matmul(ctx, a.attn, ws.dx, g("wo"), { M: qd, K: N, N: d, transA: true, accumulate: true });
-      attentionBackward(ctx, { q: a.q, k: a.k, v: a.v, mask: ws.mask, out: a.attn, lse: a.lse, dout: ws.dAttn, dq: ws.dq, dk: ws.dk, dv: ws.dv, D: ws.D }, att);
+      attentionBackward(
+        ctx,
+        { q: a.q, k: a.k, v: a.v, mask: ws.mask, out: a.attn, lse: a.lse, dout: ws.dAttn, dq: ws.dq, dk: ws.dk, dv: ws.dv, D: ws.D },
+        att,
+      );
       ropeApply(ctx, ws.dq, ws.positions, this.rope, c.max_seq_len, N, c.n_heads, hd, true);
       ropeApply(ctx, ws.dk, ws.positions, this.rope, c.max_seq_len, N, c.n_kv_heads, hd, true);
       matmul(ctx, ws.dq, p("wq"), ws.dh, { M: N, K: qd, N: d, transB: true });

@@ -123,7 +123,8 @@ export class GpuPolicyTrainer implements PolicyTrainer {
 
   private loadOptimizer(o: OptimizerState): void {
     const size = paramCount(this.config);
-    if (o.m.length !== size || o.v.length !== size) throw new ValidationError(`optimizer state has ${o.m.length} elements, the config needs ${size}`, ["optimizer"]);
+    if (o.m.length !== size || o.v.length !== size)
+      throw new ValidationError(`optimizer state has ${o.m.length} elements, the config needs ${size}`, ["optimizer"]);
     this.model.writeFlat(this.model.m, o.m);
     this.model.writeFlat(this.model.v, o.v);
     this.stepCount = o.step;
@@ -144,7 +145,12 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     return this.exclusive(() => this.runLogProbs(batch, options));
   }
 
-  policyStep(batch: TokenBatch, advantages: Float32Array, oldLogProbs: Float32Array, options: PolicyStepOptions = {}): Promise<StepMetrics> {
+  policyStep(
+    batch: TokenBatch,
+    advantages: Float32Array,
+    oldLogProbs: Float32Array,
+    options: PolicyStepOptions = {},
+  ): Promise<StepMetrics> {
     return this.exclusive(() => this.runPolicyStep(batch, advantages, oldLogProbs, options));
   }
 
@@ -168,7 +174,12 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     return { log_probs, entropy };
   }
 
-  private async runPolicyStep(batch: TokenBatch, advantages: Float32Array, oldLogProbs: Float32Array, options: PolicyStepOptions): Promise<StepMetrics> {
+  private async runPolicyStep(
+    batch: TokenBatch,
+    advantages: Float32Array,
+    oldLogProbs: Float32Array,
+    options: PolicyStepOptions,
+  ): Promise<StepMetrics> {
     this.validate(batch);
     checkResponseTensor("advantages", advantages, batch);
     checkResponseTensor("oldLogProbs", oldLogProbs, batch);
@@ -196,7 +207,10 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     this.validate(batch);
     const params: PpoParams = { clipLow: 0, clipHigh: 0, clipC: 0, entropyCoeff: 0, klCoef: 0, klKind: "k1", hasRef: false, sft: true };
     const zeros = new Float32Array(batch.n * batch.R);
-    return this.step(batch, options, options.lossAggMode ?? "token-mean", params, { advantages: zeros, oldLogProbs: zeros }, (s) => ({ loss: s.pg, pg_loss: s.pg }));
+    return this.step(batch, options, options.lossAggMode ?? "token-mean", params, { advantages: zeros, oldLogProbs: zeros }, (s) => ({
+      loss: s.pg,
+      pg_loss: s.pg,
+    }));
   }
 
   private lossBuffers(rows: number): Record<keyof LossInputs | "metrics", GPUBuffer> {
@@ -204,7 +218,10 @@ export class GpuPolicyTrainer implements PolicyTrainer {
       this.ctx.flush();
       if (this.loss !== null) for (const b of Object.values(this.loss.buffers)) b.destroy();
       const a = (k: number): GPUBuffer => this.ctx.alloc(k);
-      this.loss = { rows, buffers: { advantages: a(rows), oldLogProbs: a(rows), refLogProbs: a(rows), weight: a(rows), mask: a(rows), metrics: a(rows * C) } };
+      this.loss = {
+        rows,
+        buffers: { advantages: a(rows), oldLogProbs: a(rows), refLogProbs: a(rows), weight: a(rows), mask: a(rows), metrics: a(rows * C) },
+      };
     }
     return this.loss.buffers;
   }
@@ -248,7 +265,8 @@ export class GpuPolicyTrainer implements PolicyTrainer {
       const coef = maxNorm > 0 && maxNorm !== Infinity ? maxNorm / (gradNorm + 1e-6) : 1;
       this.stepCount += 1;
       const scalars = adamwScalars({ ...this.optim, lr: options.lr ?? this.optim.lr }, this.stepCount, coef < 1 ? coef : 1);
-      for (const s of model.layout) adamw(ctx, model.params[s.name], model.grads[s.name], model.m[s.name], model.v[s.name], s.size, scalars);
+      for (const s of model.layout)
+        adamw(ctx, model.params[s.name], model.grads[s.name], model.m[s.name], model.v[s.name], s.size, scalars);
       // Wait for the update so tokens_per_second covers the whole step.
       await ctx.drain();
     }
@@ -339,7 +357,8 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     if (JSON.stringify(parseModelConfig(state.config)) !== JSON.stringify(this.config))
       throw new ValidationError("state was saved for a different model config", ["config"]);
     const size = paramCount(this.config);
-    if (state.params.length !== size) throw new ValidationError(`params has ${state.params.length} elements, the config needs ${size}`, ["params"]);
+    if (state.params.length !== size)
+      throw new ValidationError(`params has ${state.params.length} elements, the config needs ${size}`, ["params"]);
     this.loadOptimizer(state.optimizer);
     this.model.writeFlat(this.model.params, state.params);
     this.ctx.flush();

@@ -15,20 +15,23 @@ export function validateBatch(batch: TokenBatch): void {
   if (!(Number.isInteger(R) && R >= 1)) throw new ValidationError(`batch needs R >= 1 response columns, got ${R}`, ["R"]);
   const T = P + R;
   for (const key of ["inputIds", "attentionMask", "positionIds"] as const) {
-    if (batch[key].length !== n * T) throw new ValidationError(`${key} has ${batch[key].length} elements, expected n * (P + R) = ${n * T}`, [key]);
+    if (batch[key].length !== n * T)
+      throw new ValidationError(`${key} has ${batch[key].length} elements, expected n * (P + R) = ${n * T}`, [key]);
   }
   if (batch.responseMask !== undefined && batch.responseMask.length !== n * R)
     throw new ValidationError(`responseMask has ${batch.responseMask.length} elements, expected n * R = ${n * R}`, ["responseMask"]);
   for (const key of ["attentionMask", "responseMask"] as const) {
     const m = batch[key];
     if (m === undefined) continue;
-    for (let i = 0; i < m.length; i++) if (m[i] !== 0 && m[i] !== 1) throw new ValidationError(`${key} must hold 0 or 1, got ${m[i]}`, [key, i]);
+    for (let i = 0; i < m.length; i++)
+      if (m[i] !== 0 && m[i] !== 1) throw new ValidationError(`${key} must hold 0 or 1, got ${m[i]}`, [key, i]);
   }
 }
 
 /** Throws unless a per-response-token tensor has n * R elements. */
 export function checkResponseTensor(name: string, a: ArrayLike<number>, batch: TokenBatch): void {
-  if (a.length !== batch.n * batch.R) throw new ValidationError(`${name} has ${a.length} elements, expected n * R = ${batch.n * batch.R}`, [name]);
+  if (a.length !== batch.n * batch.R)
+    throw new ValidationError(`${name} has ${a.length} elements, expected n * R = ${batch.n * batch.R}`, [name]);
 }
 
 /** The [n, R] response mask as floats: `responseMask`, or the last R columns of `attentionMask`. */
@@ -57,7 +60,8 @@ export function sliceRows(batch: TokenBatch, r0: number, r1: number): TokenBatch
 /** [r0, r1) row ranges of at most `size` rows covering n rows. */
 export function microBatches(n: number, size: number | undefined): Array<[number, number]> {
   const step = size === undefined ? n : size;
-  if (!(Number.isInteger(step) && step >= 1)) throw new ValidationError(`microBatchSize must be a positive integer, got ${size}`, ["microBatchSize"]);
+  if (!(Number.isInteger(step) && step >= 1))
+    throw new ValidationError(`microBatchSize must be a positive integer, got ${size}`, ["microBatchSize"]);
   const out: Array<[number, number]> = [];
   for (let r = 0; r < n; r += step) out.push([r, Math.min(n, r + step)]);
   return out;
@@ -68,7 +72,10 @@ export function microBatches(n: number, size: number | undefined): Array<[number
  * responses right-padded to R (keeping the first R), positions `max(cumsum(mask) - 1, 0)`.
  * The GRPO loop uses the Wasm core's layout, which does the same plus rewards and drop marks.
  */
-export function batchFromTokens(rows: Array<{ prompt: number[]; response: number[] }>, options: { P?: number; R?: number; padId: number }): TokenBatch {
+export function batchFromTokens(
+  rows: Array<{ prompt: number[]; response: number[] }>,
+  options: { P?: number; R?: number; padId: number },
+): TokenBatch {
   const P = options.P ?? Math.max(1, ...rows.map((r) => r.prompt.length));
   const R = options.R ?? Math.max(1, ...rows.map((r) => r.response.length));
   const T = P + R;

@@ -45,7 +45,8 @@ export function encodeModel(config: ModelConfig, params: Float32Array, step = 0)
 /** Config, flat parameters and step from `model.safetensors` bytes (tensor order in the file does not matter). */
 export function decodeModel(bytes: Uint8Array): { config: ModelConfig; params: Float32Array; step: number } {
   const header = readSafetensorsHeader(bytes);
-  if (header.metadata.config === undefined) throw new ValidationError("checkpoint has no config in its __metadata__", ["__metadata__", "config"]);
+  if (header.metadata.config === undefined)
+    throw new ValidationError("checkpoint has no config in its __metadata__", ["__metadata__", "config"]);
   let rawConfig: unknown;
   try {
     rawConfig = JSON.parse(header.metadata.config);
@@ -63,7 +64,10 @@ function gather(config: ModelConfig, bytes: Uint8Array, header: ReturnType<typeo
     const e = header.tensors[prefix + s.name];
     if (!e) throw new ValidationError(`checkpoint is missing tensor ${prefix + s.name}`, [prefix + s.name]);
     if (JSON.stringify(e.shape) !== JSON.stringify(s.shape))
-      throw new ValidationError(`tensor ${prefix + s.name} has shape ${JSON.stringify(e.shape)}, the config needs ${JSON.stringify(s.shape)}`, [prefix + s.name]);
+      throw new ValidationError(
+        `tensor ${prefix + s.name} has shape ${JSON.stringify(e.shape)}, the config needs ${JSON.stringify(s.shape)}`,
+        [prefix + s.name],
+      );
     flat.set(readTensor(bytes, header, prefix + s.name), s.offset);
   }
   return flat;
@@ -73,13 +77,17 @@ function gather(config: ModelConfig, bytes: Uint8Array, header: ReturnType<typeo
 export function encodeOptimizer(config: ModelConfig, state: OptimizerState): Uint8Array {
   checkSize(config, state.m, "optimizer.m");
   checkSize(config, state.v, "optimizer.v");
-  return encodeSafetensors([...views(config, state.m, "m."), ...views(config, state.v, "v.")], { format: CHECKPOINT_FORMAT, step: String(state.step) });
+  return encodeSafetensors([...views(config, state.m, "m."), ...views(config, state.v, "v.")], {
+    format: CHECKPOINT_FORMAT,
+    step: String(state.step),
+  });
 }
 
 export function decodeOptimizer(config: ModelConfig, bytes: Uint8Array): OptimizerState {
   const header = readSafetensorsHeader(bytes);
   const step = Number(header.metadata.step);
-  if (!Number.isInteger(step) || step < 0) throw new ValidationError(`optimizer checkpoint has no valid step (${header.metadata.step})`, ["__metadata__", "step"]);
+  if (!Number.isInteger(step) || step < 0)
+    throw new ValidationError(`optimizer checkpoint has no valid step (${header.metadata.step})`, ["__metadata__", "step"]);
   return { step, m: gather(config, bytes, header, "m."), v: gather(config, bytes, header, "v.") };
 }
 

@@ -55,8 +55,10 @@ export const ModelConfigSchema = z
   })
   .superRefine((c, ctx) => {
     if (c.d_model % c.n_heads !== 0) ctx.addIssue({ code: "custom", path: ["n_heads"], message: "d_model must be divisible by n_heads" });
-    else if ((c.d_model / c.n_heads) % 2 !== 0) ctx.addIssue({ code: "custom", path: ["n_heads"], message: "head_dim must be even (RoPE pairs)" });
-    if (c.n_heads % c.n_kv_heads !== 0) ctx.addIssue({ code: "custom", path: ["n_kv_heads"], message: "n_heads must be divisible by n_kv_heads" });
+    else if ((c.d_model / c.n_heads) % 2 !== 0)
+      ctx.addIssue({ code: "custom", path: ["n_heads"], message: "head_dim must be even (RoPE pairs)" });
+    if (c.n_heads % c.n_kv_heads !== 0)
+      ctx.addIssue({ code: "custom", path: ["n_kv_heads"], message: "n_heads must be divisible by n_kv_heads" });
   });
 
 export type ModelConfig = z.infer<typeof ModelConfigSchema>;

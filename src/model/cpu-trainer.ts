@@ -96,7 +96,12 @@ export class CpuTrainer implements PolicyTrainer {
     return { log_probs, entropy };
   }
 
-  async policyStep(batch: TokenBatch, advantages: Float32Array, oldLogProbs: Float32Array, options: PolicyStepOptions = {}): Promise<StepMetrics> {
+  async policyStep(
+    batch: TokenBatch,
+    advantages: Float32Array,
+    oldLogProbs: Float32Array,
+    options: PolicyStepOptions = {},
+  ): Promise<StepMetrics> {
     validateBatch(batch);
     checkResponseTensor("advantages", advantages, batch);
     checkResponseTensor("oldLogProbs", oldLogProbs, batch);
@@ -105,12 +110,28 @@ export class CpuTrainer implements PolicyTrainer {
     return this.step(batch, options, ([r0, r1], logProbs, entropy, mask, norm) => {
       const cut = <T extends { subarray(a: number, b: number): T }>(a: T): T => a.subarray(r0 * R, r1 * R);
       const r = ppoPolicyLoss(
-        { rows: r1 - r0, cols: R, logProbs, oldLogProbs: cut(oldLogProbs), advantages: cut(advantages), responseMask: mask, entropy, refLogProbs: options.refLogProbs && cut(options.refLogProbs) },
+        {
+          rows: r1 - r0,
+          cols: R,
+          logProbs,
+          oldLogProbs: cut(oldLogProbs),
+          advantages: cut(advantages),
+          responseMask: mask,
+          entropy,
+          refLogProbs: options.refLogProbs && cut(options.refLogProbs),
+        },
         options,
         norm,
       );
       return {
-        parts: { loss: r.loss, pg_loss: r.pg_loss, clip_frac: r.clip_frac, clip_frac_lower: r.clip_frac_lower, approx_kl: r.approx_kl, entropy: r.entropy_loss },
+        parts: {
+          loss: r.loss,
+          pg_loss: r.pg_loss,
+          clip_frac: r.clip_frac,
+          clip_frac_lower: r.clip_frac_lower,
+          approx_kl: r.approx_kl,
+          entropy: r.entropy_loss,
+        },
         dLogProbs: r.dLogProbs,
         dEntropy: r.dEntropy,
       };

@@ -133,10 +133,13 @@ const NO_PROBS = new Float32Array(0);
 
 /** Continues `prompt` (token ids, at least one) with up to `maxTokens` new tokens. */
 export function generate(config: ModelConfig, params: Float32Array, prompt: number[], options: GenerateOptions): GenerateResult {
-  if (params.length !== paramCount(config)) throw new ValidationError(`params has ${params.length} elements, the config needs ${paramCount(config)}`, ["params"]);
+  if (params.length !== paramCount(config))
+    throw new ValidationError(`params has ${params.length} elements, the config needs ${paramCount(config)}`, ["params"]);
   if (prompt.length === 0) throw new ValidationError("prompt must hold at least one token", ["prompt"]);
-  if (prompt.length > config.max_seq_len) throw new ValidationError(`prompt of ${prompt.length} tokens exceeds max_seq_len ${config.max_seq_len}`, ["prompt"]);
-  if (!(Number.isInteger(options.maxTokens) && options.maxTokens >= 0)) throw new ValidationError(`maxTokens must be a non-negative integer, got ${options.maxTokens}`, ["max_tokens"]);
+  if (prompt.length > config.max_seq_len)
+    throw new ValidationError(`prompt of ${prompt.length} tokens exceeds max_seq_len ${config.max_seq_len}`, ["prompt"]);
+  if (!(Number.isInteger(options.maxTokens) && options.maxTokens >= 0))
+    throw new ValidationError(`maxTokens must be a non-negative integer, got ${options.maxTokens}`, ["max_tokens"]);
   const stop = new Set(options.stop ?? [EOS_ID]);
   const rng = new Rng(options.seed ?? 0);
   const p = paramViews(config, params);

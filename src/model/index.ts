@@ -6,7 +6,18 @@ export * from "./init.ts";
 export * from "./tokenizer.ts";
 export * from "./batch.ts";
 export * from "./train-types.ts";
-export { forward, backward, blockForward, headForward, inputShape, type AttendFn, type LayerCache, type ModelInput, type ForwardCache, type ForwardResult } from "./reference.ts";
+export {
+  forward,
+  backward,
+  blockForward,
+  headForward,
+  inputShape,
+  type AttendFn,
+  type LayerCache,
+  type ModelInput,
+  type ForwardCache,
+  type ForwardResult,
+} from "./reference.ts";
 export * as ops from "./reference/ops.ts";
 export * from "./reference/optim.ts";
 export * from "./cpu-trainer.ts";

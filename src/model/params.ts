@@ -8,7 +8,8 @@ export type ParamViews<A extends Arr = Float32Array> = Record<string, A>;
 /** Views (no copies) of each tensor of `flat`, keyed by name; writes through a view change `flat`. */
 export function paramViews<A extends Arr>(config: ModelConfig, flat: A): ParamViews<A> {
   const total = paramCount(config);
-  if (flat.length !== total) throw new ValidationError(`parameter buffer has ${flat.length} elements, the config needs ${total}`, ["params"]);
+  if (flat.length !== total)
+    throw new ValidationError(`parameter buffer has ${flat.length} elements, the config needs ${total}`, ["params"]);
   const views: ParamViews<A> = {};
   for (const s of paramLayout(config)) views[s.name] = flat.subarray(s.offset, s.offset + s.size) as A;
   return views;

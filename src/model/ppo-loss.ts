@@ -71,7 +71,13 @@ export function normFromMask(mask: ArrayLike<number>, rows: number, cols: number
  * token-mean m/(N+1e-8); seq-mean-token-sum m/B; seq-mean-token-mean m/(n_i B) (a row with no tokens
  * contributes 0 where verl would give NaN); seq-mean-token-sum-norm m/T.
  */
-export function aggWeights(mask: ArrayLike<number>, rows: number, cols: number, mode: LossAggMode, norm = normFromMask(mask, rows, cols)): Float64Array {
+export function aggWeights(
+  mask: ArrayLike<number>,
+  rows: number,
+  cols: number,
+  mode: LossAggMode,
+  norm = normFromMask(mask, rows, cols),
+): Float64Array {
   const w = new Float64Array(rows * cols);
   for (let i = 0; i < rows; i++) {
     let rowTokens = 0;
@@ -99,7 +105,14 @@ export function aggWeights(mask: ArrayLike<number>, rows: number, cols: number, 
 }
 
 /** verl `agg_loss(x, mask, mode)`. */
-export function aggLoss(x: ArrayLike<number>, mask: ArrayLike<number>, rows: number, cols: number, mode: LossAggMode, norm?: AggNorm): number {
+export function aggLoss(
+  x: ArrayLike<number>,
+  mask: ArrayLike<number>,
+  rows: number,
+  cols: number,
+  mode: LossAggMode,
+  norm?: AggNorm,
+): number {
   const w = aggWeights(mask, rows, cols, mode, norm);
   let s = 0;
   for (let k = 0; k < w.length; k++) if (w[k] !== 0) s += w[k] * x[k];
@@ -182,7 +195,8 @@ export function ppoPolicyLoss(input: PpoLossInput, options?: PolicyLossOptions, 
     if (input[key].length !== n) throw new ValidationError(`${key} has ${input[key].length} elements, expected ${n}`, [key]);
   }
   if (o.entropyCoeff !== 0 && input.entropy === undefined) throw new ValidationError("entropyCoeff needs per-token entropy", ["entropy"]);
-  if (o.klLossCoef !== 0 && input.refLogProbs === undefined) throw new ValidationError("klLossCoef needs reference log-probs", ["refLogProbs"]);
+  if (o.klLossCoef !== 0 && input.refLogProbs === undefined)
+    throw new ValidationError("klLossCoef needs reference log-probs", ["refLogProbs"]);
   const m = input.responseMask;
   const nrm = norm ?? normFromMask(m, rows, cols);
   const w = aggWeights(m, rows, cols, o.lossAggMode, nrm);

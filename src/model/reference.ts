@@ -66,7 +66,8 @@ export interface ForwardResult<A extends Arr> {
 
 function validateInput(config: ModelConfig, input: ModelInput): { B: number; T: number } {
   const { B, T } = inputShape(input);
-  if (!Number.isInteger(T) || T < 1) throw new ValidationError(`inputIds has ${input.inputIds.length} elements, not a multiple of n = ${B}`, ["inputIds"]);
+  if (!Number.isInteger(T) || T < 1)
+    throw new ValidationError(`inputIds has ${input.inputIds.length} elements, not a multiple of n = ${B}`, ["inputIds"]);
   for (const key of ["attentionMask", "positionIds"] as const) {
     if (input[key].length !== B * T) throw new ValidationError(`${key} has ${input[key].length} elements, expected ${B * T}`, [key]);
   }
@@ -94,7 +95,14 @@ function dimsOf(config: ModelConfig, N: number) {
 export type AttendFn = (qr: Arr, kr: Arr, v: Arr) => { out: Arr; probs: Arr };
 
 /** Transformer block `l` on rows x [N, d] (pre-norm attention, then pre-norm SwiGLU MLP). */
-export function blockForward(config: ModelConfig, p: Record<string, Arr>, l: number, x: Arr, positions: ArrayLike<number>, attend: AttendFn): LayerCache {
+export function blockForward(
+  config: ModelConfig,
+  p: Record<string, Arr>,
+  l: number,
+  x: Arr,
+  positions: ArrayLike<number>,
+  attend: AttendFn,
+): LayerCache {
   const { N, d, qDim, kvDim, norm, qRope, kRope } = dimsOf(config, x.length / config.d_model);
   const w = (name: string): Arr => p[`layers.${l}.${name}`];
   const xIn = x;
@@ -116,7 +124,9 @@ export function blockForward(config: ModelConfig, p: Record<string, Arr>, l: num
 export function headForward(config: ModelConfig, p: Record<string, Arr>, x: Arr): { hFinal: Arr; rstdFinal: Arr; logits: Arr } {
   const { N, d, V, norm } = dimsOf(config, x.length / config.d_model);
   const { y: hFinal, rstd: rstdFinal } = ops.rmsnorm(x, p.norm, norm);
-  const logits = config.tie_embeddings ? ops.matmulABt(hFinal, p.tok_embeddings, { m: N, k: d, n: V }) : ops.matmul(hFinal, p.lm_head, { m: N, k: d, n: V });
+  const logits = config.tie_embeddings
+    ? ops.matmulABt(hFinal, p.tok_embeddings, { m: N, k: d, n: V })
+    : ops.matmul(hFinal, p.lm_head, { m: N, k: d, n: V });
   return { hFinal, rstdFinal, logits };
 }
 
@@ -162,7 +172,13 @@ export function forward<A extends Arr>(config: ModelConfig, params: A, input: Mo
  * token ([B, T], aligned with {@link forward}'s outputs; values at t = 0 are ignored). Returns a flat
  * buffer in the parameter layout.
  */
-export function backward<A extends Arr>(config: ModelConfig, params: A, cache: ForwardCache, dlogprob: ArrayLike<number>, dentropy: ArrayLike<number>): A {
+export function backward<A extends Arr>(
+  config: ModelConfig,
+  params: A,
+  cache: ForwardCache,
+  dlogprob: ArrayLike<number>,
+  dentropy: ArrayLike<number>,
+): A {
   const p = paramViews(config, params);
   const grads = ops.alloc(params, params.length) as A;
   const g = paramViews(config, grads);
@@ -179,7 +195,10 @@ export function backward<A extends Arr>(config: ModelConfig, params: A, cache: F
       dlpRows[b * T + t - 1] = dlogprob[b * T + t];
       dentRows[b * T + t - 1] = dentropy[b * T + t];
     }
-  const dlogits = ops.logSoftmaxGatherEntropyBackward(cache.logits, cache.targets, cache.lse, cache.entropyRows, dlpRows, dentRows, { rows: N, vocab: V });
+  const dlogits = ops.logSoftmaxGatherEntropyBackward(cache.logits, cache.targets, cache.lse, cache.entropyRows, dlpRows, dentRows, {
+    rows: N,
+    vocab: V,
+  });
 
   let dh: Arr;
   if (config.tie_embeddings) {

@@ -37,7 +37,10 @@ export function encodeSafetensors(tensors: NamedTensor[], metadata: Record<strin
   let offset = 0;
   for (const t of tensors) {
     const size = t.shape.reduce((a, b) => a * b, 1);
-    if (size !== t.data.length) throw new ValidationError(`tensor ${t.name}: shape ${JSON.stringify(t.shape)} needs ${size} elements, got ${t.data.length}`, [t.name]);
+    if (size !== t.data.length)
+      throw new ValidationError(`tensor ${t.name}: shape ${JSON.stringify(t.shape)} needs ${size} elements, got ${t.data.length}`, [
+        t.name,
+      ]);
     if (t.name === "__metadata__" || t.name in header) throw new ValidationError(`duplicate or reserved tensor name ${t.name}`, [t.name]);
     header[t.name] = { dtype: "F32", shape: t.shape, data_offsets: [offset, offset + 4 * size] };
     offset += 4 * size;
@@ -81,7 +84,8 @@ export function readSafetensorsHeader(bytes: Uint8Array): SafetensorsHeader {
   } catch (e) {
     throw new ValidationError(`safetensors header is not JSON: ${(e as Error).message}`, ["header"]);
   }
-  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new ValidationError("safetensors header is not a JSON object", ["header"]);
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw))
+    throw new ValidationError("safetensors header is not a JSON object", ["header"]);
   const dataStart = 8 + n;
   const dataLength = bytes.length - dataStart;
   const tensors: Record<string, HeaderEntry> = {};
@@ -97,7 +101,10 @@ export function readSafetensorsHeader(bytes: Uint8Array): SafetensorsHeader {
     const [begin, end] = e.data_offsets ?? [];
     const size = (e.shape ?? []).reduce((a: number, b: number) => a * b, 1);
     if (!(Number.isInteger(begin) && Number.isInteger(end) && begin >= 0 && end <= dataLength && end - begin === size * width))
-      throw new ValidationError(`tensor ${name}: data_offsets ${JSON.stringify(e.data_offsets)} do not fit shape ${JSON.stringify(e.shape)} and the file`, [name, "data_offsets"]);
+      throw new ValidationError(
+        `tensor ${name}: data_offsets ${JSON.stringify(e.data_offsets)} do not fit shape ${JSON.stringify(e.shape)} and the file`,
+        [name, "data_offsets"],
+      );
     tensors[name] = e;
   }
   return { tensors, metadata, dataStart };
@@ -134,8 +141,7 @@ export function readTensor(bytes: Uint8Array, header: SafetensorsHeader, name: s
     else if (dtype === "BF16") {
       bits[0] = view.getUint16(2 * i, true) << 16;
       out[i] = bitsAsF32[0];
-    }
-    else out[i] = f16ToF32(view.getUint16(2 * i, true));
+    } else out[i] = f16ToF32(view.getUint16(2 * i, true));
   }
   return out;
 }

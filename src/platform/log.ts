@@ -81,7 +81,8 @@ export function addLogSink(sink: LogSink): () => void {
 export function captureLogs(): { records: LogRecord[]; text(): string; stop(): void } {
   const records: LogRecord[] = [];
   const stop = addLogSink((r) => records.push(r));
-  const line = (r: LogRecord) => `${r.level} ${r.message}${r.error === undefined ? "" : ` | ${r.error instanceof Error ? `${r.error.name}: ${r.error.message}` : String(r.error)}`}`;
+  const line = (r: LogRecord) =>
+    `${r.level} ${r.message}${r.error === undefined ? "" : ` | ${r.error instanceof Error ? `${r.error.name}: ${r.error.message}` : String(r.error)}`}`;
   return { records, text: () => records.map(line).join("\n"), stop };
 }
 

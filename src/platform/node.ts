@@ -7,7 +7,16 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import process from "node:process";
 import { refusalReporter } from "./refusals.ts";
-import { DEFAULT_SERVE_LIMITS, type ChildProcessPort, type FetchHandler, type Platform, type ServeLimits, type ServeOptions, type ServedApp, type SpawnOptions } from "./types.ts";
+import {
+  DEFAULT_SERVE_LIMITS,
+  type ChildProcessPort,
+  type FetchHandler,
+  type Platform,
+  type ServeLimits,
+  type ServeOptions,
+  type ServedApp,
+  type SpawnOptions,
+} from "./types.ts";
 
 /** The parts every `node:*`-compatible runtime shares; `selfCommand` differs per runtime. */
 export function nodeCompatible(): Omit<Platform, "runtime" | "description" | "selfCommand"> {

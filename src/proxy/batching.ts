@@ -47,7 +47,11 @@ export class BatchingEngine implements GenerationEngine {
         await new Promise((r) => setTimeout(r, 0));
         const batch = this.takeBatch();
         try {
-          const out = await this.inner.generate(batch[0].config, batch[0].params, batch.flatMap((w) => w.requests));
+          const out = await this.inner.generate(
+            batch[0].config,
+            batch[0].params,
+            batch.flatMap((w) => w.requests),
+          );
           let at = 0;
           for (const w of batch) {
             w.resolve(out.slice(at, at + w.requests.length));

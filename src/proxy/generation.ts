@@ -64,18 +64,29 @@ export function applyStopStrings(tokens: readonly number[], stop: readonly strin
 }
 
 /** Finishes one raw sample: stop strings, text. */
-export function finishGeneration(tokens: number[], logprobs: number[], finishReason: FinishReason, stop: readonly string[] = []): Generation {
+export function finishGeneration(
+  tokens: number[],
+  logprobs: number[],
+  finishReason: FinishReason,
+  stop: readonly string[] = [],
+): Generation {
   const cut = applyStopStrings(tokens, stop);
   if (cut) return { tokenIds: tokens.slice(0, cut.keep), logprobs: logprobs.slice(0, cut.keep), text: cut.text, finishReason: "stop" };
   return { tokenIds: tokens, logprobs, text: decode(tokens), finishReason };
 }
 
 export function validateRequest(config: ModelConfig, r: GenerationRequest, index = 0): void {
-  if (!Array.isArray(r.prompt) || r.prompt.length === 0) throw new ValidationError("prompt must hold at least one token", ["requests", index, "prompt"]);
+  if (!Array.isArray(r.prompt) || r.prompt.length === 0)
+    throw new ValidationError("prompt must hold at least one token", ["requests", index, "prompt"]);
   if (r.prompt.length >= config.max_seq_len)
-    throw new ValidationError(`prompt of ${r.prompt.length} tokens leaves no room to generate (max_seq_len ${config.max_seq_len})`, ["requests", index, "prompt"]);
+    throw new ValidationError(`prompt of ${r.prompt.length} tokens leaves no room to generate (max_seq_len ${config.max_seq_len})`, [
+      "requests",
+      index,
+      "prompt",
+    ]);
   r.prompt.forEach((id, j) => {
-    if (!(Number.isInteger(id) && id >= 0 && id < config.vocab_size)) throw new ValidationError(`token id ${id} is outside the vocabulary`, ["requests", index, "prompt", j]);
+    if (!(Number.isInteger(id) && id >= 0 && id < config.vocab_size))
+      throw new ValidationError(`token id ${id} is outside the vocabulary`, ["requests", index, "prompt", j]);
   });
 }
 

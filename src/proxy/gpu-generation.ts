@@ -15,7 +15,14 @@ import { logProbOf, sampleToken } from "../model/generate.ts";
 import { Rng } from "../model/init.ts";
 import { EOS_ID } from "../model/tokenizer.ts";
 import { ValidationError } from "../types/errors.ts";
-import { finishGeneration, validateRequest, type FinishReason, type Generation, type GenerationEngine, type GenerationRequest } from "./generation.ts";
+import {
+  finishGeneration,
+  validateRequest,
+  type FinishReason,
+  type Generation,
+  type GenerationEngine,
+  type GenerationRequest,
+} from "./generation.ts";
 
 export { logProbOf };
 
@@ -114,7 +121,11 @@ export class GpuGenerationEngine implements GenerationEngine {
       const steps = Math.max(...todo.map((s) => s.limit)) - 1;
       const fit = Math.min(this.maxBatch, maxDecoderBatch(this.ctx, model.config, T, T + steps));
       let group = todo.splice(0, fit);
-      const decoder = new GpuDecoder(model, group.map((s) => s.req.prompt), T + steps);
+      const decoder = new GpuDecoder(
+        model,
+        group.map((s) => s.req.prompt),
+        T + steps,
+      );
       try {
         let logits = await decoder.prefill();
         for (;;) {

@@ -44,16 +44,27 @@ class OpenAiError extends LightningError {
 }
 
 function errorBody(err: unknown): { status: number; body: unknown } {
-  if (err instanceof OpenAiError) return { status: err.status, body: { error: { message: err.message, type: err.type, param: null, code: err.code } } };
+  if (err instanceof OpenAiError)
+    return { status: err.status, body: { error: { message: err.message, type: err.type, param: null, code: err.code } } };
   if (err instanceof ValidationError) {
     const param = err.issues[0]?.path.join(".") ?? null;
     return { status: 400, body: { error: { message: err.message, type: "invalid_request_error", param, code: null } } };
   }
-  if (err instanceof LightningError) return { status: err.status, body: { error: { message: err.message, type: err.errorType, param: null, code: null } } };
-  return { status: 500, body: { error: { message: err instanceof Error ? err.message : String(err), type: "server_error", param: null, code: null } } };
+  if (err instanceof LightningError)
+    return { status: err.status, body: { error: { message: err.message, type: err.errorType, param: null, code: null } } };
+  return {
+    status: 500,
+    body: { error: { message: err instanceof Error ? err.message : String(err), type: "server_error", param: null, code: null } },
+  };
 }
 
-const CHAT_ROLES: Record<ChatMessageInput["role"], ChatMessage["role"]> = { system: "system", developer: "system", user: "user", assistant: "assistant", tool: "tool" };
+const CHAT_ROLES: Record<ChatMessageInput["role"], ChatMessage["role"]> = {
+  system: "system",
+  developer: "system",
+  user: "user",
+  assistant: "assistant",
+  tool: "tool",
+};
 
 interface Prepared {
   kind: Kind;
@@ -79,7 +90,10 @@ async function readJson(c: Context): Promise<unknown> {
   }
 }
 
-function parse<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: import("zod").ZodError } }, v: unknown): T {
+function parse<T>(
+  schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: import("zod").ZodError } },
+  v: unknown,
+): T {
   const r = schema.safeParse(v);
   if (!r.success) throw ValidationError.fromZod(r.error, "request");
   return r.data;
@@ -110,9 +124,21 @@ function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
     logprobs = (comp.logprobs ?? 0) > 0;
     maxTokens = comp.max_tokens ?? 16; // the OpenAI default for completions
   }
-  if (req.model !== policy.model) throw new OpenAiError(404, "invalid_request_error", `The model '${req.model}' does not exist; this server serves '${policy.model}'`, "model_not_found");
+  if (req.model !== policy.model)
+    throw new OpenAiError(
+      404,
+      "invalid_request_error",
+      `The model '${req.model}' does not exist; this server serves '${policy.model}'`,
+      "model_not_found",
+    );
   const room = policy.maxSeqLen - promptIds.length;
-  if (room <= 0) throw new OpenAiError(400, "invalid_request_error", `The prompt has ${promptIds.length} tokens; the model's context is ${policy.maxSeqLen}`, "context_length_exceeded");
+  if (room <= 0)
+    throw new OpenAiError(
+      400,
+      "invalid_request_error",
+      `The prompt has ${promptIds.length} tokens; the model's context is ${policy.maxSeqLen}`,
+      "context_length_exceeded",
+    );
   return {
     kind,
     messages,
@@ -154,7 +180,13 @@ function chatLogprobs(g: Generation) {
 }
 
 function fullBody(policy: Policy, a: Answer): unknown {
-  const head = { id: a.id, created: a.created, model: policy.model, system_fingerprint: `policy-v${a.version}`, prompt_token_ids: a.prompt.promptIds };
+  const head = {
+    id: a.id,
+    created: a.created,
+    model: policy.model,
+    system_fingerprint: `policy-v${a.version}`,
+    prompt_token_ids: a.prompt.promptIds,
+  };
   if (a.prompt.kind === "chat") {
     return {
       ...head,
@@ -176,7 +208,14 @@ function fullBody(policy: Policy, a: Answer): unknown {
       index,
       text: g.text,
       finish_reason: g.finishReason,
-      logprobs: a.prompt.logprobs ? { tokens: g.tokenIds.map((id) => decode([id], { specials: "show" })), token_logprobs: g.logprobs, top_logprobs: null, text_offset: null } : null,
+      logprobs: a.prompt.logprobs
+        ? {
+            tokens: g.tokenIds.map((id) => decode([id], { specials: "show" })),
+            token_logprobs: g.logprobs,
+            top_logprobs: null,
+            text_offset: null,
+          }
+        : null,
       token_ids: g.tokenIds,
     })),
     usage: usage(a),
@@ -205,14 +244,22 @@ export function textDeltas(g: Generation): { text: string; tokenIds: number[] }[
 
 function streamChunks(policy: Policy, a: Answer): unknown[] {
   const chat = a.prompt.kind === "chat";
-  const head = { id: a.id, created: a.created, model: policy.model, system_fingerprint: `policy-v${a.version}`, object: chat ? "chat.completion.chunk" : "text_completion" };
+  const head = {
+    id: a.id,
+    created: a.created,
+    model: policy.model,
+    system_fingerprint: `policy-v${a.version}`,
+    object: chat ? "chat.completion.chunk" : "text_completion",
+  };
   const chunks: unknown[] = [];
   const choice = (index: number, text: string | null, tokenIds: number[], finish: string | null) =>
     chat
       ? { index, delta: text === null ? {} : { content: text }, finish_reason: finish, logprobs: null, token_ids: tokenIds }
       : { index, text: text ?? "", finish_reason: finish, logprobs: null, token_ids: tokenIds };
   a.choices.forEach((g, index) => {
-    const first = chat ? { index, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null, token_ids: [] } : choice(index, "", [], null);
+    const first = chat
+      ? { index, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null, token_ids: [] }
+      : choice(index, "", [], null);
     chunks.push({ ...head, choices: [first], ...(index === 0 ? { prompt_token_ids: a.prompt.promptIds } : {}) });
     for (const d of textDeltas(g)) chunks.push({ ...head, choices: [choice(index, d.text, d.tokenIds, null)] });
     chunks.push({ ...head, choices: [choice(index, null, [], g.finishReason)] });
@@ -230,7 +277,10 @@ function sseResponse(chunks: unknown[]): Response {
       controller.close();
     },
   });
-  return new Response(body, { status: 200, headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", "x-accel-buffering": "no" } });
+  return new Response(body, {
+    status: 200,
+    headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", "x-accel-buffering": "no" },
+  });
 }
 
 /** The OpenAI-compatible app. Every route exists both bare and under `/rollout/:rid/attempt/:aid`. */
@@ -264,14 +314,26 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
         seed: (baseSeed + i) >>> 0,
       })),
     );
-    const answer: Answer = { id: `${kind === "chat" ? "chatcmpl" : "cmpl"}-${newSpanId()}`, created: Math.floor(clock.now()), prompt: prepared, choices, version };
+    const answer: Answer = {
+      id: `${kind === "chat" ? "chatcmpl" : "cmpl"}-${newSpanId()}`,
+      created: Math.floor(clock.now()),
+      prompt: prepared,
+      choices,
+      version,
+    };
     if (sequenceId !== null) {
       const spans = llmCallSpans({
         rolloutId: rid!,
         attemptId: aid!,
         sequenceId,
         messages: prepared.messages,
-        request: { model: policy.model, temperature: prepared.temperature, top_p: prepared.topP, max_tokens: prepared.maxTokens, n: prepared.n },
+        request: {
+          model: policy.model,
+          temperature: prepared.temperature,
+          top_p: prepared.topP,
+          max_tokens: prepared.maxTokens,
+          n: prepared.n,
+        },
         responseId: answer.id,
         model: policy.model,
         policyVersion: version,
@@ -288,17 +350,28 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
   for (const prefix of ["", "/rollout/:rid/attempt/:aid"]) {
     app.get(`${prefix}/health`, (c) => c.json({ status: "ok" }));
     app.get(`${prefix}/v1/models`, (c) =>
-      c.json({ object: "list", data: [{ id: policy.model, object: "model", created: 0, owned_by: "lightning-ts", policy_version: policy.version }] }),
+      c.json({
+        object: "list",
+        data: [{ id: policy.model, object: "model", created: 0, owned_by: "lightning-ts", policy_version: policy.version }],
+      }),
     );
     app.post(`${prefix}/v1/chat/completions`, complete("chat"));
     app.post(`${prefix}/v1/completions`, complete("completion"));
   }
-  app.notFound((c) => c.json({ error: { message: `No route for ${c.req.method} ${c.req.path}`, type: "invalid_request_error", param: null, code: "not_found" } }, 404));
+  app.notFound((c) =>
+    c.json(
+      { error: { message: `No route for ${c.req.method} ${c.req.path}`, type: "invalid_request_error", param: null, code: "not_found" } },
+      404,
+    ),
+  );
   return app;
 }
 
 /** How to serve a fetch handler (runtimes/*.ts have one per runtime; Node's is the default). */
-export type ServeFn = (fetch: (req: Request) => Response | Promise<Response>, at: { hostname: string; port: number }) => Promise<{ port: number; stop(): Promise<void> }>;
+export type ServeFn = (
+  fetch: (req: Request) => Response | Promise<Response>,
+  at: { hostname: string; port: number },
+) => Promise<{ port: number; stop(): Promise<void> }>;
 
 async function nodeServe(): Promise<ServeFn> {
   const { serve } = await import("@hono/node-server");
@@ -364,9 +437,15 @@ export class PolicyServer {
 
   /** The server as a resource: a ProxyLLM (runners bind it to their attempt), or an LLM bound to one attempt. */
   asResource(options: { samplingParameters?: Record<string, unknown>; rolloutId?: string; attemptId?: string } = {}): ProxyLLM | LLM {
-    const base = { endpoint: this.endpoint, model: this.policy.model, api_key: null, sampling_parameters: options.samplingParameters ?? {} };
+    const base = {
+      endpoint: this.endpoint,
+      model: this.policy.model,
+      api_key: null,
+      sampling_parameters: options.samplingParameters ?? {},
+    };
     if (options.rolloutId === undefined && options.attemptId === undefined) return { resource_type: "proxy_llm", ...base };
-    if (options.rolloutId === undefined || options.attemptId === undefined) throw new ValidationError("rolloutId and attemptId must be given together", ["rolloutId"]);
+    if (options.rolloutId === undefined || options.attemptId === undefined)
+      throw new ValidationError("rolloutId and attemptId must be given together", ["rolloutId"]);
     const bare = this.endpoint.slice(0, -3);
     return { resource_type: "llm", ...base, endpoint: `${bare}/rollout/${options.rolloutId}/attempt/${options.attemptId}/v1` };
   }

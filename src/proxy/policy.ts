@@ -74,6 +74,7 @@ export class ModelPolicy implements Policy {
 }
 
 function checked(config: ModelConfig, params: Float32Array): Float32Array {
-  if (params.length !== paramCount(config)) throw new ValidationError(`params has ${params.length} elements, the config needs ${paramCount(config)}`, ["params"]);
+  if (params.length !== paramCount(config))
+    throw new ValidationError(`params has ${params.length} elements, the config needs ${paramCount(config)}`, ["params"]);
   return params.slice();
 }

@@ -7,7 +7,12 @@ export function callableInstance<I extends object>(instance: I, prototype: objec
   const callable = ((...args: never[]) => fn(...args)) as unknown as I;
   Object.setPrototypeOf(callable, prototype);
   for (const key of Object.keys(instance)) {
-    Object.defineProperty(callable, key, { value: (instance as Record<string, unknown>)[key], writable: true, enumerable: true, configurable: true });
+    Object.defineProperty(callable, key, {
+      value: (instance as Record<string, unknown>)[key],
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    });
   }
   Object.defineProperty(callable, "name", { value: fn.name, configurable: true });
   return callable;

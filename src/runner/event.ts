@@ -40,10 +40,13 @@ export class LocalEvent implements ExecutionEvent {
       };
       this.waiters.add(done);
       if (timeoutSeconds !== null && timeoutSeconds !== undefined) {
-        timer = setTimeout(() => {
-          this.waiters.delete(done);
-          resolve(this.flag);
-        }, Math.max(0, timeoutSeconds * 1000));
+        timer = setTimeout(
+          () => {
+            this.waiters.delete(done);
+            resolve(this.flag);
+          },
+          Math.max(0, timeoutSeconds * 1000),
+        );
       }
     });
   }

@@ -35,7 +35,11 @@ const NOT_INJECTABLE = Symbol("not injectable");
 
 function firstOf<R extends Resource>(resources: NamedResources, pick: (r: Resource) => r is R, what: string, errorName: string): R {
   const found = Object.entries(resources).filter(([, r]) => pick(r));
-  if (found.length === 0) throw new ValidationError(`No ${errorName} resource found in the given resources (names: ${Object.keys(resources).join(", ") || "none"})`, ["resources"]);
+  if (found.length === 0)
+    throw new ValidationError(
+      `No ${errorName} resource found in the given resources (names: ${Object.keys(resources).join(", ") || "none"})`,
+      ["resources"],
+    );
   if (found.length > 1) log.warn(`Multiple ${what} resources found; using the first ('${found[0]![0]}'), ignoring '${found[1]![0]}'`);
   return found[0]![1] as R;
 }
@@ -46,9 +50,12 @@ const isPrompt = (r: Resource): r is PromptTemplate => r.resource_type === "prom
 /** Upstream's decorator checks, on parameter names read from the source. */
 function validate(fn: RolloutFunction<never>, kind: AgentKind, names: string[]): void {
   const label = kind === "llm" ? "llm_rollout" : "prompt_rollout";
-  if (names.length < 2) throw new ValidationError(`Function ${fn.name || "<anonymous>"} for ${label} must have at least 2 parameters`, ["fn"]);
-  if (names[0] !== "task") throw new ValidationError(`The first parameter of ${fn.name || "<anonymous>"} must be a positional parameter called 'task'`, ["fn"]);
-  if (kind === "llm" && !names.includes("llm")) throw new ValidationError(`Function ${fn.name || "<anonymous>"} must have a positional parameter called 'llm'`, ["fn"]);
+  if (names.length < 2)
+    throw new ValidationError(`Function ${fn.name || "<anonymous>"} for ${label} must have at least 2 parameters`, ["fn"]);
+  if (names[0] !== "task")
+    throw new ValidationError(`The first parameter of ${fn.name || "<anonymous>"} must be a positional parameter called 'task'`, ["fn"]);
+  if (kind === "llm" && !names.includes("llm"))
+    throw new ValidationError(`Function ${fn.name || "<anonymous>"} must have a positional parameter called 'llm'`, ["fn"]);
   if (kind === "prompt" && !names.some((n) => PROMPT_PARAMS.includes(n))) {
     throw new ValidationError(`Function ${fn.name || "<anonymous>"} must have a positional parameter called 'prompt_template'`, ["fn"]);
   }
@@ -63,7 +70,9 @@ function detectKind(fn: RolloutFunction<never>, names: string[]): AgentKind {
       // try the next pattern
     }
   }
-  throw new NotImplementedError(`Function ${fn.name || "<anonymous>"} does not match any known agent patterns (task, llm[, rollout]) or (task, prompt_template[, rollout])`);
+  throw new NotImplementedError(
+    `Function ${fn.name || "<anonymous>"} does not match any known agent patterns (task, llm[, rollout]) or (task, prompt_template[, rollout])`,
+  );
 }
 
 export interface FunctionalLitAgent<T> {
@@ -109,7 +118,8 @@ export class FunctionalLitAgent<T = unknown> extends LitAgent<T> {
     const byName = (n: string): unknown =>
       n === "rollout" ? rollout : n === "resources" ? resources : n === "llm" || PROMPT_PARAMS.includes(n) ? resource : NOT_INJECTABLE;
     const args = names.slice(1).map(byName);
-    if (names.length >= 2 && names[0] === "task" && !args.includes(NOT_INJECTABLE)) return this.fn(task, ...args) as MaybePromise<RolloutRawResult>;
+    if (names.length >= 2 && names[0] === "task" && !args.includes(NOT_INJECTABLE))
+      return this.fn(task, ...args) as MaybePromise<RolloutRawResult>;
     return this.fn(task, resource, rollout) as MaybePromise<RolloutRawResult>;
   }
 

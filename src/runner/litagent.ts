@@ -68,7 +68,11 @@ export class LitAgent<T = unknown> {
   /** True when the subclass overrides one of the *Async methods (API parity; the runner awaits anyway). */
   isAsync(): boolean {
     const p = LitAgent.prototype;
-    return this.trainingRolloutAsync !== p.trainingRolloutAsync || this.validationRolloutAsync !== p.validationRolloutAsync || this.rolloutAsync !== p.rolloutAsync;
+    return (
+      this.trainingRolloutAsync !== p.trainingRolloutAsync ||
+      this.validationRolloutAsync !== p.validationRolloutAsync ||
+      this.rolloutAsync !== p.rolloutAsync
+    );
   }
 
   rollout(_task: T, _resources: NamedResources, _rollout: AttemptedRollout): MaybePromise<RolloutRawResult> {
@@ -99,7 +103,8 @@ export class LitAgent<T = unknown> {
   /** Calls the method the runner would: training iff mode is "train", the async family iff isAsync(). */
   invoke(task: T, resources: NamedResources, rollout: AttemptedRollout): MaybePromise<RolloutRawResult> {
     const train = rollout.mode === "train";
-    if (this.isAsync()) return train ? this.trainingRolloutAsync(task, resources, rollout) : this.validationRolloutAsync(task, resources, rollout);
+    if (this.isAsync())
+      return train ? this.trainingRolloutAsync(task, resources, rollout) : this.validationRolloutAsync(task, resources, rollout);
     return train ? this.trainingRollout(task, resources, rollout) : this.validationRollout(task, resources, rollout);
   }
 }

@@ -29,11 +29,14 @@ export function spanFromCoreFields(core: SpanCoreFields, rolloutId: string, atte
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null;
 export const isOtelSpan = (v: unknown): v is OtelReadableSpanLike => isObject(v) && typeof v.spanContext === "function";
 export const isStoredSpan = (v: unknown): v is Span =>
-  isObject(v) && ["rollout_id", "attempt_id", "span_id", "trace_id"].every((k) => typeof v[k] === "string") && typeof v.sequence_id === "number";
+  isObject(v) &&
+  ["rollout_id", "attempt_id", "span_id", "trace_id"].every((k) => typeof v[k] === "string") &&
+  typeof v.sequence_id === "number";
 export const isCoreFields = (v: unknown): v is SpanCoreFields =>
   isObject(v) && typeof v.name === "string" && isObject(v.status) && isObject(v.attributes) && !("span_id" in v);
 
-const describe = (v: unknown): string => (v === null ? "null" : Array.isArray(v) ? "array" : isObject(v) ? (v.constructor?.name ?? "object") : typeof v);
+const describe = (v: unknown): string =>
+  v === null ? "null" : Array.isArray(v) ? "array" : isObject(v) ? (v.constructor?.name ?? "object") : typeof v;
 
 /** How post-processing runs each store call (the runner's retries while the store is unreachable); `what` names it. */
 export type StoreCall = <R>(what: string, fn: () => Promise<R>) => Promise<R>;
@@ -45,7 +48,13 @@ const once: StoreCall = (_what, fn) => fn();
  * call goes through `call`, so a retried call must not store twice: spans are written with their ids
  * fixed before the first try, and the store skips a repeated (rollout, attempt, span_id).
  */
-export async function postProcessRolloutResult(store: LightningStore, tracer: Tracer, rollout: AttemptedRollout, raw: unknown, call: StoreCall = once): Promise<Span[]> {
+export async function postProcessRolloutResult(
+  store: LightningStore,
+  tracer: Tracer,
+  rollout: AttemptedRollout,
+  raw: unknown,
+  call: StoreCall = once,
+): Promise<Span[]> {
   const rid = rollout.rollout_id;
   const aid = rollout.attempt.attempt_id;
   if (raw === undefined || raw === null) return tracer.getLastTrace();
@@ -86,7 +95,9 @@ export async function postProcessRolloutResult(store: LightningStore, tracer: Tr
       await call("add_many_spans", () => store.addManySpans(spans));
       return spans;
     }
-    throw new ValidationError(`Invalid raw result type: a list of ${[...new Set(raw.map(describe))].join(", ")}; expected all OpenTelemetry spans, all Spans or all SpanCoreFields`);
+    throw new ValidationError(
+      `Invalid raw result type: a list of ${[...new Set(raw.map(describe))].join(", ")}; expected all OpenTelemetry spans, all Spans or all SpanCoreFields`,
+    );
   }
   throw new TypeError(`Invalid raw result type: ${describe(raw)}; expected nothing, a number, or a list of spans`);
 }

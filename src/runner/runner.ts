@@ -111,7 +111,14 @@ function normaliseHooks(hooks: Hook | readonly Hook[] | null | undefined): Hook[
 
 export class LitAgentRunner<T = unknown> extends Runner<T> {
   static readonly acceptedOptions = [
-    "tracer", "maxRollouts", "pollInterval", "heartbeatInterval", "intervalJitter", "heartbeatLaunchMode", "heartbeatIncludeGpu", "storeRetryTimeoutSeconds",
+    "tracer",
+    "maxRollouts",
+    "pollInterval",
+    "heartbeatInterval",
+    "intervalJitter",
+    "heartbeatLaunchMode",
+    "heartbeatIncludeGpu",
+    "storeRetryTimeoutSeconds",
   ] as const;
 
   readonly tracer: Tracer;
@@ -138,7 +145,8 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
     this.heartbeatLaunchMode = options.heartbeatLaunchMode ?? "thread";
     this.heartbeatIncludeGpu = options.heartbeatIncludeGpu ?? false;
     this.storeRetryTimeoutSeconds = options.storeRetryTimeoutSeconds ?? DEFAULT_STORE_RETRY_TIMEOUT_SECONDS;
-    if (!(this.storeRetryTimeoutSeconds >= 0)) throw new ValidationError("storeRetryTimeoutSeconds must be >= 0", ["storeRetryTimeoutSeconds"]);
+    if (!(this.storeRetryTimeoutSeconds >= 0))
+      throw new ValidationError("storeRetryTimeoutSeconds must be >= 0", ["storeRetryTimeoutSeconds"]);
     if (this.maxRollouts !== null && !(this.maxRollouts >= 0)) throw new ValidationError("maxRollouts must be >= 0", ["maxRollouts"]);
   }
 
@@ -210,16 +218,17 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
     const store = this.getStore();
     const stopped = () => (event?.isSet() ?? false) || (signal?.aborted ?? false);
     let processed = 0;
-    const stopHeartbeat = this.workerId === null && this.heartbeatInterval > 0
-      ? (log.warn("Cannot start heartbeat loop without worker_id"), null)
-      : startHeartbeatLoop({
-          store,
-          workerLabel: this.getWorkerId(),
-          intervalSeconds: this.heartbeatInterval,
-          jitterSeconds: this.intervalJitter,
-          mode: this.heartbeatLaunchMode,
-          includeGpu: this.heartbeatIncludeGpu,
-        });
+    const stopHeartbeat =
+      this.workerId === null && this.heartbeatInterval > 0
+        ? (log.warn("Cannot start heartbeat loop without worker_id"), null)
+        : startHeartbeatLoop({
+            store,
+            workerLabel: this.getWorkerId(),
+            intervalSeconds: this.heartbeatInterval,
+            jitterSeconds: this.intervalJitter,
+            mode: this.heartbeatLaunchMode,
+            includeGpu: this.heartbeatIncludeGpu,
+          });
     try {
       // A rollout claimed by the previous attempt's finishing request runs next, even if a stop came after
       // that claim: a dequeue that returned is run too (an aborted signal fails it at once).
@@ -240,7 +249,8 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
         if (rollout === null) return;
         next = await this.stepImpl(rollout, false, signal, wantsMore);
         processed++;
-        if (processed === 1 || processed % 10 === 0) log.info(`${this.prefix()} Progress: ${processed}${this.maxRollouts === null ? "" : `/${this.maxRollouts}`} rollouts processed`);
+        if (processed === 1 || processed % 10 === 0)
+          log.info(`${this.prefix()} Progress: ${processed}${this.maxRollouts === null ? "" : `/${this.maxRollouts}`} rollouts processed`);
       }
     } finally {
       await stopHeartbeat?.();
@@ -256,7 +266,11 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
   async step(input: T, options: StepOptions = {}): Promise<Rollout> {
     const store = this.getStore();
     const resourcesId = options.resources ? (await store.addResources(options.resources)).resources_id : null;
-    const attempted = await store.startRollout(input, { mode: options.mode ?? null, resources_id: resourcesId, worker_id: this.getWorkerId() });
+    const attempted = await store.startRollout(input, {
+      mode: options.mode ?? null,
+      resources_id: resourcesId,
+      worker_id: this.getWorkerId(),
+    });
     await this.stepImpl(attempted, true, null, () => false);
     const done = await store.getRolloutById(attempted.rollout_id);
     if (done === null) throw new RuntimeError("Failed to fetch completed rollout by id after step");
@@ -270,7 +284,12 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
    * The writes after the agent's work (reward spans, final status) ride out a store that is briefly
    * unreachable for up to `storeRetryTimeoutSeconds`.
    */
-  private async stepImpl(rollout: AttemptedRollout, raiseOnException: boolean, signal: AbortSignal | null, claimNext: () => boolean): Promise<AttemptedRollout | null> {
+  private async stepImpl(
+    rollout: AttemptedRollout,
+    raiseOnException: boolean,
+    signal: AbortSignal | null,
+    claimNext: () => boolean,
+  ): Promise<AttemptedRollout | null> {
     const store = this.getStore();
     const agent = this.getAgent();
     const rid = rollout.rollout_id;
@@ -294,7 +313,10 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
       const deferFinalDelivery = this.hooks.length === 0;
       const raw = await this.tracer.traceContext({ name: rid, rolloutId: rid, attemptId: aid, deferFinalDelivery }, async () => {
         await this.runHooks("onTraceStart", { agent, runner: this, tracer: this.tracer, rollout });
-        const result = await abortable(Promise.resolve().then(() => agent.invoke(rollout.input as T, update.resources, rollout)), signal);
+        const result = await abortable(
+          Promise.resolve().then(() => agent.invoke(rollout.input as T, update.resources, rollout)),
+          signal,
+        );
         await this.runHooks("onTraceEnd", { agent, runner: this, tracer: this.tracer, rollout });
         return result;
       });
@@ -306,7 +328,10 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
         await d.flush();
       }
       spans = await postProcessRolloutResult(store, this.tracer, rollout, raw, retry);
-      if (log.isEnabled("info")) log.info(`${this.prefix(rid)} Completed in ${(systemClock.now() - started).toFixed(2)}s. Collected ${spans.length} span(s). Final reward: ${finalReward(spans)}`);
+      if (log.isEnabled("info"))
+        log.info(
+          `${this.prefix(rid)} Completed in ${(systemClock.now() - started).toFixed(2)}s. Collected ${spans.length} span(s). Final reward: ${finalReward(spans)}`,
+        );
     } catch (err) {
       failed = true;
       log.error(`${this.prefix(rid)} Exception during rollout`, err);
@@ -328,7 +353,8 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
         deadlineMs: deadline(),
         minDelayMs: DEFAULT_DELIVERY_LIMITS.retryMinDelaySeconds * 1000,
         maxDelayMs: DEFAULT_DELIVERY_LIMITS.retryMaxDelaySeconds * 1000,
-        onRetry: (err, waitMs) => log.warn(`${this.prefix(rid)} The store is unreachable during ${what}; trying again in ${(waitMs / 1000).toFixed(1)} s`, err),
+        onRetry: (err, waitMs) =>
+          log.warn(`${this.prefix(rid)} The store is unreachable during ${what}; trying again in ${(waitMs / 1000).toFixed(1)} s`, err),
       });
   }
 

@@ -96,7 +96,9 @@ async function readJson(c: Context, optional: boolean): Promise<unknown> {
  */
 function unreadableBody(e: unknown): unknown {
   if (e instanceof LightningError || e instanceof HTTPException) return e;
-  return new HttpProblem(400, "UnreadableBody", `The request body could not be read: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+  return new HttpProblem(400, "UnreadableBody", `The request body could not be read: ${e instanceof Error ? e.message : String(e)}`, {
+    cause: e,
+  });
 }
 
 /** The JSON body parsed with a (strict) schema; a missing body counts as `{}` when `optional`. */
@@ -137,7 +139,8 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   const limit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
   const token = options.token ?? null;
   // Every write route takes it; reads (searches, waits, GETs) have nothing to repeat.
-  const idem: MiddlewareHandler = options.idempotency === false ? (_c, next) => next() : idempotentWrites(new IdempotencyCache(options.idempotency), log);
+  const idem: MiddlewareHandler =
+    options.idempotency === false ? (_c, next) => next() : idempotentWrites(new IdempotencyCache(options.idempotency), log);
   const sizes = pageSizes(options.defaultPageSize, options.maxPageSize, options.maxPageChars);
   /** A list query with its limit turned into the page size used (see paging.ts). */
   const paged = <Q extends { limit?: number }>(q: Q): Q => ({ ...defined(q), limit: pageLimit(q.limit, sizes) });
@@ -153,7 +156,8 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
       const answer = status >= 500 ? { status: 499, error_type: "ClientClosedRequest" } : { status, error_type: payload.error_type };
       return c.json({ detail: "The client closed the connection", error_type: answer.error_type }, answer.status as 400);
     }
-    if (status >= 500) log.error(`${c.req.method} ${c.req.path} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    if (status >= 500)
+      log.error(`${c.req.method} ${c.req.path} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     else log.debug(`${c.req.method} ${c.req.path} -> ${status} ${payload.error_type}: ${payload.detail}`);
     return c.json(payload, status as 400);
   });
@@ -192,13 +196,18 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
 
   if (token !== null) {
     // An empty token would lock every route (or, read as "no token", open them all): refuse it.
-    if (token.trim() === "") throw new ValidationError("token must not be empty; leave it out (null) to serve without authentication", ["token"]);
+    if (token.trim() === "")
+      throw new ValidationError("token must not be empty; leave it out (null) to serve without authentication", ["token"]);
     const auth: MiddlewareHandler = async (c, next) => {
       if (c.req.method === "OPTIONS" || c.req.path === `${API_PREFIX}/health`) return next();
       const given = bearerToken(c.req.header("authorization"));
       if (given === null || !(await tokensEqual(given, token))) {
         const { body: payload } = errorResponse(
-          new HttpProblem(401, "Unauthorized", given === null ? "Missing bearer token (Authorization: Bearer <token>)" : "Invalid bearer token"),
+          new HttpProblem(
+            401,
+            "Unauthorized",
+            given === null ? "Missing bearer token (Authorization: Bearer <token>)" : "Invalid bearer token",
+          ),
         );
         return c.json(payload, 401, { "www-authenticate": bearerChallenge(given !== null) });
       }
@@ -261,14 +270,18 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   });
   // Single-item lookups answer `200 null` for an unknown id, as upstream's Python client expects (docs/departures.md#2).
   api.get("/rollouts/:rollout_id", async (c) => c.json(await store.getRolloutById(c.req.param("rollout_id"))));
-  api.post("/rollouts/:rollout_id", idem, async (c) => c.json(await store.updateRollout(c.req.param("rollout_id"), await body(c, S.RolloutPatchBody))));
+  api.post("/rollouts/:rollout_id", idem, async (c) =>
+    c.json(await store.updateRollout(c.req.param("rollout_id"), await body(c, S.RolloutPatchBody))),
+  );
 
   // Attempts
   api.post("/rollouts/:rollout_id/attempts/search", async (c) =>
     answerPage(c, await store.queryAttempts(c.req.param("rollout_id"), paged(await body(c, S.AttemptSearch, true)))),
   );
   api.get("/rollouts/:rollout_id/attempts/latest", async (c) => c.json(await store.getLatestAttempt(c.req.param("rollout_id"))));
-  api.get("/rollouts/:rollout_id/attempts", async (c) => answerPage(c, await store.queryAttempts(c.req.param("rollout_id"), paged(query(c, S.AttemptSearch)))));
+  api.get("/rollouts/:rollout_id/attempts", async (c) =>
+    answerPage(c, await store.queryAttempts(c.req.param("rollout_id"), paged(query(c, S.AttemptSearch)))),
+  );
   api.post("/rollouts/:rollout_id/attempts", idem, async (c) => {
     const b = await body(c, S.WorkerIdBody, true);
     return c.json(await store.startAttempt(c.req.param("rollout_id"), { worker_id: b.worker_id ?? null }), 201);
@@ -293,7 +306,9 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   api.get("/resources", async (c) => answerPage(c, await store.queryResources(paged(query(c, S.ResourcesSearch)))));
   api.post("/resources", idem, async (c) => c.json(await store.addResources((await readJson(c, false)) as never), 201));
   api.get("/resources/:resources_id", async (c) => c.json(await store.getResourcesById(c.req.param("resources_id"))));
-  api.post("/resources/:resources_id", idem, async (c) => c.json(await store.updateResources(c.req.param("resources_id"), (await readJson(c, false)) as never)));
+  api.post("/resources/:resources_id", idem, async (c) =>
+    c.json(await store.updateResources(c.req.param("resources_id"), (await readJson(c, false)) as never)),
+  );
 
   // Spans
   api.post("/spans/search", async (c) => {
@@ -322,7 +337,8 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   });
   api.post("/spans", idem, async (c) => {
     const span = await readJson(c, false);
-    if (span === null || typeof span !== "object" || Array.isArray(span)) throw new ValidationError("The request body must be a span object", []);
+    if (span === null || typeof span !== "object" || Array.isArray(span))
+      throw new ValidationError("The request body must be a span object", []);
     return c.json(await store.addSpan(span as Span), 201);
   });
 
@@ -337,7 +353,10 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     } catch (err) {
       if (!(err instanceof FinishPartError)) throw err;
       const { status, body: payload } = errorResponse(err.reason);
-      if (status >= 500) log.error(`POST ${c.req.path} (${err.failed}) failed: ${err.reason instanceof Error ? (err.reason.stack ?? err.reason.message) : String(err.reason)}`);
+      if (status >= 500)
+        log.error(
+          `POST ${c.req.path} (${err.failed}) failed: ${err.reason instanceof Error ? (err.reason.stack ?? err.reason.message) : String(err.reason)}`,
+        );
       return c.json({ ...payload, failed_part: err.failed, completed: err.completed }, status as 400);
     }
   });
@@ -360,7 +379,8 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
       done = await store.waitForRollouts({ rollout_ids: b.rollout_ids, timeout: 0 });
     }
     // The store returns before its deadline only when nothing it waits for is left pending.
-    const settled = !interrupted && (Date.now() - t0 < chunk * 1000 || new Set(done.map((r) => r.rollout_id)).size === new Set(b.rollout_ids).size);
+    const settled =
+      !interrupted && (Date.now() - t0 < chunk * 1000 || new Set(done.map((r) => r.rollout_id)).size === new Set(b.rollout_ids).size);
     c.header(WAIT_SETTLED_HEADER, String(settled));
     return c.json(done);
   });

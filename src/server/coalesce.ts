@@ -8,7 +8,10 @@ import { scheduleNextTurn } from "../store/next-turn.ts";
 
 type Schedule = (fn: () => void) => void;
 
-export function coalesced<A extends unknown[], R>(fn: (...args: A) => Promise<R>, schedule: Schedule = scheduleNextTurn): (...args: A) => Promise<R> {
+export function coalesced<A extends unknown[], R>(
+  fn: (...args: A) => Promise<R>,
+  schedule: Schedule = scheduleNextTurn,
+): (...args: A) => Promise<R> {
   let pending: { args: A; resolve: (v: R) => void; reject: (e: unknown) => void }[] = [];
   const flush = () => {
     const batch = pending;
@@ -45,7 +48,8 @@ export function coalescedStore<S extends object>(store: S): S {
       if (typeof value !== "function" || prop === "constructor") return value;
       let m = methods.get(prop);
       if (!m) {
-        m = (...args: unknown[]) => issue(() => (Reflect.get(target, prop, target) as (...a: unknown[]) => Promise<unknown>).apply(target, args));
+        m = (...args: unknown[]) =>
+          issue(() => (Reflect.get(target, prop, target) as (...a: unknown[]) => Promise<unknown>).apply(target, args));
         methods.set(prop, m);
       }
       return m;

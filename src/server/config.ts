@@ -6,7 +6,12 @@ import { parseLogLevel, type LogLevel } from "../platform/log.ts";
 import { DEFAULT_BODY_LIMIT } from "./app.ts";
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "./paging.ts";
 import { DEFAULT_STORE_URL } from "../store/libsql/store.ts";
-import { DEFAULT_IDEMPOTENCY_MAX_BYTES, DEFAULT_IDEMPOTENCY_MAX_KEYS, DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyOptions } from "./idempotency.ts";
+import {
+  DEFAULT_IDEMPOTENCY_MAX_BYTES,
+  DEFAULT_IDEMPOTENCY_MAX_KEYS,
+  DEFAULT_IDEMPOTENCY_TTL_SECONDS,
+  type IdempotencyOptions,
+} from "./idempotency.ts";
 import { DEFAULT_SERVE_LIMITS, platform, type ServeLimits } from "../platform/index.ts";
 
 export const DEFAULT_HOST = "127.0.0.1";
@@ -123,7 +128,11 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
     corsOrigins: [],
     logLevel: "info",
     bodyLimitBytes: DEFAULT_BODY_LIMIT,
-    idempotency: { ttlSeconds: DEFAULT_IDEMPOTENCY_TTL_SECONDS, maxKeys: DEFAULT_IDEMPOTENCY_MAX_KEYS, maxBytes: DEFAULT_IDEMPOTENCY_MAX_BYTES },
+    idempotency: {
+      ttlSeconds: DEFAULT_IDEMPOTENCY_TTL_SECONDS,
+      maxKeys: DEFAULT_IDEMPOTENCY_MAX_KEYS,
+      maxBytes: DEFAULT_IDEMPOTENCY_MAX_BYTES,
+    },
     limits: { ...DEFAULT_SERVE_LIMITS },
     pageSize: null,
     maxPageSize: null,
@@ -217,12 +226,7 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
 }
 
 /** Flags win over the environment; an empty token anywhere is refused rather than read as "no token". */
-function resolveToken(
-  cfg: StoreServerConfig,
-  flag: TokenFlag | null,
-  env: Env,
-  readFile: ReadText,
-): void {
+function resolveToken(cfg: StoreServerConfig, flag: TokenFlag | null, env: Env, readFile: ReadText): void {
   if (flag !== null) {
     cfg.token = "token" in flag ? nonEmptyToken(flag.token, flag.source) : tokenFromFile(flag.path, flag.source, readFile);
     cfg.tokenSource = flag.source;

@@ -38,7 +38,8 @@ export class FinishPartError extends Error {
 /** Checks that every span is an object (the store checks the rest), with the `/spans/batch` message and path. */
 export function checkSpanObjects(spans: readonly unknown[]): SpanWithOptionalSequence[] {
   spans.forEach((s, i) => {
-    if (s === null || typeof s !== "object" || Array.isArray(s)) throw new ValidationError(`span #${i} must be an object`, [{ path: ["spans", i], message: "expected an object" }]);
+    if (s === null || typeof s !== "object" || Array.isArray(s))
+      throw new ValidationError(`span #${i} must be an object`, [{ path: ["spans", i], message: "expected an object" }]);
   });
   return spans as SpanWithOptionalSequence[];
 }

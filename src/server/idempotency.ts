@@ -177,7 +177,10 @@ export function idempotentWrites(cache: IdempotencyCache, log: LogWriter = silen
     // Hashed, so the token and the bodies are not kept; the route reads the same (cached) body text.
     const scope = await sha256(c.req.header("authorization") ?? "", c.req.method, c.req.path, key);
     const fingerprint = await sha256(c.req.header("prefer") ?? "", await c.req.text());
-    const reused = () => new IdempotencyKeyReusedError(`Idempotency-Key ${JSON.stringify(key)} was already used with a different request to ${c.req.method} ${c.req.path}`);
+    const reused = () =>
+      new IdempotencyKeyReusedError(
+        `Idempotency-Key ${JSON.stringify(key)} was already used with a different request to ${c.req.method} ${c.req.path}`,
+      );
     for (;;) {
       const done = cache.answer(scope);
       if (done) {
@@ -202,7 +205,9 @@ export function idempotentWrites(cache: IdempotencyCache, log: LogWriter = silen
         return v === null ? [] : [[h, v]];
       });
       if (!cache.remember(scope, { fingerprint, status: res.status, headers, body })) {
-        log.warning(`${c.req.method} ${c.req.path}: an answer of ${body.byteLength} bytes is over the idempotency cache's ${cache.maxBytes} bytes; a retry would run again`);
+        log.warning(
+          `${c.req.method} ${c.req.path}: an answer of ${body.byteLength} bytes is over the idempotency cache's ${cache.maxBytes} bytes; a retry would run again`,
+        );
       }
     } finally {
       end();

@@ -89,7 +89,9 @@ function pathTooDeep(root: unknown, max: number): (string | number)[] {
       for (let at: Visit | null = visit; at.parent !== null; at = at.parent) path.push(at.key);
       return path.reverse();
     }
-    const entries: [string | number, unknown][] = Array.isArray(visit.value) ? visit.value.map((x, i) => [i, x]) : Object.entries(visit.value);
+    const entries: [string | number, unknown][] = Array.isArray(visit.value)
+      ? visit.value.map((x, i) => [i, x])
+      : Object.entries(visit.value);
     for (const [key, x] of entries) if (isContainer(x)) stack.push({ value: x, depth: visit.depth + 1, parent: visit, key });
   }
   return [];

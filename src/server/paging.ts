@@ -34,10 +34,15 @@ export function pageLimit(asked: number | undefined, sizes: PageSizes): number {
 /** Checks the configured sizes once, when the app is built; a maximum below the default page lowers the default too. */
 export function pageSizes(defaultSize: number | undefined, maxSize = MAX_PAGE_SIZE, maxChars = MAX_PAGE_CHARS): PageSizes {
   defaultSize ??= Math.min(DEFAULT_PAGE_SIZE, maxSize);
-  for (const [name, v] of [["defaultPageSize", defaultSize], ["maxPageSize", maxSize], ["maxPageChars", maxChars]] as const) {
+  for (const [name, v] of [
+    ["defaultPageSize", defaultSize],
+    ["maxPageSize", maxSize],
+    ["maxPageChars", maxChars],
+  ] as const) {
     if (!Number.isSafeInteger(v) || v < 1) throw new ValidationError(`${name} must be a whole number >= 1, got ${String(v)}`, [name]);
   }
-  if (defaultSize > maxSize) throw new ValidationError(`defaultPageSize (${defaultSize}) must not exceed maxPageSize (${maxSize})`, ["defaultPageSize"]);
+  if (defaultSize > maxSize)
+    throw new ValidationError(`defaultPageSize (${defaultSize}) must not exceed maxPageSize (${maxSize})`, ["defaultPageSize"]);
   return { defaultSize, maxSize, maxChars };
 }
 

@@ -47,7 +47,11 @@ export interface RunningStoreServer {
 
 const urlHost = (h: string): string => (h.includes(":") && !h.startsWith("[") ? `[${h}]` : h);
 
-export async function startStoreServer(config: StoreServerConfig, host: ServerHost, log: LogWriter = consoleLogger(config.logLevel)): Promise<RunningStoreServer> {
+export async function startStoreServer(
+  config: StoreServerConfig,
+  host: ServerHost,
+  log: LogWriter = consoleLogger(config.logLevel),
+): Promise<RunningStoreServer> {
   let store: LightningStore;
   let location: string;
   let testHooks: ReturnType<typeof createTestStore>["hooks"] | undefined;
@@ -84,9 +88,12 @@ export async function startStoreServer(config: StoreServerConfig, host: ServerHo
   }
   const url = `http://${urlHost(config.host)}:${served.port}`;
   // Always printed, whatever the log level: where it listens and where the data lives.
-  console.log(`[agl store] Lightning store (${host.runtime}) listening on ${url}  (API ${url}/v1/agl, OTLP ${url}/v1/traces, metrics ${url}/metrics)`);
+  console.log(
+    `[agl store] Lightning store (${host.runtime}) listening on ${url}  (API ${url}/v1/agl, OTLP ${url}/v1/traces, metrics ${url}/metrics)`,
+  );
   console.log(`[agl store] Data: ${location}${config.token ? `; bearer token required (from ${config.tokenSource ?? "options"})` : ""}`);
-  if (config.tokenSource === "--token") log.warning("--token shows the token to every user of this machine (ps); prefer --token-file or AGL_STORE_TOKEN");
+  if (config.tokenSource === "--token")
+    log.warning("--token shows the token to every user of this machine (ps); prefer --token-file or AGL_STORE_TOKEN");
 
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((r) => (resolveStopped = r));

@@ -169,7 +169,37 @@ export interface LightningStore {
 }
 
 /** Model fields per collection: `sort_by` must name one of them. */
-export const ROLLOUT_FIELDS = ["rollout_id", "input", "start_time", "end_time", "mode", "resources_id", "status", "config", "metadata"] as const;
-export const ATTEMPT_FIELDS = ["rollout_id", "attempt_id", "sequence_id", "start_time", "end_time", "status", "worker_id", "last_heartbeat_time", "metadata"] as const;
+export const ROLLOUT_FIELDS = [
+  "rollout_id",
+  "input",
+  "start_time",
+  "end_time",
+  "mode",
+  "resources_id",
+  "status",
+  "config",
+  "metadata",
+] as const;
+export const ATTEMPT_FIELDS = [
+  "rollout_id",
+  "attempt_id",
+  "sequence_id",
+  "start_time",
+  "end_time",
+  "status",
+  "worker_id",
+  "last_heartbeat_time",
+  "metadata",
+] as const;
 export const RESOURCES_FIELDS = ["resources_id", "create_time", "update_time", "version", "resources"] as const;
-export const WORKER_FIELDS = ["worker_id", "status", "heartbeat_stats", "last_heartbeat_time", "last_dequeue_time", "last_busy_time", "last_idle_time", "current_rollout_id", "current_attempt_id"] as const;
+export const WORKER_FIELDS = [
+  "worker_id",
+  "status",
+  "heartbeat_stats",
+  "last_heartbeat_time",
+  "last_dequeue_time",
+  "last_busy_time",
+  "last_idle_time",
+  "current_rollout_id",
+  "current_attempt_id",
+] as const;

@@ -21,9 +21,7 @@ export function rolloutStatusFromAttempt(
     case "failed":
     case "timeout":
     case "unresponsive":
-      return config.retry_condition.includes(attempt.status) && attempt.sequence_id < config.max_attempts
-        ? "requeuing"
-        : "failed";
+      return config.retry_condition.includes(attempt.status) && attempt.sequence_id < config.max_attempts ? "requeuing" : "failed";
     default:
       throw new ValidationError(`Invalid attempt status: ${String(attempt.status)}`, ["status"]);
   }
@@ -68,7 +66,8 @@ export function watchdogDeadline(
   const { timeout_seconds: timeout, unresponsive_seconds: unresponsive } = rollout.config;
   const byTimeout = timeout === null ? null : latest.start_time + timeout;
   // An unresponsive attempt judged unresponsive again changes nothing.
-  const bySilence = unresponsive === null || latest.status === "unresponsive" ? null : (latest.last_heartbeat_time ?? latest.start_time) + unresponsive;
+  const bySilence =
+    unresponsive === null || latest.status === "unresponsive" ? null : (latest.last_heartbeat_time ?? latest.start_time) + unresponsive;
   if (byTimeout === null) return bySilence;
   return bySilence === null ? byTimeout : Math.min(byTimeout, bySilence);
 }
@@ -104,16 +103,17 @@ export function workerPatchForAttempt(
  * `last_dequeue_time`, so its `last_idle_time` keeps saying when it became idle.
  */
 export function workerPatchForEmptyDequeue(current: Pick<Worker, "status"> | null, now: number): Partial<Worker> {
-  return current?.status === "idle"
-    ? { last_dequeue_time: now }
-    : { status: "idle", last_idle_time: now, last_dequeue_time: now };
+  return current?.status === "idle" ? { last_dequeue_time: now } : { status: "idle", last_idle_time: now, last_dequeue_time: now };
 }
 
 /**
  * The attempt fields a span arrival writes (heartbeat, and `running` when it was preparing or
  * unresponsive). Other statuses, finished ones included, are kept.
  */
-export function heartbeatPatch(attempt: Pick<Attempt, "status">, now: number): Pick<Attempt, "last_heartbeat_time"> & { status?: AttemptStatus } {
+export function heartbeatPatch(
+  attempt: Pick<Attempt, "status">,
+  now: number,
+): Pick<Attempt, "last_heartbeat_time"> & { status?: AttemptStatus } {
   return attempt.status === "preparing" || attempt.status === "unresponsive"
     ? { last_heartbeat_time: now, status: "running" }
     : { last_heartbeat_time: now };

@@ -17,7 +17,15 @@ import {
   ValidationError,
   parseOrThrow,
 } from "../types/index.ts";
-import type { Attributes, SpanContext as SpanContextT, NamedResources as NamedResourcesT, RolloutConfig as RolloutConfigT, RolloutMode as RolloutModeT, SortOrder as SortOrderT, FilterLogic as FilterLogicT } from "../types/index.ts";
+import type {
+  Attributes,
+  SpanContext as SpanContextT,
+  NamedResources as NamedResourcesT,
+  RolloutConfig as RolloutConfigT,
+  RolloutMode as RolloutModeT,
+  SortOrder as SortOrderT,
+  FilterLogic as FilterLogicT,
+} from "../types/index.ts";
 import type { AttemptPatch, PageOptions, RolloutPatch } from "./base.ts";
 import { EMPTY_ARRAY, EMPTY_OBJECT, ownedCopy, setOwn, withProtoKeysOf } from "./owned.ts";
 
@@ -25,7 +33,9 @@ import { EMPTY_ARRAY, EMPTY_OBJECT, ownedCopy, setOwn, withProtoKeysOf } from ".
  * A JSON object of anything, checked but not rebuilt: zod's record would copy it and drop a `"__proto__"`
  * key, which the store keeps as an ordinary key (ownedCopy copies it afterwards).
  */
-export const JsonObject = z.custom<Record<string, unknown>>((v) => typeof v === "object" && v !== null && !Array.isArray(v), { message: "expected an object" });
+export const JsonObject = z.custom<Record<string, unknown>>((v) => typeof v === "object" && v !== null && !Array.isArray(v), {
+  message: "expected an object",
+});
 
 const RolloutOptionsSchema = z.object({
   mode: RolloutMode.nullable().optional(),
@@ -114,7 +124,15 @@ function isPlainAttemptPatch(p: AttemptPatch): boolean {
   for (const k in p) {
     const v = (p as Record<string, unknown>)[k];
     if (v === undefined) continue;
-    if (k === "status" ? !ATTEMPT_STATUSES.has(v as string) : k === "worker_id" ? typeof v !== "string" : k === "last_heartbeat_time" ? !Number.isFinite(v) : true) {
+    if (
+      k === "status"
+        ? !ATTEMPT_STATUSES.has(v as string)
+        : k === "worker_id"
+          ? typeof v !== "string"
+          : k === "last_heartbeat_time"
+            ? !Number.isFinite(v)
+            : true
+    ) {
       return false;
     }
   }
@@ -353,7 +371,11 @@ export function stringList<T extends string>(v: readonly T[] | null | undefined,
 }
 
 /** A status filter: every value must be one of the enum's (a typo would otherwise silently match nothing). */
-export function statusList<T extends string>(v: readonly T[] | null | undefined, statuses: z.ZodEnum<{ [K in T]: K }>, name: string): readonly T[] | null {
+export function statusList<T extends string>(
+  v: readonly T[] | null | undefined,
+  statuses: z.ZodEnum<{ [K in T]: K }>,
+  name: string,
+): readonly T[] | null {
   if (v === null || v === undefined) return null;
   return parseOrThrow(z.array(statuses), v, name);
 }

@@ -60,17 +60,18 @@ export function resolveMemoryThresholds(
   safe: MemoryThreshold | null | undefined,
 ): ResolvedThresholds {
   if (!(capacity > 0)) throw new ValidationError(`memory capacity must be > 0 bytes, got ${capacity}`, ["memoryCapacityBytes"]);
-  const evictionBytes = Math.max(1, eviction ? thresholdBytes(eviction, capacity, "evictionMemoryThreshold", "open") : Math.floor(capacity * 0.7));
+  const evictionBytes = Math.max(
+    1,
+    eviction ? thresholdBytes(eviction, capacity, "evictionMemoryThreshold", "open") : Math.floor(capacity * 0.7),
+  );
   const safeBytes = safe ? thresholdBytes(safe, capacity, "safeMemoryThreshold", "closed") : Math.floor(evictionBytes * 0.8);
   if (safeBytes >= evictionBytes) {
-    throw new ValidationError(
-      `safeMemoryThreshold (${safeBytes} bytes) must be below evictionMemoryThreshold (${evictionBytes} bytes)`,
-      ["safeMemoryThreshold"],
-    );
+    throw new ValidationError(`safeMemoryThreshold (${safeBytes} bytes) must be below evictionMemoryThreshold (${evictionBytes} bytes)`, [
+      "safeMemoryThreshold",
+    ]);
   }
   return { evictionBytes, safeBytes };
 }
-
 
 export class InMemoryLightningStore extends LightningStoreCore {
   constructor(options: InMemoryLightningStoreOptions = {}) {

@@ -17,8 +17,7 @@ export function hrTimeToSeconds(t: HrTime): number | null {
   return convertTimestamp(t[0] + t[1] / 1e9);
 }
 
-const hexId = (id: string | undefined | null, width: number): string =>
-  (id ?? "").toLowerCase().padStart(width, "0").slice(-width);
+const hexId = (id: string | undefined | null, width: number): string => (id ?? "").toLowerCase().padStart(width, "0").slice(-width);
 
 /** Parses a W3C `tracestate` string (`k1=v1,k2=v2`) into a map. */
 function traceStateMap(ts: { serialize(): string } | undefined): Record<string, string> {
@@ -57,12 +56,7 @@ function attributes(a: Record<string, unknown> | undefined): Attributes {
 
 const STATUS_CODES: readonly StatusCode[] = ["UNSET", "OK", "ERROR"];
 
-export function spanFromOpenTelemetry(
-  span: OtelReadableSpanLike,
-  rolloutId: string,
-  attemptId: string,
-  sequenceId: number,
-): Span {
+export function spanFromOpenTelemetry(span: OtelReadableSpanLike, rolloutId: string, attemptId: string, sequenceId: number): Span {
   const ctx = span.spanContext() as OtelContextLike | undefined;
   const context = ctx ? spanContext(ctx) : null;
   const parentCtx = span.parentSpanContext as OtelContextLike | undefined;

@@ -99,7 +99,8 @@ function restoreProtoKeys(input: unknown, out: unknown, depth: number): unknown 
   const o = out as Record<string, unknown>;
   for (const k of Object.keys(o)) if (k !== "__proto__" && Object.hasOwn(i, k)) o[k] = restoreProtoKeys(i[k], o[k], depth + 1);
   const keys = Object.keys(i);
-  if (!Object.hasOwn(i, "__proto__") || Object.hasOwn(o, "__proto__") || !keys.every((k) => k === "__proto__" || Object.hasOwn(o, k))) return out;
+  if (!Object.hasOwn(i, "__proto__") || Object.hasOwn(o, "__proto__") || !keys.every((k) => k === "__proto__" || Object.hasOwn(o, k)))
+    return out;
   const rebuilt: Record<string, unknown> = {};
   for (const k of keys) setOwn(rebuilt, k, k === "__proto__" ? i[k] : o[k]);
   for (const k of Object.keys(o)) if (!Object.hasOwn(rebuilt, k)) rebuilt[k] = o[k];

@@ -32,15 +32,7 @@
  *   bodies are generators that yield each call's result, see core/driver.ts), so a synchronous backend runs a
  *   whole transaction without a single microtask. Such a backend may also offer `txSync`.
  */
-import type {
-  Attempt,
-  PaginatedResult,
-  ResourcesUpdate,
-  Rollout,
-  Span,
-  StoreStatistics,
-  Worker,
-} from "../types/index.ts";
+import type { Attempt, PaginatedResult, ResourcesUpdate, Rollout, Span, StoreStatistics, Worker } from "../types/index.ts";
 import type { QuerySpec } from "./query.ts";
 
 /** The row type of each queryable collection. */

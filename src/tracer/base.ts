@@ -78,12 +78,17 @@ export function getActiveTracer(): Tracer | null {
 
 export function requireActiveTracer(): Tracer {
   const t = getActiveTracer();
-  if (t === null) throw new NoActiveTracerError("No active tracer found. Emit inside a rollout (a tracer's traceContext) or pass propagate: false.");
+  if (t === null)
+    throw new NoActiveTracerError("No active tracer found. Emit inside a rollout (a tracer's traceContext) or pass propagate: false.");
   return t;
 }
 
 /** Runs `fn` with `tracer` active (and `extra` context values); refuses to nest. */
-export function withActiveTracer<T>(tracer: Tracer, fn: () => T, extra?: (ctx: ReturnType<typeof context.active>) => ReturnType<typeof context.active>): T {
+export function withActiveTracer<T>(
+  tracer: Tracer,
+  fn: () => T,
+  extra?: (ctx: ReturnType<typeof context.active>) => ReturnType<typeof context.active>,
+): T {
   installContextManager();
   if (getActiveTracer() !== null) throw new ValidationError("An active tracer is already set; trace contexts cannot be nested");
   let ctx = context.active().setValue(ACTIVE_TRACER_KEY, tracer);
@@ -183,7 +188,9 @@ export abstract class Tracer {
     const rolloutId = o.rolloutId ?? null;
     const attemptId = o.attemptId ?? null;
     if ((rolloutId === null) !== (attemptId === null)) {
-      throw new ValidationError("rolloutId and attemptId must be given together (or both left out)", [rolloutId === null ? "rolloutId" : "attemptId"]);
+      throw new ValidationError("rolloutId and attemptId must be given together (or both left out)", [
+        rolloutId === null ? "rolloutId" : "attemptId",
+      ]);
     }
     if (o.store) log.warn("Passing a store to traceContext is deprecated; the store given to initWorker is used otherwise");
     return { rolloutId, attemptId, store: o.store ?? this.store };
@@ -219,7 +226,13 @@ export class PlainOperationRecorder implements OperationRecorder {
   }
   getRecordedSpan(): SpanCoreFields {
     if (this.endTime === null) throw new LightningError("The operation has not ended yet; its span is available after the block exits");
-    return { name: this.name, status: { ...this.status }, attributes: { ...this.attributes }, start_time: this.startTime, end_time: this.endTime };
+    return {
+      name: this.name,
+      status: { ...this.status },
+      attributes: { ...this.attributes },
+      start_time: this.startTime,
+      end_time: this.endTime,
+    };
   }
 }
 

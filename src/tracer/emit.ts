@@ -5,7 +5,15 @@
  * without it a DummyTracer only builds the span locally (the active tracer is not even consulted).
  */
 import type { Attributes, Span, SpanCoreFields } from "../types/index.ts";
-import { AGL_ANNOTATION, AGL_EXCEPTION, AGL_MESSAGE, AGL_OBJECT, LightningSpanAttributes as A, LightningError, ValidationError } from "../types/index.ts";
+import {
+  AGL_ANNOTATION,
+  AGL_EXCEPTION,
+  AGL_MESSAGE,
+  AGL_OBJECT,
+  LightningSpanAttributes as A,
+  LightningError,
+  ValidationError,
+} from "../types/index.ts";
 import { checkAttributesSanity, flatten, formatExceptionAttributes, isPlainObject, sanitizeAttributes } from "./attributes.ts";
 import { DummyTracer, requireActiveTracer, type Tracer } from "./base.ts";
 
@@ -50,12 +58,15 @@ export function emitReward(reward: number | boolean | Record<string, number | bo
   } else if (isPlainObject(reward)) {
     const entries = Object.entries(reward).map(([name, v]) => ({ name, value: rewardNumber(v, `reward '${name}'`) }));
     const key = options.primaryKey;
-    if (key === undefined || key === null) throw new ValidationError("primaryKey is required when the reward has named dimensions", ["primaryKey"]);
+    if (key === undefined || key === null)
+      throw new ValidationError("primaryKey is required when the reward has named dimensions", ["primaryKey"]);
     const primary = entries.find((d) => d.name === key);
     if (!primary) throw new ValidationError(`primaryKey '${key}' is not one of the reward dimensions`, ["primaryKey"]);
     dims = [primary, ...entries.filter((d) => d !== primary)];
   } else {
-    throw new TypeError(`reward must be a number, a boolean or an object of named numbers, got ${reward === null ? "null" : typeof reward}`);
+    throw new TypeError(
+      `reward must be a number, a boolean or an object of named numbers, got ${reward === null ? "null" : typeof reward}`,
+    );
   }
   return emitAnnotation({ [A.REWARD]: dims, ...(options.attributes ?? {}) }, options);
 }
@@ -70,7 +81,9 @@ export function emitAnnotation(annotation: Record<string, unknown>, options: Emi
 /** A free-text message span. */
 export function emitMessage(message: string, options: EmitWithAttributesOptions = {}): SpanCoreFields {
   if (typeof message !== "string") throw new TypeError(`message must be a string, got ${typeof message}`);
-  return tracerFor(options.propagate).createSpan(AGL_MESSAGE, { attributes: { [A.MESSAGE_BODY]: message, ...extraAttributes(options.attributes) } });
+  return tracerFor(options.propagate).createSpan(AGL_MESSAGE, {
+    attributes: { [A.MESSAGE_BODY]: message, ...extraAttributes(options.attributes) },
+  });
 }
 
 /** Python's `str()` of a primitive, so traces read the same from both sides. */
@@ -111,7 +124,10 @@ export function emitObject(obj: unknown, options: EmitWithAttributesOptions = {}
     }
     attrs = { [A.OBJECT_TYPE]: objectTypeName(obj), [A.OBJECT_JSON]: json ?? "null" };
   }
-  return tracerFor(options.propagate).createSpan(AGL_OBJECT, { attributes: { ...attrs, ...extraAttributes(options.attributes) }, status: OK });
+  return tracerFor(options.propagate).createSpan(AGL_OBJECT, {
+    attributes: { ...attrs, ...extraAttributes(options.attributes) },
+    status: OK,
+  });
 }
 
 /** A recorded exception; the span itself succeeded, so its status is OK. */

@@ -3,7 +3,17 @@ export * from "./base.ts";
 export { DEFAULT_DELIVERY_LIMITS, SpanDeliveryError, isStoreUnavailable, type DeliveryLimits } from "./delivery.ts";
 export { installContextManager, ROLLOUT_SCOPE_KEY, ACTIVE_TRACER_KEY } from "./context.ts";
 export * from "./emit.ts";
-export { addLogSink, captureLogs, getLogger, Logger, setLogLevel, type LogLevel, type LogRecord, type LogSink, type LogWriter } from "../platform/log.ts";
+export {
+  addLogSink,
+  captureLogs,
+  getLogger,
+  Logger,
+  setLogLevel,
+  type LogLevel,
+  type LogRecord,
+  type LogSink,
+  type LogWriter,
+} from "../platform/log.ts";
 export * from "./operation.ts";
 export * from "./otel.ts";
 export { parameterInfo, parameterNames, type ParamInfo } from "./params.ts";

@@ -96,7 +96,9 @@ export function operation<F extends AnyFn>(fn: F, options?: OperationOptions): F
 export function operation<T>(options: OperationOptions, body: (op: OperationHandle) => T): T;
 export function operation(a: unknown, b?: unknown): unknown {
   if (typeof a === "string") {
-    throw new ValidationError("operation() takes no positional span name; the span is always 'agentlightning.operation' (use { name })", ["name"]);
+    throw new ValidationError("operation() takes no positional span name; the span is always 'agentlightning.operation' (use { name })", [
+      "name",
+    ]);
   }
   if (typeof a === "function") return wrap(a as AnyFn, (b ?? {}) as OperationOptions);
   if (typeof b !== "function") throw new TypeError("operation(options, body) needs a body function");

@@ -79,7 +79,11 @@ class OtelOperationRecorder implements OperationRecorder {
 }
 
 export class OtelTracer extends Tracer {
-  static readonly acceptedOptions = ["maxBatchSize", "flushIntervalSeconds", ...(Object.keys(DEFAULT_DELIVERY_LIMITS) as (keyof DeliveryLimits)[])] as const;
+  static readonly acceptedOptions = [
+    "maxBatchSize",
+    "flushIntervalSeconds",
+    ...(Object.keys(DEFAULT_DELIVERY_LIMITS) as (keyof DeliveryLimits)[]),
+  ] as const;
   private otel: ApiTracer | null = null;
   private lastScope: RolloutScope | null = null;
   private readonly maxBatchSize: number;
@@ -123,11 +127,22 @@ export class OtelTracer extends Tracer {
     if (rolloutId !== null && store === null) {
       throw new ValidationError("A store is required to trace a rollout attempt; give one to initWorker", ["store"]);
     }
-    const scope = new RolloutScope({ store, rolloutId, attemptId, maxBatchSize: this.maxBatchSize, flushIntervalMs: this.flushIntervalMs, delivery: this.delivery });
+    const scope = new RolloutScope({
+      store,
+      rolloutId,
+      attemptId,
+      maxBatchSize: this.maxBatchSize,
+      flushIntervalMs: this.flushIntervalMs,
+      delivery: this.delivery,
+    });
     this.lastScope = scope;
     let result: T;
     try {
-      result = await withActiveTracer(this, async () => await fn(), (ctx) => ctx.setValue(ROLLOUT_SCOPE_KEY, scope));
+      result = await withActiveTracer(
+        this,
+        async () => await fn(),
+        (ctx) => ctx.setValue(ROLLOUT_SCOPE_KEY, scope),
+      );
     } catch (err) {
       // The agent's error wins; a delivery failure on top of it is only logged.
       await scope.close().catch((e: unknown) => log.error("Span delivery also failed", e));

@@ -42,7 +42,10 @@ function splitTopLevel(s: string): string[] {
 
 /** The text between the parameter list's parentheses, or a bare arrow parameter. */
 function paramSource(src: string): string | null {
-  const text = src.replace(/\/\*[\s\S]*?\*\//g, "").replace(/\/\/[^\n]*/g, "").trim();
+  const text = src
+    .replace(/\/\*[\s\S]*?\*\//g, "")
+    .replace(/\/\/[^\n]*/g, "")
+    .trim();
   const bareArrow = /^(?:async\s+)?([A-Za-z_$][\w$]*)\s*=>/.exec(text);
   if (bareArrow) return bareArrow[1]!;
   const open = text.indexOf("(");

@@ -55,9 +55,14 @@ export function lightningTracing(): { processor: LightningSpanProcessor; provide
   const processor = new LightningSpanProcessor();
   // A one-key resource: the SDK default (unknown_service:<path>, telemetry.sdk.*) would be copied into
   // every stored span, about a fifth of a small span's bytes, and says nothing a trace reader needs.
-  const provider = new BasicTracerProvider({ spanProcessors: [processor], resource: resourceFromAttributes({ "service.name": "agentlightning" }) });
+  const provider = new BasicTracerProvider({
+    spanProcessors: [processor],
+    resource: resourceFromAttributes({ "service.name": "agentlightning" }),
+  });
   if (!trace.setGlobalTracerProvider(provider)) {
-    log.warn("A global OpenTelemetry tracer provider is already registered; add lightningSpanProcessor() to it so library spans reach the store");
+    log.warn(
+      "A global OpenTelemetry tracer provider is already registered; add lightningSpanProcessor() to it so library spans reach the store",
+    );
   }
   shared = { processor, provider };
   return shared;

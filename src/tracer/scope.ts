@@ -25,7 +25,15 @@ import { spanFromOpenTelemetry } from "../store/otel-span.ts";
 import { jsonSpanSize } from "../store/span-size.ts";
 import type { Span } from "../types/index.ts";
 import type { DeferredSpans } from "./base.ts";
-import { Backoff, DEFAULT_DELIVERY_LIMITS, SpanDeliveryError, describeError, isStoreUnavailable, monotonicMs, type DeliveryLimits } from "./delivery.ts";
+import {
+  Backoff,
+  DEFAULT_DELIVERY_LIMITS,
+  SpanDeliveryError,
+  describeError,
+  isStoreUnavailable,
+  monotonicMs,
+  type DeliveryLimits,
+} from "./delivery.ts";
 import { platform } from "../platform/index.ts";
 import { getLogger } from "../platform/log.ts";
 
@@ -170,7 +178,11 @@ export class RolloutScope {
           const all = this.pending;
           this.pending = [];
           this.pendingBytes = 0;
-          this.giveUp(all, `still waiting when the final flush gave up: the store was unreachable for ${this.limits.finalFlushTimeoutSeconds} s after the attempt ended (finalFlushTimeoutSeconds; last error: ${describeError(err)})`, err);
+          this.giveUp(
+            all,
+            `still waiting when the final flush gave up: the store was unreachable for ${this.limits.finalFlushTimeoutSeconds} s after the attempt ended (finalFlushTimeoutSeconds; last error: ${describeError(err)})`,
+            err,
+          );
           return;
         }
         if (this.outage === undefined) {
@@ -276,7 +288,12 @@ export class RolloutScope {
     const wanted = new Map(entries.map((e) => [e.span.span_id, e]));
     try {
       for (let offset = 0; wanted.size > 0; ) {
-        const page = await this.store!.querySpans(this.rolloutId!, { attempt_id: this.attemptId, limit: LOOKUP_PAGE, offset, sort_by: "sequence_id" });
+        const page = await this.store!.querySpans(this.rolloutId!, {
+          attempt_id: this.attemptId,
+          limit: LOOKUP_PAGE,
+          offset,
+          sort_by: "sequence_id",
+        });
         for (const s of page.items) {
           const e = wanted.get(s.span_id);
           if (e === undefined) continue;
@@ -287,7 +304,10 @@ export class RolloutScope {
         if (page.items.length === 0 || offset >= page.total) break;
       }
     } catch (err) {
-      log.warn(`Could not look up the sequence ids the store gave ${wanted.size} span(s) of ${this.where}; getLastTrace numbers them by start order`, err);
+      log.warn(
+        `Could not look up the sequence ids the store gave ${wanted.size} span(s) of ${this.where}; getLastTrace numbers them by start order`,
+        err,
+      );
     }
     for (const e of entries) e.maybeStored = false;
     // Not found (evicted since) or not looked up: the id this scope would have given them.

@@ -74,8 +74,19 @@ const bindable = (host: string): string => (host === "localhost" ? "127.0.0.1" :
 
 export class ClientServerExecutionStrategy extends ExecutionStrategy {
   static readonly acceptedOptions = [
-    "role", "serverHost", "serverPort", "nRunners", "gracefulTimeout", "terminateTimeout", "mainProcess", "managedStore",
-    "allowedExitCodes", "childCommand", "gracefulDelay", "runnerNiceness", "maxRunnerRestarts",
+    "role",
+    "serverHost",
+    "serverPort",
+    "nRunners",
+    "gracefulTimeout",
+    "terminateTimeout",
+    "mainProcess",
+    "managedStore",
+    "allowedExitCodes",
+    "childCommand",
+    "gracefulDelay",
+    "runnerNiceness",
+    "maxRunnerRestarts",
   ] as const;
 
   role: Role;
@@ -139,11 +150,15 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
     if (this.mainProcess !== "algorithm" && this.mainProcess !== "runner") {
       throw new ValidationError(`mainProcess must be 'algorithm' or 'runner', got '${String(this.mainProcess)}'`, ["mainProcess"]);
     }
-    if (this.mainProcess === "runner" && this.role !== "both") throw new ValidationError("main_process='runner' requires role='both'", ["mainProcess"]);
-    if (this.mainProcess === "runner" && this.nRunners !== 1) throw new ValidationError("main_process='runner' requires n_runners to be 1", ["nRunners"]);
+    if (this.mainProcess === "runner" && this.role !== "both")
+      throw new ValidationError("main_process='runner' requires role='both'", ["mainProcess"]);
+    if (this.mainProcess === "runner" && this.nRunners !== 1)
+      throw new ValidationError("main_process='runner' requires n_runners to be 1", ["nRunners"]);
     // The algorithm then lives in a child process: this process must know its port in advance.
-    if (this.mainProcess === "runner" && this.serverPort === 0) throw new ValidationError("main_process='runner' needs a fixed server port, not 0", ["serverPort"]);
-    if (!(Number.isInteger(this.nRunners) && this.nRunners >= 1)) throw new ValidationError("nRunners must be an integer >= 1", ["nRunners"]);
+    if (this.mainProcess === "runner" && this.serverPort === 0)
+      throw new ValidationError("main_process='runner' needs a fixed server port, not 0", ["serverPort"]);
+    if (!(Number.isInteger(this.nRunners) && this.nRunners >= 1))
+      throw new ValidationError("nRunners must be an integer >= 1", ["nRunners"]);
   }
 
   private address(port: number): string {
@@ -161,7 +176,7 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
     this.undecidedExits = 0;
     this.runnersGone = null;
     let recoveryClient: LightningStoreClient | null = null;
-    let failure: unknown ;
+    let failure: unknown;
     let interrupted = false;
     const stopInterrupt = onInterrupt(() => {
       interrupted = true;
@@ -182,14 +197,21 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
         else {
           // The server is elsewhere: attempts of a runner that died are failed through a client.
           // One try per call: a server that is gone must not hold up stopping (a failure is logged).
-          if (this.managedStore) recoveryClient = new LightningStoreClient(this.address(this.serverPort), { retryDelays: [], healthRetryDelays: [] });
+          if (this.managedStore)
+            recoveryClient = new LightningStoreClient(this.address(this.serverPort), { retryDelays: [], healthRetryDelays: [] });
           this.spawnRunners(this.serverPort, recoveryClient ?? store, event);
           // Runs until interrupted or every runner has gone.
           await event.wait();
         }
       } else if (this.mainProcess === "algorithm") {
         // Runners are stopped before the server goes away, so none sees the server vanish mid-poll.
-        await this.executeAlgorithm(algorithm, store, event, (port) => this.spawnRunners(port, store, event), () => this.shutdownProcesses(this.children, event));
+        await this.executeAlgorithm(
+          algorithm,
+          store,
+          event,
+          (port) => this.spawnRunners(port, store, event),
+          () => this.shutdownProcesses(this.children, event),
+        );
       } else {
         const child = this.spawnChild("algorithm", { AGL_CURRENT_ROLE: "algorithm", AGL_SERVER_PORT: String(this.serverPort) });
         // The algorithm process ending is the stop signal for the runner here.
@@ -231,7 +253,11 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
   }
 
   private startRunner(i: number, port: number, store: LightningStore, event: LocalEvent): void {
-    const child = this.spawnChild(`runner-${i}`, { AGL_CURRENT_ROLE: "runner", AGL_WORKER_ID: String(i), AGL_SERVER_PORT: String(port) }, this.runnerNiceness);
+    const child = this.spawnChild(
+      `runner-${i}`,
+      { AGL_CURRENT_ROLE: "runner", AGL_WORKER_ID: String(i), AGL_SERVER_PORT: String(port) },
+      this.runnerNiceness,
+    );
     this.runnerSlots[i] = child;
     void child.exited.then((code) => {
       if (this.stopping) return;
@@ -249,7 +275,14 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
    * again if it crashed (non-zero code) and restarts are left. Exit code 0 is a runner that stopped by
    * itself (its `maxRollouts` reached): nothing to restart.
    */
-  private async onRunnerExit(child: ChildHandle, i: number, code: number, port: number, store: LightningStore, event: LocalEvent): Promise<void> {
+  private async onRunnerExit(
+    child: ChildHandle,
+    i: number,
+    code: number,
+    port: number,
+    store: LightningStore,
+    event: LocalEvent,
+  ): Promise<void> {
     const label = workerLabel(i);
     if (code !== 0) log.error(`${child.name} (pid ${child.pid}) exited unexpectedly with exit code ${code}`);
     try {
@@ -334,7 +367,12 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
   private async executeRunner(runner: RunnerBundle, workerId: number, store: LightningStore, event: ExecutionEvent): Promise<void> {
     const client = this.managedStore ? new LightningStoreClient(this.address(this.serverPort), { fetch: runnerFetch() }) : null;
     try {
-      await runUntilCompletedOrCanceled(`runner-${workerId}`, (signal) => runner(client ?? store, workerId, event, signal), event, this.gracefulDelay);
+      await runUntilCompletedOrCanceled(
+        `runner-${workerId}`,
+        (signal) => runner(client ?? store, workerId, event, signal),
+        event,
+        this.gracefulDelay,
+      );
     } catch (err) {
       event.set();
       throw err;
@@ -345,7 +383,8 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
 
   /** Inside a runner child: run worker `id` until the parent says stop (stdin) or SIGINT arrives. */
   private async runnerChild(runner: RunnerBundle, id: number, store: LightningStore, event: LocalEvent): Promise<void> {
-    if (!Number.isInteger(id) || id < 0) throw new ValidationError(`AGL_WORKER_ID must be a worker index, got '${readEnv("AGL_WORKER_ID")}'`, ["AGL_WORKER_ID"]);
+    if (!Number.isInteger(id) || id < 0)
+      throw new ValidationError(`AGL_WORKER_ID must be a worker index, got '${readEnv("AGL_WORKER_ID")}'`, ["AGL_WORKER_ID"]);
     const release = listenForParentStop(() => event.set());
     try {
       await this.executeRunner(runner, id, store, event);
@@ -384,7 +423,9 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
   private checkExitCodes(children: ChildHandle[]): void {
     const bad = children.filter((c) => c.exitCode !== null && !this.allowedExitCodes.includes(c.exitCode));
     if (bad.length > 0) {
-      throw new RuntimeError(`Subprocesses failed with unexpected exit codes: ${bad.map((c) => `${c.name} (exitcode=${c.exitCode})`).join(", ")}`);
+      throw new RuntimeError(
+        `Subprocesses failed with unexpected exit codes: ${bad.map((c) => `${c.name} (exitcode=${c.exitCode})`).join(", ")}`,
+      );
     }
   }
 }

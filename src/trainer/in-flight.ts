@@ -22,7 +22,8 @@ export async function inFlightAttemptsOf(store: LightningStore, workerId: string
   for (let offset = 0; ; offset += PAGE) {
     const page = await store.queryRollouts({ status_in: ["preparing", "running"], limit: PAGE, offset, sort_by: "rollout_id" });
     for (const r of page.items) {
-      if (isAttemptedRollout(r) && r.attempt.worker_id === workerId && IN_FLIGHT_ATTEMPT_STATUSES.includes(r.attempt.status)) found.push(r.attempt);
+      if (isAttemptedRollout(r) && r.attempt.worker_id === workerId && IN_FLIGHT_ATTEMPT_STATUSES.includes(r.attempt.status))
+        found.push(r.attempt);
     }
     if (page.items.length < PAGE || offset + PAGE >= page.total) return found;
   }

@@ -12,7 +12,14 @@ export type Ctor<T> = abstract new (...args: any[]) => T;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type ConcreteCtor<T> = new (options?: any) => T;
 
-export type ComponentSpec<T> = T | ConcreteCtor<T> | (() => T) | string | ({ type?: string; name?: string } & Record<string, unknown>) | null | undefined;
+export type ComponentSpec<T> =
+  | T
+  | ConcreteCtor<T>
+  | (() => T)
+  | string
+  | ({ type?: string; name?: string } & Record<string, unknown>)
+  | null
+  | undefined;
 
 const registry = new Map<string, ConcreteCtor<unknown>>();
 
@@ -85,13 +92,18 @@ function fromSpec<T>(spec: string | Record<string, unknown>, o: BuildOptions<T>)
     delete rest.name;
   }
   if (!cls) {
-    if (o.dictRequiresType ?? true) throw new ValidationError(`${o.specName} dict must have a 'type' key with the class full name`, [o.specName, "type"]);
-    if (!o.dictDefaultCls) throw new ValidationError(`${o.specName} dict is missing 'type' and no default class provided`, [o.specName, "type"]);
+    if (o.dictRequiresType ?? true)
+      throw new ValidationError(`${o.specName} dict must have a 'type' key with the class full name`, [o.specName, "type"]);
+    if (!o.dictDefaultCls)
+      throw new ValidationError(`${o.specName} dict is missing 'type' and no default class provided`, [o.specName, "type"]);
     cls = o.dictDefaultCls as ConcreteCtor<unknown>;
   }
   // Nested `{ type }` dicts (a runner's tracer, say) are built too, as fresh instances each time.
   const nested = (v: unknown): unknown =>
-    typeof v === "object" && v !== null && Object.getPrototypeOf(v) === Object.prototype && typeof (v as { type?: unknown }).type === "string"
+    typeof v === "object" &&
+    v !== null &&
+    Object.getPrototypeOf(v) === Object.prototype &&
+    typeof (v as { type?: unknown }).type === "string"
       ? fromSpec(v as Record<string, unknown>, { expectedType: Object as never, specName: o.specName })
       : v;
   const options = Object.fromEntries(Object.entries(rest).map(([k, v]) => [toCamel(k), nested(v)]));
@@ -112,11 +124,15 @@ export function buildComponent<T>(spec: ComponentSpec<T>, o: BuildOptions<T>): T
     if (spec === (o.expectedType as unknown) || spec.prototype instanceof o.expectedType) {
       return check(instantiateComponent(spec as ConcreteCtor<T>, {}, o.optionalDefaults), o, "class");
     }
-    throw new ValidationError(`Invalid ${o.specName} type: ${typeName(spec)}. Expected ${o.expectedType.name}, str, dict, or None.`, [o.specName]);
+    throw new ValidationError(`Invalid ${o.specName} type: ${typeName(spec)}. Expected ${o.expectedType.name}, str, dict, or None.`, [
+      o.specName,
+    ]);
   }
   if (typeof spec === "function") return check((spec as () => unknown)(), o, "factory");
   if (typeof spec === "string" || (typeof spec === "object" && Object.getPrototypeOf(spec) === Object.prototype)) {
     return fromSpec(spec as string | Record<string, unknown>, o);
   }
-  throw new ValidationError(`Invalid ${o.specName} type: ${typeName(spec)}. Expected ${o.expectedType.name}, str, dict, or None.`, [o.specName]);
+  throw new ValidationError(`Invalid ${o.specName} type: ${typeName(spec)}. Expected ${o.expectedType.name}, str, dict, or None.`, [
+    o.specName,
+  ]);
 }

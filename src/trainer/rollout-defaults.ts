@@ -13,7 +13,10 @@ export interface RolloutConfigDefaults {
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
-function withDefaults(config: RolloutConfigInput | null | undefined, defaults: RolloutConfigDefaults): RolloutConfigInput | null | undefined {
+function withDefaults(
+  config: RolloutConfigInput | null | undefined,
+  defaults: RolloutConfigDefaults,
+): RolloutConfigInput | null | undefined {
   if (config === null || config === undefined) return { ...defaults };
   // Not an object: the store rejects it with its own error.
   if (!isPlainObject(config)) return config;
@@ -33,7 +36,9 @@ export function withRolloutDefaults(store: LightningStore, defaults: RolloutConf
     startRollout: (input: unknown, options?: StartRolloutOptions) => store.startRollout(input, optionsWithDefaults(options, defaults)),
     enqueueManyRollouts: (requests: EnqueueRolloutRequest[]) =>
       store.enqueueManyRollouts(
-        Array.isArray(requests) ? requests.map((r) => (isPlainObject(r) ? { ...r, config: withDefaults(r.config, defaults) } : r)) : requests,
+        Array.isArray(requests)
+          ? requests.map((r) => (isPlainObject(r) ? { ...r, config: withDefaults(r.config, defaults) } : r))
+          : requests,
       ),
   };
   const bound = new Map<PropertyKey, unknown>();

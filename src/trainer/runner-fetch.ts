@@ -66,7 +66,8 @@ async function poolFor(origin: string): Promise<Pool> {
 }
 
 function headerRecord(h: HeadersInit | undefined): Record<string, string> | undefined {
-  if (h === undefined || (typeof h === "object" && !(h instanceof Headers) && !Array.isArray(h))) return h as Record<string, string> | undefined;
+  if (h === undefined || (typeof h === "object" && !(h instanceof Headers) && !Array.isArray(h)))
+    return h as Record<string, string> | undefined;
   const out: Record<string, string> = {};
   new Headers(h).forEach((v, k) => (out[k] = v));
   return out;
@@ -76,7 +77,7 @@ function headerRecord(h: HeadersInit | undefined): Record<string, string> | unde
 function dispatch(pool: Pool, options: Dispatcher.DispatchOptions, signal: AbortSignal | undefined): Promise<Answer> {
   return new Promise<Answer>((resolve, reject) => {
     let controller: Dispatcher.DispatchController | null = null;
-    let abortReason: unknown ;
+    let abortReason: unknown;
     let settled = false;
     let status = 0;
     let headers: Record<string, string | string[] | undefined> = {};

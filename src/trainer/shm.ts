@@ -46,9 +46,12 @@ export class SharedMemoryExecutionStrategy extends ExecutionStrategy {
       throw new ValidationError(`mainThread must be 'algorithm' or 'runner', got '${String(this.mainThread)}'`, ["mainThread"]);
     }
     if (this.mainThread === "runner" && this.nRunners !== 1) {
-      throw new ValidationError("mainThread='runner' requires nRunners to be 1; use mainThread='algorithm' for several runners", ["nRunners"]);
+      throw new ValidationError("mainThread='runner' requires nRunners to be 1; use mainThread='algorithm' for several runners", [
+        "nRunners",
+      ]);
     }
-    if (!(Number.isInteger(this.nRunners) && this.nRunners >= 1)) throw new ValidationError("nRunners must be an integer >= 1", ["nRunners"]);
+    if (!(Number.isInteger(this.nRunners) && this.nRunners >= 1))
+      throw new ValidationError("nRunners must be an integer >= 1", ["nRunners"]);
   }
 
   override async execute(algorithm: AlgorithmBundle, runner: RunnerBundle, store: LightningStore): Promise<void> {

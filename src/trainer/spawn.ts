@@ -87,11 +87,8 @@ function lowerPriority(name: string, pid: number, niceness: number): void {
  */
 export function listenForParentStop(onStop: () => void): () => void {
   let buffer = "";
-  return platform.listenToStdin(
-    (text) => {
-      buffer += text;
-      if (buffer.includes(STOP_LINE.trim())) onStop();
-    },
-    onStop,
-  );
+  return platform.listenToStdin((text) => {
+    buffer += text;
+    if (buffer.includes(STOP_LINE.trim())) onStop();
+  }, onStop);
 }

@@ -31,7 +31,9 @@ const settle = <T>(p: Promise<T>): Promise<Settled<T>> =>
 
 const within = <T>(p: Promise<T>, seconds: number): Promise<T | null> => {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  return Promise.race([p, new Promise<null>((r) => (timer = setTimeout(() => r(null), seconds * 1000)))]).finally(() => clearTimeout(timer));
+  return Promise.race([p, new Promise<null>((r) => (timer = setTimeout(() => r(null), seconds * 1000)))]).finally(() =>
+    clearTimeout(timer),
+  );
 };
 
 /**

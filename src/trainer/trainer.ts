@@ -41,8 +41,17 @@ registerComponent(LitAgentRunner as never, "agentlightning.LitAgentRunner");
 registerComponent(OtelTracer as never, "agentlightning.OtelTracer");
 registerComponent(DummyTracer as never, "agentlightning.DummyTracer");
 registerComponent(InMemoryLightningStore as never, "memory", "agentlightning.InMemoryLightningStore");
-registerComponent(TraceTripletAdapter as never, "TracerTraceToTriplet", "agentlightning.TracerTraceToTriplet", "agentlightning.adapter.TracerTraceToTriplet");
-registerComponent(LlmProxyTraceToTriplet as never, "agentlightning.LlmProxyTraceToTriplet", "agentlightning.adapter.LlmProxyTraceToTriplet");
+registerComponent(
+  TraceTripletAdapter as never,
+  "TracerTraceToTriplet",
+  "agentlightning.TracerTraceToTriplet",
+  "agentlightning.adapter.TracerTraceToTriplet",
+);
+registerComponent(
+  LlmProxyTraceToTriplet as never,
+  "agentlightning.LlmProxyTraceToTriplet",
+  "agentlightning.adapter.LlmProxyTraceToTriplet",
+);
 registerComponent(TraceToMessages as never, "agentlightning.TraceToMessages", "agentlightning.adapter.TraceToMessages");
 registerComponent(Baseline as never, "agentlightning.Baseline", "agentlightning.algorithm.Baseline");
 
@@ -74,7 +83,10 @@ export interface TrainerOptions {
 }
 
 const isStore = (v: unknown): v is LightningStore =>
-  typeof v === "object" && v !== null && typeof (v as LightningStore).dequeueRollout === "function" && typeof (v as LightningStore).addManySpans === "function";
+  typeof v === "object" &&
+  v !== null &&
+  typeof (v as LightningStore).dequeueRollout === "function" &&
+  typeof (v as LightningStore).addManySpans === "function";
 
 export class Trainer {
   readonly tracer: Tracer;
@@ -125,11 +137,16 @@ export class Trainer {
     this.watchdogIntervalSeconds = o.watchdogIntervalSeconds ?? 5;
     const interval = this.runner instanceof LitAgentRunner ? this.runner.heartbeatInterval : null;
     this.heartbeatInterval = interval !== null && interval > 0 ? interval : null;
-    const unresponsive = o.defaultUnresponsiveSeconds === undefined
-      ? (this.heartbeatInterval === null ? null : defaultUnresponsiveSeconds(this.heartbeatInterval))
-      : o.defaultUnresponsiveSeconds;
+    const unresponsive =
+      o.defaultUnresponsiveSeconds === undefined
+        ? this.heartbeatInterval === null
+          ? null
+          : defaultUnresponsiveSeconds(this.heartbeatInterval)
+        : o.defaultUnresponsiveSeconds;
     if (unresponsive !== null && !(typeof unresponsive === "number" && unresponsive > 0 && Number.isFinite(unresponsive))) {
-      throw new ValidationError(`defaultUnresponsiveSeconds must be a positive number or null, got ${String(unresponsive)}`, ["defaultUnresponsiveSeconds"]);
+      throw new ValidationError(`defaultUnresponsiveSeconds must be a positive number or null, got ${String(unresponsive)}`, [
+        "defaultUnresponsiveSeconds",
+      ]);
     }
     this.defaultUnresponsiveSeconds = unresponsive;
   }
@@ -167,14 +184,26 @@ export class Trainer {
   private runnerFor(workerId: number): Runner {
     if (workerId === 0) return this.runner;
     const spec = this.runnerSpec;
-    const fresh = (): Tracer => (this.tracerSpec instanceof Tracer || !this.tracerSpec ? this.tracer.clone() : buildComponent(this.tracerSpec, { expectedType: Tracer, specName: "tracer" }));
-    if (spec === null || spec === undefined || typeof spec === "string" || isClass(spec) || (typeof spec === "object" && Object.getPrototypeOf(spec) === Object.prototype)) {
+    const fresh = (): Tracer =>
+      this.tracerSpec instanceof Tracer || !this.tracerSpec
+        ? this.tracer.clone()
+        : buildComponent(this.tracerSpec, { expectedType: Tracer, specName: "tracer" });
+    if (
+      spec === null ||
+      spec === undefined ||
+      typeof spec === "string" ||
+      isClass(spec) ||
+      (typeof spec === "object" && Object.getPrototypeOf(spec) === Object.prototype)
+    ) {
       return this.buildRunner(fresh());
     }
     if (typeof spec === "function") return buildComponent(spec, { expectedType: Runner as never, specName: "runner" });
     const cloneable = spec as Runner & { clone?: () => Runner };
     if (typeof cloneable.clone === "function") return cloneable.clone();
-    throw new ValidationError("A runner instance without clone() cannot serve several workers; pass a runner class, factory or dict instead", ["runner"]);
+    throw new ValidationError(
+      "A runner instance without clone() cannot serve several workers; pass a runner class, factory or dict instead",
+      ["runner"],
+    );
   }
 
   /** Trains `agent`: runs the strategy until the algorithm is done. */
@@ -190,13 +219,20 @@ export class Trainer {
   async dev<T>(agent: LitAgent<T>, trainDataset?: Dataset<T> | null, options: { valDataset?: Dataset<T> | null } = {}): Promise<void> {
     const algorithm = this.algorithm ?? new Baseline();
     if (!(algorithm instanceof FastAlgorithm)) {
-      throw new TypeError("Trainer.dev() requires an algorithm that inherits from FastAlgorithm (such as Baseline); use fit() for other algorithms");
+      throw new TypeError(
+        "Trainer.dev() requires an algorithm that inherits from FastAlgorithm (such as Baseline); use fit() for other algorithms",
+      );
     }
     agent.setTrainer(this);
     await this.execute(agent, trainDataset ?? null, options.valDataset ?? null, algorithm);
   }
 
-  private async execute<T>(agent: LitAgent<T>, train: Dataset<T> | null, val: Dataset<T> | null, algorithm: Algorithm | null): Promise<void> {
+  private async execute<T>(
+    agent: LitAgent<T>,
+    train: Dataset<T> | null,
+    val: Dataset<T> | null,
+    algorithm: Algorithm | null,
+  ): Promise<void> {
     await this.strategy.execute(
       (store, event) => this.algorithmBundle(store, event, train, val, algorithm),
       (store, workerId, event, signal) => this.runnerBundle(store, workerId, event, signal, agent as LitAgent<unknown>),
@@ -245,7 +281,13 @@ export class Trainer {
     return () => clearInterval(timer);
   }
 
-  private async algorithmBundle(store: LightningStore, event: ExecutionEvent, train: Dataset<unknown> | null, val: Dataset<unknown> | null, algorithm: Algorithm | null): Promise<void> {
+  private async algorithmBundle(
+    store: LightningStore,
+    event: ExecutionEvent,
+    train: Dataset<unknown> | null,
+    val: Dataset<unknown> | null,
+    algorithm: Algorithm | null,
+  ): Promise<void> {
     const stopBackground = this.startBackgroundTasks(store);
     try {
       if (algorithm === null) {
@@ -254,7 +296,11 @@ export class Trainer {
         return;
       }
       algorithm.setTrainer(this);
-      algorithm.setStore(this.defaultUnresponsiveSeconds === null ? store : withRolloutDefaults(store, { unresponsive_seconds: this.defaultUnresponsiveSeconds }));
+      algorithm.setStore(
+        this.defaultUnresponsiveSeconds === null
+          ? store
+          : withRolloutDefaults(store, { unresponsive_seconds: this.defaultUnresponsiveSeconds }),
+      );
       algorithm.setAdapter(this.adapter);
       if (this.initialResources !== null) algorithm.setInitialResources(this.initialResources);
       if (this.llmProxy !== null) {
@@ -270,7 +316,13 @@ export class Trainer {
     }
   }
 
-  private async runnerBundle(store: LightningStore, workerId: number, event: ExecutionEvent, signal: AbortSignal, agent: LitAgent<unknown>): Promise<void> {
+  private async runnerBundle(
+    store: LightningStore,
+    workerId: number,
+    event: ExecutionEvent,
+    signal: AbortSignal,
+    agent: LitAgent<unknown>,
+  ): Promise<void> {
     const runner = this.runnerFor(workerId);
     let inited = false;
     let workerInited = false;

@@ -44,14 +44,13 @@ export const Attempt = z.object({
 export type Attempt = z.infer<typeof Attempt>;
 
 /** A rollout with its latest attempt. On the wire, a plain Rollout has no `attempt` key. */
-export const AttemptedRollout = Rollout.extend({ attempt: Attempt }).refine(
-  (r) => r.attempt.rollout_id === r.rollout_id,
-  { message: "attempt.rollout_id must equal rollout_id", path: ["attempt", "rollout_id"] },
-);
+export const AttemptedRollout = Rollout.extend({ attempt: Attempt }).refine((r) => r.attempt.rollout_id === r.rollout_id, {
+  message: "attempt.rollout_id must equal rollout_id",
+  path: ["attempt", "rollout_id"],
+});
 export type AttemptedRollout = Rollout & { attempt: Attempt };
 
-export const isAttemptedRollout = (r: Rollout | AttemptedRollout): r is AttemptedRollout =>
-  (r as AttemptedRollout).attempt !== undefined;
+export const isAttemptedRollout = (r: Rollout | AttemptedRollout): r is AttemptedRollout => (r as AttemptedRollout).attempt !== undefined;
 
 /** Parses either shape: the presence of `attempt` decides. */
 export const RolloutOrAttempted = z.union([AttemptedRollout, Rollout]);

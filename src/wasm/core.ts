@@ -34,8 +34,12 @@ export class WasmCore {
   }
 
   /** An input array inside Wasm memory: fill it, then pass it to a kernel with no copy. */
-  inputF32(n: number): Float32Array { return this.input(Float32Array, n); }
-  inputI32(n: number): Int32Array { return this.input(Int32Array, n); }
+  inputF32(n: number): Float32Array {
+    return this.input(Float32Array, n);
+  }
+  inputI32(n: number): Int32Array {
+    return this.input(Int32Array, n);
+  }
   /** Frees every input allocated with `inputF32`/`inputI32` (their views must not be used again). */
   releaseInputs(): void {
     this.inputsTop = this.base;
@@ -90,10 +94,18 @@ export class WasmCore {
   view<T extends Typed>(ctor: TypedCtor<T>, ptr: number, n: number): T {
     return new ctor(this.memory.buffer as ArrayBuffer, ptr, n);
   }
-  f32(ptr: number, n: number): Float32Array { return this.view(Float32Array, ptr, n); }
-  f64(ptr: number, n: number): Float64Array { return this.view(Float64Array, ptr, n); }
-  i32(ptr: number, n: number): Int32Array { return this.view(Int32Array, ptr, n); }
-  u8(ptr: number, n: number): Uint8Array { return this.view(Uint8Array, ptr, n); }
+  f32(ptr: number, n: number): Float32Array {
+    return this.view(Float32Array, ptr, n);
+  }
+  f64(ptr: number, n: number): Float64Array {
+    return this.view(Float64Array, ptr, n);
+  }
+  i32(ptr: number, n: number): Int32Array {
+    return this.view(Int32Array, ptr, n);
+  }
+  u8(ptr: number, n: number): Uint8Array {
+    return this.view(Uint8Array, ptr, n);
+  }
 
   private inMemory(x: Typed): boolean {
     return x.buffer === this.memory.buffer;

@@ -4,7 +4,11 @@ export function denseIds(keys: readonly string[]): { ids: Int32Array; keys: stri
   const index = new Map<string, number>();
   const ids = Int32Array.from(keys, (k) => {
     let i = index.get(k);
-    if (i === undefined) { i = order.length; index.set(k, i); order.push(k); }
+    if (i === undefined) {
+      i = order.length;
+      index.set(k, i);
+      order.push(k);
+    }
     return i;
   });
   return { ids, keys: order };

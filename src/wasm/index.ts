@@ -6,5 +6,11 @@ export { libraryKernels } from "./library-kernels.ts";
 export { referenceKernels } from "./reference/index.ts";
 export { toRagged } from "./validate.ts";
 export { TRACE_FLAG, TRACE_OPT } from "./exports.ts";
-export { computeRolloutLevelAdvantage, normalizeAdvantagesByRollout, type RolloutLevelInput, type RolloutLevelResult, type RepresentativeBatch } from "./rollout-level.ts";
+export {
+  computeRolloutLevelAdvantage,
+  normalizeAdvantagesByRollout,
+  type RolloutLevelInput,
+  type RolloutLevelResult,
+  type RepresentativeBatch,
+} from "./rollout-level.ts";
 export { denseIds } from "./dense-ids.ts";

@@ -10,7 +10,7 @@ import { denseIds } from "./dense-ids.ts";
 
 export interface RolloutLevelInput {
   rewards: Float32Array; // token_level_rewards [B, T]
-  mask: Float32Array;    // response_mask [B, T]
+  mask: Float32Array; // response_mask [B, T]
   B: number;
   T: number;
   rolloutIds: readonly string[] | null | undefined;
@@ -52,12 +52,17 @@ export function computeRolloutLevelAdvantage(
 
   const { ids: rowRollout, keys: order } = denseIds(x.rolloutIds);
   const K = order.length;
-  const first = new Int32Array(K).fill(-1), rows = new Int32Array(K);
-  rowRollout.forEach((k, i) => { if (first[k] < 0) first[k] = i; rows[k]++; });
+  const first = new Int32Array(K).fill(-1),
+    rows = new Int32Array(K);
+  rowRollout.forEach((k, i) => {
+    if (first[k] < 0) first[k] = i;
+    rows[k]++;
+  });
 
   const sums = kernels.rowSums(x.rewards, B, T).slice();
   for (let i = 0; i < B; i++) {
-    const k = rowRollout[i], f = first[k];
+    const k = rowRollout[i],
+      f = first[k];
     if (uids[i] !== uids[f]) throw new LightningError(`rollout ${order[k]} spans several uids (${uids[f]}, ${uids[i]})`);
     if (!allclose(sums[i], sums[f])) {
       throw new LightningError(`rows of rollout ${order[k]} must carry the same scalar token_level_rewards (${sums[f]} vs ${sums[i]})`);
@@ -65,8 +70,12 @@ export function computeRolloutLevelAdvantage(
   }
 
   const rep: RepresentativeBatch = {
-    rewards: new Float32Array(K * T), mask: new Float32Array(K * T), B: K, T,
-    uids: Array.from(first, (f) => uids[f]), rolloutIds: order,
+    rewards: new Float32Array(K * T),
+    mask: new Float32Array(K * T),
+    B: K,
+    T,
+    uids: Array.from(first, (f) => uids[f]),
+    rolloutIds: order,
   };
   first.forEach((f, k) => {
     rep.rewards.set(x.rewards.subarray(f * T, f * T + T), k * T);
@@ -78,7 +87,10 @@ export function computeRolloutLevelAdvantage(
     const { first: s, status } = kernels.rowScalars(values, rep.mask, K, T);
     status.forEach((st, k) => {
       if (st === 0) throw new LightningError(`rollout ${order[k]} has no response token to read its ${what} from`);
-      if (st === 2) throw new LightningError(`the estimator must produce scalar outcome-style advantages; rollout ${order[k]}'s ${what} vary over tokens`);
+      if (st === 2)
+        throw new LightningError(
+          `the estimator must produce scalar outcome-style advantages; rollout ${order[k]}'s ${what} vary over tokens`,
+        );
     });
     return s.slice();
   };
@@ -87,7 +99,9 @@ export function computeRolloutLevelAdvantage(
   const advantages = kernels.broadcastScalars(advScalars, rowRollout, x.mask, B, T).slice();
   const returns = retScalars ? kernels.broadcastScalars(retScalars, rowRollout, x.mask, B, T).slice() : undefined;
   return {
-    advantages, returns, uids: [...uids],
+    advantages,
+    returns,
+    uids: [...uids],
     metrics: {
       "training/rollout_level_advantage/n_rows": B,
       "training/rollout_level_advantage/n_rollouts": K,
@@ -103,9 +117,15 @@ export function computeRolloutLevelAdvantage(
  * weight whatever its number of turns and tokens. Returns a new array.
  */
 export function normalizeAdvantagesByRollout(
-  advantages: Float32Array, mask: Float32Array, B: number, T: number, rolloutIds: readonly string[], numTrainedRows: number,
+  advantages: Float32Array,
+  mask: Float32Array,
+  B: number,
+  T: number,
+  rolloutIds: readonly string[],
+  numTrainedRows: number,
 ): Float32Array {
-  if (rolloutIds.length !== B) throw new ValidationError(`rollout_ids length ${rolloutIds.length} does not match ${B} rows`, ["rollout_ids"]);
+  if (rolloutIds.length !== B)
+    throw new ValidationError(`rollout_ids length ${rolloutIds.length} does not match ${B} rows`, ["rollout_ids"]);
   if (!(numTrainedRows > 0)) throw new ValidationError(`num_trained_rows must be positive, got ${numTrainedRows}`, ["num_trained_rows"]);
   const { ids, keys } = denseIds(rolloutIds);
   const tokens = new Float64Array(keys.length);

@@ -47,14 +47,14 @@ export interface BatchTensors {
   n: number;
   P: number;
   R: number;
-  prompts: Int32Array;          // [n, P]
-  responses: Int32Array;        // [n, R]
-  inputIds: Int32Array;         // [n, P+R]
-  attentionMask: Int32Array;    // [n, P+R]
-  positionIds: Int32Array;      // [n, P+R]
-  responseMask: Int32Array;     // [n, R]
+  prompts: Int32Array; // [n, P]
+  responses: Int32Array; // [n, R]
+  inputIds: Int32Array; // [n, P+R]
+  attentionMask: Int32Array; // [n, P+R]
+  positionIds: Int32Array; // [n, P+R]
+  responseMask: Int32Array; // [n, R]
   tokenLevelScores: Float32Array; // [n, R] (float32, docs/departures.md#14)
-  isDrop: Uint8Array;           // [n]
+  isDrop: Uint8Array; // [n]
   nTruncated: number;
 }
 
@@ -63,14 +63,14 @@ export interface EncodedTrace {
   n: number;
   root: number;
   parent: Int32Array;
-  start: Float64Array;   // NaN for a missing time
+  start: Float64Array; // NaN for a missing time
   end: Float64Array;
-  flags: Int32Array;     // TRACE_FLAG bits
-  agent: Int32Array;     // agent id or -1
+  flags: Int32Array; // TRACE_FLAG bits
+  agent: Int32Array; // agent id or -1
   responseId: Int32Array; // interned response id or -1
   nResponseIds: number;
-  reward: Float64Array;  // reward value or NaN
-  options: number;       // TRACE_OPT bits
+  reward: Float64Array; // reward value or NaN
+  options: number; // TRACE_OPT bits
 }
 export interface ExtractedCalls {
   /** node indices of the kept LLM calls, DFS order */
@@ -91,13 +91,22 @@ export interface Kernels {
   reinforcePlusPlusBaseline(input: GroupedInput): AdvantageOutput;
   remax(input: TokenInput & { baselines: Float32Array }): AdvantageOutput;
   klPenalty(logp: Float32Array, ref: Float32Array, kind: KlKind): Float32Array;
-  applyKlPenalty(input: { scores: Float32Array; logp: Float32Array; ref: Float32Array; mask: Float32Array; B: number; T: number },
-    kind: KlKind, beta: number): { rewards: Float32Array; currentKl: number };
+  applyKlPenalty(
+    input: { scores: Float32Array; logp: Float32Array; ref: Float32Array; mask: Float32Array; B: number; T: number },
+    kind: KlKind,
+    beta: number,
+  ): { rewards: Float32Array; currentKl: number };
   /** out[i, t] = scalars[rowIndex[i]] * mask[i, t] */
   broadcastScalars(scalars: Float32Array, rowIndex: Int32Array, mask: Float32Array, B: number, T: number): Float32Array;
   /** First masked value per row and a status: 0 empty mask, 1 all masked values allclose to it, 2 not. */
-  rowScalars(x: Float32Array, mask: Float32Array, B: number, T: number, rtol?: number, atol?: number):
-    { first: Float32Array; status: Uint8Array };
+  rowScalars(
+    x: Float32Array,
+    mask: Float32Array,
+    B: number,
+    T: number,
+    rtol?: number,
+    atol?: number,
+  ): { first: Float32Array; status: Uint8Array };
   rowSums(x: Float32Array, B: number, T: number): Float32Array;
   batchLayout(input: LayoutInput): BatchTensors;
   extractCalls(trace: EncodedTrace): ExtractedCalls;

@@ -42,7 +42,10 @@ function checkRagged(name: string, r: RaggedI32, n: number): void {
 
 export function checkLayout(x: LayoutInput): number {
   const n = x.rewards.length;
-  for (const [k, v] of [["maxPromptLength", x.maxPromptLength], ["maxResponseLength", x.maxResponseLength]] as const) {
+  for (const [k, v] of [
+    ["maxPromptLength", x.maxPromptLength],
+    ["maxResponseLength", x.maxResponseLength],
+  ] as const) {
     if (!Number.isInteger(v) || v < 0) throw new ValidationError(`${k} must be a non-negative integer`, [k]);
   }
   checkRagged("prompts", x.prompts, n);
@@ -55,7 +58,10 @@ export function checkLayout(x: LayoutInput): number {
 export function toRagged(rows: readonly ArrayLike<number>[]): RaggedI32 {
   const offsets = new Int32Array(rows.length + 1);
   let total = 0;
-  for (let i = 0; i < rows.length; i++) { total += rows[i].length; offsets[i + 1] = total; }
+  for (let i = 0; i < rows.length; i++) {
+    total += rows[i].length;
+    offsets[i + 1] = total;
+  }
   const values = new Int32Array(total);
   for (let i = 0; i < rows.length; i++) values.set(rows[i], offsets[i]);
   return { offsets, values };

@@ -27,8 +27,16 @@ describe("LlmProxyTraceToTriplet (§5.10)", () => {
   it("orders by sequence id, reads vLLM and LiteLLM token ids (arrays or Python strings), dedups request ids", () => {
     const spans = [
       req("c", 3, { prompt_token_ids: [5], response_token_ids: "[6, 7]", "gen_ai.response.id": "r2" }, "litellm_request"),
-      req("a", 1, { "llm.hosted_vllm.prompt_token_ids": "[1, 2]", "llm.hosted_vllm.response_token_ids": "[[3, 4]]", "llm.hosted_vllm.id": "r1" }),
-      req("b", 2, { "llm.hosted_vllm.prompt_token_ids": [1, 2], "llm.hosted_vllm.choices": "[{'token_ids': [9], 'logprobs': None}]", "gen_ai.response.id": "r1" }),
+      req("a", 1, {
+        "llm.hosted_vllm.prompt_token_ids": "[1, 2]",
+        "llm.hosted_vllm.response_token_ids": "[[3, 4]]",
+        "llm.hosted_vllm.id": "r1",
+      }),
+      req("b", 2, {
+        "llm.hosted_vllm.prompt_token_ids": [1, 2],
+        "llm.hosted_vllm.choices": "[{'token_ids': [9], 'logprobs': None}]",
+        "gen_ai.response.id": "r1",
+      }),
       req("d", 4, { prompt_token_ids: [1], response_token_ids: [] }, "litellm_request"), // empty response: no item
       req("e", 5, { prompt_token_ids: [1], response_token_ids: [2] }, "something_else"),
     ];
@@ -41,8 +49,21 @@ describe("LlmProxyTraceToTriplet (§5.10)", () => {
 
   it("gives each reward to the latest unrewarded item with a smaller sequence id; rewards with none are dropped", () => {
     const call = (id: string, seq: number) => req(id, seq, { prompt_token_ids: [1], response_token_ids: [2] }, "litellm_request");
-    const rew = (id: string, seq: number, v: number) => sp({ id, seq, name: "agentlightning.annotation", attrs: { "agentlightning.reward.0.name": "p", "agentlightning.reward.0.value": v } });
-    const out = new LlmProxyTraceToTriplet().adapt([rew("r0", 1, 9), call("a", 2), call("b", 3), rew("r1", 4, 0.5), rew("r2", 5, 0.7), rew("r3", 6, 0.1)]);
+    const rew = (id: string, seq: number, v: number) =>
+      sp({
+        id,
+        seq,
+        name: "agentlightning.annotation",
+        attrs: { "agentlightning.reward.0.name": "p", "agentlightning.reward.0.value": v },
+      });
+    const out = new LlmProxyTraceToTriplet().adapt([
+      rew("r0", 1, 9),
+      call("a", 2),
+      call("b", 3),
+      rew("r1", 4, 0.5),
+      rew("r2", 5, 0.7),
+      rew("r3", 6, 0.1),
+    ]);
     expect(out.map((t) => t.reward)).toEqual([0.7, 0.5]);
     // equal sequence ids do not count as "before"
     const same = new LlmProxyTraceToTriplet().adapt([call("a", 2), rew("r", 2, 1)]);
@@ -52,23 +73,42 @@ describe("LlmProxyTraceToTriplet (§5.10)", () => {
 
 describe("TraceToMessages (§5.11)", () => {
   it("regroups gen_ai attributes into lists and dicts", () => {
-    expect(groupGenai({ "gen_ai.prompt.1.role": "user", "gen_ai.prompt.0.role": "system", "gen_ai.prompt.0.content": "s" }, "gen_ai.prompt"))
-      .toEqual([{ role: "system", content: "s" }, { role: "user" }]);
-    expect(groupGenai({ "gen_ai.request.model": "m", "gen_ai.request.functions.0.name": "f" }, "gen_ai.request"))
-      .toEqual({ model: "m", functions: [{ name: "f" }] });
+    expect(
+      groupGenai({ "gen_ai.prompt.1.role": "user", "gen_ai.prompt.0.role": "system", "gen_ai.prompt.0.content": "s" }, "gen_ai.prompt"),
+    ).toEqual([{ role: "system", content: "s" }, { role: "user" }]);
+    expect(groupGenai({ "gen_ai.request.model": "m", "gen_ai.request.functions.0.name": "f" }, "gen_ai.request")).toEqual({
+      model: "m",
+      functions: [{ name: "f" }],
+    });
   });
 
   it("builds chat records with tool calls from prompt items and from tool child spans, and tool definitions", () => {
     const spans = [
-      sp({ id: "call", attrs: {
-        "gen_ai.prompt.0.role": "system", "gen_ai.prompt.0.content": "be brief",
-        "gen_ai.prompt.1.role": "user", "gen_ai.prompt.1.content": "weather?",
-        "gen_ai.prompt.2.role": "assistant", "gen_ai.prompt.2.tool_calls.0.id": "c0", "gen_ai.prompt.2.tool_calls.0.name": "lookup", "gen_ai.prompt.2.tool_calls.0.arguments": "{\"q\":1}",
-        "gen_ai.prompt.3.role": "tool", "gen_ai.prompt.3.content": "sunny", "gen_ai.prompt.3.tool_call_id": "c0",
-        "gen_ai.completion.0.role": "assistant",
-        "gen_ai.request.functions.0.name": "lookup", "gen_ai.request.functions.0.description": "find", "gen_ai.request.functions.0.parameters": "{\"type\":\"object\"}",
-      } }),
-      sp({ id: "tool", parent: "call", attrs: { "tool.name": "lookup", "tool.parameters": "{\"q\":2}", "tool.call.id": "c1", "tool.call.type": "function" } }),
+      sp({
+        id: "call",
+        attrs: {
+          "gen_ai.prompt.0.role": "system",
+          "gen_ai.prompt.0.content": "be brief",
+          "gen_ai.prompt.1.role": "user",
+          "gen_ai.prompt.1.content": "weather?",
+          "gen_ai.prompt.2.role": "assistant",
+          "gen_ai.prompt.2.tool_calls.0.id": "c0",
+          "gen_ai.prompt.2.tool_calls.0.name": "lookup",
+          "gen_ai.prompt.2.tool_calls.0.arguments": '{"q":1}',
+          "gen_ai.prompt.3.role": "tool",
+          "gen_ai.prompt.3.content": "sunny",
+          "gen_ai.prompt.3.tool_call_id": "c0",
+          "gen_ai.completion.0.role": "assistant",
+          "gen_ai.request.functions.0.name": "lookup",
+          "gen_ai.request.functions.0.description": "find",
+          "gen_ai.request.functions.0.parameters": '{"type":"object"}',
+        },
+      }),
+      sp({
+        id: "tool",
+        parent: "call",
+        attrs: { "tool.name": "lookup", "tool.parameters": '{"q":2}', "tool.call.id": "c1", "tool.call.type": "function" },
+      }),
       sp({ id: "empty" }),
     ];
     const out = new TraceToMessages().adapt(spans);
@@ -76,15 +116,25 @@ describe("TraceToMessages (§5.11)", () => {
     expect(out[0].messages).toEqual([
       { role: "system", content: "be brief" },
       { role: "user", content: "weather?" },
-      { role: "assistant", content: null, tool_calls: [{ id: "c0", type: "function", function: { name: "lookup", arguments: "{\"q\":1}" } }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "c0", type: "function", function: { name: "lookup", arguments: '{"q":1}' } }],
+      },
       { role: "tool", content: "sunny", tool_call_id: "c0" },
-      { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "lookup", arguments: "{\"q\":2}" } }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "c1", type: "function", function: { name: "lookup", arguments: '{"q":2}' } }],
+      },
     ]);
     expect(out[0].tools).toEqual([{ type: "function", function: { name: "lookup", description: "find", parameters: { type: "object" } } }]);
   });
 
   it("rejects invalid messages: a tool message without tool_call_id, an unknown role", () => {
-    expect(() => new TraceToMessages().adapt([sp({ id: "a", attrs: { "gen_ai.prompt.0.role": "tool", "gen_ai.prompt.0.content": "x" } })])).toThrow(ValidationError);
+    expect(() =>
+      new TraceToMessages().adapt([sp({ id: "a", attrs: { "gen_ai.prompt.0.role": "tool", "gen_ai.prompt.0.content": "x" } })]),
+    ).toThrow(ValidationError);
     expect(() => new TraceToMessages().adapt([sp({ id: "a", attrs: { "gen_ai.prompt.0.role": "wizard" } })])).toThrow(ValidationError);
     expect(() => new TraceToMessages().adapt([sp({ id: "a", attrs: { "gen_ai.prompt.role": "user" } })])).toThrow(ValidationError);
   });

@@ -57,7 +57,11 @@ describe("TraceTripletAdapter (§5.4-5.9)", () => {
           sp({ id: "agent", parent: "session", start: 1, end: 4, attrs: { "agent.name": "writer" } }),
           llm("x", "session", 2, 3),
         ];
-        expect(make().adapt(wrapped).map((t) => t.metadata.agent_name)).toEqual(["writer"]);
+        expect(
+          make()
+            .adapt(wrapped)
+            .map((t) => t.metadata.agent_name),
+        ).toEqual(["writer"]);
         const deeper = [
           sp({ id: "root", start: 0, end: 20 }),
           sp({ id: "other", parent: "root", start: 15, end: 16 }),
@@ -65,15 +69,20 @@ describe("TraceTripletAdapter (§5.4-5.9)", () => {
           sp({ id: "agent", parent: "session", start: 1, end: 4, attrs: { "agent.name": "writer" } }),
           llm("x", "session", 2, 3), // mis-nested one level below the root's children: left alone
         ];
-        expect(make().adapt(deeper).map((t) => t.metadata.agent_name)).toEqual(["*"]);
+        expect(
+          make()
+            .adapt(deeper)
+            .map((t) => t.metadata.agent_name),
+        ).toEqual(["*"]);
       });
 
       it("an identical interval never qualifies as a parent (zero slack)", () => {
-        const spans = [
-          sp({ id: "a", start: 0, end: 5, attrs: { "agent.name": "twin" } }),
-          llm("x", null, 0, 5),
-        ];
-        expect(make().adapt(spans).map((t) => t.metadata.agent_name)).toEqual(["*"]);
+        const spans = [sp({ id: "a", start: 0, end: 5, attrs: { "agent.name": "twin" } }), llm("x", null, 0, 5)];
+        expect(
+          make()
+            .adapt(spans)
+            .map((t) => t.metadata.agent_name),
+        ).toEqual(["*"]);
       });
 
       it("nested LLM calls: a call without response id inside a call is dropped unless dedup is off; equal response ids always dedup", () => {
@@ -104,7 +113,14 @@ describe("TraceTripletAdapter (§5.4-5.9)", () => {
         const spans = [
           sp({ id: "root", start: 0, end: 10 }),
           llm("a", "root", 1, 2, { "gen_ai.response.id": "a" }),
-          sp({ id: "judge", parent: "root", name: "agentlightning.operation", start: 3, end: 6, attrs: { "agentlightning.operation.name": "agentlightning.reward" } }),
+          sp({
+            id: "judge",
+            parent: "root",
+            name: "agentlightning.operation",
+            start: 3,
+            end: 6,
+            attrs: { "agentlightning.operation.name": "agentlightning.reward" },
+          }),
           llm("j", "judge", 4, 5, { "gen_ai.response.id": "j" }),
         ];
         expect(ids(make().adapt(spans))).toEqual(["a"]);
@@ -141,13 +157,37 @@ describe("TraceTripletAdapter (§5.4-5.9)", () => {
       it("reads token ids from arrays or Python-repr strings, and can skip calls with empty token ids", () => {
         const spans = [
           sp({ id: "root", start: 0, end: 10 }),
-          sp({ id: "a", parent: "root", name: LLM, start: 1, end: 2, attrs: { prompt_token_ids: "[1, 2, 3]", response_token_ids: "(4, 5)" } }),
-          sp({ id: "b", parent: "root", name: LLM, start: 3, end: 4, attrs: { "agentlightning.operation.output.prompt_token_ids": [7], "agentlightning.operation.output.choices.0.token_ids": [8, 9] } }),
+          sp({
+            id: "a",
+            parent: "root",
+            name: LLM,
+            start: 1,
+            end: 2,
+            attrs: { prompt_token_ids: "[1, 2, 3]", response_token_ids: "(4, 5)" },
+          }),
+          sp({
+            id: "b",
+            parent: "root",
+            name: LLM,
+            start: 3,
+            end: 4,
+            attrs: {
+              "agentlightning.operation.output.prompt_token_ids": [7],
+              "agentlightning.operation.output.choices.0.token_ids": [8, 9],
+            },
+          }),
           sp({ id: "c", parent: "root", name: LLM, start: 5, end: 6, attrs: { prompt_token_ids: "not a list" } }),
           reward("r", "root", 7, 1),
         ];
         const out = make().adapt(spans);
-        expect(out.map((t) => [t.prompt.token_ids, t.response.token_ids])).toEqual([[[1, 2, 3], [4, 5]], [[7], [8, 9]], [[], []]]);
+        expect(out.map((t) => [t.prompt.token_ids, t.response.token_ids])).toEqual([
+          [
+            [1, 2, 3],
+            [4, 5],
+          ],
+          [[7], [8, 9]],
+          [[], []],
+        ]);
         expect(rewards(out)).toEqual([null, null, 1]);
         const skipped = make({ skipEmptyTokenSpans: true }).adapt(spans);
         expect(skipped.map((t) => t.prompt.token_ids)).toEqual([[1, 2, 3], [7]]);
@@ -167,18 +207,32 @@ describe("TraceTripletAdapter (§5.4-5.9)", () => {
       });
 
       it("builds the triplet's prompt/response content and metadata from gen_ai attributes", () => {
-        const spans = [llm("x", null, 0, 1, {
-          "gen_ai.prompt.0.role": "user",
-          "gen_ai.prompt.0.content": JSON.stringify([{ type: "text", text: "hi" }, { type: "image_url", image_url: { url: "http://img/1.png" } }]),
-          "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": "hello",
-          "gen_ai.request.model": "m", "gen_ai.request.temperature": 0.5, "gen_ai.response.id": "rid", "gen_ai.response.model": "m2",
-          "logprobs.content": "[{\"token\": \"hello\", \"logprob\": -0.1}]",
-        })];
+        const spans = [
+          llm("x", null, 0, 1, {
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": JSON.stringify([
+              { type: "text", text: "hi" },
+              { type: "image_url", image_url: { url: "http://img/1.png" } },
+            ]),
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": "hello",
+            "gen_ai.request.model": "m",
+            "gen_ai.request.temperature": 0.5,
+            "gen_ai.response.id": "rid",
+            "gen_ai.response.model": "m2",
+            "logprobs.content": '[{"token": "hello", "logprob": -0.1}]',
+          }),
+        ];
         const [t] = make().adapt(spans);
         expect(t.prompt.image_urls).toEqual(["http://img/1.png"]);
         expect(t.response.raw_content).toEqual([{ role: "assistant", content: "hello" }]);
         expect(t.response.logprobs).toEqual([{ token: "hello", logprob: -0.1 }]);
-        expect(t.metadata).toEqual({ request: { model: "m", temperature: 0.5 }, response: { id: "rid", model: "m2" }, response_id: "rid", agent_name: "*" });
+        expect(t.metadata).toEqual({
+          request: { model: "m", temperature: 0.5 },
+          response: { id: "rid", model: "m2" },
+          response_id: "rid",
+          agent_name: "*",
+        });
       });
     });
   }
@@ -191,14 +245,20 @@ describe("TraceTripletAdapter (§5.4-5.9)", () => {
       const spans = [];
       for (let i = 0; i < n; i++) {
         const parent = i === 0 || r.bool(0.15) ? (r.bool(0.5) ? null : `missing${r.int(0, 2)}`) : `s${r.int(0, i - 1)}`;
-        const start = r.int(0, 50), end = start + r.int(0, 20);
+        const start = r.int(0, 50),
+          end = start + r.int(0, 20);
         const kind = r.int(0, 5);
         if (kind <= 1) spans.push(llm(`s${i}`, parent, start, end, r.bool() ? { "gen_ai.response.id": `r${r.int(0, 5)}` } : {}));
         else if (kind === 2) spans.push(reward(`s${i}`, parent, start, r.pick([0, 1, 0.5])));
         else if (kind === 3) spans.push(sp({ id: `s${i}`, parent, start, end, attrs: { "agent.name": r.pick(["a", "b"]) } }));
         else spans.push(sp({ id: `s${i}`, parent, start, end }));
       }
-      for (const o of [{}, { rewardMatch: "first_sibling" as const }, { agentMatch: "a" }, { dedupLlmCall: false, repairHierarchy: false }]) {
+      for (const o of [
+        {},
+        { rewardMatch: "first_sibling" as const },
+        { agentMatch: "a" },
+        { dedupLlmCall: false, repairHierarchy: false },
+      ]) {
         const a = new TraceTripletAdapter(o).adapt(spans);
         const b = new TraceTripletAdapter({ ...o, kernels: referenceKernels }).adapt(spans);
         expect(a).toEqual(b);
@@ -209,15 +269,37 @@ describe("TraceTripletAdapter (§5.4-5.9)", () => {
 
 describe("reward formats (§5.1) and agent names (§5.3)", () => {
   it("reads agentlightning.reward.<i>.value, the AgentOps payload and the legacy annotation", () => {
-    expect(getRewardValue(sp({ id: "a", attrs: { "agentlightning.reward.0.name": "p", "agentlightning.reward.0.value": 0.5, "agentlightning.reward.1.name": "q", "agentlightning.reward.1.value": 2 } }))).toBe(0.5);
+    expect(
+      getRewardValue(
+        sp({
+          id: "a",
+          attrs: {
+            "agentlightning.reward.0.name": "p",
+            "agentlightning.reward.0.value": 0.5,
+            "agentlightning.reward.1.name": "q",
+            "agentlightning.reward.1.value": 2,
+          },
+        }),
+      ),
+    ).toBe(0.5);
     expect(getRewardValue(sp({ id: "b", attrs: { "agentops.task.output": JSON.stringify({ type: "reward", value: 0 }) } }))).toBe(0);
     expect(getRewardValue(sp({ id: "c", attrs: { "agentops.entity.output": "{not json" } }))).toBeNull();
     expect(getRewardValue(sp({ id: "d", name: "agentlightning.annotation", attrs: { reward: 0.75 } }))).toBe(0.75);
     expect(getRewardValue(sp({ id: "e", name: "other", attrs: { reward: 0.75 } }))).toBeNull();
     // an AgentOps reward payload with a null value stops the search (no fall through to the legacy form)
-    expect(getRewardValue(sp({ id: "f", name: "agentlightning.annotation", attrs: { "agentops.task.output": JSON.stringify({ type: "reward", value: null }), reward: 1 } }))).toBeNull();
+    expect(
+      getRewardValue(
+        sp({
+          id: "f",
+          name: "agentlightning.annotation",
+          attrs: { "agentops.task.output": JSON.stringify({ type: "reward", value: null }), reward: 1 },
+        }),
+      ),
+    ).toBeNull();
     expect(() => getRewardValue(sp({ id: "g", attrs: { "agentlightning.reward": 1 } }))).toThrow(ValidationError);
-    expect(() => getRewardValue(sp({ id: "h", attrs: { "agentlightning.reward.0.value": "x", "agentlightning.reward.0.name": "n" } }))).toThrow(ValidationError);
+    expect(() =>
+      getRewardValue(sp({ id: "h", attrs: { "agentlightning.reward.0.value": "x", "agentlightning.reward.0.name": "n" } })),
+    ).toThrow(ValidationError);
   });
   it("agent names from each framework, first rule wins", () => {
     const n = (attrs: Record<string, string>, name = "x") => agentName(sp({ id: "a", name, attrs }));

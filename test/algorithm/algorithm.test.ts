@@ -1,6 +1,14 @@
 /** Algorithm base, algo(), batch iteration and Baseline queue control (runtime.md §5.1–5.4). */
 import { describe, expect, it } from "vitest";
-import { Algorithm, Baseline, FunctionalAlgorithm, algo, batchIterOverDataset, destructuredKeys, withLlmProxy } from "../../src/algorithm/index.ts";
+import {
+  Algorithm,
+  Baseline,
+  FunctionalAlgorithm,
+  algo,
+  batchIterOverDataset,
+  destructuredKeys,
+  withLlmProxy,
+} from "../../src/algorithm/index.ts";
 import { InMemoryLightningStore } from "../../src/store/index.ts";
 import { LightningError, ValidationError } from "../../src/types/index.ts";
 
@@ -44,7 +52,10 @@ describe("Algorithm base", () => {
 
 describe("algo()", () => {
   it("reads which context keys the function takes and passes lazy values", async () => {
-    expect(destructuredKeys(({ store, train_dataset: t }: { store: unknown; train_dataset: unknown }) => [store, t])).toEqual(["store", "trainDataset"]);
+    expect(destructuredKeys(({ store, train_dataset: t }: { store: unknown; train_dataset: unknown }) => [store, t])).toEqual([
+      "store",
+      "trainDataset",
+    ]);
     expect(destructuredKeys((ctx: unknown) => ctx)).toBeNull();
     const seen: unknown[] = [];
     const a = algo(async ({ trainDataset, initialResources }) => void seen.push(trainDataset, initialResources));
@@ -126,8 +137,10 @@ describe("Baseline", () => {
     expect(maxWaiting).toBeLessThanOrEqual(3);
     const all = (await store.queryRollouts()).items;
     expect(all.map((r) => [r.input, r.mode])).toEqual([
-      ...["a", "b", "c", "d"].map((x) => [x, "train"]), ["v", "val"],
-      ...["a", "b", "c", "d"].map((x) => [x, "train"]), ["v", "val"],
+      ...["a", "b", "c", "d"].map((x) => [x, "train"]),
+      ["v", "val"],
+      ...["a", "b", "c", "d"].map((x) => [x, "train"]),
+      ["v", "val"],
     ]);
     expect(b.finished.map((r) => r.status)).toEqual(Array(10).fill("succeeded"));
   });

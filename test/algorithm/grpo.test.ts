@@ -27,7 +27,14 @@ describe("selectRows", () => {
 describe("GRPO", () => {
   const make = (o: Partial<ConstructorParameters<typeof GRPO>[0]> = {}) => {
     const params = initParams(config, 0);
-    return new GRPO({ trainer: new CpuTrainer({ config, params }), policy: new ModelPolicy({ model: "m", config, params }), maxPromptLength: 24, maxResponseLength: 8, progress: false, ...o });
+    return new GRPO({
+      trainer: new CpuTrainer({ config, params }),
+      policy: new ModelPolicy({ model: "m", config, params }),
+      maxPromptLength: 24,
+      maxResponseLength: 8,
+      progress: false,
+      ...o,
+    });
   };
 
   it("rejects a non-positive group size or batch size", () => {

@@ -120,7 +120,8 @@ const NODE_BUILTINS = new Set(builtinModules);
 /** What in a file tests for or uses a runtime: `node:*` or Node built-in imports, and the runtime globals. */
 function runtimeUses(code: string): string[] {
   const found = new Set<string>();
-  for (const spec of allSpecifiers(code)) if (spec.startsWith("node:") || NODE_BUILTINS.has(spec.split("/")[0]!)) found.add(`import ${spec}`);
+  for (const spec of allSpecifiers(code))
+    if (spec.startsWith("node:") || NODE_BUILTINS.has(spec.split("/")[0]!)) found.add(`import ${spec}`);
   // A global is the bare name: not a property (`x.process`), not part of a longer name (`requireId`).
   for (const m of codeOnly(code).matchAll(/(?<![\w$.])(Deno|Bun|process|require)(?![\w$])/g)) found.add(m[1]!);
   return [...found].sort();
@@ -192,7 +193,9 @@ describe("the house's layers (docs/architecture.md)", () => {
       for (const target of targets) {
         const [from, to] = [partOf(file), partOf(target)];
         if ((floors.get(to) ?? Infinity) > (floors.get(from) ?? -Infinity)) {
-          upward.push(`${relative(root, file)} (${from}, floor ${floors.get(from)}) imports ${relative(root, target)} (${to}, floor ${floors.get(to)})`);
+          upward.push(
+            `${relative(root, file)} (${from}, floor ${floors.get(from)}) imports ${relative(root, target)} (${to}, floor ${floors.get(to)})`,
+          );
         }
       }
     }
@@ -217,9 +220,22 @@ describe("the house's layers (docs/architecture.md)", () => {
 
 describe("the checks themselves", () => {
   it("find a cycle and only a cycle", () => {
-    const g = new Map([["a", ["b"]], ["b", ["c"]], ["c", ["a"]], ["d", ["a"]], ["e", ["e"]]]);
+    const g = new Map([
+      ["a", ["b"]],
+      ["b", ["c"]],
+      ["c", ["a"]],
+      ["d", ["a"]],
+      ["e", ["e"]],
+    ]);
     expect(cycles(g).map((c) => c.sort())).toEqual([["a", "b", "c"], ["e"]]);
-    expect(cycles(new Map([["a", ["b"]], ["b", []]]))).toEqual([]);
+    expect(
+      cycles(
+        new Map([
+          ["a", ["b"]],
+          ["b", []],
+        ]),
+      ),
+    ).toEqual([]);
   });
 
   it("read static, re-export, side-effect and literal dynamic imports", () => {
@@ -228,7 +244,11 @@ describe("the checks themselves", () => {
   });
 
   it("find runtime globals and node imports in code, not in comments, strings or property names", () => {
-    expect(runtimeUses(`import { readFileSync } from "node:fs";\nimport os from "os";\nconst x = await import("node:path");`)).toEqual(["import node:fs", "import node:path", "import os"]);
+    expect(runtimeUses(`import { readFileSync } from "node:fs";\nimport os from "os";\nconst x = await import("node:path");`)).toEqual([
+      "import node:fs",
+      "import node:path",
+      "import os",
+    ]);
     expect(runtimeUses(`const b = (globalThis as { Bun?: unknown }).Bun;`)).toEqual(["Bun"]);
     expect(runtimeUses(`if (typeof Deno !== "undefined") {}`)).toEqual(["Deno"]);
     expect(runtimeUses(`const env = process.env.X;`)).toEqual(["process"]);
@@ -247,6 +267,9 @@ describe("the checks themselves", () => {
   });
 
   it("read the floors table", () => {
-    expect([...readFloors("| part | floor |\n|---|---|\n| types | 1 |\n| store | 2 |\n")]).toEqual([["types", 1], ["store", 2]]);
+    expect([...readFloors("| part | floor |\n|---|---|\n| types | 1 |\n| store | 2 |\n")]).toEqual([
+      ["types", 1],
+      ["store", 2],
+    ]);
   });
 });

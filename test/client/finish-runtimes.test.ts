@@ -9,7 +9,10 @@ import { NotFoundError, ValidationError, spanFromAttributes, type AttemptedRollo
 import { RUNTIMES, startServerProcess, type ServerProcess } from "../server/processes.ts";
 
 const unnumbered = (r: AttemptedRollout, name: string) =>
-  ({ ...spanFromAttributes({ rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id, sequence_id: 1, name }), sequence_id: null }) as unknown as Span;
+  ({
+    ...spanFromAttributes({ rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id, sequence_id: 1, name }),
+    sequence_id: null,
+  }) as unknown as Span;
 
 for (const runtime of RUNTIMES) {
   describe(`finishAttempt -> ${runtime} server process`, () => {
@@ -31,22 +34,38 @@ for (const runtime of RUNTIMES) {
       const first = (await client.dequeueRollout({ worker_id: `W-${tag}` }))!;
       const ids = { rollout_id: first.rollout_id, attempt_id: first.attempt.attempt_id };
 
-      const done = await client.finishAttempt({ ...ids, spans: [unnumbered(first, "a"), unnumbered(first, "b")], attempt: { status: "succeeded" }, claim: { worker_id: `W-${tag}` } });
+      const done = await client.finishAttempt({
+        ...ids,
+        spans: [unnumbered(first, "a"), unnumbered(first, "b")],
+        attempt: { status: "succeeded" },
+        claim: { worker_id: `W-${tag}` },
+      });
       expect(done.sequence_ids).toEqual([1, 2]);
       expect(done.attempt.status).toBe("succeeded");
       expect(done.next?.rollout_id).toBe(second.rollout_id);
       expect(done.next?.attempt.worker_id).toBe(`W-${tag}`);
-      expect((await client.querySpans(first.rollout_id)).items.map((s) => [s.name, s.sequence_id])).toEqual([["a", 1], ["b", 2]]);
+      expect((await client.querySpans(first.rollout_id)).items.map((s) => [s.name, s.sequence_id])).toEqual([
+        ["a", 1],
+        ["b", 2],
+      ]);
 
       const next = done.next!;
       const lost = await client
-        .finishAttempt({ rollout_id: next.rollout_id, attempt_id: "at-00000000", spans: [unnumbered(next, "kept")], attempt: { status: "failed" }, claim: {} })
+        .finishAttempt({
+          rollout_id: next.rollout_id,
+          attempt_id: "at-00000000",
+          spans: [unnumbered(next, "kept")],
+          attempt: { status: "failed" },
+          claim: {},
+        })
         .catch((e: unknown) => e);
       expect(lost).toBeInstanceOf(NotFoundError);
       expect(finishFailure(lost)).toEqual({ failed: "attempt", completed: ["spans"] });
       expect((await client.querySpans(next.rollout_id)).items.map((s) => s.name)).toEqual(["kept"]);
 
-      const bad = await client.finishAttempt({ rollout_id: next.rollout_id, attempt_id: next.attempt.attempt_id, attempt: { status: "done" as never } }).catch((e: unknown) => e);
+      const bad = await client
+        .finishAttempt({ rollout_id: next.rollout_id, attempt_id: next.attempt.attempt_id, attempt: { status: "done" as never } })
+        .catch((e: unknown) => e);
       expect(bad).toBeInstanceOf(ValidationError);
       expect((bad as ValidationError).issues[0]!.path).toEqual(["attempt", "status"]);
       expect(finishFailure(bad)).toBeNull();

@@ -24,7 +24,9 @@ describe("which calls carry an Idempotency-Key", () => {
       if (!url.pathname.endsWith("/health")) {
         sent.push({ what: `${init?.method} ${url.pathname}`, key: new Headers(init?.headers).get("idempotency-key") });
       }
-      return new Response(JSON.stringify({ detail: "busy", error_type: "ServerError" }), { status: url.pathname.endsWith("/health") ? 200 : 503 });
+      return new Response(JSON.stringify({ detail: "busy", error_type: "ServerError" }), {
+        status: url.pathname.endsWith("/health") ? 200 : 503,
+      });
     };
     return { sent, fetchFn };
   }
@@ -71,13 +73,23 @@ describe("which calls carry an Idempotency-Key", () => {
   it("reads are retried without a key; dequeues and claiming finishes are sent once, without a key", async () => {
     const { sent, fetchFn } = recording();
     const c = client(fetchFn);
-    const reads = [c.queryRollouts(), c.queryAttempts("ro-1"), c.querySpans("ro-1"), c.queryWorkers(), c.queryResources(), c.statistics(), c.getRolloutById("ro-1")];
+    const reads = [
+      c.queryRollouts(),
+      c.queryAttempts("ro-1"),
+      c.querySpans("ro-1"),
+      c.queryWorkers(),
+      c.queryResources(),
+      c.statistics(),
+      c.getRolloutById("ro-1"),
+    ];
     for (const r of reads) await expect(r).rejects.toBeInstanceOf(StoreHttpError);
     expect(sent).toHaveLength(reads.length * 4);
     expect(sent.every((s) => s.key === null)).toBe(true);
     sent.length = 0;
     await expect(c.dequeueRollout({ worker_id: "w" })).rejects.toBeInstanceOf(StoreHttpError);
-    await expect(c.finishAttempt({ rollout_id: "ro-1", attempt_id: "at-1", attempt: { status: "succeeded" }, claim: { worker_id: "w" } })).rejects.toBeInstanceOf(StoreHttpError);
+    await expect(
+      c.finishAttempt({ rollout_id: "ro-1", attempt_id: "at-1", attempt: { status: "succeeded" }, claim: { worker_id: "w" } }),
+    ).rejects.toBeInstanceOf(StoreHttpError);
     expect(sent).toEqual([
       { what: "POST /v1/agl/queues/rollouts/dequeue", key: null },
       { what: "POST /v1/agl/attempts/finish", key: null },
@@ -119,7 +131,8 @@ async function faultyServer(wrap: (s: LightningStore, seen: string[]) => Lightni
           const { fault } = pending;
           pending = null;
           dropped.push(await res.text());
-          if (fault === "502") return new Response("<html>502 Bad Gateway</html>", { status: 502, headers: { "content-type": "text/html" } });
+          if (fault === "502")
+            return new Response("<html>502 Bad Gateway</html>", { status: 502, headers: { "content-type": "text/html" } });
           env.incoming.socket.destroy();
           return new Response(null, { status: 500 });
         },
@@ -198,7 +211,9 @@ describe.each(["cut", "502"] as const)("a write whose answer is lost (%s) after 
   it("addManySpans: the stored spans come back, not an empty list of refused duplicates", async () => {
     server = await faultyServer();
     const r = await server.store.startRollout(1);
-    const spans = [1, 2].map((i) => spanFromAttributes({ rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id, sequence_id: i, name: `s${i}` }));
+    const spans = [1, 2].map((i) =>
+      spanFromAttributes({ rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id, sequence_id: i, name: `s${i}` }),
+    );
     server.dropNext(is("POST /v1/agl/spans/batch"), fault);
     const stored = await clientOf(server).addManySpans(spans);
     expect(stored.map((s) => s.sequence_id)).toEqual([1, 2]);
@@ -211,7 +226,12 @@ describe.each(["cut", "502"] as const)("a write whose answer is lost (%s) after 
     await server.store.enqueueRollout(2);
     server.dropNext(is("POST /v1/agl/attempts/finish"), fault);
     const err = await clientOf(server)
-      .finishAttempt({ rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id, attempt: { status: "succeeded" }, claim: { worker_id: "w" } })
+      .finishAttempt({
+        rollout_id: r.rollout_id,
+        attempt_id: r.attempt.attempt_id,
+        attempt: { status: "succeeded" },
+        claim: { worker_id: "w" },
+      })
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(fault === "cut" ? StoreConnectionError : StoreHttpError);
     expect(server.seen).toEqual(["POST /v1/agl/attempts/finish"]);
@@ -224,21 +244,22 @@ it("a retry after the client's own timeout waits for the first request, still ru
   let retryArrived!: () => void;
   const arrived = new Promise<void>((r) => (retryArrived = r));
   let storeCalls = 0;
-  server = await faultyServer((s, seen) =>
-    new Proxy(s, {
-      get(t, p) {
-        const v = Reflect.get(t, p, t) as unknown;
-        if (p !== "enqueueRollout") return typeof v === "function" ? v.bind(t) : v;
-        return async (...args: unknown[]) => {
-          if (storeCalls++ === 0) {
-            const poll = setInterval(() => seen.filter((w) => w.endsWith("/enqueue")).length > 1 && retryArrived(), 5);
-            await arrived;
-            clearInterval(poll);
-          }
-          return (v as (...a: unknown[]) => Promise<unknown>).apply(t, args);
-        };
-      },
-    }),
+  server = await faultyServer(
+    (s, seen) =>
+      new Proxy(s, {
+        get(t, p) {
+          const v = Reflect.get(t, p, t) as unknown;
+          if (p !== "enqueueRollout") return typeof v === "function" ? v.bind(t) : v;
+          return async (...args: unknown[]) => {
+            if (storeCalls++ === 0) {
+              const poll = setInterval(() => seen.filter((w) => w.endsWith("/enqueue")).length > 1 && retryArrived(), 5);
+              await arrived;
+              clearInterval(poll);
+            }
+            return (v as (...a: unknown[]) => Promise<unknown>).apply(t, args);
+          };
+        },
+      }),
   );
   const r = await clientOf(server, { requestTimeout: 2 }).enqueueRollout({ q: 1 });
   expect(server.seen.filter((w) => w.endsWith("/enqueue"))).toHaveLength(2);

@@ -21,17 +21,37 @@ function scripted(api: Step[], health: Step[] = [200]) {
     if (step === "hang") {
       return new Promise<Response>((_, reject) => init?.signal?.addEventListener("abort", () => reject(init.signal!.reason)));
     }
-    const body = step < 300 ? (isHealth ? { status: "ok" } : { name: "S", total_rollouts: 1 }) : { detail: `failure ${step}`, error_type: step === 404 ? "NotFoundError" : step === 400 ? "ValidationError" : "ServerError", issues: step === 400 ? [{ path: ["x"], message: "bad" }] : undefined };
+    const body =
+      step < 300
+        ? isHealth
+          ? { status: "ok" }
+          : { name: "S", total_rollouts: 1 }
+        : {
+            detail: `failure ${step}`,
+            error_type: step === 404 ? "NotFoundError" : step === 400 ? "ValidationError" : "ServerError",
+            issues: step === 400 ? [{ path: ["x"], message: "bad" }] : undefined,
+          };
     return new Response(JSON.stringify(body), { status: step, headers: { "content-type": "application/json" } });
   };
   return { calls, fetchFn };
 }
 
 const client = (fetchFn: typeof fetch, o: { retryDelays?: number[]; healthRetryDelays?: number[]; requestTimeout?: number } = {}) =>
-  new LightningStoreClient("http://store.invalid:4747/", { retryDelays: [0.01, 0.01, 0.01], healthRetryDelays: [0.01], fetch: fetchFn, ...o });
+  new LightningStoreClient("http://store.invalid:4747/", {
+    retryDelays: [0.01, 0.01, 0.01],
+    healthRetryDelays: [0.01],
+    fetch: fetchFn,
+    ...o,
+  });
 
 describe("LightningStoreClient retries", () => {
-  it.each([["network errors", "network"], ["503", 503], ["500", 500], ["429", 429], ["408", 408]] as const)("retries %s, probing health in between", async (_l, failure) => {
+  it.each([
+    ["network errors", "network"],
+    ["503", 503],
+    ["500", 500],
+    ["429", 429],
+    ["408", 408],
+  ] as const)("retries %s, probing health in between", async (_l, failure) => {
     const { calls, fetchFn } = scripted([failure, failure, 200]);
     expect(await client(fetchFn).statistics()).toMatchObject({ total_rollouts: 1 });
     expect(calls).toEqual(["GET /v1/agl/statistics", "health", "GET /v1/agl/statistics", "health", "GET /v1/agl/statistics"]);
@@ -51,7 +71,9 @@ describe("LightningStoreClient retries", () => {
 
   it("stops after the last retry with the last error, status kept", async () => {
     const { calls, fetchFn } = scripted([502]);
-    const err = await client(fetchFn).statistics().catch((e: unknown) => e);
+    const err = await client(fetchFn)
+      .statistics()
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StoreHttpError);
     expect((err as StoreHttpError).status).toBe(502);
     expect(calls.filter((c) => c !== "health")).toHaveLength(4);
@@ -72,7 +94,9 @@ describe("LightningStoreClient retries", () => {
   });
 
   it("maps error bodies back to typed errors; single-item GETs give null for 404", async () => {
-    const v = await client(scripted([400]).fetchFn).enqueueRollout(1).catch((e: unknown) => e);
+    const v = await client(scripted([400]).fetchFn)
+      .enqueueRollout(1)
+      .catch((e: unknown) => e);
     expect(v).toBeInstanceOf(ValidationError);
     expect((v as ValidationError).issues).toEqual([{ path: ["x"], message: "bad" }]);
     expect(await client(scripted([404]).fetchFn).getRolloutById("ro-1")).toBeNull();
@@ -80,7 +104,8 @@ describe("LightningStoreClient retries", () => {
   });
 
   it("a 404 from an unknown route is not mistaken for an unknown id", async () => {
-    const fetchFn: typeof fetch = async () => new Response(JSON.stringify({ detail: "No route", error_type: "RouteNotFound" }), { status: 404 });
+    const fetchFn: typeof fetch = async () =>
+      new Response(JSON.stringify({ detail: "No route", error_type: "RouteNotFound" }), { status: 404 });
     await expect(client(fetchFn).getRolloutById("ro-1")).rejects.toBeInstanceOf(StoreHttpError);
   });
 

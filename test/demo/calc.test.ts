@@ -22,9 +22,15 @@ afterAll(async () => {
 });
 
 const slope = (ys: number[]): number => {
-  const n = ys.length, mx = (n - 1) / 2, my = ys.reduce((a, b) => a + b, 0) / n;
-  let num = 0, den = 0;
-  ys.forEach((y, x) => { num += (x - mx) * (y - my); den += (x - mx) ** 2; });
+  const n = ys.length,
+    mx = (n - 1) / 2,
+    my = ys.reduce((a, b) => a + b, 0) / n;
+  let num = 0,
+    den = 0;
+  ys.forEach((y, x) => {
+    num += (x - mx) * (y - my);
+    den += (x - mx) ** 2;
+  });
   return num / den;
 };
 
@@ -36,7 +42,11 @@ async function tasksWithSignal(count: number): Promise<CalcTask[]> {
   const { config, params } = await loadCheckpoint("examples/calc/checkpoint-sft", undefined, { optimizer: false });
   const picked: CalcTask[] = [];
   for (const t of trainTasks(200, 5)) {
-    const gens = await cpuGenerationEngine.generate(config, params, Array.from({ length: 8 }, (_, i) => ({ prompt: promptIds(t), maxTokens: MAX_ANSWER_TOKENS, temperature: 1, seed: 100 + i })));
+    const gens = await cpuGenerationEngine.generate(
+      config,
+      params,
+      Array.from({ length: 8 }, (_, i) => ({ prompt: promptIds(t), maxTokens: MAX_ANSWER_TOKENS, temperature: 1, seed: 100 + i })),
+    );
     const rate = gens.reduce((a, g) => a + reward(t, g.text), 0) / gens.length;
     if (rate >= 0.25 && rate <= 0.75) picked.push(t);
     if (picked.length === count) return picked;
@@ -49,7 +59,19 @@ describe("calc demo, shortened", () => {
     const out = await mkdtemp(join(tmpdir(), "calc-demo-"));
     dirs.push(out);
     const trainSet = await tasksWithSignal(4);
-    const r = await trainCalc({ steps: 8, batch: 4, n: 8, lr: 3e-3, valEvery: 0, valTasks: 20, out, backend: "cpu", progress: false, seed: 1, trainSet });
+    const r = await trainCalc({
+      steps: 8,
+      batch: 4,
+      n: 8,
+      lr: 3e-3,
+      valEvery: 0,
+      valTasks: 20,
+      out,
+      backend: "cpu",
+      progress: false,
+      seed: 1,
+      trainSet,
+    });
     const steps = r.reports.filter((x) => x.kind === "step");
     expect(steps).toHaveLength(8);
     const rewards = steps.map((s) => s.reward);

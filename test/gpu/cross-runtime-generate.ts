@@ -12,7 +12,18 @@ import { cpuGenerationEngine, type GenerationRequest } from "../../src/proxy/gen
 import { GpuGenerationEngine } from "../../src/proxy/gpu-generation.ts";
 import { contextOrSkip, exit } from "./script-env.ts";
 
-const config: ModelConfig = { vocab_size: 40, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 48, max_seq_len: 32, rope_theta: 10000, norm_eps: 1e-5, tie_embeddings: true };
+const config: ModelConfig = {
+  vocab_size: 40,
+  d_model: 32,
+  n_layers: 2,
+  n_heads: 4,
+  n_kv_heads: 2,
+  d_ff: 48,
+  max_seq_len: 32,
+  rope_theta: 10000,
+  norm_eps: 1e-5,
+  tie_embeddings: true,
+};
 
 const ctx = await contextOrSkip();
 const params = initParams(config, 21);
@@ -25,7 +36,14 @@ const engine = new GpuGenerationEngine(ctx);
 const gpu = await engine.generate(config, params, requests);
 const cpu = await cpuGenerationEngine.generate(config, params, requests);
 const tokens = gpu.map((g) => g.tokenIds);
-console.log(JSON.stringify({ runtime: detectRuntime(), adapter: describeAdapter(ctx.handle!.report), tokens, sameAsCpu: JSON.stringify(tokens) === JSON.stringify(cpu.map((g) => g.tokenIds)) }));
+console.log(
+  JSON.stringify({
+    runtime: detectRuntime(),
+    adapter: describeAdapter(ctx.handle!.report),
+    tokens,
+    sameAsCpu: JSON.stringify(tokens) === JSON.stringify(cpu.map((g) => g.tokenIds)),
+  }),
+);
 engine.destroy();
 ctx.destroy();
 exit(0);

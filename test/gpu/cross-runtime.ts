@@ -10,7 +10,18 @@ import { batchFromTokens } from "../../src/model/batch.ts";
 import type { ModelConfig } from "../../src/model/config.ts";
 import { contextOrSkip, exit } from "./script-env.ts";
 
-const config: ModelConfig = { vocab_size: 40, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 48, max_seq_len: 32, rope_theta: 10000, norm_eps: 1e-5, tie_embeddings: true };
+const config: ModelConfig = {
+  vocab_size: 40,
+  d_model: 32,
+  n_layers: 2,
+  n_heads: 4,
+  n_kv_heads: 2,
+  d_ff: 48,
+  max_seq_len: 32,
+  rope_theta: 10000,
+  norm_eps: 1e-5,
+  tie_embeddings: true,
+};
 
 /** FNV-1a over the float bits: equal digests mean bit-identical weights. */
 function digest(a: Float32Array): string {
@@ -37,7 +48,15 @@ for (let s = 0; s < 3; s++) losses.push((await trainer.policyStep(batch, adv, ol
 const state = await trainer.getState();
 let sum = 0;
 for (const v of state.params) sum += v;
-console.log(JSON.stringify({ runtime: detectRuntime(), adapter: describeAdapter(ctx.handle!.report), losses, paramSum: sum, digest: digest(state.params) }));
+console.log(
+  JSON.stringify({
+    runtime: detectRuntime(),
+    adapter: describeAdapter(ctx.handle!.report),
+    losses,
+    paramSum: sum,
+    digest: digest(state.params),
+  }),
+);
 trainer.destroy();
 ctx.destroy();
 exit(0);

@@ -78,7 +78,18 @@ describe.skipIf(noGpu)("device acquisition and small-limit kernels", { timeout: 
   });
 
   it("the factory picks WebGPU here, and the CPU trainer when asked", async () => {
-    const config = { vocab_size: 20, d_model: 8, n_layers: 1, n_heads: 2, n_kv_heads: 1, d_ff: 12, max_seq_len: 16, rope_theta: 10000, norm_eps: 1e-5, tie_embeddings: true };
+    const config = {
+      vocab_size: 20,
+      d_model: 8,
+      n_layers: 1,
+      n_heads: 2,
+      n_kv_heads: 1,
+      d_ff: 12,
+      max_seq_len: 16,
+      rope_theta: 10000,
+      norm_eps: 1e-5,
+      tie_embeddings: true,
+    };
     const auto = await createPolicyTrainer({ config });
     expect(auto.backend).toBe("webgpu");
     (auto as { destroy?: () => void }).destroy?.();

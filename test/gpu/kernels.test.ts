@@ -223,7 +223,12 @@ describe.skipIf(noGpu)("WGSL kernels vs the CPU reference", { timeout: 180_000 }
     adamw(ctx, P, G, M, V, n, adamwScalars(o, 3, scale));
     const state = { step: 2, m: m.slice(), v: v.slice() };
     const want = p.slice();
-    adamwStep(want, g.map((x) => x * scale), state, o);
+    adamwStep(
+      want,
+      g.map((x) => x * scale),
+      state,
+      o,
+    );
     expect(maxRelError(await ctx.read(P), want)).toBeLessThan(1e-5);
     expect(maxRelError(await ctx.read(M), state.m)).toBeLessThan(1e-6);
     expect(maxRelError(await ctx.read(V), state.v)).toBeLessThan(1e-6);

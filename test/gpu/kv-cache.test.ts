@@ -19,22 +19,38 @@ import { maxRelError, noGpu, randn } from "./gpu-env.ts";
 /** cache[b, slot0 + t, :] = src[b, t, :] on a copy of `cache`. */
 function refWrite(src: Float32Array, cache: Float32Array, B: number, rows: number, S: number, slot0: number, width: number): Float32Array {
   const out = cache.slice();
-  for (let b = 0; b < B; b++) for (let t = 0; t < rows; t++) out.set(src.subarray((b * rows + t) * width, (b * rows + t + 1) * width), (b * S + slot0 + t) * width);
+  for (let b = 0; b < B; b++)
+    for (let t = 0; t < rows; t++) out.set(src.subarray((b * rows + t) * width, (b * rows + t + 1) * width), (b * S + slot0 + t) * width);
   return out;
 }
 
 /** Decode attention by the CPU reference: per sequence, the visible slots gathered and attended in full. */
-function refDecode(q: Float32Array, k: Float32Array, v: Float32Array, mask: Uint32Array, B: number, S: number, n: number, H: number, KV: number, hd: number): Float32Array {
+function refDecode(
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  mask: Uint32Array,
+  B: number,
+  S: number,
+  n: number,
+  H: number,
+  KV: number,
+  hd: number,
+): Float32Array {
   const w = KV * hd;
   const out = new Float32Array(B * H * hd);
   for (let b = 0; b < B; b++) {
     const seen = [...Array(n).keys()].filter((j) => j === n - 1 || mask[b * S + j] !== 0);
-    const kc = new Float32Array(seen.length * w), vc = new Float32Array(seen.length * w);
+    const kc = new Float32Array(seen.length * w),
+      vc = new Float32Array(seen.length * w);
     seen.forEach((j, r) => {
       kc.set(k.subarray((b * S + j) * w, (b * S + j + 1) * w), r * w);
       vc.set(v.subarray((b * S + j) * w, (b * S + j + 1) * w), r * w);
     });
-    out.set(ops.attentionDecode(q.subarray(b * H * hd, (b + 1) * H * hd), kc, vc, seen.length, { heads: H, kvHeads: KV, headDim: hd }), b * H * hd);
+    out.set(
+      ops.attentionDecode(q.subarray(b * H * hd, (b + 1) * H * hd), kc, vc, seen.length, { heads: H, kvHeads: KV, headDim: hd }),
+      b * H * hd,
+    );
   }
   return out;
 }
@@ -60,7 +76,9 @@ describe.skipIf(noGpu)("KV-cache kernels and cached decoding", { timeout: 240_00
     const bT = new Float32Array(K * N);
     for (let k = 0; k < K; k++) for (let n = 0; n < N; n++) bT[n * K + k] = b[k * N + n];
     for (const transB of [false, true]) {
-      const A = ctx.upload(a), B = ctx.upload(transB ? bT : b), C = ctx.upload(c0);
+      const A = ctx.upload(a),
+        B = ctx.upload(transB ? bT : b),
+        C = ctx.upload(c0);
       matmulRows(ctx, A, B, C, { M, N, K, transB });
       expect(maxRelError(await ctx.read(C), want)).toBeLessThan(2e-5);
       ctx.write(C, c0);
@@ -96,16 +114,38 @@ describe.skipIf(noGpu)("KV-cache kernels and cached decoding", { timeout: 240_00
     mask[(B - 1) * S + Math.floor(n / 2)] = 0; // a hole in the last row
     mask[(B - 1) * S + n - 1] = 0; // the query's own slot is visible regardless
     const out = c.alloc(B * H * hd);
-    attentionDecode(c, c.upload(q), c.upload(k), c.upload(v), c.upload(mask), out, { batch: B, slots: S, filled: n, heads: H, kvHeads: KV, headDim: hd });
+    attentionDecode(c, c.upload(q), c.upload(k), c.upload(v), c.upload(mask), out, {
+      batch: B,
+      slots: S,
+      filled: n,
+      heads: H,
+      kvHeads: KV,
+      headDim: hd,
+    });
     expect(maxRelError(await c.read(out), refDecode(q, k, v, mask, B, S, n, H, KV, hd))).toBeLessThan(1e-5);
   });
 
   it("cached decoding gives the logits of full forwards (CPU reference and uncached GPU) at every step", async () => {
-    const config: ModelConfig = { vocab_size: 50, d_model: 48, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 80, max_seq_len: 24, rope_theta: 10000, norm_eps: 1e-5, tie_embeddings: false };
+    const config: ModelConfig = {
+      vocab_size: 50,
+      d_model: 48,
+      n_layers: 2,
+      n_heads: 4,
+      n_kv_heads: 2,
+      d_ff: 80,
+      max_seq_len: 24,
+      rope_theta: 10000,
+      norm_eps: 1e-5,
+      tie_embeddings: false,
+    };
     const params = initParams(config, 5);
     const model = new GpuModel(ctx, config, params, false);
     const prompts = [[1, 2, 3], [4, 5, 6, 7, 8, 9, 10], [11]];
-    const feeds = [[12, 13, 14, 15], [16, 17, 18, 19], [20, 21, 22, 23]];
+    const feeds = [
+      [12, 13, 14, 15],
+      [16, 17, 18, 19],
+      [20, 21, 22, 23],
+    ];
     const V = config.vocab_size;
     const decoder = new GpuDecoder(model, prompts, 7 + 4);
     /** Last-position logits of each sequence run whole through the CPU reference. */
@@ -113,7 +153,12 @@ describe.skipIf(noGpu)("KV-cache kernels and cached decoding", { timeout: 240_00
       const out = new Float32Array(seqs.length * V);
       seqs.forEach((s, b) => {
         const L = s.length;
-        const r = forward(config, params, { n: 1, inputIds: Int32Array.from(s), attentionMask: new Int32Array(L).fill(1), positionIds: Int32Array.from({ length: L }, (_, i) => i) });
+        const r = forward(config, params, {
+          n: 1,
+          inputIds: Int32Array.from(s),
+          attentionMask: new Int32Array(L).fill(1),
+          positionIds: Int32Array.from({ length: L }, (_, i) => i),
+        });
         out.set(r.logits.subarray((L - 1) * V, L * V), b * V);
       });
       return out;
@@ -151,7 +196,18 @@ describe.skipIf(noGpu)("KV-cache kernels and cached decoding", { timeout: 240_00
   });
 
   it("dropping sequences from the cache leaves the others' logits bit for bit", async () => {
-    const config: ModelConfig = { vocab_size: 30, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 40, max_seq_len: 16, rope_theta: 10000, norm_eps: 1e-5, tie_embeddings: true };
+    const config: ModelConfig = {
+      vocab_size: 30,
+      d_model: 32,
+      n_layers: 2,
+      n_heads: 4,
+      n_kv_heads: 2,
+      d_ff: 40,
+      max_seq_len: 16,
+      rope_theta: 10000,
+      norm_eps: 1e-5,
+      tie_embeddings: true,
+    };
     const model = new GpuModel(ctx, config, initParams(config, 9), false);
     const prompts = [[1, 2], [3, 4, 5, 6], [7, 8, 9], [10]];
     const V = config.vocab_size;

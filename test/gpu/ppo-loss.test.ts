@@ -37,9 +37,21 @@ describe.skipIf(noGpu)("PPO loss kernel vs src/wasm/reference/ppo-loss.ts", { ti
     const entropy = Float32Array.from({ length: n }, () => Math.abs(rng.normal()));
     const ref = logp.map((x, k) => (k % 11 === 0 ? x : x + 0.3 * rng.normal()));
     ref[2] = logp[2] + 30; // low_var_kl clamps
-    const options = { clipRatio: 0.2, clipRatioHigh: 0.28, clipRatioC: 3, lossAggMode: mode, entropyCoeff: 0.01, klLossCoef: 0.1, klLossType: klKind };
+    const options = {
+      clipRatio: 0.2,
+      clipRatioHigh: 0.28,
+      clipRatioC: 3,
+      lossAggMode: mode,
+      entropyCoeff: 0.01,
+      klLossCoef: 0.1,
+      klLossType: klKind,
+    };
     const norm = normFromMask(mask, rows, cols);
-    const want = ppoPolicyLoss({ rows, cols, logProbs: logp, oldLogProbs: old, advantages: adv, responseMask: mask, entropy, refLogProbs: ref }, options, norm);
+    const want = ppoPolicyLoss(
+      { rows, cols, logProbs: logp, oldLogProbs: old, advantages: adv, responseMask: mask, entropy, refLogProbs: ref },
+      options,
+      norm,
+    );
     const weight = Float32Array.from(aggWeights(mask, rows, cols, mode, norm));
     const up = (a: Float32Array): GPUBuffer => ctx.upload(a);
     const bufs = {
@@ -54,7 +66,15 @@ describe.skipIf(noGpu)("PPO loss kernel vs src/wasm/reference/ppo-loss.ts", { ti
       dentropy: ctx.alloc(n),
       metrics: ctx.alloc(n * C),
     };
-    const params: PpoParams = { clipLow: 0.2, clipHigh: 0.28, clipC: 3, entropyCoeff: 0.01, klCoef: 0.1, klKind: KL_ALIASES[klKind], hasRef: true };
+    const params: PpoParams = {
+      clipLow: 0.2,
+      clipHigh: 0.28,
+      clipC: 3,
+      entropyCoeff: 0.01,
+      klCoef: 0.1,
+      klKind: KL_ALIASES[klKind],
+      hasRef: true,
+    };
     ppoLoss(ctx, bufs, n, params);
     const sums = ctx.alloc(C);
     columnSums(ctx, bufs.metrics, sums, n, C);

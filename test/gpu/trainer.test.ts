@@ -15,7 +15,18 @@ import { maxRelError, noGpu } from "./gpu-env.ts";
 const PAD = 0;
 
 function tinyConfig(tie: boolean): ModelConfig {
-  return { vocab_size: 37, d_model: 24, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 40, max_seq_len: 32, rope_theta: 10000, norm_eps: 1e-5, tie_embeddings: tie };
+  return {
+    vocab_size: 37,
+    d_model: 24,
+    n_layers: 2,
+    n_heads: 4,
+    n_kv_heads: 2,
+    d_ff: 40,
+    max_seq_len: 32,
+    rope_theta: 10000,
+    norm_eps: 1e-5,
+    tie_embeddings: tie,
+  };
 }
 
 /** Rows of different prompt/response lengths, so left and right padding both occur. */
@@ -40,12 +51,28 @@ function fullCols(x: ArrayLike<number>, b: TokenBatch): Float64Array {
 }
 
 /** The PPO gradient of the CPU reference (float64 model), the oracle for the GPU backward. */
-function referenceGradients(config: ModelConfig, params: Float32Array, batch: TokenBatch, adv: Float32Array, old: Float32Array, options: PolicyStepOptions) {
+function referenceGradients(
+  config: ModelConfig,
+  params: Float32Array,
+  batch: TokenBatch,
+  adv: Float32Array,
+  old: Float32Array,
+  options: PolicyStepOptions,
+) {
   const p64 = Float64Array.from(params);
   const out = forward(config, p64, batch);
   const mask = resolveResponseMask(batch);
   const loss = ppoPolicyLoss(
-    { rows: batch.n, cols: batch.R, logProbs: responseCols(out.logprob, batch), oldLogProbs: old, advantages: adv, responseMask: mask, entropy: responseCols(out.entropy, batch), refLogProbs: options.refLogProbs },
+    {
+      rows: batch.n,
+      cols: batch.R,
+      logProbs: responseCols(out.logprob, batch),
+      oldLogProbs: old,
+      advantages: adv,
+      responseMask: mask,
+      entropy: responseCols(out.entropy, batch),
+      refLogProbs: options.refLogProbs,
+    },
     options,
     normFromMask(mask, batch.n, batch.R),
   );
@@ -81,34 +108,45 @@ describe.skipIf(noGpu)("GpuPolicyTrainer vs the CPU reference", { timeout: 180_0
     ["seq-mean-token-mean", false, 0.01, 0.1],
     ["seq-mean-token-sum", true, 0, 0.05],
     ["seq-mean-token-sum-norm", false, 0.02, 0],
-  ] as const)("policy gradient and metrics equal the CPU backward (%s, tied %s, entropy %s, kl %s)", async (mode, tie, entropyCoeff, klLossCoef) => {
-    const config = tinyConfig(tie);
-    const rng = new Rng(11);
-    const batch = makeBatch(rng, config.vocab_size, 4);
-    const params = initParams(config, 5);
-    const gpu = await GpuPolicyTrainer.create({ config, params, context: ctx });
-    const { log_probs } = await gpu.logProbs(batch);
-    // Old log-probs off the current ones so the ratio clips on some tokens; mixed-sign advantages.
-    const old = log_probs.map((x) => x + 0.3 * rng.normal());
-    const adv = randomAdvantages(rng, batch.n * batch.R);
-    const ref = log_probs.map((x) => x + 0.2 * rng.normal());
-    const options: PolicyStepOptions = { lossAggMode: mode, entropyCoeff, klLossCoef, klLossType: "low_var_kl", refLogProbs: ref, microBatchSize: 3, lr: 0 };
-    const metrics = await gpu.policyStep(batch, adv, old, options);
-    const want = referenceGradients(config, params, batch, adv, old, options);
-    expect(maxRelError(await gpu.lastGradients(), want.grads)).toBeLessThan(1e-4);
-    expect(metrics.loss).toBeCloseTo(want.loss.loss, 5);
-    expect(metrics.pg_loss).toBeCloseTo(want.loss.pg_loss, 5);
-    expect(metrics.entropy).toBeCloseTo(want.loss.entropy_loss, 4);
-    expect(metrics.clip_frac).toBeCloseTo(want.loss.clip_frac, 6);
-    expect(metrics.clip_frac).toBeGreaterThan(0);
-    expect(metrics.clip_frac_lower).toBeCloseTo(want.loss.clip_frac_lower, 6);
-    expect(metrics.approx_kl).toBeCloseTo(want.loss.approx_kl, 5);
-    let ss = 0;
-    for (const g of want.grads) ss += g * g;
-    expect(metrics.grad_norm).toBeCloseTo(Math.sqrt(ss), 4);
-    expect(metrics.skipped).toBe(false);
-    gpu.destroy();
-  });
+  ] as const)(
+    "policy gradient and metrics equal the CPU backward (%s, tied %s, entropy %s, kl %s)",
+    async (mode, tie, entropyCoeff, klLossCoef) => {
+      const config = tinyConfig(tie);
+      const rng = new Rng(11);
+      const batch = makeBatch(rng, config.vocab_size, 4);
+      const params = initParams(config, 5);
+      const gpu = await GpuPolicyTrainer.create({ config, params, context: ctx });
+      const { log_probs } = await gpu.logProbs(batch);
+      // Old log-probs off the current ones so the ratio clips on some tokens; mixed-sign advantages.
+      const old = log_probs.map((x) => x + 0.3 * rng.normal());
+      const adv = randomAdvantages(rng, batch.n * batch.R);
+      const ref = log_probs.map((x) => x + 0.2 * rng.normal());
+      const options: PolicyStepOptions = {
+        lossAggMode: mode,
+        entropyCoeff,
+        klLossCoef,
+        klLossType: "low_var_kl",
+        refLogProbs: ref,
+        microBatchSize: 3,
+        lr: 0,
+      };
+      const metrics = await gpu.policyStep(batch, adv, old, options);
+      const want = referenceGradients(config, params, batch, adv, old, options);
+      expect(maxRelError(await gpu.lastGradients(), want.grads)).toBeLessThan(1e-4);
+      expect(metrics.loss).toBeCloseTo(want.loss.loss, 5);
+      expect(metrics.pg_loss).toBeCloseTo(want.loss.pg_loss, 5);
+      expect(metrics.entropy).toBeCloseTo(want.loss.entropy_loss, 4);
+      expect(metrics.clip_frac).toBeCloseTo(want.loss.clip_frac, 6);
+      expect(metrics.clip_frac).toBeGreaterThan(0);
+      expect(metrics.clip_frac_lower).toBeCloseTo(want.loss.clip_frac_lower, 6);
+      expect(metrics.approx_kl).toBeCloseTo(want.loss.approx_kl, 5);
+      let ss = 0;
+      for (const g of want.grads) ss += g * g;
+      expect(metrics.grad_norm).toBeCloseTo(Math.sqrt(ss), 4);
+      expect(metrics.skipped).toBe(false);
+      gpu.destroy();
+    },
+  );
 
   it("one policyStep moves the parameters like the CPU trainer", async () => {
     const config = tinyConfig(true);
@@ -147,7 +185,16 @@ describe.skipIf(noGpu)("GpuPolicyTrainer vs the CPU reference", { timeout: 180_0
     const lp = responseCols(out.logprob, batch);
     let nll = 0;
     for (let i = 0; i < lp.length; i++) nll -= (mask[i] * lp[i]) / (tokens + 1e-8);
-    const grads = backward(config, p64, out.cache, fullCols(mask.map((x) => -x / (tokens + 1e-8)), batch), new Float64Array(batch.n * (batch.P + batch.R)));
+    const grads = backward(
+      config,
+      p64,
+      out.cache,
+      fullCols(
+        mask.map((x) => -x / (tokens + 1e-8)),
+        batch,
+      ),
+      new Float64Array(batch.n * (batch.P + batch.R)),
+    );
     expect(m.loss).toBeCloseTo(nll, 5);
     expect(maxRelError(await gpu.lastGradients(), grads)).toBeLessThan(1e-4);
     gpu.destroy();
@@ -209,7 +256,14 @@ describe.skipIf(noGpu)("GpuPolicyTrainer vs the CPU reference", { timeout: 180_0
     const T = 64;
     const rows = Math.ceil((ctx.device.limits.maxStorageBufferBindingSize / 4 / config.d_ff + 1) / T);
     const ids = new Int32Array(rows * T).fill(1);
-    const batch: TokenBatch = { n: rows, P: 32, R: 32, inputIds: ids, attentionMask: new Int32Array(rows * T).fill(1), positionIds: ids.map((_, i) => i % T) };
+    const batch: TokenBatch = {
+      n: rows,
+      P: 32,
+      R: 32,
+      inputIds: ids,
+      attentionMask: new Int32Array(rows * T).fill(1),
+      positionIds: ids.map((_, i) => i % T),
+    };
     const gpu = await GpuPolicyTrainer.create({ config, seed: 1, context: ctx });
     await expect(gpu.logProbs(batch)).rejects.toThrow(/microBatchSize/);
     const one = await gpu.logProbs(sliceRows(batch, 0, 1));

@@ -18,7 +18,9 @@ function floatRepr(x: number): string {
   if (!Number.isFinite(x)) return x > 0 ? "Infinity" : "-Infinity";
   if (Number.isInteger(x) && Math.abs(x) < 1e16) return `${x}.0`;
   // Python writes exponents with a sign and two digits at least: 1e-07, 1e+16.
-  return String(x).replace(/e([+-])(\d)$/, "e$10$2").replace(/e(\d)/, "e+$1");
+  return String(x)
+    .replace(/e([+-])(\d)$/, "e$10$2")
+    .replace(/e(\d)/, "e+$1");
 }
 
 /** A string literal with `ensure_ascii=True`. */

@@ -94,7 +94,12 @@ export interface RolloutConfigArgs {
 /** `RolloutConfig(...).model_dump()`: every field, floats as floats. */
 export function rolloutConfig(c: RolloutConfigArgs = {}): Record<string, unknown> {
   const f = (v: number | null | undefined): PyFloat | null => (v === null || v === undefined ? null : pyFloat(v));
-  return { timeout_seconds: f(c.timeout_seconds), unresponsive_seconds: f(c.unresponsive_seconds), max_attempts: c.max_attempts ?? 1, retry_condition: c.retry_condition ?? [] };
+  return {
+    timeout_seconds: f(c.timeout_seconds),
+    unresponsive_seconds: f(c.unresponsive_seconds),
+    max_attempts: c.max_attempts ?? 1,
+    retry_condition: c.retry_condition ?? [],
+  };
 }
 
 export interface EnqueueArgs {
@@ -121,7 +126,14 @@ export function namedResources(resources: NamedResourcesArgs): Record<string, un
   const out: Record<string, unknown> = {};
   for (const [name, r] of Object.entries(resources)) {
     if (r.resource_type === "prompt_template") out[name] = { resource_type: r.resource_type, template: r.template, engine: r.engine };
-    else out[name] = { resource_type: r.resource_type ?? "llm", endpoint: r.endpoint, model: r.model, api_key: r.api_key ?? null, sampling_parameters: r.sampling_parameters ?? {} };
+    else
+      out[name] = {
+        resource_type: r.resource_type ?? "llm",
+        endpoint: r.endpoint,
+        model: r.model,
+        api_key: r.api_key ?? null,
+        sampling_parameters: r.sampling_parameters ?? {},
+      };
   }
   return out;
 }
@@ -198,12 +210,17 @@ export class UpstreamStoreClient {
     const encoding = String(res.headers["content-encoding"] ?? "");
     const text = (encoding === "gzip" ? gunzipSync(raw) : raw).toString("utf8");
     const contentType = String(res.headers["content-type"] ?? "");
-    let json: unknown ;
+    let json: unknown;
     const answer: Answer = { status: res.statusCode, contentType, text, json };
-    this.exchanges.push({ method: this.current ?? "?", request: { method, url, headers, ...(body === undefined ? {} : { body }) }, answer });
+    this.exchanges.push({
+      method: this.current ?? "?",
+      request: { method, url, headers, ...(body === undefined ? {} : { body }) },
+      answer,
+    });
     if (res.statusCode >= 400) throw new UpstreamClientError(res.statusCode, `${res.statusCode} for ${method} ${url}: ${text}`);
     // aiohttp's resp.json() refuses any other content type; an empty body reads as None.
-    if (contentType.split(";")[0]!.trim() !== "application/json") throw new UpstreamClientError(res.statusCode, `ContentTypeError: ${contentType} for ${method} ${url}`);
+    if (contentType.split(";")[0]!.trim() !== "application/json")
+      throw new UpstreamClientError(res.statusCode, `ContentTypeError: ${contentType} for ${method} ${url}`);
     json = text.trim() === "" ? null : (JSON.parse(text) as unknown);
     answer.json = json;
     return json;
@@ -223,7 +240,8 @@ export class UpstreamStoreClient {
   /** `Model.model_validate(data)`; a failure is the pydantic ValidationError Python would raise. */
   private validate<S extends z.ZodType>(schema: S, data: unknown, what: string): z.infer<S> {
     const out = schema.safeParse(data);
-    if (!out.success) throw new UpstreamClientError(0, `pydantic would reject ${what}: ${JSON.stringify(out.error.issues)}\n${JSON.stringify(data)}`);
+    if (!out.success)
+      throw new UpstreamClientError(0, `pydantic would reject ${what}: ${JSON.stringify(out.error.issues)}\n${JSON.stringify(data)}`);
     return out.data;
   }
 
@@ -268,7 +286,11 @@ export class UpstreamStoreClient {
       if (limit <= 0) return [];
       const json: Record<string, unknown> = { limit };
       if (worker_id !== null) json.worker_id = worker_id;
-      return this.validate(M.AttemptedRollout.array(), await this.send("POST", "/queues/rollouts/dequeue", { json }), "list[AttemptedRollout]");
+      return this.validate(
+        M.AttemptedRollout.array(),
+        await this.send("POST", "/queues/rollouts/dequeue", { json }),
+        "list[AttemptedRollout]",
+      );
     })();
   }
 
@@ -313,7 +335,11 @@ export class UpstreamStoreClient {
         json.sort_by = o.sort_by;
         json.sort_order = o.sort_order ?? "asc";
       }
-      return this.paginated(M.RolloutOrAttempted, await this.send("POST", "/rollouts/search", { json }), "PaginatedResult[Rollout|AttemptedRollout]");
+      return this.paginated(
+        M.RolloutOrAttempted,
+        await this.send("POST", "/rollouts/search", { json }),
+        "PaginatedResult[Rollout|AttemptedRollout]",
+      );
     });
   }
 
@@ -325,7 +351,11 @@ export class UpstreamStoreClient {
         json.sort_by = sortBy;
         json.sort_order = o.sort_order ?? "asc";
       }
-      return this.paginated(M.Attempt, await this.send("POST", `/rollouts/${rollout_id}/attempts/search`, { json }), "PaginatedResult[Attempt]");
+      return this.paginated(
+        M.Attempt,
+        await this.send("POST", `/rollouts/${rollout_id}/attempts/search`, { json }),
+        "PaginatedResult[Attempt]",
+      );
     });
   }
 
@@ -345,7 +375,14 @@ export class UpstreamStoreClient {
   }
 
   query_resources(
-    o: { resources_id?: string | null; resources_id_contains?: string | null; sort_by?: string | null; sort_order?: "asc" | "desc"; limit?: number; offset?: number } = {},
+    o: {
+      resources_id?: string | null;
+      resources_id_contains?: string | null;
+      sort_by?: string | null;
+      sort_order?: "asc" | "desc";
+      limit?: number;
+      offset?: number;
+    } = {},
   ) {
     return this.call("query_resources", async () => {
       const params: [string, string | number][] = [
@@ -367,7 +404,11 @@ export class UpstreamStoreClient {
 
   update_resources(resources_id: string, resources: NamedResourcesArgs) {
     return this.call("update_resources", async () =>
-      this.validate(M.ResourcesUpdate, await this.send("POST", `/resources/${resources_id}`, { json: namedResources(resources) }), "ResourcesUpdate"),
+      this.validate(
+        M.ResourcesUpdate,
+        await this.send("POST", `/resources/${resources_id}`, { json: namedResources(resources) }),
+        "ResourcesUpdate",
+      ),
     );
   }
 
@@ -461,7 +502,16 @@ export class UpstreamStoreClient {
     return this.call("query_spans", async () => {
       const json: Record<string, unknown> = { rollout_id, limit: o.limit ?? -1, offset: o.offset ?? 0 };
       if (attempt_id !== null) json.attempt_id = attempt_id;
-      for (const k of ["trace_id", "trace_id_contains", "span_id", "span_id_contains", "parent_id", "parent_id_contains", "name", "name_contains"] as const) {
+      for (const k of [
+        "trace_id",
+        "trace_id_contains",
+        "span_id",
+        "span_id_contains",
+        "parent_id",
+        "parent_id_contains",
+        "name",
+        "name_contains",
+      ] as const) {
         if (o[k] != null) json[k] = o[k];
       }
       json.filter_logic = o.filter_logic ?? "and";
@@ -476,7 +526,14 @@ export class UpstreamStoreClient {
 
   update_rollout(
     rollout_id: string,
-    o: { input?: unknown; mode?: string | null; resources_id?: string | null; status?: string; config?: RolloutConfigArgs; metadata?: Record<string, unknown> | null },
+    o: {
+      input?: unknown;
+      mode?: string | null;
+      resources_id?: string | null;
+      status?: string;
+      config?: RolloutConfigArgs;
+      metadata?: Record<string, unknown> | null;
+    },
   ) {
     return this.call("update_rollout", async () => {
       const json: Record<string, unknown> = {};
@@ -506,7 +563,15 @@ export class UpstreamStoreClient {
   }
 
   /** Upstream never sends `limit`/`offset` here (docs/departures.md#7 is about our client). */
-  query_workers(o: { status_in?: string[] | null; worker_id_contains?: string | null; filter_logic?: "and" | "or"; sort_by?: string | null; sort_order?: "asc" | "desc" } = {}) {
+  query_workers(
+    o: {
+      status_in?: string[] | null;
+      worker_id_contains?: string | null;
+      filter_logic?: "and" | "or";
+      sort_by?: string | null;
+      sort_order?: "asc" | "desc";
+    } = {},
+  ) {
     return this.call("query_workers", async () => {
       const json: Record<string, unknown> = {};
       if (o.status_in != null) json.status_in = o.status_in;

@@ -27,8 +27,10 @@ const span = {
   resource: { attributes: {}, schema_url: "" },
 };
 
-const ok = (schema: { safeParse(v: unknown): { success: boolean } }, v: unknown) => expect(schema.safeParse(v).success, JSON.stringify(v)).toBe(true);
-const bad = (schema: { safeParse(v: unknown): { success: boolean } }, v: unknown) => expect(schema.safeParse(v).success, JSON.stringify(v)).toBe(false);
+const ok = (schema: { safeParse(v: unknown): { success: boolean } }, v: unknown) =>
+  expect(schema.safeParse(v).success, JSON.stringify(v)).toBe(true);
+const bad = (schema: { safeParse(v: unknown): { success: boolean } }, v: unknown) =>
+  expect(schema.safeParse(v).success, JSON.stringify(v)).toBe(false);
 
 describe("the pydantic mirrors", () => {
   it("fields without a default are required keys, even when they may be null", () => {

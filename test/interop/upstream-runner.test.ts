@@ -41,7 +41,12 @@ const agent: Agent = ({ input, rollout, tracer }) => {
       return null;
     }
     case "core-fields":
-      return { coreFields: [{ name: "tool.search", attributes: { query: "capital of France" } }, { name: "agentlightning.annotation", attributes: REWARD_ATTRS(0.25) }] };
+      return {
+        coreFields: [
+          { name: "tool.search", attributes: { query: "capital of France" } },
+          { name: "agentlightning.annotation", attributes: REWARD_ATTRS(0.25) },
+        ],
+      };
     case "sdk-spans":
       return {
         otelSpans: untracedSpans((t) => {
@@ -61,7 +66,9 @@ const agent: Agent = ({ input, rollout, tracer }) => {
 /** Upstream's status for a successful call: 201 for the creating routes, 200 otherwise (OTLP included). */
 function upstreamStatus(e: Exchange): number {
   const path = e.request.url.split("?")[0]!.replace(/^\/v1\/agl/, "");
-  return e.request.method === "POST" && /^\/(rollouts|queues\/rollouts\/enqueue|rollouts\/[^/]+\/attempts|resources|spans)$/.test(path) ? 201 : 200;
+  return e.request.method === "POST" && /^\/(rollouts|queues\/rollouts\/enqueue|rollouts\/[^/]+\/attempts|resources|spans)$/.test(path)
+    ? 201
+    : 200;
 }
 
 describe.each(RUNTIMES)("upstream's Python runner loop against the %s server", (runtime) => {
@@ -83,7 +90,11 @@ describe.each(RUNTIMES)("upstream's Python runner loop against the %s server", (
   });
 
   it("starts: a heartbeat, then an empty queue", async () => {
-    expect(await runner.heartbeat()).toMatchObject({ worker_id: "Worker-0", status: "unknown", heartbeat_stats: { host: "runner-host", cpu_cores: 8 } });
+    expect(await runner.heartbeat()).toMatchObject({
+      worker_id: "Worker-0",
+      status: "unknown",
+      heartbeat_stats: { host: "runner-host", cpu_cores: 8 },
+    });
     expect(await runner.iterUntilQueueEmpty()).toEqual([]);
     expect(py.exchanges.at(-1)!.answer).toMatchObject({ status: 200, text: "[]" });
   });
@@ -103,7 +114,11 @@ describe.each(RUNTIMES)("upstream's Python runner loop against the %s server", (
     const res = await algorithm.addResources({ main_llm: { resource_type: "llm", endpoint: "http://vllm:8000/v1", model: "qwen" } });
     const kinds = ["traced-float", "emitted-reward", "core-fields", "sdk-spans", "flaky"];
     const rollouts = await algorithm.enqueueManyRollouts(
-      kinds.map((kind) => ({ input: { kind }, mode: "train" as const, ...(kind === "flaky" ? { config: { max_attempts: 2, retry_condition: ["failed" as const] } } : {}) })),
+      kinds.map((kind) => ({
+        input: { kind },
+        mode: "train" as const,
+        ...(kind === "flaky" ? { config: { max_attempts: 2, retry_condition: ["failed" as const] } } : {}),
+      })),
     );
     kinds.forEach((k, i) => (ids[k] = rollouts[i]!.rollout_id));
     expect(rollouts.every((r) => r.resources_id === res.resources_id)).toBe(true);
@@ -123,7 +138,9 @@ describe.each(RUNTIMES)("upstream's Python runner loop against the %s server", (
   });
 
   it("the requests of one rollout come in upstream's order", () => {
-    const start = py.exchanges.findIndex((e) => e.method === "dequeue_rollout" && (e.answer.json as { rollout_id: string }[])[0]?.rollout_id === ids["traced-float"]);
+    const start = py.exchanges.findIndex(
+      (e) => e.method === "dequeue_rollout" && (e.answer.json as { rollout_id: string }[])[0]?.rollout_id === ids["traced-float"],
+    );
     const end = py.exchanges.findIndex((e, i) => i > start && e.method === "dequeue_rollout");
     expect(py.exchanges.slice(start, end).map((e) => e.method)).toEqual([
       "dequeue_rollout",
@@ -134,7 +151,9 @@ describe.each(RUNTIMES)("upstream's Python runner loop against the %s server", (
       "add_span",
       "update_attempt",
     ]);
-    const core = py.exchanges.findIndex((e) => e.method === "dequeue_rollout" && (e.answer.json as { rollout_id: string }[])[0]?.rollout_id === ids["core-fields"]);
+    const core = py.exchanges.findIndex(
+      (e) => e.method === "dequeue_rollout" && (e.answer.json as { rollout_id: string }[])[0]?.rollout_id === ids["core-fields"],
+    );
     expect(py.exchanges.slice(core, core + 7).map((e) => [e.method, e.request.url.replace(/\/[a-z]{2}-[0-9a-f]+/g, "/{id}")])).toEqual([
       ["dequeue_rollout", "/v1/agl/queues/rollouts/dequeue"],
       ["get_resources_by_id", "/v1/agl/resources/{id}"],
@@ -147,15 +166,24 @@ describe.each(RUNTIMES)("upstream's Python runner loop against the %s server", (
   });
 
   it("the algorithm reads back every span with its sequence id, parent, resource and reward", async () => {
-    const spans = async (rid: string, attempt?: string): Promise<Span[]> => (await algorithm.querySpans(rid, attempt ? { attempt_id: attempt } : {})).items;
+    const spans = async (rid: string, attempt?: string): Promise<Span[]> =>
+      (await algorithm.querySpans(rid, attempt ? { attempt_id: attempt } : {})).items;
     const traced = await spans(ids["traced-float"]!);
     expect(traced.map((s) => [s.sequence_id, s.name])).toEqual([
       [1, "openai.chat.completion"],
       [2, "agent.run"],
       [3, "agentlightning.annotation"],
     ]);
-    expect(traced[0]).toMatchObject({ parent_id: traced[1]!.span_id, status: { status_code: "OK" }, events: [{ name: "first_token", attributes: { index: 0 } }] });
-    expect(traced[0]!.resource.attributes).toMatchObject({ "telemetry.sdk.language": "python", "agentlightning.rollout_id": ids["traced-float"], "service.name": "unknown_service" });
+    expect(traced[0]).toMatchObject({
+      parent_id: traced[1]!.span_id,
+      status: { status_code: "OK" },
+      events: [{ name: "first_token", attributes: { index: 0 } }],
+    });
+    expect(traced[0]!.resource.attributes).toMatchObject({
+      "telemetry.sdk.language": "python",
+      "agentlightning.rollout_id": ids["traced-float"],
+      "service.name": "unknown_service",
+    });
     expect(findFinalReward(traced)).toBe(0.5);
     const emitted = await spans(ids["emitted-reward"]!);
     expect([emitted.map((s) => s.sequence_id), findFinalReward(emitted)]).toEqual([[1], 1]);
@@ -183,7 +211,9 @@ describe.each(RUNTIMES)("upstream's Python runner loop against the %s server", (
   it("the worker shows its heartbeats, claims and final idle state", async () => {
     const w = await py.get_worker_by_id("Worker-0");
     expect(w).toMatchObject({ status: "idle", heartbeat_stats: { host: "runner-host" }, current_rollout_id: null });
-    expect([w!.last_heartbeat_time, w!.last_dequeue_time, w!.last_idle_time, w!.last_busy_time].every((t) => typeof t === "number")).toBe(true);
+    expect([w!.last_heartbeat_time, w!.last_dequeue_time, w!.last_idle_time, w!.last_busy_time].every((t) => typeof t === "number")).toBe(
+      true,
+    );
   });
 
   it("every answer had upstream's status; OTLP answers were empty protobuf", () => {
@@ -196,6 +226,8 @@ describe.each(RUNTIMES)("upstream's Python runner loop against the %s server", (
       // requests asked for gzip, so the empty ExportTraceServiceResponse comes gzipped; it decodes to zero bytes.
       expect([e.answer.status, e.answer.contentType, e.answer.json, e.answer.text]).toEqual([200, "application/x-protobuf", "gzip", ""]);
     }
-    expect(py.exchanges.filter((e) => e.method !== "otlp_export").every((e) => e.answer.contentType.startsWith("application/json"))).toBe(true);
+    expect(py.exchanges.filter((e) => e.method !== "otlp_export").every((e) => e.answer.contentType.startsWith("application/json"))).toBe(
+      true,
+    );
   });
 });

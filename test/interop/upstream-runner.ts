@@ -92,7 +92,12 @@ class PythonOtlpExporter {
         this.log.push({
           method: "otlp_export",
           request: { method: "POST", url: "/v1/traces", headers, body: `<${body.length} protobuf bytes, ${spans.length} span(s)>` },
-          answer: { status: res.statusCode, contentType: String(res.headers["content-type"] ?? ""), text: answer.toString("hex"), json: encoding },
+          answer: {
+            status: res.statusCode,
+            contentType: String(res.headers["content-type"] ?? ""),
+            text: answer.toString("hex"),
+            json: encoding,
+          },
         });
         done({ code: res.statusCode >= 200 && res.statusCode < 300 ? 0 : 1 });
       })
@@ -155,13 +160,19 @@ export class UpstreamRunner {
   async stepImpl(rollout: NonNullable<Awaited<ReturnType<UpstreamStoreClient["dequeue_rollout"]>>>): Promise<string> {
     const rid = rollout.rollout_id;
     const aid = rollout.attempt.attempt_id;
-    const resources = rollout.resources_id ? await this.store.get_resources_by_id(rollout.resources_id) : await this.store.get_latest_resources();
+    const resources = rollout.resources_id
+      ? await this.store.get_resources_by_id(rollout.resources_id)
+      : await this.store.get_latest_resources();
     if (!resources) {
       this.errors.push(`[Worker ${this.options.workerId} | Rollout ${rid}] Failed to fetch resources. Skipping.`);
       return rid;
     }
     let failed = false;
-    const exporter = new PythonOtlpExporter(`${this.options.serverAddress}/v1/traces`, this.store.exchanges, this.options.otlpHeaders ?? {});
+    const exporter = new PythonOtlpExporter(
+      `${this.options.serverAddress}/v1/traces`,
+      this.store.exchanges,
+      this.options.otlpHeaders ?? {},
+    );
     const provider = new BasicTracerProvider({
       resource: resourceFromAttributes({ ...PYTHON_SDK_RESOURCE, "agentlightning.rollout_id": rid, "agentlightning.attempt_id": aid }),
       spanProcessors: [new SimpleSpanProcessor(exporter)],
@@ -194,7 +205,9 @@ export class UpstreamRunner {
     }
     if ("coreFields" in result) {
       const ids = await this.store.get_many_span_sequence_ids(result.coreFields.map(() => [rid, aid] as const));
-      const spans: UpstreamSpan[] = result.coreFields.map((c, i) => spanFromCoreFields({ rollout_id: rid, attempt_id: aid, sequence_id: ids[i]!, ...c, time: Date.now() / 1000 }));
+      const spans: UpstreamSpan[] = result.coreFields.map((c, i) =>
+        spanFromCoreFields({ rollout_id: rid, attempt_id: aid, sequence_id: ids[i]!, ...c, time: Date.now() / 1000 }),
+      );
       await this.store.add_many_spans(spans);
       return;
     }
@@ -233,5 +246,9 @@ export function untracedSpans(make: (tracer: Tracer) => void): ReadableSpan[] {
 }
 
 /** A child span of `parent` in the same trace. */
-export const childOf = (tracer: Tracer, parent: ReturnType<Tracer["startSpan"]>, name: string, attributes: Record<string, string | number> = {}) =>
-  tracer.startSpan(name, { attributes }, trace.setSpan(ROOT_CONTEXT, parent));
+export const childOf = (
+  tracer: Tracer,
+  parent: ReturnType<Tracer["startSpan"]>,
+  name: string,
+  attributes: Record<string, string | number> = {},
+) => tracer.startSpan(name, { attributes }, trace.setSpan(ROOT_CONTEXT, parent));

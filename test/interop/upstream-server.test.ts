@@ -24,7 +24,10 @@ afterEach(async () => {
 const clientOf = (s: UpstreamShapedServer) => new LightningStoreClient(s.url, { retryDelays: [0.01, 0.01], healthRetryDelays: [0.01] });
 
 const span = (r: AttemptedRollout, name: string, sequenceId: number | null): Span =>
-  ({ ...spanFromAttributes({ rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id, name, sequence_id: 0 }), sequence_id: sequenceId }) as unknown as Span;
+  ({
+    ...spanFromAttributes({ rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id, name, sequence_id: 0 }),
+    sequence_id: sequenceId,
+  }) as unknown as Span;
 
 describe("lookups against upstream's server", () => {
   it("its 200 null answers read as null", async () => {
@@ -33,7 +36,11 @@ describe("lookups against upstream's server", () => {
     expect(await client.getResourcesById("rs-000000000000")).toBeNull();
     expect(await client.getLatestAttempt("ro-000000000000")).toBeNull();
     expect(await client.getWorkerById("Worker-0")).toBeNull();
-    expect(server.counts).toMatchObject({ "GET /v1/agl/resources/latest": 1, "GET /v1/agl/resources/{id}": 1, "GET /v1/agl/workers/{id}": 1 });
+    expect(server.counts).toMatchObject({
+      "GET /v1/agl/resources/latest": 1,
+      "GET /v1/agl/resources/{id}": 1,
+      "GET /v1/agl/workers/{id}": 1,
+    });
   });
 
   it("its 500 for an unknown rollout reads as null at once: one request, no retry, no health probe", async () => {
@@ -68,7 +75,9 @@ describe("error bodies from upstream's server", () => {
   });
 
   it("a 400 with a string detail is a ValidationError carrying that detail", async () => {
-    const err = await clientOf(server).queryRollouts({ limit: 0 }).catch((e: unknown) => e);
+    const err = await clientOf(server)
+      .queryRollouts({ limit: 0 })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ValidationError);
     expect((err as Error).message).toContain("Limit must be greater than 0 or -1 for no limit");
   });
@@ -86,17 +95,39 @@ describe("Lightning routes upstream's server lacks", () => {
     ]);
     expect((await client.addManySpans([span(r, "more", null)])).map((s) => s.sequence_id)).toEqual([9]);
     expect(await client.addManySpansForSequenceIds([span(r, "numbered", null)])).toEqual([10]);
-    expect(await client.getManySpanSequenceIds([[r.rollout_id, r.attempt.attempt_id], [r.rollout_id, r.attempt.attempt_id]])).toEqual([11, 12]);
+    expect(
+      await client.getManySpanSequenceIds([
+        [r.rollout_id, r.attempt.attempt_id],
+        [r.rollout_id, r.attempt.attempt_id],
+      ]),
+    ).toEqual([11, 12]);
     expect(await client.getManySpanSequenceIds([[r.rollout_id, "x"]])).toEqual([13]);
 
     const queued = await client.enqueueRollout("b");
-    const done = await client.finishAttempt({ rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id, spans: [span(r, "last", null)], attempt: { status: "succeeded" }, claim: { worker_id: "w1" } });
+    const done = await client.finishAttempt({
+      rollout_id: r.rollout_id,
+      attempt_id: r.attempt.attempt_id,
+      spans: [span(r, "last", null)],
+      attempt: { status: "succeeded" },
+      claim: { worker_id: "w1" },
+    });
     expect(done.sequence_ids).toEqual([14]);
     expect(done.attempt).toMatchObject({ status: "succeeded" });
     expect(done.next).toMatchObject({ rollout_id: queued.rollout_id, attempt: { worker_id: "w1" } });
-    expect((await server.store.querySpans(r.rollout_id)).items.map((s) => s.name)).toEqual(["first", "explicit", "after", "more", "numbered", "last"]);
+    expect((await server.store.querySpans(r.rollout_id)).items.map((s) => s.name)).toEqual([
+      "first",
+      "explicit",
+      "after",
+      "more",
+      "numbered",
+      "last",
+    ]);
 
-    expect(server.counts).toMatchObject({ "POST /v1/agl/spans/batch": 1, "POST /v1/agl/spans/next/many": 1, "POST /v1/agl/attempts/finish": 1 });
+    expect(server.counts).toMatchObject({
+      "POST /v1/agl/spans/batch": 1,
+      "POST /v1/agl/spans/next/many": 1,
+      "POST /v1/agl/attempts/finish": 1,
+    });
     await client.finishAttempt({ rollout_id: queued.rollout_id, attempt_id: done.next!.attempt.attempt_id, attempt: { status: "failed" } });
     expect(server.counts["POST /v1/agl/attempts/finish"]).toBe(1);
   });
@@ -105,7 +136,9 @@ describe("Lightning routes upstream's server lacks", () => {
     const client = clientOf(server);
     const r = await client.startRollout("a");
     await client.updateAttempt(r.rollout_id, "latest", { status: "succeeded" });
-    expect((await client.waitForRollouts({ rollout_ids: [r.rollout_id, "ro-000000000000"], timeout: 60 })).map((x) => x.rollout_id)).toEqual([r.rollout_id]);
+    expect(
+      (await client.waitForRollouts({ rollout_ids: [r.rollout_id, "ro-000000000000"], timeout: 60 })).map((x) => x.rollout_id),
+    ).toEqual([r.rollout_id]);
     expect(server.counts["POST /v1/agl/waits/rollouts"]).toBe(1);
   });
 });

@@ -18,11 +18,20 @@ import type { AddressInfo } from "node:net";
 import { z } from "zod";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 
-const PYTHON_EXCEPTION: Record<string, string> = { NotFoundError: "ValueError", ValidationError: "ValueError", ConflictError: "ValueError" };
+const PYTHON_EXCEPTION: Record<string, string> = {
+  NotFoundError: "ValueError",
+  ValidationError: "ValueError",
+  ConflictError: "ValueError",
+};
 
 /** A FastAPI 422: pydantic's errors, `loc` starting with "body". */
 function unprocessable(c: Context, error: z.ZodError, input: unknown) {
-  const detail = error.issues.map((i) => ({ type: i.code === "invalid_value" ? "literal_error" : i.code, loc: ["body", ...i.path.map((p) => (typeof p === "symbol" ? String(p) : p))], msg: i.message, input }));
+  const detail = error.issues.map((i) => ({
+    type: i.code === "invalid_value" ? "literal_error" : i.code,
+    loc: ["body", ...i.path.map((p) => (typeof p === "symbol" ? String(p) : p))],
+    msg: i.message,
+    input,
+  }));
   return c.json({ detail }, 422);
 }
 
@@ -78,7 +87,8 @@ export async function startUpstreamShapedServer(): Promise<UpstreamShapedServer>
     return out.data;
   };
   /** `_validate_paginated_request`: 400 with a string detail. */
-  const page = (b: { limit?: number }) => (b.limit === 0 || (b.limit !== undefined && b.limit < -1) ? "Limit must be greater than 0 or -1 for no limit" : null);
+  const page = (b: { limit?: number }) =>
+    b.limit === 0 || (b.limit !== undefined && b.limit < -1) ? "Limit must be greater than 0 or -1 for no limit" : null;
 
   const api = new Hono();
   api.get("/health", (c) => c.json({ status: "ok" }));
@@ -102,7 +112,10 @@ export async function startUpstreamShapedServer(): Promise<UpstreamShapedServer>
   });
   api.get("/rollouts/:id", async (c) => {
     const r = await store.getRolloutById(c.req.param("id"));
-    if (r === null) throw Object.assign(new Error("1 validation error: Input should be a valid dictionary or object"), { name: "ResponseValidationError" });
+    if (r === null)
+      throw Object.assign(new Error("1 validation error: Input should be a valid dictionary or object"), {
+        name: "ResponseValidationError",
+      });
     return c.json(r);
   });
   api.post("/rollouts/:id", async (c) => c.json(await store.updateRollout(c.req.param("id"), (await parsed(c, UpdateRollout)) as never)));
@@ -110,7 +123,9 @@ export async function startUpstreamShapedServer(): Promise<UpstreamShapedServer>
     const b = ((await json(c)) ?? {}) as { worker_id?: string | null };
     return c.json(await store.startAttempt(c.req.param("id"), { worker_id: b.worker_id ?? null }), 201);
   });
-  api.post("/rollouts/:id/attempts/search", async (c) => c.json(await store.queryAttempts(c.req.param("id"), ((await json(c)) ?? {}) as never)));
+  api.post("/rollouts/:id/attempts/search", async (c) =>
+    c.json(await store.queryAttempts(c.req.param("id"), ((await json(c)) ?? {}) as never)),
+  );
   api.get("/rollouts/:id/attempts/latest", async (c) => c.json(await store.getLatestAttempt(c.req.param("id"))));
   api.post("/rollouts/:id/attempts/:aid", async (c) =>
     c.json(await store.updateAttempt(c.req.param("id"), c.req.param("aid"), (await parsed(c, UpdateAttempt)) as never)),

@@ -19,7 +19,18 @@ function digest(x: Float32Array | number[]): string {
 }
 
 const runtime = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "node";
-const config = parseModelConfig({ vocab_size: TOKENIZER_VOCAB_SIZE, d_model: 16, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 24, max_seq_len: 48, rope_theta: 10000, norm_eps: 1e-5, tie_embeddings: true });
+const config = parseModelConfig({
+  vocab_size: TOKENIZER_VOCAB_SIZE,
+  d_model: 16,
+  n_layers: 2,
+  n_heads: 4,
+  n_kv_heads: 2,
+  d_ff: 24,
+  max_seq_len: 48,
+  rope_theta: 10000,
+  norm_eps: 1e-5,
+  tie_embeddings: true,
+});
 const batch = batchFromTokens(
   [
     { prompt: applyChatTemplate([{ role: "user", content: "2+2?" }], { addGenerationPrompt: true }), response: encode("4") },
@@ -36,7 +47,12 @@ for (let s = 0; s < 2; s++) losses.push((await trainer.policyStep(batch, adv, ol
 losses.push((await trainer.sftStep(batch)).loss);
 const state = await trainer.getState();
 const roundTrip = decodeModel(encodeModel(config, state.params, state.optimizer.step)).params;
-const sample = generate(config, state.params, applyChatTemplate([{ role: "user", content: "yo" }], { addGenerationPrompt: true }), { maxTokens: 12, temperature: 1, topP: 0.9, seed: 3 });
+const sample = generate(config, state.params, applyChatTemplate([{ role: "user", content: "yo" }], { addGenerationPrompt: true }), {
+  maxTokens: 12,
+  temperature: 1,
+  topP: 0.9,
+  seed: 3,
+});
 console.log(
   JSON.stringify({
     runtime,

@@ -25,7 +25,12 @@ function naiveGreedy(prompt: number[], n: number): { tokens: number[]; logprobs:
   const logprobs: number[] = [];
   for (let i = 0; i < n; i++) {
     const L = seq.length;
-    const out = forward(config, params, { n: 1, inputIds: Int32Array.from(seq), attentionMask: new Int32Array(L).fill(1), positionIds: Int32Array.from({ length: L }, (_, j) => j) });
+    const out = forward(config, params, {
+      n: 1,
+      inputIds: Int32Array.from(seq),
+      attentionMask: new Int32Array(L).fill(1),
+      positionIds: Int32Array.from({ length: L }, (_, j) => j),
+    });
     const row = out.logits.subarray((L - 1) * 13, L * 13);
     let best = 0;
     for (let j = 1; j < 13; j++) if (row[j] > row[best]) best = j;

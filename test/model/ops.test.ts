@@ -10,7 +10,13 @@ const trials = [11, 12, 13];
 
 function check(analytic: ArrayLike<number>, f: () => number, x: Float64Array): void {
   const numeric = numericGrad(f, x);
-  expect(maxScaledErr(analytic, numeric, Array.from({ length: x.length }, (_, i) => i))).toBeLessThan(TOL);
+  expect(
+    maxScaledErr(
+      analytic,
+      numeric,
+      Array.from({ length: x.length }, (_, i) => i),
+    ),
+  ).toBeLessThan(TOL);
 }
 
 describe("reference ops: forward values", () => {
@@ -150,7 +156,13 @@ describe("reference ops: backward vs finite differences (Float64, random odd sha
   it.each(trials)("attention with GQA and padding (seed %i)", (seed) => {
     const rng = new Rng(seed);
     const kvHeads = randInt(rng, 1, 2);
-    const d = { batch: randInt(rng, 1, 3), seq: randInt(rng, 1, 6), heads: kvHeads * randInt(rng, 1, 3), kvHeads, headDim: randInt(rng, 1, 5) };
+    const d = {
+      batch: randInt(rng, 1, 3),
+      seq: randInt(rng, 1, 6),
+      heads: kvHeads * randInt(rng, 1, 3),
+      kvHeads,
+      headDim: randInt(rng, 1, 5),
+    };
     const mask = Array.from({ length: d.batch * d.seq }, () => (rng.uniform() < 0.75 ? 1 : 0));
     const q = randn(rng, d.batch * d.seq * d.heads * d.headDim);
     const k = randn(rng, d.batch * d.seq * d.kvHeads * d.headDim);

@@ -68,15 +68,24 @@ export interface OracleInput {
 export function ppoLossOracle(x: OracleInput, o: Required<PolicyLossOptions>) {
   const negativeApproxKl = map2(x.logProbs, x.oldLogProbs, (lp, old) => Math.min(Math.max(lp - old, -20), 20));
   const ratio = negativeApproxKl.map((row) => row.map(Math.exp));
-  const ppoKl = maskedMean(negativeApproxKl.map((row) => row.map((v) => -v)), x.responseMask);
+  const ppoKl = maskedMean(
+    negativeApproxKl.map((row) => row.map((v) => -v)),
+    x.responseMask,
+  );
   const pgLosses1 = map2(x.advantages, ratio, (a, r) => -a * r);
   const pgLosses2 = map2(x.advantages, ratio, (a, r) => -a * Math.min(Math.max(r, 1 - o.clipRatioLow), 1 + o.clipRatioHigh));
   const clipPgLosses1 = map2(pgLosses1, pgLosses2, Math.max);
-  const pgClipfrac = maskedMean(map2(pgLosses2, pgLosses1, (l2, l1) => (l2 > l1 ? 1 : 0)), x.responseMask);
+  const pgClipfrac = maskedMean(
+    map2(pgLosses2, pgLosses1, (l2, l1) => (l2 > l1 ? 1 : 0)),
+    x.responseMask,
+  );
   const pgLosses3 = x.advantages.map((row) => row.map((a) => -a * o.clipRatioC));
   const clipPgLosses2 = map2(pgLosses3, clipPgLosses1, Math.min);
   const lowerHit = map2(clipPgLosses1, pgLosses3, (c1, l3) => (c1 > l3 ? 1 : 0));
-  const pgClipfracLower = maskedMean(map2(lowerHit, x.advantages, (h, a) => h * (a < 0 ? 1 : 0)), x.responseMask);
+  const pgClipfracLower = maskedMean(
+    map2(lowerHit, x.advantages, (h, a) => h * (a < 0 ? 1 : 0)),
+    x.responseMask,
+  );
   const pgLosses = x.advantages.map((row, i) => row.map((a, t) => (a < 0 ? clipPgLosses2[i][t] : clipPgLosses1[i][t])));
   const pgLoss = aggLossOracle(pgLosses, x.responseMask, o.lossAggMode);
   const entropyLoss = aggLossOracle(x.entropy, x.responseMask, o.lossAggMode);

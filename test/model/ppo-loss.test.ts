@@ -28,7 +28,9 @@ describe("PPO policy loss reference (trace-train.md §9.7)", () => {
     expect(r.pg_loss).toBeCloseTo(3, 6);
     expect(r.clip_frac_lower).toBeCloseTo(1, 6);
     expect(r.dLogProbs[0]).toBe(0);
-    expect(() => ppoPolicyLoss({ rows: 1, cols: 1, logProbs: [0], oldLogProbs: [0], advantages: [1], responseMask: [1] }, { clipRatioC: 1 })).toThrow(/clip_ratio_c/);
+    expect(() =>
+      ppoPolicyLoss({ rows: 1, cols: 1, logProbs: [0], oldLogProbs: [0], advantages: [1], responseMask: [1] }, { clipRatioC: 1 }),
+    ).toThrow(/clip_ratio_c/);
   });
 
   it.each<[KlKind, number]>([
@@ -60,14 +62,36 @@ describe("PPO policy loss reference (trace-train.md §9.7)", () => {
       const logp = Float64Array.from(old, (v) => v + rng.normal() * 0.6 + (rng.uniform() < 0.05 ? 30 * Math.sign(rng.normal()) : 0));
       const mask = Array.from({ length: n }, () => (rng.uniform() < 0.75 ? 1 : 0));
       if (trial === 0) mask.fill(0, 0, cols); // a row with no response tokens
-      const input = { rows, cols, logProbs: logp, oldLogProbs: old, advantages: randn(rng, n), responseMask: mask, entropy: randn(rng, n), refLogProbs: randn(rng, n, 0.5) };
+      const input = {
+        rows,
+        cols,
+        logProbs: logp,
+        oldLogProbs: old,
+        advantages: randn(rng, n),
+        responseMask: mask,
+        entropy: randn(rng, n),
+        refLogProbs: randn(rng, n, 0.5),
+      };
       const options: Required<PolicyLossOptions> = {
-        clipRatio: 0.2, clipRatioLow: 0.2, clipRatioHigh: 0.28, clipRatioC: 2.5, lossAggMode: mode,
-        entropyCoeff: 0.01, klLossCoef: 0.1, klLossType: KINDS[trial],
+        clipRatio: 0.2,
+        clipRatioLow: 0.2,
+        clipRatioHigh: 0.28,
+        clipRatioC: 2.5,
+        lossAggMode: mode,
+        entropyCoeff: 0.01,
+        klLossCoef: 0.1,
+        klLossType: KINDS[trial],
       };
       const asRows = (a: ArrayLike<number>) => Array.from({ length: rows }, (_, i) => Array.from(a).slice(i * cols, (i + 1) * cols));
       const want = ppoLossOracle(
-        { logProbs: asRows(logp), oldLogProbs: asRows(old), advantages: asRows(input.advantages), responseMask: asRows(mask), entropy: asRows(input.entropy), refLogProbs: asRows(input.refLogProbs) },
+        {
+          logProbs: asRows(logp),
+          oldLogProbs: asRows(old),
+          advantages: asRows(input.advantages),
+          responseMask: asRows(mask),
+          entropy: asRows(input.entropy),
+          refLogProbs: asRows(input.refLogProbs),
+        },
         options,
       );
       const got = ppoPolicyLoss(input, options);
@@ -78,7 +102,14 @@ describe("PPO policy loss reference (trace-train.md §9.7)", () => {
   });
 
   it.each(KINDS)("klValue(%s) equals verl's kl_penalty, clamps included", (kind) => {
-    for (const [logp, ref] of [[-1, -1.5], [-0.2, -3], [-4, -0.1], [0, -30], [-30, 0], [-2, -2]]) {
+    for (const [logp, ref] of [
+      [-1, -1.5],
+      [-0.2, -3],
+      [-4, -0.1],
+      [0, -30],
+      [-30, 0],
+      [-2, -2],
+    ]) {
       expect(klValue(KL_ALIASES[kind], logp, ref)).toBeCloseTo(klPenaltyOracle(logp, ref, kind), 12);
     }
   });
@@ -94,7 +125,15 @@ describe("PPO policy loss reference (trace-train.md §9.7)", () => {
   });
 
   it("the entropy bonus subtracts entropyCoeff * agg(entropy)", () => {
-    const input = { rows: 1, cols: 2, logProbs: [-1, -1], oldLogProbs: [-1, -1], advantages: [0.5, 0.5], responseMask: [1, 1], entropy: [2, 4] };
+    const input = {
+      rows: 1,
+      cols: 2,
+      logProbs: [-1, -1],
+      oldLogProbs: [-1, -1],
+      advantages: [0.5, 0.5],
+      responseMask: [1, 1],
+      entropy: [2, 4],
+    };
     const r = ppoPolicyLoss(input, { entropyCoeff: 0.1 });
     expect(r.entropy_loss).toBeCloseTo(3, 7);
     expect(r.loss).toBeCloseTo(-0.5 - 0.3, 7);
@@ -122,7 +161,15 @@ describe("PPO policy loss reference (trace-train.md §9.7)", () => {
         refLogProbs: randn(rng, n, 0.5),
       };
       const kinds: KlKind[] = ["k1", "abs", "k2", "k3"];
-      const opts: PolicyLossOptions = { lossAggMode: mode, clipRatioLow: 0.2, clipRatioHigh: 0.28, clipRatioC: 2, entropyCoeff: 0.01, klLossCoef: 0.1, klLossType: kinds[trial] };
+      const opts: PolicyLossOptions = {
+        lossAggMode: mode,
+        clipRatioLow: 0.2,
+        clipRatioHigh: 0.28,
+        clipRatioC: 2,
+        entropyCoeff: 0.01,
+        klLossCoef: 0.1,
+        klLossType: kinds[trial],
+      };
       const r = ppoPolicyLoss(input, opts);
       const h = 1e-6;
       const numeric = (x: Float64Array): Float64Array =>
@@ -176,7 +223,8 @@ describe("PPO policy loss reference (trace-train.md §9.7)", () => {
         norm,
       ),
     );
-    for (const key of ["loss", "clip_frac", "approx_kl", "entropy_loss"] as const) expect(parts[0][key] + parts[1][key]).toBeCloseTo(whole[key], 12);
+    for (const key of ["loss", "clip_frac", "approx_kl", "entropy_loss"] as const)
+      expect(parts[0][key] + parts[1][key]).toBeCloseTo(whole[key], 12);
     expect([...parts[0].dLogProbs, ...parts[1].dLogProbs]).toEqual(Array.from(whole.dLogProbs));
   });
 });

@@ -24,7 +24,18 @@ function tinyConfig(rng: Rng, tie: boolean): ModelConfig {
 
 describe("reference model", () => {
   it("lays out parameters in the documented order with matching counts", () => {
-    const c = parseModelConfig({ vocab_size: 10, d_model: 8, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 12, max_seq_len: 8, rope_theta: 1e4, norm_eps: 1e-5, tie_embeddings: false });
+    const c = parseModelConfig({
+      vocab_size: 10,
+      d_model: 8,
+      n_layers: 2,
+      n_heads: 4,
+      n_kv_heads: 2,
+      d_ff: 12,
+      max_seq_len: 8,
+      rope_theta: 1e4,
+      norm_eps: 1e-5,
+      tie_embeddings: false,
+    });
     const names = paramLayout(c).map((s) => s.name);
     expect(names.slice(0, 10)).toEqual([
       "tok_embeddings",
@@ -45,7 +56,20 @@ describe("reference model", () => {
   });
 
   it("rejects configs whose heads do not divide", () => {
-    expect(() => parseModelConfig({ vocab_size: 10, d_model: 8, n_layers: 1, n_heads: 3, n_kv_heads: 1, d_ff: 4, max_seq_len: 8, rope_theta: 1e4, norm_eps: 1e-5, tie_embeddings: true })).toThrow(/n_heads/);
+    expect(() =>
+      parseModelConfig({
+        vocab_size: 10,
+        d_model: 8,
+        n_layers: 1,
+        n_heads: 3,
+        n_kv_heads: 1,
+        d_ff: 4,
+        max_seq_len: 8,
+        rope_theta: 1e4,
+        norm_eps: 1e-5,
+        tie_embeddings: true,
+      }),
+    ).toThrow(/n_heads/);
   });
 
   it("log-probs are 0 at t = 0, normalised, and entropies non-negative", () => {

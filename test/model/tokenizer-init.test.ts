@@ -56,7 +56,9 @@ describe("presets and init", () => {
     }
     expect(same).toBe(bitsA.length);
     // only the norm weights (all ones) coincide
-    const norms = paramLayout(c).filter((s) => s.shape.length === 1).reduce((n, s) => n + s.size, 0);
+    const norms = paramLayout(c)
+      .filter((s) => s.shape.length === 1)
+      .reduce((n, s) => n + s.size, 0);
     expect(sameAsOther).toBe(norms);
   });
 

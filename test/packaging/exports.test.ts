@@ -32,18 +32,29 @@ describe("the package root", () => {
   it("re-exports the parts a user starts with, and every name of each (no name lost to a collision)", async () => {
     expect(parts).toEqual(["types", "store", "client", "tracer", "runner", "trainer", "algorithm", "adapter"]);
     const owners = new Map<string, string[]>();
-    for (const part of parts) for (const name of await namesOf(`lightning-ts/${part}`)) owners.set(name, [...(owners.get(name) ?? []), part]);
+    for (const part of parts)
+      for (const name of await namesOf(`lightning-ts/${part}`)) owners.set(name, [...(owners.get(name) ?? []), part]);
     expect([...owners].filter(([, o]) => o.length > 1)).toEqual([]);
     expect((await namesOf("lightning-ts")).sort()).toEqual([...owners.keys()].sort());
   });
 
   it("includes GRPO and leaves the specialised parts to their subpaths", async () => {
     const names = await namesOf("lightning-ts");
-    for (const name of ["GRPO", "Baseline", "Trainer", "LightningStoreClient", "InMemoryLightningStore", "openStore", "emitReward", "TraceTripletAdapter"]) {
+    for (const name of [
+      "GRPO",
+      "Baseline",
+      "Trainer",
+      "LightningStoreClient",
+      "InMemoryLightningStore",
+      "openStore",
+      "emitReward",
+      "TraceTripletAdapter",
+    ]) {
       expect(names).toContain(name);
     }
     expect(await namesOf("lightning-ts/algorithm")).toContain("GRPO");
-    for (const name of ["loadWasmCore", "CpuTrainer", "GpuPolicyTrainer", "PolicyServer", "createStoreApp"]) expect(names).not.toContain(name);
+    for (const name of ["loadWasmCore", "CpuTrainer", "GpuPolicyTrainer", "PolicyServer", "createStoreApp"])
+      expect(names).not.toContain(name);
   });
 
   it("resolves every import of README.md's examples", async () => {
@@ -51,8 +62,14 @@ describe("the package root", () => {
     expect(imports.length).toBeGreaterThan(0);
     for (const [, list, spec] of imports) {
       const names = await namesOf(spec);
-      const values = list.split(",").map((s) => s.trim()).filter((s) => s.length > 0 && !s.startsWith("type "));
-      expect(values.filter((v) => !names.includes(v.split(/\s+as\s+/)[0])), spec).toEqual([]);
+      const values = list
+        .split(",")
+        .map((s) => s.trim())
+        .filter((s) => s.length > 0 && !s.startsWith("type "));
+      expect(
+        values.filter((v) => !names.includes(v.split(/\s+as\s+/)[0])),
+        spec,
+      ).toEqual([]);
     }
   });
 });
@@ -78,7 +95,11 @@ describe("package.json dependencies", () => {
     walk("src");
     return files;
   };
-  const packageOf = (spec: string) => spec.split("/").slice(0, spec.startsWith("@") ? 2 : 1).join("/");
+  const packageOf = (spec: string) =>
+    spec
+      .split("/")
+      .slice(0, spec.startsWith("@") ? 2 : 1)
+      .join("/");
   const builtins = new Set(builtinModules);
 
   it("are exactly the packages the published code imports; optional peers are the ones it loads by name", () => {

@@ -30,9 +30,11 @@ const grpo = wasmKernels(loadWasmCoreSync()).grpo(
   true,
 );
 
-console.log(JSON.stringify({
-  runtime,
-  exports,
-  store: { claimed: claimed?.rollout_id === queued.rollout_id, input: reopened?.input },
-  grpoAdvantages: Array.from(grpo.advantages),
-}));
+console.log(
+  JSON.stringify({
+    runtime,
+    exports,
+    store: { claimed: claimed?.rollout_id === queued.rollout_id, input: reopened?.input },
+    grpoAdvantages: Array.from(grpo.advantages),
+  }),
+);

@@ -15,7 +15,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const bin = (name: string) => join(root, "node_modules/.bin", name);
 
-interface PackReport { filename: string; files: { path: string }[] }
+interface PackReport {
+  filename: string;
+  files: { path: string }[];
+}
 interface PackageJson {
   exports: Record<string, string | { types: string; import: string }>;
   bin: Record<string, string>;
@@ -31,13 +34,20 @@ interface InstalledReport {
 /** Runs a command; a failure throws with its whole output, so the test report says what went wrong. */
 function run(cmd: string, args: string[], cwd: string, timeout = 120_000): string {
   try {
-    return execFileSync(cmd, args, { cwd, encoding: "utf8", timeout, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NO_COLOR: "1" } });
+    return execFileSync(cmd, args, {
+      cwd,
+      encoding: "utf8",
+      timeout,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, NO_COLOR: "1" },
+    });
   } catch (e) {
     const { stdout, stderr } = e as { stdout?: string; stderr?: string };
     throw new Error(`${cmd} ${args.join(" ")} failed in ${cwd}:\n${stdout ?? ""}\n${stderr ?? ""}`, { cause: e });
   }
 }
-const npmPack = (cwd: string, extra: string[]): PackReport => (JSON.parse(run("npm", ["pack", "--json", "--ignore-scripts", ...extra], cwd)) as PackReport[])[0];
+const npmPack = (cwd: string, extra: string[]): PackReport =>
+  (JSON.parse(run("npm", ["pack", "--json", "--ignore-scripts", ...extra], cwd)) as PackReport[])[0];
 
 /** Paths that must never be published: sources of tests, benchmarks, fixtures, examples and build scripts. */
 const UNPUBLISHED = [
@@ -76,7 +86,10 @@ beforeAll(() => {
     mkdirSync(dirname(join(app, "node_modules", dep)), { recursive: true });
     symlinkSync(realpathSync(join(root, "node_modules", dep)), join(app, "node_modules", dep), "dir");
   }
-  writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", private: true, type: "module", dependencies: { "lightning-ts": "*" } }));
+  writeFileSync(
+    join(app, "package.json"),
+    JSON.stringify({ name: "app", private: true, type: "module", dependencies: { "lightning-ts": "*" } }),
+  );
   copyFileSync(join(root, "test/packaging/installed-check.mjs"), join(app, "installed-check.mjs"));
 }, 300_000);
 
@@ -140,7 +153,18 @@ describe("the installed tarball", () => {
     writeFileSync(join(consumer, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }));
     writeFileSync(
       join(consumer, "tsconfig.json"),
-      JSON.stringify({ compilerOptions: { strict: true, module: "nodenext", moduleResolution: "nodenext", target: "es2022", noEmit: true, skipLibCheck: false, types: [] }, files: ["main.ts"] }),
+      JSON.stringify({
+        compilerOptions: {
+          strict: true,
+          module: "nodenext",
+          moduleResolution: "nodenext",
+          target: "es2022",
+          noEmit: true,
+          skipLibCheck: false,
+          types: [],
+        },
+        files: ["main.ts"],
+      }),
     );
     const specs = subpaths.map(([key]) => (key === "." ? "lightning-ts" : `lightning-ts${key.slice(1)}`));
     writeFileSync(join(consumer, "main.ts"), specs.map((s, i) => `import * as m${i} from "${s}";\nexport const x${i} = m${i};\n`).join(""));

@@ -19,7 +19,9 @@ function sourceFiles(dir: string): string[] {
 /** Repository-relative paths of the relative imports of one file (static, dynamic and type-only). */
 function relativeImports(file: string): string[] {
   const text = readFileSync(join(root, file), "utf8");
-  return [...text.matchAll(/(?:\bfrom\s+|\bimport\s*\(\s*)"(\.{1,2}\/[^"]+)"/g)].map((m) => relative(root, resolve(root, dirname(file), m[1])));
+  return [...text.matchAll(/(?:\bfrom\s+|\bimport\s*\(\s*)"(\.{1,2}\/[^"]+)"/g)].map((m) =>
+    relative(root, resolve(root, dirname(file), m[1])),
+  );
 }
 
 const files = sourceFiles("src");
@@ -29,19 +31,31 @@ describe("the Wasm part of src/", () => {
   it("imports nothing but itself and src/types", () => {
     const upward = files
       .filter((f) => inside(f, "src/wasm"))
-      .flatMap((f) => relativeImports(f).filter((i) => !inside(i, "src/wasm") && !inside(i, "src/types")).map((i) => `${f} -> ${i}`));
+      .flatMap((f) =>
+        relativeImports(f)
+          .filter((i) => !inside(i, "src/wasm") && !inside(i, "src/types"))
+          .map((i) => `${f} -> ${i}`),
+      );
     expect(upward).toEqual([]);
   });
 
   it("keeps its test oracles to itself: only its entry reaches src/wasm/reference/", () => {
     const users = files
       .filter((f) => !inside(f, "src/wasm/reference"))
-      .flatMap((f) => relativeImports(f).filter((i) => inside(i, "src/wasm/reference")).map(() => f));
+      .flatMap((f) =>
+        relativeImports(f)
+          .filter((i) => inside(i, "src/wasm/reference"))
+          .map(() => f),
+      );
     expect([...new Set(users)]).toEqual(["src/wasm/index.ts"]);
   });
 
   it("is the only part that instantiates the Wasm core; the others call libraryKernels()", () => {
-    const instantiating = files.filter((f) => !inside(f, "src/wasm") && /\b(wasmKernels|instantiateWasmCore(Sync)?|loadWasmCore(Sync)?)\(/.test(readFileSync(join(root, f), "utf8")));
+    const instantiating = files.filter(
+      (f) =>
+        !inside(f, "src/wasm") &&
+        /\b(wasmKernels|instantiateWasmCore(Sync)?|loadWasmCore(Sync)?)\(/.test(readFileSync(join(root, f), "utf8")),
+    );
     expect(instantiating).toEqual([]);
     const callers = files.filter((f) => /\blibraryKernels\(\)/.test(readFileSync(join(root, f), "utf8")) && !inside(f, "src/wasm"));
     expect(callers).toContain("src/algorithm/grpo.ts");

@@ -18,10 +18,22 @@ const commands = {
 describe.each(Object.keys(commands) as (keyof typeof commands)[])("the platform on %s", (runtime) => {
   it("is detected once as this runtime and reads arguments, environment, memory and the snapshot", () => {
     const [cmd, ...args] = commands[runtime];
-    const r = spawnSync(cmd, [...args, "--flag", "x"], { cwd: root, encoding: "utf8", env: { ...process.env, AGL_PLATFORM_PROBE: "yes" }, timeout: 120_000 });
+    const r = spawnSync(cmd, [...args, "--flag", "x"], {
+      cwd: root,
+      encoding: "utf8",
+      env: { ...process.env, AGL_PLATFORM_PROBE: "yes" },
+      timeout: 120_000,
+    });
     expect(r.stderr).not.toMatch(/error/i);
     expect(r.status).toBe(3);
-    expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!)).toEqual({ runtime, args: ["--flag", "x"], env: "yes", memory: true, hostKnown: true, turned: true });
+    expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!)).toEqual({
+      runtime,
+      args: ["--flag", "x"],
+      env: "yes",
+      memory: true,
+      hostKnown: true,
+      turned: true,
+    });
   });
 });
 
@@ -46,7 +58,11 @@ describe("the one logger (src/platform/log.ts)", () => {
     setLogLevel("error");
     log.warn("hidden from the console");
     logs.stop();
-    expect(logs.records.map((r) => [r.level, r.message])).toEqual([["warning", "first"], ["warning", "second"], ["warning", "hidden from the console"]]);
+    expect(logs.records.map((r) => [r.level, r.message])).toEqual([
+      ["warning", "first"],
+      ["warning", "second"],
+      ["warning", "hidden from the console"],
+    ]);
     expect(warn.mock.calls).toEqual([["[WARN] agentlightning.test: first"], ["[WARN] agentlightning.test: second"]]);
   });
 

@@ -5,13 +5,25 @@
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { initParams, presetConfig } from "../../src/model/index.ts";
-import { BatchingEngine, cpuGenerationEngine, GpuGenerationEngine, type GenerationEngine, type GenerationRequest } from "../../src/proxy/index.ts";
+import {
+  BatchingEngine,
+  cpuGenerationEngine,
+  GpuGenerationEngine,
+  type GenerationEngine,
+  type GenerationRequest,
+} from "../../src/proxy/index.ts";
 import { noGpu } from "../gpu/gpu-env.ts";
 
 const config = { ...presetConfig("tiny"), n_layers: 1, max_seq_len: 32 };
 const params = initParams(config, 4);
 const other = initParams(config, 5);
-const req = (prompt: number[], seed: number, maxTokens = 4): GenerationRequest => ({ prompt, maxTokens, temperature: 1, seed, stopTokenIds: [] });
+const req = (prompt: number[], seed: number, maxTokens = 4): GenerationRequest => ({
+  prompt,
+  maxTokens,
+  temperature: 1,
+  seed,
+  stopTokenIds: [],
+});
 
 /** The CPU engine, counting the calls and the sequences of each. */
 function counting(): GenerationEngine & { calls: number[] } {
@@ -47,7 +59,9 @@ describe("BatchingEngine", () => {
     const [ra, rb, rc, rd] = await Promise.all([a, b, c, d]);
     expect(inner.calls).toEqual([3, 1, 1]);
     expect(rb).toEqual(await cpuGenerationEngine.generate(config, other, [req([3], 3)]));
-    expect([...ra, ...rc, ...rd]).toEqual(await cpuGenerationEngine.generate(config, params, [req([1], 1), req([2], 2), req([4], 4), req([5], 5)]));
+    expect([...ra, ...rc, ...rd]).toEqual(
+      await cpuGenerationEngine.generate(config, params, [req([1], 1), req([2], 2), req([4], 4), req([5], 5)]),
+    );
   });
 
   it("rejects every call of a batch whose inner call fails, then serves the next", async () => {
@@ -59,7 +73,10 @@ describe("BatchingEngine", () => {
         return cpuGenerationEngine.generate(c, p, rs);
       },
     });
-    const results = await Promise.allSettled([engine.generate(config, params, [req([1], 1)]), engine.generate(config, params, [req([2], 2)])]);
+    const results = await Promise.allSettled([
+      engine.generate(config, params, [req([1], 1)]),
+      engine.generate(config, params, [req([2], 2)]),
+    ]);
     expect(results.map((r) => r.status)).toEqual(["rejected", "rejected"]);
     fail = false;
     expect(await engine.generate(config, params, [req([2], 2)])).toEqual(await cpuGenerationEngine.generate(config, params, [req([2], 2)]));
@@ -75,7 +92,17 @@ describe("BatchingEngine", () => {
     it("batched answers equal the answers of separate calls, bit for bit", { timeout: 240_000 }, async () => {
       gpu = await GpuGenerationEngine.create();
       const engine = new BatchingEngine(gpu);
-      const calls = [[req([256, 260, 104, 105, 257, 261], 1, 6)], [req([72], 2, 6), req([72], 3, 6)], [req(Array.from({ length: 12 }, (_, j) => 40 + j), 4, 6)]];
+      const calls = [
+        [req([256, 260, 104, 105, 257, 261], 1, 6)],
+        [req([72], 2, 6), req([72], 3, 6)],
+        [
+          req(
+            Array.from({ length: 12 }, (_, j) => 40 + j),
+            4,
+            6,
+          ),
+        ],
+      ];
       const joined = await Promise.all(calls.map((rs) => engine.generate(config, params, rs)));
       for (const [i, rs] of calls.entries()) expect(joined[i]).toEqual(await gpu.generate(config, params, rs));
     });

@@ -7,7 +7,14 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GpuContext } from "../../src/gpu/context.ts";
 import { applyChatTemplate, generate, initParams, presetConfig } from "../../src/model/index.ts";
-import { BatchingEngine, cpuGenerationEngine, createGenerationEngine, GpuGenerationEngine, ModelPolicy, PolicyServer } from "../../src/proxy/index.ts";
+import {
+  BatchingEngine,
+  cpuGenerationEngine,
+  createGenerationEngine,
+  GpuGenerationEngine,
+  ModelPolicy,
+  PolicyServer,
+} from "../../src/proxy/index.ts";
 import { noGpu, probe } from "../gpu/gpu-env.ts";
 
 describe("generation engine selection", () => {

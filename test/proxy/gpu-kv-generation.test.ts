@@ -34,11 +34,26 @@ describe.skipIf(noGpu)("KV-cached GPU generation", { timeout: 300_000 }, () => {
   });
 
   it("greedy batch with different prompt lengths, early stops and a max_seq_len cap equals the CPU engine", async () => {
-    const prompts = [[256, 260, 104, 105, 257, 261], [72], Array.from({ length: 17 }, (_, j) => 40 + j), Array.from({ length: 36 }, (_, j) => 97 + (j % 26))];
-    const free = await cpuGenerationEngine.generate(config, params, prompts.map((prompt) => ({ prompt, maxTokens: 8, temperature: 0, stopTokenIds: [] })));
+    const prompts = [
+      [256, 260, 104, 105, 257, 261],
+      [72],
+      Array.from({ length: 17 }, (_, j) => 40 + j),
+      Array.from({ length: 36 }, (_, j) => 97 + (j % 26)),
+    ];
+    const free = await cpuGenerationEngine.generate(
+      config,
+      params,
+      prompts.map((prompt) => ({ prompt, maxTokens: 8, temperature: 0, stopTokenIds: [] })),
+    );
     // A token that some rows produce mid-way ends them early; the 36-token prompt is capped at 4 new tokens.
     const stopId = free[0].tokenIds[3];
-    const requests: GenerationRequest[] = prompts.map((prompt, i) => ({ prompt, maxTokens: i === 1 ? 5 : 8, temperature: 0, stopTokenIds: [stopId], stop: i === 2 ? [free[2].text.slice(2, 3) || "\u0000"] : [] }));
+    const requests: GenerationRequest[] = prompts.map((prompt, i) => ({
+      prompt,
+      maxTokens: i === 1 ? 5 : 8,
+      temperature: 0,
+      stopTokenIds: [stopId],
+      stop: i === 2 ? [free[2].text.slice(2, 3) || "\u0000"] : [],
+    }));
     const cpu = await cpuGenerationEngine.generate(config, params, requests);
     expect(cpu[0].finishReason).toBe("stop");
     expect(cpu[3].tokenIds.length).toBeLessThanOrEqual(4);
@@ -55,8 +70,13 @@ describe.skipIf(noGpu)("KV-cached GPU generation", { timeout: 300_000 }, () => {
   });
 
   it("seeded sampling with temperature and top-p is reproducible and draws the CPU engine's tokens", async () => {
-    const prompts = [[256, 260, 50, 43, 51, 61, 63, 257, 261], [65, 66], [200, 201, 202, 203, 204]];
-    const requests = (seed: number): GenerationRequest[] => prompts.map((prompt, i) => ({ prompt, maxTokens: 10, temperature: 0.8, topP: 0.9, seed: seed + i, stopTokenIds: [] }));
+    const prompts = [
+      [256, 260, 50, 43, 51, 61, 63, 257, 261],
+      [65, 66],
+      [200, 201, 202, 203, 204],
+    ];
+    const requests = (seed: number): GenerationRequest[] =>
+      prompts.map((prompt, i) => ({ prompt, maxTokens: 10, temperature: 0.8, topP: 0.9, seed: seed + i, stopTokenIds: [] }));
     const a = await cached.generate(config, params, requests(3));
     const b = await cached.generate(config, params, requests(3));
     expect(b).toEqual(a);

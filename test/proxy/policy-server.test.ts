@@ -35,7 +35,10 @@ type WithIds = { prompt_token_ids: number[]; choices: { token_ids: number[] }[] 
 describe("policy server with the openai client", () => {
   it("answers a non-streaming chat call with token ids and records it as a span the adapter turns into a triplet", async () => {
     const { rid, aid } = await attempt();
-    const messages = [{ role: "system" as const, content: "Be brief." }, { role: "user" as const, content: "2+3=" }];
+    const messages = [
+      { role: "system" as const, content: "Be brief." },
+      { role: "user" as const, content: "2+3=" },
+    ];
     const res = await clientFor(rid, aid).chat.completions.create({ model: "tiny-policy", messages, max_tokens: 6, temperature: 0 });
     const raw = res as unknown as WithIds;
     const promptIds = applyChatTemplate(messages, { addGenerationPrompt: true });
@@ -44,7 +47,11 @@ describe("policy server with the openai client", () => {
     const direct = generate(config, params, promptIds, { maxTokens: 6, temperature: 0 });
     expect(raw.choices[0].token_ids).toEqual(direct.tokens);
     expect(res.choices[0].finish_reason).toBe(direct.finishReason);
-    expect(res.usage).toEqual({ prompt_tokens: promptIds.length, completion_tokens: direct.tokens.length, total_tokens: promptIds.length + direct.tokens.length });
+    expect(res.usage).toEqual({
+      prompt_tokens: promptIds.length,
+      completion_tokens: direct.tokens.length,
+      total_tokens: promptIds.length + direct.tokens.length,
+    });
 
     const spans = (await store.querySpans(rid)).items;
     expect(spans.map((s) => s.name)).toEqual([LLM_CALL_SPAN_NAME]);
@@ -66,7 +73,13 @@ describe("policy server with the openai client", () => {
   it("streams chat chunks whose text and token ids add up to the non-streamed answer", async () => {
     const { rid, aid } = await attempt();
     const client = clientFor(rid, aid);
-    const body = { model: "tiny-policy", messages: [{ role: "user" as const, content: "hello" }], max_tokens: 10, temperature: 0.8, seed: 5 };
+    const body = {
+      model: "tiny-policy",
+      messages: [{ role: "user" as const, content: "hello" }],
+      max_tokens: 10,
+      temperature: 0.8,
+      seed: 5,
+    };
     const whole = await client.chat.completions.create(body);
     const stream = await client.chat.completions.create({ ...body, stream: true, stream_options: { include_usage: true } });
     let text = "";
@@ -76,7 +89,10 @@ describe("policy server with the openai client", () => {
     let usage: unknown = null;
     let role: string | undefined;
     for await (const chunk of stream) {
-      const c = chunk as unknown as { prompt_token_ids?: number[]; choices: { delta: { content?: string; role?: string }; token_ids: number[]; finish_reason: string | null }[] };
+      const c = chunk as unknown as {
+        prompt_token_ids?: number[];
+        choices: { delta: { content?: string; role?: string }; token_ids: number[]; finish_reason: string | null }[];
+      };
       promptIds ??= c.prompt_token_ids;
       if (chunk.usage) usage = chunk.usage;
       for (const ch of c.choices) {
@@ -122,7 +138,14 @@ describe("policy server with the openai client", () => {
     const first = res.choices[0].text;
     expect(first.length).toBeGreaterThanOrEqual(3);
     const needle = first.slice(1, 3);
-    const cut = await client.completions.create({ model: "tiny-policy", prompt: "abc", max_tokens: 12, temperature: 1, seed: 9, stop: [needle] });
+    const cut = await client.completions.create({
+      model: "tiny-policy",
+      prompt: "abc",
+      max_tokens: 12,
+      temperature: 1,
+      seed: 9,
+      stop: [needle],
+    });
     expect(cut.choices[0].text).toBe(first.slice(0, first.indexOf(needle)));
     expect(cut.choices[0].finish_reason).toBe("stop");
     expect((cut as unknown as WithIds).choices[0].token_ids.length).toBeLessThan(raw.choices[0].token_ids.length);
@@ -140,9 +163,16 @@ describe("policy server with the openai client", () => {
   it("refuses an unknown model (404), a bad body (400) and an over-long prompt (400) with OpenAI error bodies, recording nothing", async () => {
     const { rid, aid } = await attempt();
     const client = clientFor(rid, aid);
-    await expect(client.chat.completions.create({ model: "gpt-4o", messages: [{ role: "user", content: "x" }] })).rejects.toMatchObject({ status: 404, code: "model_not_found" });
-    await expect(client.chat.completions.create({ model: "tiny-policy", messages: [], temperature: 0 })).rejects.toMatchObject({ status: 400 });
-    await expect(client.chat.completions.create({ model: "tiny-policy", messages: [{ role: "user", content: "x".repeat(80) }] })).rejects.toMatchObject({ status: 400, code: "context_length_exceeded" });
+    await expect(client.chat.completions.create({ model: "gpt-4o", messages: [{ role: "user", content: "x" }] })).rejects.toMatchObject({
+      status: 404,
+      code: "model_not_found",
+    });
+    await expect(client.chat.completions.create({ model: "tiny-policy", messages: [], temperature: 0 })).rejects.toMatchObject({
+      status: 400,
+    });
+    await expect(
+      client.chat.completions.create({ model: "tiny-policy", messages: [{ role: "user", content: "x".repeat(80) }] }),
+    ).rejects.toMatchObject({ status: 400, code: "context_length_exceeded" });
     expect((await store.querySpans(rid)).items).toHaveLength(0);
   });
 
@@ -170,5 +200,11 @@ const BOS_PROMPT = 256;
 
 async function rewardSpan(rid: string, aid: string, value: number) {
   const seq = await store.getNextSpanSequenceId(rid, aid);
-  return spanFromAttributes({ rollout_id: rid, attempt_id: aid, sequence_id: seq, name: "agentlightning.annotation", attributes: { "agentlightning.reward.0.name": "primary", "agentlightning.reward.0.value": value } });
+  return spanFromAttributes({
+    rollout_id: rid,
+    attempt_id: aid,
+    sequence_id: seq,
+    name: "agentlightning.annotation",
+    attributes: { "agentlightning.reward.0.name": "primary", "agentlightning.reward.0.value": value },
+  });
 }

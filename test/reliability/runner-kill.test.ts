@@ -14,7 +14,12 @@ const fixture = join(root, "test/reliability/fixtures/kill-fit.ts");
 
 interface Report {
   error: string | null;
-  rollouts: { task: number; status: string; config: { unresponsive_seconds: number | null; timeout_seconds: number | null }; attempts: { status: string; worker: string | null }[] }[];
+  rollouts: {
+    task: number;
+    status: string;
+    config: { unresponsive_seconds: number | null; timeout_seconds: number | null };
+    attempts: { status: string; worker: string | null }[];
+  }[];
   restarts: Record<string, number>;
   children: { name: string; pid: number; exitCode: number | null }[];
 }

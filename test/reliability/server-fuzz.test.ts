@@ -51,27 +51,51 @@ type StoreKind = "memory" | "libSQL";
 async function seededStore(kind: StoreKind = "memory"): Promise<Seeded> {
   const options = { clock: new ManualClock(1_000), scanDebounceSeconds: 0 };
   const store = kind === "memory" ? new InMemoryLightningStore(options) : await LibsqlLightningStore.open(":memory:", options);
-  const r = await store.startRollout({ task: "fuzz", nested: { list: [1, 2, 3] } }, { metadata: { owner: "fuzz" }, config: { max_attempts: 3 } });
+  const r = await store.startRollout(
+    { task: "fuzz", nested: { list: [1, 2, 3] } },
+    { metadata: { owner: "fuzz" }, config: { max_attempts: 3 } },
+  );
   await store.updateAttempt(r.rollout_id, r.attempt.attempt_id, { status: "running", worker_id: "w1" });
   const q = await store.enqueueRollout({ task: "queued" });
   const done = await store.startRollout("finished");
   await store.updateAttempt(done.rollout_id, done.attempt.attempt_id, { status: "succeeded" });
   const spans = Array.from({ length: 5 }, (_, i) =>
-    spanFromAttributes({ rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id, sequence_id: i + 1, name: `s${i}`, attributes: { i, tag: "x" } }),
+    spanFromAttributes({
+      rollout_id: r.rollout_id,
+      attempt_id: r.attempt.attempt_id,
+      sequence_id: i + 1,
+      name: `s${i}`,
+      attributes: { i, tag: "x" },
+    }),
   );
   await store.addManySpans(spans);
   await store.updateWorker("w1", { cpu: 0.5 });
   const res = await store.addResources({ llm: { resource_type: "llm", endpoint: "http://llm", model: "m" } });
-  return { store, rid: r.rollout_id, aid: r.attempt.attempt_id, queued: q.rollout_id, resourcesId: res.resources_id, spanTemplate: spans[0]! };
+  return {
+    store,
+    rid: r.rollout_id,
+    aid: r.attempt.attempt_id,
+    queued: q.rollout_id,
+    resourcesId: res.resources_id,
+    spanTemplate: spans[0]!,
+  };
 }
 
 /** Everything the store holds, as one JSON text (uptime left out: it moves by itself). */
 async function snapshot(s: LightningStore): Promise<string> {
   const rollouts = await s.queryRollouts();
   const perRollout = [];
-  for (const r of rollouts.items) perRollout.push([await s.queryAttempts(r.rollout_id), await s.querySpans(r.rollout_id), await s.getLatestAttempt(r.rollout_id)]);
+  for (const r of rollouts.items)
+    perRollout.push([await s.queryAttempts(r.rollout_id), await s.querySpans(r.rollout_id), await s.getLatestAttempt(r.rollout_id)]);
   const { uptime: _uptime, ...stats } = await s.statistics();
-  return JSON.stringify({ rollouts, perRollout, workers: await s.queryWorkers(), resources: await s.queryResources(), latest: await s.getLatestResources(), stats });
+  return JSON.stringify({
+    rollouts,
+    perRollout,
+    workers: await s.queryWorkers(),
+    resources: await s.queryResources(),
+    latest: await s.getLatestResources(),
+    stats,
+  });
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -106,7 +130,11 @@ const WRONG_FOR: Record<string, unknown[]> = {
 };
 
 /** JSON text with Infinity/NaN literals where a generated value asked for them (JSON.stringify writes null). */
-const jsonText = (v: unknown): string => JSON.stringify(v, (_k, x) => (typeof x === "number" && !Number.isFinite(x) ? `__NUM_${String(x)}__` : x)).replace(/"__NUM_(-?Infinity|NaN)__"/g, (_m, n: string) => (n === "NaN" ? "NaN" : n.startsWith("-") ? "-1e999" : "1e999"));
+const jsonText = (v: unknown): string =>
+  JSON.stringify(v, (_k, x) => (typeof x === "number" && !Number.isFinite(x) ? `__NUM_${String(x)}__` : x)).replace(
+    /"__NUM_(-?Infinity|NaN)__"/g,
+    (_m, n: string) => (n === "NaN" ? "NaN" : n.startsWith("-") ? "-1e999" : "1e999"),
+  );
 
 /**
  * A POST route with a valid body template and its fields' types. Every generated request changes one
@@ -126,9 +154,27 @@ interface WriteRoute {
 function writeRoutes(s: Seeded): WriteRoute[] {
   const span = () => JSON.parse(JSON.stringify({ ...s.spanTemplate, span_id: "f".repeat(16), sequence_id: 99 })) as Record<string, unknown>;
   return [
-    { path: "/v1/agl/rollouts", valid: () => ({ input: { q: 1 }, mode: "train" }), fields: { mode: "enum", resources_id: "string", metadata: "object", config: "object", worker_id: "string" }, required: ["input"], strict: true },
-    { path: "/v1/agl/queues/rollouts/enqueue", valid: () => ({ rollouts: [{ input: 1 }] }), fields: { rollouts: "array" }, required: ["rollouts"], strict: true },
-    { path: "/v1/agl/queues/rollouts/dequeue", valid: () => ({ limit: 1, worker_id: "w9" }), fields: { limit: "int", worker_id: "string" }, required: [], strict: true },
+    {
+      path: "/v1/agl/rollouts",
+      valid: () => ({ input: { q: 1 }, mode: "train" }),
+      fields: { mode: "enum", resources_id: "string", metadata: "object", config: "object", worker_id: "string" },
+      required: ["input"],
+      strict: true,
+    },
+    {
+      path: "/v1/agl/queues/rollouts/enqueue",
+      valid: () => ({ rollouts: [{ input: 1 }] }),
+      fields: { rollouts: "array" },
+      required: ["rollouts"],
+      strict: true,
+    },
+    {
+      path: "/v1/agl/queues/rollouts/dequeue",
+      valid: () => ({ limit: 1, worker_id: "w9" }),
+      fields: { limit: "int", worker_id: "string" },
+      required: [],
+      strict: true,
+    },
     {
       path: `/v1/agl/rollouts/${s.rid}`,
       valid: () => ({ status: "failed" }),
@@ -153,19 +199,64 @@ function writeRoutes(s: Seeded): WriteRoute[] {
       strict: true,
       unknownIdPaths: [`/v1/agl/rollouts/${s.rid}/attempts/at-00000000`, "/v1/agl/rollouts/ro-000000000000/attempts/latest"],
     },
-    { path: "/v1/agl/workers/w1", valid: () => ({ heartbeat_stats: { cpu: 1 } }), fields: { heartbeat_stats: "object" }, required: [], strict: true },
-    { path: "/v1/agl/spans", valid: span, fields: { rollout_id: "string", attempt_id: "string", sequence_id: "int", name: "string", attributes: "object", events: "array", status: "object" }, required: ["rollout_id", "attempt_id", "trace_id", "span_id", "name"], strict: false, unknownIdPaths: [] },
+    {
+      path: "/v1/agl/workers/w1",
+      valid: () => ({ heartbeat_stats: { cpu: 1 } }),
+      fields: { heartbeat_stats: "object" },
+      required: [],
+      strict: true,
+    },
+    {
+      path: "/v1/agl/spans",
+      valid: span,
+      fields: {
+        rollout_id: "string",
+        attempt_id: "string",
+        sequence_id: "int",
+        name: "string",
+        attributes: "object",
+        events: "array",
+        status: "object",
+      },
+      required: ["rollout_id", "attempt_id", "trace_id", "span_id", "name"],
+      strict: false,
+      unknownIdPaths: [],
+    },
     { path: "/v1/agl/spans/batch", valid: () => ({ spans: [span()] }), fields: { spans: "array" }, required: ["spans"], strict: true },
-    { path: "/v1/agl/spans/next", valid: () => ({ rollout_id: s.rid, attempt_id: s.aid }), fields: { rollout_id: "string", attempt_id: "string" }, required: ["rollout_id", "attempt_id"], strict: true },
-    { path: "/v1/agl/spans/next/many", valid: () => ({ pairs: [[s.rid, s.aid]] }), fields: { pairs: "array" }, required: ["pairs"], strict: true },
+    {
+      path: "/v1/agl/spans/next",
+      valid: () => ({ rollout_id: s.rid, attempt_id: s.aid }),
+      fields: { rollout_id: "string", attempt_id: "string" },
+      required: ["rollout_id", "attempt_id"],
+      strict: true,
+    },
+    {
+      path: "/v1/agl/spans/next/many",
+      valid: () => ({ pairs: [[s.rid, s.aid]] }),
+      fields: { pairs: "array" },
+      required: ["pairs"],
+      strict: true,
+    },
     {
       path: "/v1/agl/attempts/finish",
-      valid: () => ({ rollout_id: s.rid, attempt_id: s.aid, spans: [span()], attempt: { status: "succeeded" }, claim: { worker_id: "w1" } }),
+      valid: () => ({
+        rollout_id: s.rid,
+        attempt_id: s.aid,
+        spans: [span()],
+        attempt: { status: "succeeded" },
+        claim: { worker_id: "w1" },
+      }),
       fields: { rollout_id: "string", attempt_id: "string", spans: "array", attempt: "object", claim: "object" },
       required: ["rollout_id", "attempt_id", "attempt"],
       strict: true,
     },
-    { path: "/v1/agl/waits/rollouts", valid: () => ({ rollout_ids: [s.rid], timeout: 0 }), fields: { rollout_ids: "array", timeout: "number" }, required: ["rollout_ids"], strict: true },
+    {
+      path: "/v1/agl/waits/rollouts",
+      valid: () => ({ rollout_ids: [s.rid], timeout: 0 }),
+      fields: { rollout_ids: "array", timeout: "number" },
+      required: ["rollout_ids"],
+      strict: true,
+    },
   ];
 }
 
@@ -186,14 +277,56 @@ function readRoutes(s: Seeded): { method: "GET" | "POST"; path: string }[] {
 }
 
 const BAD_PARAMS: [string, string][] = [
-  ["limit", "abc"], ["limit", "1e400"], ["limit", "-2"], ["limit", "1.5"], ["limit", ""], ["limit", "99999999999999999999"], ["limit", "0x10"],
-  ["offset", "-1"], ["offset", "1e999"], ["offset", "NaN"], ["sort_by", "nope"], ["sort_by", "__proto__"], ["sort_order", "sideways"],
-  ["filter_logic", "xor"], ["status_in", "bogus"], ["status_in", ""], ["rollout_id", ""], ["attempt_id", "latest"], ["__proto__", "1"],
-  ["constructor", "x"], ["unknown", "1"], ["limit", "1"], ["offset", "9007199254740991"], ["name_contains", "\u0000"], ["rollout_id_contains", "%"],
+  ["limit", "abc"],
+  ["limit", "1e400"],
+  ["limit", "-2"],
+  ["limit", "1.5"],
+  ["limit", ""],
+  ["limit", "99999999999999999999"],
+  ["limit", "0x10"],
+  ["offset", "-1"],
+  ["offset", "1e999"],
+  ["offset", "NaN"],
+  ["sort_by", "nope"],
+  ["sort_by", "__proto__"],
+  ["sort_order", "sideways"],
+  ["filter_logic", "xor"],
+  ["status_in", "bogus"],
+  ["status_in", ""],
+  ["rollout_id", ""],
+  ["attempt_id", "latest"],
+  ["__proto__", "1"],
+  ["constructor", "x"],
+  ["unknown", "1"],
+  ["limit", "1"],
+  ["offset", "9007199254740991"],
+  ["name_contains", "\u0000"],
+  ["rollout_id_contains", "%"],
 ];
 
-const WEIRD_KEYS = ["__proto__", "constructor", "prototype", "toString", "hasOwnProperty", "", " ", "limit ", "\u0000", "💥", "a".repeat(300)];
-const BAD_CONTENT_TYPES = ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=zz", "application/xml", "application/jsonx", "json", "*/*", "application/json-seq"];
+const WEIRD_KEYS = [
+  "__proto__",
+  "constructor",
+  "prototype",
+  "toString",
+  "hasOwnProperty",
+  "",
+  " ",
+  "limit ",
+  "\u0000",
+  "💥",
+  "a".repeat(300),
+];
+const BAD_CONTENT_TYPES = [
+  "text/plain",
+  "application/x-www-form-urlencoded",
+  "multipart/form-data; boundary=zz",
+  "application/xml",
+  "application/jsonx",
+  "json",
+  "*/*",
+  "application/json-seq",
+];
 const WRONG_METHODS = ["GET", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"];
 
 function generator(s: Seeded, seed: number) {
@@ -245,7 +378,22 @@ function generator(s: Seeded, seed: number) {
         return { ...base, label: `truncated at ${cut}/${text.length}`, body: text.slice(0, cut) };
       }
       case 5: {
-        const garbage = pick(["{", "}", "[", "nul", "{'input': 1}", '{"input": 1,}', "\uFEFF{}x", "NaN", "{\"a\":1}{\"a\":2}", "\u0000", "1 2", '"unterminated', "{\"input\":\"\\ud800\"", "{\"k\":01}"]);
+        const garbage = pick([
+          "{",
+          "}",
+          "[",
+          "nul",
+          "{'input': 1}",
+          '{"input": 1,}',
+          "\uFEFF{}x",
+          "NaN",
+          '{"a":1}{"a":2}',
+          "\u0000",
+          "1 2",
+          '"unterminated',
+          '{"input":"\\ud800"',
+          '{"k":01}',
+        ]);
         return { ...base, label: `malformed ${JSON.stringify(garbage)}`, body: garbage };
       }
       case 6: {
@@ -279,14 +427,33 @@ function generator(s: Seeded, seed: number) {
         const [k, v] = pick(BAD_PARAMS);
         params.append(k, v);
       }
-      if (route.method === "GET") return { label: `query ${params}`, method: "GET", path: `${route.path}?${params}`, headers: {}, expect: "read" };
+      if (route.method === "GET")
+        return { label: `query ${params}`, method: "GET", path: `${route.path}?${params}`, headers: {}, expect: "read" };
       const body: Record<string, unknown> = route.path === "/v1/agl/spans/search" ? { rollout_id: s.rid } : {};
       for (const [k, v] of params) body[k] = rand() < 0.5 ? v : Number(v);
-      return { label: `search ${JSON.stringify(body)}`, method: "POST", path: route.path, headers: { ...JSON_HEADERS }, body: jsonText(body), expect: "read" };
+      return {
+        label: `search ${JSON.stringify(body)}`,
+        method: "POST",
+        path: route.path,
+        headers: { ...JSON_HEADERS },
+        body: jsonText(body),
+        expect: "read",
+      };
     }
     if (r < 0.8) {
       // A wrong method on a known route, or an unknown route.
-      const known = [...writes.map((w) => w.path), "/v1/agl/health", "/v1/agl/statistics", `/v1/agl/rollouts/${s.rid}`, "/v1/agl/nope", "/v1/agl/rollouts/a/b/c/d", "/v1/agl", "/", "/v1/agl//rollouts", "/V1/AGL/ROLLOUTS"];
+      const known = [
+        ...writes.map((w) => w.path),
+        "/v1/agl/health",
+        "/v1/agl/statistics",
+        `/v1/agl/rollouts/${s.rid}`,
+        "/v1/agl/nope",
+        "/v1/agl/rollouts/a/b/c/d",
+        "/v1/agl",
+        "/",
+        "/v1/agl//rollouts",
+        "/V1/AGL/ROLLOUTS",
+      ];
       const path = pick(known);
       const method = pick(WRONG_METHODS);
       // GET and HEAD on read routes are fine reads; other methods on write routes must be refused.
@@ -312,7 +479,11 @@ function generator(s: Seeded, seed: number) {
       ["json garbage", "{not json", { "content-type": "application/json" }],
       ["json deep", `{"resourceSpans":${deep(700)}}`, { "content-type": "application/json" }],
       ["json wrong shape", '{"resourceSpans":[{"scopeSpans":"x"}]}', { "content-type": "application/json" }],
-      ["json bad id", '{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz","spanId":12}]}]}]}', { "content-type": "application/json" }],
+      [
+        "json bad id",
+        '{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz","spanId":12}]}]}]}',
+        { "content-type": "application/json" },
+      ],
       ["protobuf garbage", new Uint8Array([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x01]), { "content-type": "application/x-protobuf" }],
       ["protobuf truncated", new Uint8Array([0x0a, 0x10, 0x0a, 0x05]), { "content-type": "application/x-protobuf" }],
       ["not gzip", new Uint8Array([1, 2, 3, 4]), { "content-type": "application/x-protobuf", "content-encoding": "gzip" }],
@@ -334,20 +505,23 @@ async function judge(req: FuzzRequest, res: Response): Promise<string[]> {
   const s = res.status;
   if (s >= 500) problems.push(`a ${s}`);
   if (req.expect === "refused" && (s < 400 || s >= 500)) problems.push(`expected a refusal, got ${s}`);
-  if (req.expect === "unknown-get" && !(s === 404 || (s === 200 && text === "null"))) problems.push(`expected 404 or 200 null, got ${s} ${text.slice(0, 80)}`);
+  if (req.expect === "unknown-get" && !(s === 404 || (s === 200 && text === "null")))
+    problems.push(`expected 404 or 200 null, got ${s} ${text.slice(0, 80)}`);
   if (s >= 400 && req.method !== "HEAD") {
     const type = res.headers.get("content-type") ?? "";
     if (req.path === "/v1/traces") {
       // OTLP answers a google.rpc.Status in the request's encoding.
       if (type.includes("json")) {
         const status = JSON.parse(text) as { code?: unknown; message?: unknown };
-        if (typeof status.code !== "number" || typeof status.message !== "string") problems.push(`OTLP error without a Status: ${text.slice(0, 80)}`);
+        if (typeof status.code !== "number" || typeof status.message !== "string")
+          problems.push(`OTLP error without a Status: ${text.slice(0, 80)}`);
       } else if (!type.includes("protobuf")) problems.push(`OTLP error of type ${type}`);
     } else {
       if (!type.includes("application/json")) problems.push(`error answer of type ${type}`);
       try {
         const b = JSON.parse(text) as { detail?: unknown; error_type?: unknown; issues?: unknown };
-        if (typeof b.detail !== "string" || typeof b.error_type !== "string") problems.push(`error without detail/error_type: ${text.slice(0, 80)}`);
+        if (typeof b.detail !== "string" || typeof b.error_type !== "string")
+          problems.push(`error without detail/error_type: ${text.slice(0, 80)}`);
         if (b.error_type === "ValidationError" && !Array.isArray(b.issues)) problems.push("ValidationError without issues");
       } catch {
         problems.push(`error answer that is not JSON: ${text.slice(0, 80)}`);
@@ -369,32 +543,37 @@ function recordingLogger(): LogWriter & { errors: string[] } {
 // ------------------------------------------------------------------------------------------------
 
 describe(`store server fuzz (seed ${SEED})`, () => {
-  it.each(["memory", "libSQL"] as const)("%s store: bad requests in process: no 5xx, JSON errors, nothing stored or changed", async (kind) => {
-    const seeded = await seededStore(kind);
-    const log = recordingLogger();
-    const app = createStoreApp(seeded.store, { log });
-    const before = await snapshot(seeded.store);
-    const next = generator(seeded, SEED);
-    const failures: string[] = [];
-    const statuses = new Map<number, number>();
-    for (let i = 0; i < IN_PROCESS_REQUESTS[kind]; i++) {
-      const req = next();
-      const res = await app.request(req.path, { method: req.method, headers: req.headers, body: req.body });
-      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
-      const problems = await judge(req, res);
-      if (problems.length > 0) failures.push(`#${i} ${describeRequest(req)} -> ${problems.join("; ")}`);
-    }
-    expect(failures.slice(0, 20), `seed ${SEED}`).toEqual([]);
-    expect(log.errors.slice(0, 5)).toEqual([]);
-    expect(await snapshot(seeded.store)).toBe(before);
-    // The requests were refused in all the expected ways.
-    for (const status of [400, 404, 415]) expect(statuses.get(status) ?? 0, `${status} in ${JSON.stringify([...statuses])}`).toBeGreaterThan(5);
-    // The server still works.
-    expect((await app.request("/v1/agl/health")).status).toBe(200);
-    const ok = await app.request("/v1/agl/rollouts", { method: "POST", headers: JSON_HEADERS, body: '{"input":"after"}' });
-    expect(ok.status).toBe(201);
-    await seeded.store.close();
-  }, 120_000);
+  it.each(["memory", "libSQL"] as const)(
+    "%s store: bad requests in process: no 5xx, JSON errors, nothing stored or changed",
+    async (kind) => {
+      const seeded = await seededStore(kind);
+      const log = recordingLogger();
+      const app = createStoreApp(seeded.store, { log });
+      const before = await snapshot(seeded.store);
+      const next = generator(seeded, SEED);
+      const failures: string[] = [];
+      const statuses = new Map<number, number>();
+      for (let i = 0; i < IN_PROCESS_REQUESTS[kind]; i++) {
+        const req = next();
+        const res = await app.request(req.path, { method: req.method, headers: req.headers, body: req.body });
+        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+        const problems = await judge(req, res);
+        if (problems.length > 0) failures.push(`#${i} ${describeRequest(req)} -> ${problems.join("; ")}`);
+      }
+      expect(failures.slice(0, 20), `seed ${SEED}`).toEqual([]);
+      expect(log.errors.slice(0, 5)).toEqual([]);
+      expect(await snapshot(seeded.store)).toBe(before);
+      // The requests were refused in all the expected ways.
+      for (const status of [400, 404, 415])
+        expect(statuses.get(status) ?? 0, `${status} in ${JSON.stringify([...statuses])}`).toBeGreaterThan(5);
+      // The server still works.
+      expect((await app.request("/v1/agl/health")).status).toBe(200);
+      const ok = await app.request("/v1/agl/rollouts", { method: "POST", headers: JSON_HEADERS, body: '{"input":"after"}' });
+      expect(ok.status).toBe(201);
+      await seeded.store.close();
+    },
+    120_000,
+  );
 
   describe("over real HTTP", () => {
     let seeded: Seeded;
@@ -433,7 +612,11 @@ describe(`store server fuzz (seed ${SEED})`, () => {
       const failures: string[] = [];
       for (let i = 0; i < HTTP_REQUESTS; i++) {
         const req = next();
-        const res = await fetch(`${server.url}${req.path}`, { method: req.method, headers: req.headers, body: req.body as string | undefined });
+        const res = await fetch(`${server.url}${req.path}`, {
+          method: req.method,
+          headers: req.headers,
+          body: req.body as string | undefined,
+        });
         const problems = await judge(req, res);
         if (problems.length > 0) failures.push(`#${i} ${describeRequest(req)} -> ${problems.join("; ")}`);
       }
@@ -441,12 +624,24 @@ describe(`store server fuzz (seed ${SEED})`, () => {
 
       const body = `{"input":{"text":"${"x".repeat(200)}"}}`;
       const abuse: [string, string, boolean][] = [
-        ["a body cut short (Content-Length larger than sent)", `POST /v1/agl/rollouts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 50)}`, true],
-        ["a chunked body cut mid-chunk", `POST /v1/agl/rollouts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${(body.length).toString(16)}\r\n${body.slice(0, 30)}`, true],
+        [
+          "a body cut short (Content-Length larger than sent)",
+          `POST /v1/agl/rollouts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 50)}`,
+          true,
+        ],
+        [
+          "a chunked body cut mid-chunk",
+          `POST /v1/agl/rollouts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${(body.length).toString(16)}\r\n${body.slice(0, 30)}`,
+          true,
+        ],
         ["a garbage request line", "BLAH / HTTP/9.9\r\n\r\n", true],
         ["a bad header", "GET /v1/agl/health HTTP/1.1\r\nHost: x\r\nBad Header: \u0001\r\n\r\n", true],
         ["a Content-Length that is not a number", "POST /v1/agl/rollouts HTTP/1.1\r\nHost: x\r\nContent-Length: lots\r\n\r\n{}", true],
-        ["two Content-Lengths", `POST /v1/agl/rollouts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\nContent-Length: 15\r\n\r\n{"input":1}`, true],
+        [
+          "two Content-Lengths",
+          `POST /v1/agl/rollouts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\nContent-Length: 15\r\n\r\n{"input":1}`,
+          true,
+        ],
       ];
       for (const [label, bytes, endEarly] of abuse) {
         const answer = await raw(bytes, endEarly);

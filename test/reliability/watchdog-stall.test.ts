@@ -80,42 +80,60 @@ function probe(everyMs: number): { stop(): Promise<Gap[]> } {
 }
 
 const stores: [string, () => Promise<LightningStoreCore>][] = [
-  ["libSQL file", () => LibsqlLightningStore.open(`file:${join(dir, "stall.db")}`, { watchdogIntervalSeconds: PERIOD_S, scanDebounceSeconds: 1e9 })],
+  [
+    "libSQL file",
+    () => LibsqlLightningStore.open(`file:${join(dir, "stall.db")}`, { watchdogIntervalSeconds: PERIOD_S, scanDebounceSeconds: 1e9 }),
+  ],
   ["in-memory", async () => new InMemoryLightningStore({ watchdogIntervalSeconds: PERIOD_S, scanDebounceSeconds: 1e9 })],
 ];
 
 describe("the background watchdog with 50,000 unfinished rollouts", () => {
-  it.each(stores)("%s: no event-loop stall over 50 ms in any scan, and the due rollouts are still handled", async (_name, open) => {
-    const store = await open();
-    // Seeded through the batch paths: one enqueue, then dequeues of many at a time.
-    const seeded = await store.enqueueManyRollouts(Array.from({ length: UNFINISHED }, (_, i) => ({ input: { i } })));
-    for (let claimed = 0; claimed < UNFINISHED; ) claimed += (await store.dequeueManyRollouts({ limit: 10_000, worker_id: "w" })).length;
-    const timedOut = await Promise.all([0, 1, 2].map((i) => store.startRollout({ t: i }, { config: { timeout_seconds: 0.3 }, worker_id: `t${i}` })));
-    const silent = await Promise.all([0, 1].map((i) => store.startRollout({ u: i }, { config: { unresponsive_seconds: 0.3 } })));
-    const later = await store.startRollout({ later: true }, { config: { timeout_seconds: 3600, unresponsive_seconds: 3600 } });
-    // One rollout keeps sending spans, so it stays responsive (silent, it would be marked within the 1.6 s measured).
-    const alive = await store.startRollout({ alive: true }, { config: { unresponsive_seconds: 1 } });
+  it.each(stores)(
+    "%s: no event-loop stall over 50 ms in any scan, and the due rollouts are still handled",
+    async (_name, open) => {
+      const store = await open();
+      // Seeded through the batch paths: one enqueue, then dequeues of many at a time.
+      const seeded = await store.enqueueManyRollouts(Array.from({ length: UNFINISHED }, (_, i) => ({ input: { i } })));
+      for (let claimed = 0; claimed < UNFINISHED; ) claimed += (await store.dequeueManyRollouts({ limit: 10_000, worker_id: "w" })).length;
+      const timedOut = await Promise.all(
+        [0, 1, 2].map((i) => store.startRollout({ t: i }, { config: { timeout_seconds: 0.3 }, worker_id: `t${i}` })),
+      );
+      const silent = await Promise.all([0, 1].map((i) => store.startRollout({ u: i }, { config: { unresponsive_seconds: 0.3 } })));
+      const later = await store.startRollout({ later: true }, { config: { timeout_seconds: 3600, unresponsive_seconds: 3600 } });
+      // One rollout keeps sending spans, so it stays responsive (silent, it would be marked within the 1.6 s measured).
+      const alive = await store.startRollout({ alive: true }, { config: { unresponsive_seconds: 1 } });
 
-    const scans = recordScans(store);
-    const ticks = probe(2);
-    const until = performance.now() + PERIODS * PERIOD_S * 1000;
-    for (let seq = 1; performance.now() < until; seq++) {
-      await store.addSpan(spanFromAttributes({ rollout_id: alive.rollout_id, attempt_id: alive.attempt.attempt_id, sequence_id: seq, name: "beat" }));
-      await sleep(50);
-    }
-    const gaps = await ticks.stop();
-    // The watchdog ran in several periods of the measurement.
-    expect(scans.length).toBeGreaterThanOrEqual(PERIODS / 2);
-    const duringScans = gaps.filter((g) => scans.some(([start, end]) => g.from < end && g.to > start));
-    // Busy: the gap's wall-clock length, unless the process used less CPU meanwhile (it waited for a core).
-    const busy = (g: Gap) => Math.min(g.to - g.from, g.cpuMs);
-    const worst = duringScans.reduce((a, g) => (busy(g) > busy(a) ? g : a), { from: 0, to: 0, cpuMs: 0 });
-    expect(busy(worst), `busiest gap during ${scans.length} scans: ${worst.cpuMs.toFixed(1)} ms of CPU in ${(worst.to - worst.from).toFixed(1)} ms`).toBeLessThan(MAX_GAP_MS);
+      const scans = recordScans(store);
+      const ticks = probe(2);
+      const until = performance.now() + PERIODS * PERIOD_S * 1000;
+      for (let seq = 1; performance.now() < until; seq++) {
+        await store.addSpan(
+          spanFromAttributes({ rollout_id: alive.rollout_id, attempt_id: alive.attempt.attempt_id, sequence_id: seq, name: "beat" }),
+        );
+        await sleep(50);
+      }
+      const gaps = await ticks.stop();
+      // The watchdog ran in several periods of the measurement.
+      expect(scans.length).toBeGreaterThanOrEqual(PERIODS / 2);
+      const duringScans = gaps.filter((g) => scans.some(([start, end]) => g.from < end && g.to > start));
+      // Busy: the gap's wall-clock length, unless the process used less CPU meanwhile (it waited for a core).
+      const busy = (g: Gap) => Math.min(g.to - g.from, g.cpuMs);
+      const worst = duringScans.reduce((a, g) => (busy(g) > busy(a) ? g : a), { from: 0, to: 0, cpuMs: 0 });
+      expect(
+        busy(worst),
+        `busiest gap during ${scans.length} scans: ${worst.cpuMs.toFixed(1)} ms of CPU in ${(worst.to - worst.from).toFixed(1)} ms`,
+      ).toBeLessThan(MAX_GAP_MS);
 
-    for (const r of timedOut) expect([(await store.getRolloutById(r.rollout_id))!.status, (await store.getLatestAttempt(r.rollout_id))!.status]).toEqual(["failed", "timeout"]);
-    for (const r of silent) expect((await store.getLatestAttempt(r.rollout_id))!.status).toBe("unresponsive");
-    for (const r of [later, alive]) expect((await store.getLatestAttempt(r.rollout_id))!.status).toMatch(/^(preparing|running)$/);
-    for (const r of [seeded[0]!, seeded[UNFINISHED - 1]!]) expect((await store.getRolloutById(r.rollout_id))!.status).toBe("preparing");
-    await store.close();
-  }, 120_000);
+      for (const r of timedOut)
+        expect([(await store.getRolloutById(r.rollout_id))!.status, (await store.getLatestAttempt(r.rollout_id))!.status]).toEqual([
+          "failed",
+          "timeout",
+        ]);
+      for (const r of silent) expect((await store.getLatestAttempt(r.rollout_id))!.status).toBe("unresponsive");
+      for (const r of [later, alive]) expect((await store.getLatestAttempt(r.rollout_id))!.status).toMatch(/^(preparing|running)$/);
+      for (const r of [seeded[0]!, seeded[UNFINISHED - 1]!]) expect((await store.getRolloutById(r.rollout_id))!.status).toBe("preparing");
+      await store.close();
+    },
+    120_000,
+  );
 });

@@ -72,7 +72,11 @@ describe("runner over HTTP: one finishing request per attempt", () => {
     expect(all.map((r) => r.status)).toEqual(["succeeded", "succeeded", "succeeded", "queuing"]);
     for (const r of all.slice(0, 3)) {
       // Start order: the parent, the message inside it, then the reward.
-      expect(await spansOf(r.rollout_id)).toEqual([[`work-${r.input as string}`, 1], ["agentlightning.message", 2], ["agentlightning.annotation", 3]]);
+      expect(await spansOf(r.rollout_id)).toEqual([
+        [`work-${r.input as string}`, 1],
+        ["agentlightning.message", 2],
+        ["agentlightning.annotation", 3],
+      ]);
       expect((await store.getLatestAttempt(r.rollout_id))!.worker_id).toBe("Worker-0");
     }
     expect(runner.tracer.getLastTrace().map((s) => s.sequence_id)).toEqual([1, 2, 3]);

@@ -1,12 +1,21 @@
 /** LitAgent basics and function agents (runtime.md §1.2–1.5). */
 import { describe, expect, it } from "vitest";
-import { FunctionalLitAgent, LitAgent, NotImplementedError, RuntimeError, llmRollout, promptRollout, rollout } from "../../src/runner/index.ts";
+import {
+  FunctionalLitAgent,
+  LitAgent,
+  NotImplementedError,
+  RuntimeError,
+  llmRollout,
+  promptRollout,
+  rollout,
+} from "../../src/runner/index.ts";
 import { captureLogs } from "../../src/tracer/index.ts";
 import type { AttemptedRollout, LLM, NamedResources, PromptTemplate } from "../../src/types/index.ts";
 import { ValidationError } from "../../src/types/index.ts";
 
 const attempted = { rollout_id: "ro-1", attempt: { attempt_id: "at-1" }, mode: "train" } as unknown as AttemptedRollout;
-const llm = (name: string, type: "llm" | "proxy_llm" = "llm") => ({ resource_type: type, endpoint: `http://${name}/v1`, model: name, api_key: null, sampling_parameters: {} }) as unknown as LLM;
+const llm = (name: string, type: "llm" | "proxy_llm" = "llm") =>
+  ({ resource_type: type, endpoint: `http://${name}/v1`, model: name, api_key: null, sampling_parameters: {} }) as unknown as LLM;
 const prompt = (t: string): PromptTemplate => ({ resource_type: "prompt_template", template: t, engine: "f-string" });
 
 describe("LitAgent", () => {

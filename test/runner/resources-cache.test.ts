@@ -66,7 +66,9 @@ describe("resources cache", () => {
       await r.iter();
       // The algorithm replaces the same id's content, then enqueues the next batch.
       clock.advance(1);
-      await store.updateResources(rs.resources_id, { prompt: { resource_type: "prompt_template", template: "v2 {q}", engine: "f-string" } });
+      await store.updateResources(rs.resources_id, {
+        prompt: { resource_type: "prompt_template", template: "v2 {q}", engine: "f-string" },
+      });
       await store.enqueueRollout(1, { resources_id: rs.resources_id });
       clock.advance(1);
       await r.iter();
@@ -85,7 +87,9 @@ describe("resources cache", () => {
       await r.step(0);
       expect(store.byId).toBe(1);
       // Created after the cached fetch (and after an in-place update): fetched again.
-      await store.updateResources(rs.resources_id, { prompt: { resource_type: "prompt_template", template: "v2 {q}", engine: "f-string" } });
+      await store.updateResources(rs.resources_id, {
+        prompt: { resource_type: "prompt_template", template: "v2 {q}", engine: "f-string" },
+      });
       clock.advance(1);
       await r.step(1);
       expect(store.byId).toBe(2);

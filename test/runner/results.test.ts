@@ -77,17 +77,33 @@ describe("what a rollout returns", () => {
 
   it("stored Spans: kept with their own ids", async () => {
     const { rollout, spans } = await runOnce((r) => [
-      spanFromAttributes({ rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id, sequence_id: 40, span_id: "aaaaaaaaaaaaaaaa", name: "mine" }),
+      spanFromAttributes({
+        rollout_id: r.rollout_id,
+        attempt_id: r.attempt.attempt_id,
+        sequence_id: 40,
+        span_id: "aaaaaaaaaaaaaaaa",
+        name: "mine",
+      }),
     ]);
     expect(rollout.status).toBe("succeeded");
     expect(spans.map((s) => [s.span_id, s.sequence_id, s.name])).toEqual([["aaaaaaaaaaaaaaaa", 40, "mine"]]);
   });
 
   it("SpanCoreFields: numbered in bulk and stored", async () => {
-    const core = (name: string) => ({ name, status: { status_code: "OK" as const, description: null }, attributes: { k: name }, start_time: 5, end_time: 6 });
+    const core = (name: string) => ({
+      name,
+      status: { status_code: "OK" as const, description: null },
+      attributes: { k: name },
+      start_time: 5,
+      end_time: 6,
+    });
     const { rollout, spans } = await runOnce(() => [core("c1"), core("c2"), core("c3")]);
     expect(rollout.status).toBe("succeeded");
-    expect(spans.map((s) => [s.name, s.sequence_id, s.start_time])).toEqual([["c1", 1, 5], ["c2", 2, 5], ["c3", 3, 5]]);
+    expect(spans.map((s) => [s.name, s.sequence_id, s.start_time])).toEqual([
+      ["c1", 1, 5],
+      ["c2", 2, 5],
+      ["c3", 3, 5],
+    ]);
   });
 
   it("an empty list: success with a warning and no spans", async () => {

@@ -24,7 +24,16 @@ describe("hooks", () => {
     const a = new RecordingHook("a:", order);
     const b = new RecordingHook("b:", order);
     await drain(store, new Fn(() => 1), 1, [a, b]);
-    expect(order).toEqual(["a:rollout_start", "b:rollout_start", "a:trace_start", "b:trace_start", "a:trace_end", "b:trace_end", "a:rollout_end(0)", "b:rollout_end(0)"]);
+    expect(order).toEqual([
+      "a:rollout_start",
+      "b:rollout_start",
+      "a:trace_start",
+      "b:trace_start",
+      "a:trace_end",
+      "b:trace_end",
+      "a:rollout_end(0)",
+      "b:rollout_end(0)",
+    ]);
   });
 
   it("a throwing hook is logged and never fails the rollout; trace_end is skipped when the agent throws", async () => {
@@ -43,7 +52,14 @@ describe("hooks", () => {
 
     const bad = await store.enqueueRollout(2);
     const rec = new RecordingHook();
-    await drain(store, new Fn(() => { throw new Error("agent broke"); }), 1, [rec]);
+    await drain(
+      store,
+      new Fn(() => {
+        throw new Error("agent broke");
+      }),
+      1,
+      [rec],
+    );
     expect((await store.getRolloutById(bad.rollout_id))!.status).toBe("failed");
     expect(rec.calls).toEqual(["rollout_start", "trace_start", "rollout_end(0)"]);
   });
@@ -54,7 +70,13 @@ describe("claiming and final status", () => {
     const store = await storeWithResources();
     const r = await store.enqueueRollout({ q: "x" }, { mode: "train" });
     const seen: { task: unknown; resources: string[]; attempt: string }[] = [];
-    await drain(store, new Fn((task, resources, rollout) => void seen.push({ task, resources: Object.keys(resources), attempt: rollout.attempt.attempt_id })), 1);
+    await drain(
+      store,
+      new Fn(
+        (task, resources, rollout) => void seen.push({ task, resources: Object.keys(resources), attempt: rollout.attempt.attempt_id }),
+      ),
+      1,
+    );
     const attempts = (await store.queryAttempts(r.rollout_id)).items;
     expect(attempts).toHaveLength(1);
     expect(attempts[0]).toMatchObject({ status: "succeeded", worker_id: "Worker-0" });
@@ -192,9 +214,17 @@ describe("step and lifecycle", () => {
       expect((await store.getLatestAttempt(done.rollout_id))!.worker_id).toBe("Worker-3");
     });
     const failing = new LitAgentRunner<number>({ heartbeatInterval: 0 });
-    await failing.withRunContext({ agent: new Fn<number>(() => { throw new Error("nope"); }), store }, async (r) => {
-      await expect(r.step(1, { resources: PROMPT })).rejects.toThrow("nope");
-    });
+    await failing.withRunContext(
+      {
+        agent: new Fn<number>(() => {
+          throw new Error("nope");
+        }),
+        store,
+      },
+      async (r) => {
+        await expect(r.step(1, { resources: PROMPT })).rejects.toThrow("nope");
+      },
+    );
     const all = (await store.queryRollouts()).items;
     expect(all.map((x) => x.status).sort()).toEqual(["failed", "succeeded"]);
   });
@@ -226,7 +256,11 @@ describe("heartbeats", () => {
       event.set();
       await loop;
       const w = (await store.getWorkerById("Worker-5"))!;
-      expect(w.heartbeat_stats).toMatchObject({ host: expect.any(String), cpu_cores: expect.any(Number), mem_total_gb: expect.any(Number) });
+      expect(w.heartbeat_stats).toMatchObject({
+        host: expect.any(String),
+        cpu_cores: expect.any(Number),
+        mem_total_gb: expect.any(Number),
+      });
       expect(String(w.heartbeat_stats!.timestamp)).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$/);
       expect(w.last_heartbeat_time).not.toBeNull();
     }
@@ -261,7 +295,11 @@ describe("heartbeats", () => {
     let n = 0;
     const logs = captureLogs();
     const stop = startHeartbeatLoop({
-      store, workerLabel: "Worker-10", intervalSeconds: 0.05, jitterSeconds: 0, mode: "thread",
+      store,
+      workerLabel: "Worker-10",
+      intervalSeconds: 0.05,
+      jitterSeconds: 0,
+      mode: "thread",
       snapshot: () => (++n === 1 ? { sample: 1 } : new Promise<Record<string, unknown>>(() => {})),
     })!;
     await new Promise((r) => setTimeout(r, 1_500));
@@ -277,14 +315,20 @@ describe("heartbeats", () => {
     let n = 0;
     const logs = captureLogs();
     const stop = startHeartbeatLoop({
-      store, workerLabel: "Worker-11", intervalSeconds: 0.05, jitterSeconds: 0, mode: "thread",
+      store,
+      workerLabel: "Worker-11",
+      intervalSeconds: 0.05,
+      jitterSeconds: 0,
+      mode: "thread",
       // A sampler that takes a timer turn (as reading system stats does): after the block, the consumer's
       // due timer runs while the producer's fresh sample is still in flight.
       snapshot: () => new Promise((r) => setTimeout(() => r({ sample: ++n }), 20)),
     })!;
     await new Promise((r) => setTimeout(r, 100));
     const busyUntil = Date.now() + 1_300; // longer than interval + jitter + 1 s: every snapshot is stale when the loop wakes
-    while (Date.now() < busyUntil) { /* a training step holding the loop */ }
+    while (Date.now() < busyUntil) {
+      /* a training step holding the loop */
+    }
     await new Promise((r) => setTimeout(r, 300));
     await stop();
     logs.stop();
@@ -296,6 +340,8 @@ describe("heartbeats", () => {
   it("is off for intervals <= 0, and refuses unknown modes", () => {
     const store = new InMemoryLightningStore();
     expect(startHeartbeatLoop({ store, workerLabel: "w", intervalSeconds: 0, jitterSeconds: 0, mode: "thread" })).toBeNull();
-    expect(() => startHeartbeatLoop({ store, workerLabel: "w", intervalSeconds: 1, jitterSeconds: 0, mode: "process" })).toThrow(/launch mode/);
+    expect(() => startHeartbeatLoop({ store, workerLabel: "w", intervalSeconds: 1, jitterSeconds: 0, mode: "process" })).toThrow(
+      /launch mode/,
+    );
   });
 });

@@ -126,7 +126,10 @@ describe("runner over HTTP: a store that is briefly away", () => {
     const runner = runnerWith(fastTracer());
     const run = runner.withRunContext({ agent, store: client, workerId: 0 }, (r) => r.iter());
     // Two failed tries of the reward's sequence id: the client gave up on the first (its health probe failed too).
-    await until(() => returned && faults.failures.filter((r) => r.endsWith("/spans/next")).length >= 2, "the runner to try the reward again");
+    await until(
+      () => returned && faults.failures.filter((r) => r.endsWith("/spans/next")).length >= 2,
+      "the runner to try the reward again",
+    );
     await server.start();
     await run;
 
@@ -153,7 +156,10 @@ describe("runner over HTTP: a store that is briefly away", () => {
     expect(rollout.status).toBe("succeeded");
     expect(names).toEqual(["m1", "m2"]);
     expect(seqs).toEqual([1, 2]);
-    expect(runner.tracer.getLastTrace().map((s) => [s.name, s.sequence_id])).toEqual([["m1", 1], ["m2", 2]]);
+    expect(runner.tracer.getLastTrace().map((s) => [s.name, s.sequence_id])).toEqual([
+      ["m1", 1],
+      ["m2", 2],
+    ]);
   }, 30_000);
 });
 
@@ -175,7 +181,9 @@ describe("runner over HTTP: a store that does not come back", () => {
         );
         expect(err).toBeInstanceOf(SpanDeliveryError);
         expect((err as SpanDeliveryError).undelivered).toBe(2);
-        expect((err as Error).message).toMatch(/^2 span\(s\) of rollout ro-\w+ attempt at-\w+ could not be delivered to the store: 2 still waiting when the final flush gave up: the store was unreachable for 0.3 s after the attempt ended/);
+        expect((err as Error).message).toMatch(
+          /^2 span\(s\) of rollout ro-\w+ attempt at-\w+ could not be delivered to the store: 2 still waiting when the final flush gave up: the store was unreachable for 0.3 s after the attempt ended/,
+        );
       });
     } finally {
       logs.stop();

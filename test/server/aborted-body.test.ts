@@ -26,7 +26,10 @@ const sendAndClose = (url: string, bytes: string): Promise<void> =>
 
 it.each([
   ["Content-Length larger than what was sent", (body: string) => `Content-Length: ${body.length}\r\n\r\n${body.slice(0, 20)}`],
-  ["a chunked body cut mid-chunk", (body: string) => `Transfer-Encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${body.slice(0, 20)}`],
+  [
+    "a chunked body cut mid-chunk",
+    (body: string) => `Transfer-Encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${body.slice(0, 20)}`,
+  ],
 ])("%s: a 400 in the metrics, no error logged, nothing stored", async (_label, rest) => {
   store = new InMemoryLightningStore();
   const errors: string[] = [];

@@ -43,8 +43,14 @@ describe("the token option", () => {
   it("reads the token from a file (trailing newline dropped) or from the environment; flags win", () => {
     const path = file("token", "s3cret-from-file\n");
     expect(parseStoreArgs(["--token-file", path])).toMatchObject({ token: "s3cret-from-file", tokenSource: "--token-file" });
-    expect(parseStoreArgs([], env({ AGL_STORE_TOKEN_FILE: path }))).toMatchObject({ token: "s3cret-from-file", tokenSource: "AGL_STORE_TOKEN_FILE" });
-    expect(parseStoreArgs([], env({ AGL_STORE_TOKEN: "s3cret-env" }))).toMatchObject({ token: "s3cret-env", tokenSource: "AGL_STORE_TOKEN" });
+    expect(parseStoreArgs([], env({ AGL_STORE_TOKEN_FILE: path }))).toMatchObject({
+      token: "s3cret-from-file",
+      tokenSource: "AGL_STORE_TOKEN_FILE",
+    });
+    expect(parseStoreArgs([], env({ AGL_STORE_TOKEN: "s3cret-env" }))).toMatchObject({
+      token: "s3cret-env",
+      tokenSource: "AGL_STORE_TOKEN",
+    });
     expect(parseStoreArgs(["--token-file", path], env({ AGL_STORE_TOKEN: "" }))).toMatchObject({ token: "s3cret-from-file" });
     expect(parseStoreArgs([])).toMatchObject({ token: null, tokenSource: null });
   });
@@ -67,7 +73,9 @@ describe("the token option", () => {
     expect(err?.message).toMatch(/exited with 2/);
     expect(err?.message).toContain("--token is empty");
 
-    const server = await startServerProcess("node", ["--port", "0", "--db", "memory"], { AGL_STORE_TOKEN_FILE: file("served", "file-token\n") });
+    const server = await startServerProcess("node", ["--port", "0", "--db", "memory"], {
+      AGL_STORE_TOKEN_FILE: file("served", "file-token\n"),
+    });
     try {
       expect(server.output()).toContain("bearer token required (from AGL_STORE_TOKEN_FILE)");
       expect((await fetch(`${server.url}/v1/agl/statistics`)).status).toBe(401);
@@ -90,7 +98,7 @@ afterEach(async () => {
 });
 
 describe("401 answers", () => {
-  it("carry WWW-Authenticate: Bearer, with error=\"invalid_token\" only when a wrong token was given", async () => {
+  it('carry WWW-Authenticate: Bearer, with error="invalid_token" only when a wrong token was given', async () => {
     await start({ token: "right" });
     const missing = await fetch(`${server.url}/v1/agl/statistics`);
     expect(missing.status).toBe(401);

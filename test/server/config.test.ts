@@ -7,13 +7,40 @@ const env = (vars: Record<string, string>) => (name: string) => vars[name];
 
 describe("parseStoreArgs", () => {
   it("defaults to loopback, port 4747 and the embedded libSQL file, no token", () => {
-    expect(parseStoreArgs([])).toMatchObject({ host: DEFAULT_HOST, port: DEFAULT_PORT, db: DEFAULT_DB, token: null, corsOrigins: [], logLevel: "info", testClock: false });
+    expect(parseStoreArgs([])).toMatchObject({
+      host: DEFAULT_HOST,
+      port: DEFAULT_PORT,
+      db: DEFAULT_DB,
+      token: null,
+      corsOrigins: [],
+      logLevel: "info",
+      testClock: false,
+    });
     expect([DEFAULT_HOST, DEFAULT_PORT, DEFAULT_DB]).toEqual(["127.0.0.1", 4747, "file:agl-store.db"]);
   });
 
   it("reads both --flag value and --flag=value, repeats --cors-origin, accepts upstream log levels", () => {
-    const c = parseStoreArgs(["--host", "0.0.0.0", "--port=5000", "--db", ":memory:", "--token=T", "--cors-origin", "http://a", "--cors-origin=*", "--log-level", "WARNING"]);
-    expect(c).toMatchObject({ host: "0.0.0.0", port: 5000, db: ":memory:", token: "T", corsOrigins: ["http://a", "*"], logLevel: "warning" });
+    const c = parseStoreArgs([
+      "--host",
+      "0.0.0.0",
+      "--port=5000",
+      "--db",
+      ":memory:",
+      "--token=T",
+      "--cors-origin",
+      "http://a",
+      "--cors-origin=*",
+      "--log-level",
+      "WARNING",
+    ]);
+    expect(c).toMatchObject({
+      host: "0.0.0.0",
+      port: 5000,
+      db: ":memory:",
+      token: "T",
+      corsOrigins: ["http://a", "*"],
+      logLevel: "warning",
+    });
   });
 
   it("takes page sizes (none given: the app's defaults)", () => {

@@ -6,7 +6,14 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { LightningStoreClient, finishAttempt, finishFailure } from "../../src/client/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
-import { ConflictError, NotFoundError, ValidationError, spanFromAttributes, type AttemptedRollout, type Span } from "../../src/types/index.ts";
+import {
+  ConflictError,
+  NotFoundError,
+  ValidationError,
+  spanFromAttributes,
+  type AttemptedRollout,
+  type Span,
+} from "../../src/types/index.ts";
 import { startInProcess, type InProcessServer } from "./in-process.ts";
 
 /** A store whose claims can be made to fail, to see what the earlier parts left. */
@@ -36,9 +43,16 @@ async function setup(): Promise<{ first: AttemptedRollout; secondId: string }> {
 }
 
 const post = (body: unknown, headers: Record<string, string> = {}) =>
-  fetch(`${server.url}/v1/agl/attempts/finish`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+  fetch(`${server.url}/v1/agl/attempts/finish`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
 
-const unnumbered = (r: AttemptedRollout, name: string) => ({ ...spanFromAttributes({ rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id, sequence_id: 1, name }), sequence_id: null });
+const unnumbered = (r: AttemptedRollout, name: string) => ({
+  ...spanFromAttributes({ rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id, sequence_id: 1, name }),
+  sequence_id: null,
+});
 
 const ids = (r: AttemptedRollout) => ({ rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id });
 
@@ -53,14 +67,29 @@ async function snapshot(first: AttemptedRollout, secondId: string) {
 describe("POST /v1/agl/attempts/finish", () => {
   it("stores the spans (numbered server-side), sets the status, then claims the next rollout for the worker", async () => {
     const { first, secondId } = await setup();
-    const res = await post({ ...ids(first), spans: [unnumbered(first, "a"), unnumbered(first, "b")], attempt: { status: "succeeded" }, claim: { worker_id: "Worker-0" } });
+    const res = await post({
+      ...ids(first),
+      spans: [unnumbered(first, "a"), unnumbered(first, "b")],
+      attempt: { status: "succeeded" },
+      claim: { worker_id: "Worker-0" },
+    });
     expect(res.status).toBe(200);
     const out = (await res.json()) as { spans: Span[]; attempt: { status: string }; next: AttemptedRollout };
-    expect(out.spans.map((s) => [s.name, s.sequence_id])).toEqual([["a", 1], ["b", 2]]);
+    expect(out.spans.map((s) => [s.name, s.sequence_id])).toEqual([
+      ["a", 1],
+      ["b", 2],
+    ]);
     expect(out.attempt.status).toBe("succeeded");
     expect(out.next.rollout_id).toBe(secondId);
     expect(out.next.attempt.worker_id).toBe("Worker-0");
-    expect(await snapshot(first, secondId)).toEqual({ spans: [["a", 1], ["b", 2]], attempt: "succeeded", second: "preparing" });
+    expect(await snapshot(first, secondId)).toEqual({
+      spans: [
+        ["a", 1],
+        ["b", 2],
+      ],
+      attempt: "succeeded",
+      second: "preparing",
+    });
     expect((await store.getRolloutById(first.rollout_id))!.status).toBe("succeeded");
     expect((await store.getWorkerById("Worker-0"))!.current_rollout_id).toBe(secondId);
   });
@@ -86,9 +115,21 @@ describe("POST /v1/agl/attempts/finish", () => {
   });
 
   const envelopeCases: { label: string; body: (r: AttemptedRollout) => unknown; path: (string | number)[] }[] = [
-    { label: "a bad status", body: (r) => ({ ...ids(r), spans: [unnumbered(r, "a")], attempt: { status: "done" }, claim: {} }), path: ["attempt", "status"] },
-    { label: "an unknown attempt field", body: (r) => ({ ...ids(r), spans: [unnumbered(r, "a")], attempt: { status: "succeeded", colour: 1 }, claim: {} }), path: ["attempt"] },
-    { label: "a bad claim", body: (r) => ({ ...ids(r), spans: [unnumbered(r, "a")], attempt: { status: "succeeded" }, claim: { worker_id: 7 } }), path: ["claim", "worker_id"] },
+    {
+      label: "a bad status",
+      body: (r) => ({ ...ids(r), spans: [unnumbered(r, "a")], attempt: { status: "done" }, claim: {} }),
+      path: ["attempt", "status"],
+    },
+    {
+      label: "an unknown attempt field",
+      body: (r) => ({ ...ids(r), spans: [unnumbered(r, "a")], attempt: { status: "succeeded", colour: 1 }, claim: {} }),
+      path: ["attempt"],
+    },
+    {
+      label: "a bad claim",
+      body: (r) => ({ ...ids(r), spans: [unnumbered(r, "a")], attempt: { status: "succeeded" }, claim: { worker_id: 7 } }),
+      path: ["claim", "worker_id"],
+    },
     { label: "a missing attempt id", body: (r) => ({ rollout_id: r.rollout_id, attempt: { status: "succeeded" } }), path: ["attempt_id"] },
     { label: "spans not a list", body: (r) => ({ ...ids(r), spans: {}, attempt: { status: "succeeded" } }), path: ["spans"] },
   ];
@@ -107,7 +148,12 @@ describe("POST /v1/agl/attempts/finish", () => {
 
   it("a bad span: 400 for the spans part, nothing stored, status and claim not applied", async () => {
     const { first, secondId } = await setup();
-    const res = await post({ ...ids(first), spans: [unnumbered(first, "a"), { ...unnumbered(first, "b"), events: "none" }], attempt: { status: "succeeded" }, claim: {} });
+    const res = await post({
+      ...ids(first),
+      spans: [unnumbered(first, "a"), { ...unnumbered(first, "b"), events: "none" }],
+      attempt: { status: "succeeded" },
+      claim: {},
+    });
     expect(res.status).toBe(400);
     const err = (await res.json()) as { failed_part: string; completed: string[]; issues: { path: unknown[] }[] };
     expect([err.failed_part, err.completed, err.issues[0]!.path]).toEqual(["spans", [], [1, "events"]]);
@@ -116,7 +162,13 @@ describe("POST /v1/agl/attempts/finish", () => {
 
   it("an unknown attempt: 404 for the attempt part; the spans stay stored; no claim", async () => {
     const { first, secondId } = await setup();
-    const res = await post({ rollout_id: first.rollout_id, attempt_id: "at-00000000", spans: [unnumbered(first, "a")], attempt: { status: "succeeded" }, claim: {} });
+    const res = await post({
+      rollout_id: first.rollout_id,
+      attempt_id: "at-00000000",
+      spans: [unnumbered(first, "a")],
+      attempt: { status: "succeeded" },
+      claim: {},
+    });
     expect(res.status).toBe(404);
     const err = (await res.json()) as { error_type: string; failed_part: string; completed: string[] };
     expect([err.error_type, err.failed_part, err.completed]).toEqual(["NotFoundError", "attempt", ["spans"]]);
@@ -127,7 +179,12 @@ describe("POST /v1/agl/attempts/finish", () => {
   it("a failing claim: its own error (409); the spans and the status stay stored", async () => {
     const { first, secondId } = await setup();
     store.failClaims = true;
-    const res = await post({ ...ids(first), spans: [unnumbered(first, "a")], attempt: { status: "succeeded" }, claim: { worker_id: "Worker-0" } });
+    const res = await post({
+      ...ids(first),
+      spans: [unnumbered(first, "a")],
+      attempt: { status: "succeeded" },
+      claim: { worker_id: "Worker-0" },
+    });
     expect(res.status).toBe(409);
     const err = (await res.json()) as { error_type: string; failed_part: string; completed: string[] };
     expect([err.error_type, err.failed_part, err.completed]).toEqual(["ConflictError", "claim", ["spans", "attempt"]]);
@@ -145,13 +202,19 @@ describe("finishAttempt (client over HTTP, and the same helper on an in-process 
       const { first, secondId } = await setup();
       const s = target();
       // Over HTTP the server numbers spans; an in-process store needs them numbered.
-      const spans = [unnumbered(first, "a"), unnumbered(first, "b")].map((sp, i) => (name === "client" ? sp : { ...sp, sequence_id: i + 1 })) as unknown as Span[];
+      const spans = [unnumbered(first, "a"), unnumbered(first, "b")].map((sp, i) =>
+        name === "client" ? sp : { ...sp, sequence_id: i + 1 },
+      ) as unknown as Span[];
       const done = await finishAttempt(s, { ...ids(first), spans, attempt: { status: "succeeded" }, claim: { worker_id: "Worker-0" } });
       expect(done.sequence_ids).toEqual([1, 2]);
       expect(done.attempt.status).toBe("succeeded");
       expect(done.next!.rollout_id).toBe(secondId);
 
-      const missing = await finishAttempt(s, { rollout_id: first.rollout_id, attempt_id: "at-00000000", attempt: { status: "failed" } }).catch((e: unknown) => e);
+      const missing = await finishAttempt(s, {
+        rollout_id: first.rollout_id,
+        attempt_id: "at-00000000",
+        attempt: { status: "failed" },
+      }).catch((e: unknown) => e);
       expect(missing).toBeInstanceOf(NotFoundError);
       expect(finishFailure(missing)).toEqual({ failed: "attempt", completed: [] });
 

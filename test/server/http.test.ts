@@ -30,7 +30,12 @@ const post = (path: string, body: unknown, headers: Record<string, string> = {})
   });
 
 const span = (r: AttemptedRollout, o: { sequence_id?: number; name?: string; attempt_id?: string } = {}) =>
-  spanFromAttributes({ rollout_id: r.rollout_id, attempt_id: o.attempt_id ?? r.attempt.attempt_id, sequence_id: o.sequence_id ?? 1, name: o.name ?? "s" });
+  spanFromAttributes({
+    rollout_id: r.rollout_id,
+    attempt_id: o.attempt_id ?? r.attempt.attempt_id,
+    sequence_id: o.sequence_id ?? 1,
+    name: o.name ?? "s",
+  });
 
 /** Everything stored, to compare before and after a rejected request. */
 const dump = async () => ({
@@ -41,22 +46,95 @@ const dump = async () => ({
 describe("bad input gets a 4xx with a clear message; data unchanged; server up", () => {
   beforeEach(() => start({ bodyLimitBytes: 4096 }));
 
-  const cases: { label: string; send: () => Promise<Response>; status: number; type: string; detail?: RegExp; path?: (string | number)[] }[] = [
-    { label: "malformed JSON", send: () => post("/v1/agl/rollouts", '{"input": 1,'), status: 400, type: "ValidationError", detail: /Malformed JSON/ },
+  const cases: {
+    label: string;
+    send: () => Promise<Response>;
+    status: number;
+    type: string;
+    detail?: RegExp;
+    path?: (string | number)[];
+  }[] = [
+    {
+      label: "malformed JSON",
+      send: () => post("/v1/agl/rollouts", '{"input": 1,'),
+      status: 400,
+      type: "ValidationError",
+      detail: /Malformed JSON/,
+    },
     { label: "a missing body", send: () => post("/v1/agl/rollouts", ""), status: 400, type: "ValidationError", detail: /body is required/ },
-    { label: "a wrong type", send: () => post("/v1/agl/rollouts", { input: 1, mode: 5 }), status: 400, type: "ValidationError", path: ["mode"] },
-    { label: "a wrong nested type", send: () => post("/v1/agl/queues/rollouts/enqueue", { rollouts: [{ input: 1 }, { input: 2, config: { max_attempts: "3" } }] }), status: 400, type: "ValidationError", path: ["rollouts", 1, "config", "max_attempts"] },
-    { label: "an unknown field", send: () => post("/v1/agl/rollouts", { input: 1, priority: "high" }), status: 400, type: "ValidationError", detail: /priority/ },
-    { label: "an unknown config field", send: () => post("/v1/agl/rollouts", { input: 1, config: { max_attempt: 3 } }), status: 400, type: "ValidationError", detail: /max_attempt/ },
-    { label: "an unknown query parameter", send: () => fetch(`${server.url}/v1/agl/rollouts?stauts_in=queuing`), status: 400, type: "ValidationError", detail: /stauts_in/ },
-    { label: "a non-numeric limit", send: () => fetch(`${server.url}/v1/agl/rollouts?limit=ten`), status: 400, type: "ValidationError", path: ["limit"] },
-    { label: "a huge body", send: () => post("/v1/agl/rollouts", { input: "x".repeat(10_000) }), status: 413, type: "PayloadTooLarge", detail: /4096 bytes/ },
+    {
+      label: "a wrong type",
+      send: () => post("/v1/agl/rollouts", { input: 1, mode: 5 }),
+      status: 400,
+      type: "ValidationError",
+      path: ["mode"],
+    },
+    {
+      label: "a wrong nested type",
+      send: () => post("/v1/agl/queues/rollouts/enqueue", { rollouts: [{ input: 1 }, { input: 2, config: { max_attempts: "3" } }] }),
+      status: 400,
+      type: "ValidationError",
+      path: ["rollouts", 1, "config", "max_attempts"],
+    },
+    {
+      label: "an unknown field",
+      send: () => post("/v1/agl/rollouts", { input: 1, priority: "high" }),
+      status: 400,
+      type: "ValidationError",
+      detail: /priority/,
+    },
+    {
+      label: "an unknown config field",
+      send: () => post("/v1/agl/rollouts", { input: 1, config: { max_attempt: 3 } }),
+      status: 400,
+      type: "ValidationError",
+      detail: /max_attempt/,
+    },
+    {
+      label: "an unknown query parameter",
+      send: () => fetch(`${server.url}/v1/agl/rollouts?stauts_in=queuing`),
+      status: 400,
+      type: "ValidationError",
+      detail: /stauts_in/,
+    },
+    {
+      label: "a non-numeric limit",
+      send: () => fetch(`${server.url}/v1/agl/rollouts?limit=ten`),
+      status: 400,
+      type: "ValidationError",
+      path: ["limit"],
+    },
+    {
+      label: "a huge body",
+      send: () => post("/v1/agl/rollouts", { input: "x".repeat(10_000) }),
+      status: 413,
+      type: "PayloadTooLarge",
+      detail: /4096 bytes/,
+    },
     // A lookup of an unknown id is `200 null` (docs/departures.md#2, checked by the conformance suite); writes stay 404.
-    { label: "an unknown rollout id (update)", send: () => post("/v1/agl/rollouts/ro-000000000000", { status: "failed" }), status: 404, type: "NotFoundError", detail: /ro-000000000000/ },
+    {
+      label: "an unknown rollout id (update)",
+      send: () => post("/v1/agl/rollouts/ro-000000000000", { status: "failed" }),
+      status: 404,
+      type: "NotFoundError",
+      detail: /ro-000000000000/,
+    },
     { label: "an unknown route", send: () => fetch(`${server.url}/v1/agl/rollouts/x/y/z`), status: 404, type: "RouteNotFound" },
-    { label: "a batch with a non-object span", send: () => post("/v1/agl/spans/batch", { spans: [42] }), status: 400, type: "ValidationError", path: ["spans", 0] },
+    {
+      label: "a batch with a non-object span",
+      send: () => post("/v1/agl/spans/batch", { spans: [42] }),
+      status: 400,
+      type: "ValidationError",
+      path: ["spans", 0],
+    },
     { label: "a batch without its envelope", send: () => post("/v1/agl/spans/batch", [{}]), status: 400, type: "ValidationError" },
-    { label: "a null that may not be null", send: () => post("/v1/agl/workers/w1", { heartbeat_stats: null }), status: 400, type: "ValidationError", path: ["heartbeat_stats"] },
+    {
+      label: "a null that may not be null",
+      send: () => post("/v1/agl/workers/w1", { heartbeat_stats: null }),
+      status: 400,
+      type: "ValidationError",
+      path: ["heartbeat_stats"],
+    },
   ];
 
   it.each(cases)("$label -> $status $type", async ({ send, status, type, detail, path }) => {
@@ -69,7 +147,11 @@ describe("bad input gets a 4xx with a clear message; data unchanged; server up",
     expect(body.error_type).toBe(type);
     expect(typeof body.detail).toBe("string");
     if (detail) expect(body.detail).toMatch(detail);
-    if (path) expect(body.issues!.some((i) => JSON.stringify(i.path) === JSON.stringify(path)), JSON.stringify(body.issues)).toBe(true);
+    if (path)
+      expect(
+        body.issues!.some((i) => JSON.stringify(i.path) === JSON.stringify(path)),
+        JSON.stringify(body.issues),
+      ).toBe(true);
     expect(await dump()).toEqual(before);
     expect((await fetch(`${server.url}/v1/agl/health`)).status).toBe(200);
   });
@@ -111,7 +193,10 @@ describe("bearer token", () => {
       retryDelays: [0.01, 0.01],
       fetch: (i, init) => (calls++, fetch(i, init)),
     });
-    const err = await bad.statistics().then(() => null, (e: unknown) => e);
+    const err = await bad.statistics().then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(StoreHttpError);
     expect((err as StoreHttpError).status).toBe(401);
     expect(calls).toBe(1);
@@ -129,7 +214,11 @@ describe("CORS", () => {
     expect(other.headers.get("access-control-allow-origin")).toBeNull();
     const pre = await fetch(`${server.url}/v1/agl/rollouts`, {
       method: "OPTIONS",
-      headers: { origin: "http://app.example", "access-control-request-method": "POST", "access-control-request-headers": "content-type,authorization" },
+      headers: {
+        origin: "http://app.example",
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "content-type,authorization",
+      },
     });
     expect(pre.status).toBeLessThan(300);
     expect(pre.headers.get("access-control-allow-methods")).toContain("GET");
@@ -167,17 +256,29 @@ describe("POST /v1/agl/spans/batch", () => {
     const b = await store.startRollout("b");
     const { sequence_id: _x, ...noSeq } = span(a, { name: "a1" });
     const res = await post("/v1/agl/spans/batch", {
-      spans: [noSeq, { ...span(b, { name: "b1" }), sequence_id: null }, span(a, { name: "a-explicit", sequence_id: 10 }), { ...span(a, { name: "a2" }), sequence_id: null }],
+      spans: [
+        noSeq,
+        { ...span(b, { name: "b1" }), sequence_id: null },
+        span(a, { name: "a-explicit", sequence_id: 10 }),
+        { ...span(a, { name: "a2" }), sequence_id: null },
+      ],
     });
     expect(res.status).toBe(201);
     const out = (await res.json()) as { name: string; sequence_id: number }[];
-    expect(out.map((s) => [s.name, s.sequence_id])).toEqual([["a1", 1], ["b1", 1], ["a-explicit", 10], ["a2", 2]]);
+    expect(out.map((s) => [s.name, s.sequence_id])).toEqual([
+      ["a1", 1],
+      ["b1", 1],
+      ["a-explicit", 10],
+      ["a2", 2],
+    ]);
     expect(await store.getNextSpanSequenceId(a.rollout_id, "x")).toBe(11);
   });
 
   it("is one transaction: a bad span anywhere stores nothing", async () => {
     const a = await store.startRollout("a");
-    const res = await post("/v1/agl/spans/batch", { spans: [span(a, { name: "ok" }), span(a, { name: "lost", attempt_id: "at-00000000" })] });
+    const res = await post("/v1/agl/spans/batch", {
+      spans: [span(a, { name: "ok" }), span(a, { name: "lost", attempt_id: "at-00000000" })],
+    });
     expect(res.status).toBe(404);
     expect((await store.querySpans(a.rollout_id)).total).toBe(0);
     const bad = await post("/v1/agl/spans/batch", { spans: [span(a), { ...span(a, { sequence_id: 2 }), events: "none" }] });
@@ -190,7 +291,11 @@ describe("POST /v1/agl/spans/batch", () => {
     const a = await store.startRollout("a");
     const first = { ...span(a, { name: "assigned" }), sequence_id: null };
     // The store drops unknown resource keys and fills a missing status description: stored != sent.
-    const changed = { ...span(a, { name: "changed", sequence_id: 5 }), resource: { attributes: {}, schema_url: "", extra: 1 }, status: { status_code: "OK" } };
+    const changed = {
+      ...span(a, { name: "changed", sequence_id: 5 }),
+      resource: { attributes: {}, schema_url: "", extra: 1 },
+      status: { status_code: "OK" },
+    };
     const duplicate = { ...span(a, { name: "again", sequence_id: 6 }), span_id: first.span_id };
     const last = span(a, { name: "last", sequence_id: 7 });
     const res = await post("/v1/agl/spans/batch", { spans: [first, changed, duplicate, last] }, { prefer: "return=minimal" });
@@ -224,7 +329,12 @@ describe("POST /v1/agl/spans/batch", () => {
     const out = await client.addManySpans(sent);
     // Assigned ids are taken before the batch's explicit ones raise the counter.
     const stored = (await store.querySpans(a.rollout_id)).items;
-    expect(stored.map((s) => [s.name, s.sequence_id])).toEqual([["assigned", 1], ["first", 3], ["changed", 9], ["undefined key", 11]]);
+    expect(stored.map((s) => [s.name, s.sequence_id])).toEqual([
+      ["assigned", 1],
+      ["first", 3],
+      ["changed", 9],
+      ["undefined key", 11],
+    ]);
     const inRequestOrder = ["first", "assigned", "changed", "undefined key"].map((n) => structuredClone(stored.find((s) => s.name === n)));
     expect(out).toStrictEqual(inRequestOrder);
     expect(sent[1]!.sequence_id).toBeNull(); // the caller's spans are left as they were

@@ -21,7 +21,11 @@ function setup(options: StoreAppOptions = {}, wrap: (s: LightningStore) => Light
   stores.push(store);
   const app = createStoreApp(wrap(store), options);
   const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
-    app.request(`/v1/agl${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+    app.request(`/v1/agl${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: JSON.stringify(body),
+    });
   const rolloutCount = async () => (await store.queryRollouts()).items.length;
   return { app, store, post, rolloutCount };
 }
@@ -154,19 +158,21 @@ describe("Idempotency-Key on write routes", () => {
 
   it("a 4xx answer is replayed; a 5xx is not remembered and the retry runs", async () => {
     let failNext = true;
-    const { post, rolloutCount } = setup({}, (s) =>
-      new Proxy(s, {
-        get(t, p) {
-          if (p === "enqueueRollout" && failNext) {
-            return async () => {
-              failNext = false;
-              throw new Error("disk on fire");
-            };
-          }
-          const v = Reflect.get(t, p, t) as unknown;
-          return typeof v === "function" ? v.bind(t) : v;
-        },
-      }),
+    const { post, rolloutCount } = setup(
+      {},
+      (s) =>
+        new Proxy(s, {
+          get(t, p) {
+            if (p === "enqueueRollout" && failNext) {
+              return async () => {
+                failNext = false;
+                throw new Error("disk on fire");
+              };
+            }
+            const v = Reflect.get(t, p, t) as unknown;
+            return typeof v === "function" ? v.bind(t) : v;
+          },
+        }),
     );
     expect((await post("/queues/rollouts/enqueue", enqueue, key("k5"))).status).toBe(500);
     const retried = await post("/queues/rollouts/enqueue", enqueue, key("k5"));
@@ -187,19 +193,21 @@ describe("Idempotency-Key on write routes", () => {
     let calls = 0;
     let entered!: () => void;
     const inside = new Promise<void>((r) => (entered = r));
-    const { post, rolloutCount } = setup({}, (s) =>
-      new Proxy(s, {
-        get(t, p) {
-          const v = Reflect.get(t, p, t) as unknown;
-          if (p !== "enqueueRollout") return typeof v === "function" ? v.bind(t) : v;
-          return async (...args: unknown[]) => {
-            calls++;
-            entered();
-            await gate;
-            return (v as (...a: unknown[]) => Promise<unknown>).apply(t, args);
-          };
-        },
-      }),
+    const { post, rolloutCount } = setup(
+      {},
+      (s) =>
+        new Proxy(s, {
+          get(t, p) {
+            const v = Reflect.get(t, p, t) as unknown;
+            if (p !== "enqueueRollout") return typeof v === "function" ? v.bind(t) : v;
+            return async (...args: unknown[]) => {
+              calls++;
+              entered();
+              await gate;
+              return (v as (...a: unknown[]) => Promise<unknown>).apply(t, args);
+            };
+          },
+        }),
     );
     const first = post("/queues/rollouts/enqueue", enqueue, key("k"));
     await inside;
@@ -253,7 +261,11 @@ describe("Idempotency-Key from a browser", () => {
     const { app, post } = setup({ corsOrigins: ["http://app.example"] });
     const pre = await app.request("/v1/agl/queues/rollouts/enqueue", {
       method: "OPTIONS",
-      headers: { origin: "http://app.example", "access-control-request-method": "POST", "access-control-request-headers": "content-type, idempotency-key" },
+      headers: {
+        origin: "http://app.example",
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "content-type, idempotency-key",
+      },
     });
     expect(pre.headers.get("access-control-allow-headers")).toMatch(/idempotency-key/);
     const origin = { origin: "http://app.example", ...key("k") };
@@ -289,7 +301,11 @@ describe("IdempotencyCache and its settings", () => {
 
   it("agl store flags set the bounds; the defaults are 600 s, 10,000 keys, 64 MiB", () => {
     expect(parseStoreArgs([]).idempotency).toEqual({ ttlSeconds: 600, maxKeys: 10_000, maxBytes: 64 * 1024 * 1024 });
-    expect(parseStoreArgs(["--idempotency-ttl", "30", "--idempotency-keys=5", "--idempotency-bytes", "1000"]).idempotency).toEqual({ ttlSeconds: 30, maxKeys: 5, maxBytes: 1000 });
+    expect(parseStoreArgs(["--idempotency-ttl", "30", "--idempotency-keys=5", "--idempotency-bytes", "1000"]).idempotency).toEqual({
+      ttlSeconds: 30,
+      maxKeys: 5,
+      maxBytes: 1000,
+    });
     expect(() => parseStoreArgs(["--idempotency-ttl", "0"])).toThrow(/--idempotency-ttl must be an integer/);
   });
 });

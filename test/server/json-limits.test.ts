@@ -25,7 +25,14 @@ async function seeded() {
   const r = await store.startRollout({ q: 1 });
   await store.enqueueRollout({ q: 2 });
   const app = createStoreApp(store);
-  const dump = async () => JSON.stringify([await store.queryRollouts(), await store.queryAttempts(r.rollout_id), await store.querySpans(r.rollout_id), await store.queryWorkers(), await store.queryResources()]);
+  const dump = async () =>
+    JSON.stringify([
+      await store.queryRollouts(),
+      await store.queryAttempts(r.rollout_id),
+      await store.querySpans(r.rollout_id),
+      await store.queryWorkers(),
+      await store.queryResources(),
+    ]);
   return { store, app, r, dump };
 }
 
@@ -51,7 +58,11 @@ describe(`request bodies nested more than ${MAX_JSON_DEPTH} levels`, () => {
     ["/v1/agl/spans/search", '{"rollout_id":D}', ["rollout_id"]],
     ["/v1/agl/spans/next", '{"rollout_id":D}', ["rollout_id"]],
     ["/v1/agl/spans/next/many", '{"pairs":D}', ["pairs"]],
-    ["/v1/agl/attempts/finish", `{"rollout_id":"${rid}","attempt_id":"${aid}","spans":[{"x":D}],"attempt":{"status":"succeeded"}}`, ["spans", 0, "x"]],
+    [
+      "/v1/agl/attempts/finish",
+      `{"rollout_id":"${rid}","attempt_id":"${aid}","spans":[{"x":D}],"attempt":{"status":"succeeded"}}`,
+      ["spans", 0, "x"],
+    ],
     ["/v1/agl/waits/rollouts", '{"rollout_ids":D}', ["rollout_ids"]],
     ["/v1/agl/queues/rollouts/dequeue", '{"worker_id":D}', ["worker_id"]],
   ];
@@ -111,9 +122,19 @@ describe(`request bodies nested more than ${MAX_JSON_DEPTH} levels`, () => {
       { key: "deep", value },
     ];
     const msg = create(ExportTraceServiceRequestSchema, {
-      resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: new Uint8Array(16).fill(1), spanId: new Uint8Array(8).fill(2), name: "s", attributes: attrs }] }] }],
+      resourceSpans: [
+        {
+          scopeSpans: [
+            { spans: [{ traceId: new Uint8Array(16).fill(1), spanId: new Uint8Array(8).fill(2), name: "s", attributes: attrs }] },
+          ],
+        },
+      ],
     } as never);
-    const res = await app.request("/v1/traces", { method: "POST", headers: { "content-type": "application/x-protobuf" }, body: toBinary(ExportTraceServiceRequestSchema, msg) });
+    const res = await app.request("/v1/traces", {
+      method: "POST",
+      headers: { "content-type": "application/x-protobuf" },
+      body: toBinary(ExportTraceServiceRequestSchema, msg),
+    });
     expect(res.status).toBe(400);
     expect(await dump()).toBe(before);
     await store.close();
@@ -124,7 +145,13 @@ describe("Content-Type of JSON bodies", () => {
   it("a body sent as a form or plain text is a 415 with the JSON error shape, and stores nothing", async () => {
     const { app, dump, store } = await seeded();
     const before = await dump();
-    for (const type of ["text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml"]) {
+    for (const type of [
+      "text/plain",
+      "text/plain;charset=UTF-8",
+      "application/x-www-form-urlencoded",
+      "multipart/form-data; boundary=x",
+      "application/xml",
+    ]) {
       for (const path of ["/v1/agl/rollouts", "/v1/agl/queues/rollouts/enqueue", "/v1/agl/resources"]) {
         const body = path.endsWith("enqueue") ? '{"rollouts":[{"input":1}]}' : path.endsWith("resources") ? "{}" : '{"input":1}';
         const res = await postText(app, path, body, type);
@@ -143,7 +170,9 @@ describe("Content-Type of JSON bodies", () => {
     }
     // A string body gets text/plain from fetch itself; bytes go without a type.
     expect((await app.request("/v1/agl/rollouts", { method: "POST", body: new TextEncoder().encode('{"input":1}') })).status).toBe(201);
-    expect((await app.request("/v1/agl/queues/rollouts/dequeue", { method: "POST", headers: { "content-type": "text/plain" } })).status).toBe(200);
+    expect(
+      (await app.request("/v1/agl/queues/rollouts/dequeue", { method: "POST", headers: { "content-type": "text/plain" } })).status,
+    ).toBe(200);
     await store.close();
   });
 });
@@ -159,7 +188,10 @@ describe('"__proto__" keys through the server and the client', () => {
   it.each(backends)("%s store: inputs, metadata, spans, resources and stats come back byte for byte", async (_name, open) => {
     const store = await open();
     const app = createStoreApp(store);
-    const client = new LightningStoreClient("http://store.test", { fetch: async (input, init) => app.fetch(new Request(input, init)), retryDelays: [] });
+    const client = new LightningStoreClient("http://store.test", {
+      fetch: async (input, init) => app.fetch(new Request(input, init)),
+      retryDelays: [],
+    });
     const r = await client.startRollout(JSON.parse(PROTO_INPUT), { metadata: JSON.parse(PROTO_METADATA) });
     expect(JSON.stringify(r.input)).toBe(PROTO_INPUT);
     const [q] = await client.enqueueManyRollouts([{ input: JSON.parse(PROTO_INPUT), metadata: JSON.parse(PROTO_METADATA) }]);
@@ -198,9 +230,29 @@ describe('"__proto__" keys through the server and the client', () => {
       { key: "__proto__", value: str("attr") },
     ];
     const msg = create(ExportTraceServiceRequestSchema, {
-      resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: new Uint8Array(16).fill(1), spanId: new Uint8Array(8).fill(2), traceState: "__proto__=v", name: "s", attributes }] }] }],
+      resourceSpans: [
+        {
+          scopeSpans: [
+            {
+              spans: [
+                {
+                  traceId: new Uint8Array(16).fill(1),
+                  spanId: new Uint8Array(8).fill(2),
+                  traceState: "__proto__=v",
+                  name: "s",
+                  attributes,
+                },
+              ],
+            },
+          ],
+        },
+      ],
     } as never);
-    const res = await app.request("/v1/traces", { method: "POST", headers: { "content-type": "application/x-protobuf" }, body: toBinary(ExportTraceServiceRequestSchema, msg) });
+    const res = await app.request("/v1/traces", {
+      method: "POST",
+      headers: { "content-type": "application/x-protobuf" },
+      body: toBinary(ExportTraceServiceRequestSchema, msg),
+    });
     expect(res.status).toBe(200);
     const [span] = (await store.querySpans(r.rollout_id)).items;
     expect(Object.hasOwn(span!.attributes, "__proto__") && span!.attributes["__proto__"]).toBe("attr");

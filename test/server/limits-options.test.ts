@@ -5,7 +5,12 @@ import { DEFAULT_SERVE_LIMITS, longestHoldSeconds } from "../../src/platform/ind
 
 describe("server limit options", () => {
   it("default to the documented values", () => {
-    expect(parseStoreArgs([]).limits).toEqual({ headersTimeoutSeconds: 10, requestTimeoutSeconds: 60, keepAliveTimeoutSeconds: 5, maxConnections: 512 });
+    expect(parseStoreArgs([]).limits).toEqual({
+      headersTimeoutSeconds: 10,
+      requestTimeoutSeconds: 60,
+      keepAliveTimeoutSeconds: 5,
+      maxConnections: 512,
+    });
     expect(DEFAULT_SERVE_LIMITS).toEqual(parseStoreArgs([]).limits);
   });
 

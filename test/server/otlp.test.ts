@@ -8,7 +8,13 @@ import { OTLPTraceExporter as HttpJsonExporter } from "@opentelemetry/exporter-t
 import { OTLPTraceExporter as ProtoExporter } from "@opentelemetry/exporter-trace-otlp-proto";
 import { CompressionAlgorithm } from "@opentelemetry/otlp-exporter-base";
 import { resourceFromAttributes } from "@opentelemetry/resources";
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan, type SpanExporter } from "@opentelemetry/sdk-trace-base";
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+  type ReadableSpan,
+  type SpanExporter,
+} from "@opentelemetry/sdk-trace-base";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import type { AttemptedRollout } from "../../src/types/index.ts";
@@ -39,7 +45,9 @@ function providerFor(exporter: SpanExporter, resource: Record<string, string>) {
 
 /** A root span with two children (one with an error status and an event, one with a link). */
 function emitTree(tracer: Tracer): void {
-  const root = tracer.startSpan("agent.run", { attributes: { "gen_ai.system": "openai", turns: 3, ratio: 0.25, ok: true, tags: ["a", "b"] } });
+  const root = tracer.startSpan("agent.run", {
+    attributes: { "gen_ai.system": "openai", turns: 3, ratio: 0.25, ok: true, tags: ["a", "b"] },
+  });
   const ctx = trace.setSpan(ROOT_CONTEXT, root);
   const llm = tracer.startSpan("llm.call", { attributes: { "llm.tokens": [1, 2, 3] } }, ctx);
   llm.addEvent("first_token", { index: 0 });
@@ -68,7 +76,11 @@ function expectSameSpans(stored: Awaited<ReturnType<typeof store.querySpans>>["i
     expect(got!.start_time).toBeCloseTo(seconds(s.startTime), 5);
     expect(got!.end_time).toBeCloseTo(seconds(s.endTime), 5);
     expect(got!.attributes).toEqual(s.attributes);
-    expect(got!.resource.attributes).toMatchObject({ [R.ROLLOUT_ID]: r.rollout_id, [R.ATTEMPT_ID]: r.attempt.attempt_id, "service.name": "otlp-test" });
+    expect(got!.resource.attributes).toMatchObject({
+      [R.ROLLOUT_ID]: r.rollout_id,
+      [R.ATTEMPT_ID]: r.attempt.attempt_id,
+      "service.name": "otlp-test",
+    });
     if (s.parentSpanContext) expect(got!.parent).toMatchObject({ span_id: s.parentSpanContext.spanId, trace_id: s.spanContext().traceId });
   }
   const llm = stored.find((s) => s.name === "llm.call")!;
@@ -76,7 +88,9 @@ function expectSameSpans(stored: Awaited<ReturnType<typeof store.querySpans>>["i
   expect(llm.events).toHaveLength(1);
   expect(llm.events[0]).toMatchObject({ name: "first_token", attributes: { index: 0 } });
   const tool = stored.find((s) => s.name === "tool.call")!;
-  expect(tool.links).toEqual([{ context: { trace_id: llm.trace_id, span_id: llm.span_id, is_remote: false, trace_state: {} }, attributes: { why: "retry" } }]);
+  expect(tool.links).toEqual([
+    { context: { trace_id: llm.trace_id, span_id: llm.span_id, is_remote: false, trace_state: {} }, attributes: { why: "retry" } },
+  ]);
   // Sequence ids were assigned server-side, one per span, in arrival order.
   expect(stored.map((s) => s.sequence_id).sort((a, b) => a - b)).toEqual(stored.map((_, i) => i + 1));
 }
@@ -91,7 +105,10 @@ const EXPORTERS = {
 describe("OTLP/HTTP ingestion from the real exporters", () => {
   it.each(Object.entries(EXPORTERS))("%s: ids, times, attributes, parents, status, events and links arrive", async (_label, make) => {
     const r = await store.startRollout({ task: 1 });
-    const { provider, local, tracer } = providerFor(make(`${server.url}/v1/traces`), { [R.ROLLOUT_ID]: r.rollout_id, [R.ATTEMPT_ID]: r.attempt.attempt_id });
+    const { provider, local, tracer } = providerFor(make(`${server.url}/v1/traces`), {
+      [R.ROLLOUT_ID]: r.rollout_id,
+      [R.ATTEMPT_ID]: r.attempt.attempt_id,
+    });
     emitTree(tracer);
     await provider.forceFlush();
     const sent = local.getFinishedSpans();
@@ -105,9 +122,14 @@ describe("OTLP/HTTP ingestion from the real exporters", () => {
   it("span-level ids win over resource-level ones, and an explicit sequence id is kept", async () => {
     const a = await store.startRollout("a");
     const b = await store.startRollout("b");
-    const { provider, tracer } = providerFor(new ProtoExporter({ url: `${server.url}/v1/traces` }), { [R.ROLLOUT_ID]: a.rollout_id, [R.ATTEMPT_ID]: a.attempt.attempt_id });
+    const { provider, tracer } = providerFor(new ProtoExporter({ url: `${server.url}/v1/traces` }), {
+      [R.ROLLOUT_ID]: a.rollout_id,
+      [R.ATTEMPT_ID]: a.attempt.attempt_id,
+    });
     tracer.startSpan("to-a").end();
-    tracer.startSpan("to-b", { attributes: { [R.ROLLOUT_ID]: b.rollout_id, [R.ATTEMPT_ID]: b.attempt.attempt_id, [R.SPAN_SEQUENCE_ID]: 41 } }).end();
+    tracer
+      .startSpan("to-b", { attributes: { [R.ROLLOUT_ID]: b.rollout_id, [R.ATTEMPT_ID]: b.attempt.attempt_id, [R.SPAN_SEQUENCE_ID]: 41 } })
+      .end();
     await provider.shutdown();
     expect((await store.querySpans(a.rollout_id)).items.map((s) => [s.name, s.sequence_id])).toEqual([["to-a", 1]]);
     expect((await store.querySpans(b.rollout_id)).items.map((s) => [s.name, s.sequence_id])).toEqual([["to-b", 41]]);
@@ -138,14 +160,22 @@ describe("OTLP/HTTP ingestion from the real exporters", () => {
 
 describe("OTLP/HTTP edge cases (raw requests)", () => {
   it("an empty protobuf body is an empty request: 200 with an empty response", async () => {
-    const res = await fetch(`${server.url}/v1/traces`, { method: "POST", headers: { "content-type": "application/x-protobuf" }, body: new Uint8Array() });
+    const res = await fetch(`${server.url}/v1/traces`, {
+      method: "POST",
+      headers: { "content-type": "application/x-protobuf" },
+      body: new Uint8Array(),
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("application/x-protobuf");
     expect((await res.arrayBuffer()).byteLength).toBe(0);
   });
 
   it("bytes that do not parse give 400 with a google.rpc.Status message", async () => {
-    const res = await fetch(`${server.url}/v1/traces`, { method: "POST", headers: { "content-type": "application/x-protobuf" }, body: new Uint8Array([0x0a, 0xff, 0xff, 0x01]) });
+    const res = await fetch(`${server.url}/v1/traces`, {
+      method: "POST",
+      headers: { "content-type": "application/x-protobuf" },
+      body: new Uint8Array([0x0a, 0xff, 0xff, 0x01]),
+    });
     expect(res.status).toBe(400);
     const text = new TextDecoder().decode(await res.arrayBuffer());
     expect(text).toContain("Unable to parse OTLP traces payload");
@@ -154,7 +184,11 @@ describe("OTLP/HTTP edge cases (raw requests)", () => {
   it("an unsupported content type gives 415; malformed OTLP/JSON gives 400 as JSON", async () => {
     const a = await fetch(`${server.url}/v1/traces`, { method: "POST", headers: { "content-type": "text/plain" }, body: "hello" });
     expect(a.status).toBe(415);
-    const b = await fetch(`${server.url}/v1/traces`, { method: "POST", headers: { "content-type": "application/json" }, body: "{not json" });
+    const b = await fetch(`${server.url}/v1/traces`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{not json",
+    });
     expect(b.status).toBe(400);
     expect(await b.json()).toMatchObject({ code: 3, message: expect.stringContaining("Unable to parse") });
   });
@@ -163,7 +197,26 @@ describe("OTLP/HTTP edge cases (raw requests)", () => {
     const res = await fetch(`${server.url}/v1/traces`, {
       method: "POST",
       headers: { "content-type": "application/json", "accept-encoding": "gzip" },
-      body: JSON.stringify({ resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ spans: [{ traceId: "0af7651916cd43dd8448eb211c80319c", spanId: "b7ad6b7169203331", name: "orphan", startTimeUnixNano: "1700000000000000000", endTimeUnixNano: "1700000001000000000" }] }] }] }),
+      body: JSON.stringify({
+        resourceSpans: [
+          {
+            resource: { attributes: [] },
+            scopeSpans: [
+              {
+                spans: [
+                  {
+                    traceId: "0af7651916cd43dd8448eb211c80319c",
+                    spanId: "b7ad6b7169203331",
+                    name: "orphan",
+                    startTimeUnixNano: "1700000000000000000",
+                    endTimeUnixNano: "1700000001000000000",
+                  },
+                ],
+              },
+            ],
+          },
+        ],
+      }),
     });
     expect(res.status).toBe(200);
     // fetch decompresses transparently; the header shows the server compressed.

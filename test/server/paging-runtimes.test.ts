@@ -8,7 +8,16 @@ import { RUNTIMES, startServerProcess } from "./processes.ts";
 
 describe.each(RUNTIMES)("list pages under %s", (runtime) => {
   it("--max-page-size caps a streamed page, and the client reads every page", async () => {
-    const server = await startServerProcess(runtime, ["--port", "0", "--db", "memory", "--log-level", "warning", "--max-page-size", "2500"]);
+    const server = await startServerProcess(runtime, [
+      "--port",
+      "0",
+      "--db",
+      "memory",
+      "--log-level",
+      "warning",
+      "--max-page-size",
+      "2500",
+    ]);
     try {
       const client = new LightningStoreClient(server.url);
       await client.enqueueManyRollouts(Array.from({ length: 3_000 }, (_, i) => ({ input: { i, text: "x".repeat(300) } })));

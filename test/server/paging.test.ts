@@ -20,7 +20,11 @@ async function seeded() {
   for (let i = 1; i < N; i++) await store.enqueueRollout({ i });
   for (let i = 1; i < N; i++) await store.startAttempt(r.rollout_id);
   const latest = (await store.getLatestAttempt(r.rollout_id))!.attempt_id;
-  await store.addManySpans(Array.from({ length: N }, (_, i) => spanFromAttributes({ rollout_id: r.rollout_id, attempt_id: latest, sequence_id: i + 1, name: `s${i}` })));
+  await store.addManySpans(
+    Array.from({ length: N }, (_, i) =>
+      spanFromAttributes({ rollout_id: r.rollout_id, attempt_id: latest, sequence_id: i + 1, name: `s${i}` }),
+    ),
+  );
   for (let i = 0; i < N; i++) await store.updateWorker(`w${String(i).padStart(2, "0")}`, { i });
   for (let i = 0; i < N; i++) await store.addResources({ p: { resource_type: "prompt_template", template: `t${i}`, engine: "f-string" } });
   return { store, rid: r.rollout_id };
@@ -30,10 +34,19 @@ type Lister = (store: LightningStore, page: { limit?: number; offset?: number })
 
 /** Each list route as [name, GET or POST request for a page, the store call it serves]. */
 const routes = (rid: string): [string, (page: Record<string, number>) => [string, RequestInit?], Lister][] => {
-  const get = (path: string, extra: Record<string, string> = {}) => (page: Record<string, number>) =>
-    [`${path}?${new URLSearchParams({ ...extra, ...Object.fromEntries(Object.entries(page).map(([k, v]) => [k, String(v)])) })}`] as [string];
-  const post = (path: string, extra: Record<string, unknown> = {}) => (page: Record<string, number>) =>
-    [path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...extra, ...page }) }] as [string, RequestInit];
+  const get =
+    (path: string, extra: Record<string, string> = {}) =>
+    (page: Record<string, number>) =>
+      [`${path}?${new URLSearchParams({ ...extra, ...Object.fromEntries(Object.entries(page).map(([k, v]) => [k, String(v)])) })}`] as [
+        string,
+      ];
+  const post =
+    (path: string, extra: Record<string, unknown> = {}) =>
+    (page: Record<string, number>) =>
+      [path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...extra, ...page }) }] as [
+        string,
+        RequestInit,
+      ];
   return [
     ["GET rollouts", get("/v1/agl/rollouts"), (s, p) => s.queryRollouts(p)],
     ["POST rollouts/search", post("/v1/agl/rollouts/search"), (s, p) => s.queryRollouts(p)],
@@ -56,7 +69,10 @@ describe("page sizes of the list routes", () => {
         [{}, { limit: 10, offset: 0 }],
         [{ limit: -1 }, { limit: 20, offset: 0 }],
         [{ limit: 1_000_000 }, { limit: 20, offset: 0 }],
-        [{ limit: 5, offset: 22 }, { limit: 5, offset: 22 }],
+        [
+          { limit: 5, offset: 22 },
+          { limit: 5, offset: 22 },
+        ],
         [{ limit: 0 }, { limit: 0, offset: 0 }],
         [{ offset: 18 }, { limit: 10, offset: 18 }],
       ];
@@ -88,7 +104,11 @@ describe("page sizes of the list routes", () => {
     const store = new InMemoryLightningStore();
     await store.enqueueManyRollouts(Array.from({ length: 30 }, (_, i) => ({ input: i })));
     const app = createStoreApp(store, { defaultPageSize: 5, maxPageSize: 20 });
-    const res = await app.request("/v1/agl/queues/rollouts/dequeue", { method: "POST", headers: { "content-type": "application/json" }, body: '{"limit":1000}' });
+    const res = await app.request("/v1/agl/queues/rollouts/dequeue", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: '{"limit":1000}',
+    });
     expect(((await res.json()) as unknown[]).length).toBe(20);
     expect((await store.queryRollouts({ status_in: ["queuing"] })).total).toBe(10);
     await store.close();
@@ -97,7 +117,9 @@ describe("page sizes of the list routes", () => {
   it("a large page is streamed, byte for byte the JSON of the store's answer", async () => {
     const store = new InMemoryLightningStore();
     // Items with quotes, unicode and nesting, enough for several stream chunks.
-    await store.enqueueManyRollouts(Array.from({ length: 3_000 }, (_, i) => ({ input: { i, text: `"q" \u00e9 \u2028 ${"x".repeat(200)}`, nested: [{ a: [i] }] } })));
+    await store.enqueueManyRollouts(
+      Array.from({ length: 3_000 }, (_, i) => ({ input: { i, text: `"q" \u00e9 \u2028 ${"x".repeat(200)}`, nested: [{ a: [i] }] } })),
+    );
     const app = createStoreApp(store);
     const res = await app.request("/v1/agl/rollouts?limit=2500&offset=100");
     expect(res.headers.get("content-type")).toContain("application/json");
@@ -127,7 +149,13 @@ describe("page sizes of the list routes", () => {
 
   it("sizes are checked when the app is built", () => {
     const store = new InMemoryLightningStore();
-    const bad: StoreAppOptions[] = [{ defaultPageSize: 0 }, { maxPageSize: 1.5 }, { defaultPageSize: 20, maxPageSize: 10 }, { maxPageSize: -1 }, { maxPageChars: 0 }];
+    const bad: StoreAppOptions[] = [
+      { defaultPageSize: 0 },
+      { maxPageSize: 1.5 },
+      { defaultPageSize: 20, maxPageSize: 10 },
+      { maxPageSize: -1 },
+      { maxPageChars: 0 },
+    ];
     for (const options of bad) expect(() => createStoreApp(store, options), JSON.stringify(options)).toThrow(ValidationError);
   });
 });
@@ -149,29 +177,40 @@ describe("LightningStoreClient pages through", () => {
   it.each([
     ["pages of 7 items", { defaultPageSize: 3, maxPageSize: 7 }],
     ["pages cut at 1,000 characters", { maxPageChars: 1_000 }],
-  ] as [string, StoreAppOptions][])("%s: each query returns what the store gives in process, for no limit, -1, a large limit, and offsets", async (label, options) => {
-    const { store, rid } = await seeded();
-    const { client, requests } = clientFor(store, options);
-    const queries: [string, (s: LightningStore, p: { limit?: number; offset?: number }) => Promise<PaginatedResult<unknown>>][] = [
-      ["rollouts", (s, p) => s.queryRollouts(p)],
-      ["attempts", (s, p) => s.queryAttempts(rid, p)],
-      ["spans", (s, p) => s.querySpans(rid, p)],
-      ["workers", (s, p) => s.queryWorkers(p)],
-      ["resources", (s, p) => s.queryResources(p)],
-    ];
-    for (const [name, q] of queries) {
-      for (const page of [{}, { limit: -1 }, { limit: 16 }, { limit: 16, offset: 4 }, { offset: 20 }, { limit: 2, offset: 1 }, { limit: 0 }]) {
-        requests.length = 0;
-        const got = await q(client, page);
-        expect(got, `${name} ${JSON.stringify(page)}`).toEqual(JSON.parse(JSON.stringify(await q(store, page))));
-        const want = Math.min(page.limit === undefined || page.limit === -1 ? Infinity : page.limit, N - (page.offset ?? 0));
-        // Pages of 7: as few requests as that allows.
-        if (options.maxPageSize === 7) expect(requests.length, `${name} ${JSON.stringify(page)}`).toBe(Math.max(1, Math.ceil(want / 7)));
-        else if (want > 10) expect(requests.length, `${label}: ${name} ${JSON.stringify(page)}`).toBeGreaterThan(1);
+  ] as [string, StoreAppOptions][])(
+    "%s: each query returns what the store gives in process, for no limit, -1, a large limit, and offsets",
+    async (label, options) => {
+      const { store, rid } = await seeded();
+      const { client, requests } = clientFor(store, options);
+      const queries: [string, (s: LightningStore, p: { limit?: number; offset?: number }) => Promise<PaginatedResult<unknown>>][] = [
+        ["rollouts", (s, p) => s.queryRollouts(p)],
+        ["attempts", (s, p) => s.queryAttempts(rid, p)],
+        ["spans", (s, p) => s.querySpans(rid, p)],
+        ["workers", (s, p) => s.queryWorkers(p)],
+        ["resources", (s, p) => s.queryResources(p)],
+      ];
+      for (const [name, q] of queries) {
+        for (const page of [
+          {},
+          { limit: -1 },
+          { limit: 16 },
+          { limit: 16, offset: 4 },
+          { offset: 20 },
+          { limit: 2, offset: 1 },
+          { limit: 0 },
+        ]) {
+          requests.length = 0;
+          const got = await q(client, page);
+          expect(got, `${name} ${JSON.stringify(page)}`).toEqual(JSON.parse(JSON.stringify(await q(store, page))));
+          const want = Math.min(page.limit === undefined || page.limit === -1 ? Infinity : page.limit, N - (page.offset ?? 0));
+          // Pages of 7: as few requests as that allows.
+          if (options.maxPageSize === 7) expect(requests.length, `${name} ${JSON.stringify(page)}`).toBe(Math.max(1, Math.ceil(want / 7)));
+          else if (want > 10) expect(requests.length, `${label}: ${name} ${JSON.stringify(page)}`).toBeGreaterThan(1);
+        }
       }
-    }
-    await store.close();
-  });
+      await store.close();
+    },
+  );
 
   it("a server that answers everything at once takes one request", async () => {
     const { store } = await seeded();

@@ -33,7 +33,11 @@ export interface ServerProcess {
 
 export async function startServerProcess(runtime: Runtime, args: string[], env: Record<string, string> = {}): Promise<ServerProcess> {
   const [cmd, pre] = command(runtime);
-  const proc = spawn(cmd, [...pre, ...args], { cwd: ROOT, env: { ...process.env, ...env, NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] });
+  const proc = spawn(cmd, [...pre, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, NO_COLOR: "1" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let out = "";
   const exited = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {

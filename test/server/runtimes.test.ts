@@ -42,14 +42,24 @@ describe.each(RUNTIMES)("agl store under %s", (runtime) => {
 
     const client = new LightningStoreClient(first.url, { token: "tok-123" });
     const r = await client.startRollout({ task: runtime });
-    const added = await client.addManySpans([1, 2, 3].map((i) => spanFromAttributes({ rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id, sequence_id: i, name: `s${i}` })));
+    const added = await client.addManySpans(
+      [1, 2, 3].map((i) =>
+        spanFromAttributes({ rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id, sequence_id: i, name: `s${i}` }),
+      ),
+    );
     expect(added).toHaveLength(3);
 
     // OTLP/HTTP protobuf, gzipped, with the token, into this runtime's server.
     const provider = new BasicTracerProvider({
       resource: resourceFromAttributes({ [R.ROLLOUT_ID]: r.rollout_id, [R.ATTEMPT_ID]: r.attempt.attempt_id }),
       spanProcessors: [
-        new SimpleSpanProcessor(new OTLPTraceExporter({ url: `${first.url}/v1/traces`, compression: CompressionAlgorithm.GZIP, headers: { authorization: "Bearer tok-123" } })),
+        new SimpleSpanProcessor(
+          new OTLPTraceExporter({
+            url: `${first.url}/v1/traces`,
+            compression: CompressionAlgorithm.GZIP,
+            headers: { authorization: "Bearer tok-123" },
+          }),
+        ),
       ],
     });
     const tracer = provider.getTracer("runtime-test");

@@ -80,7 +80,7 @@ type ErrorClass<E> = abstract new (...args: never[]) => E;
 
 /** Awaits a promise that must reject with `cls`; returns the error for further checks. */
 async function rejectsWith<E extends Error>(p: Promise<unknown>, cls: ErrorClass<E>): Promise<E> {
-  let caught: unknown ;
+  let caught: unknown;
   let resolved = false;
   try {
     await p;
@@ -116,11 +116,7 @@ function attemptOf(r: Rollout | AttemptedRollout | null): Attempt {
   return (r as AttemptedRollout).attempt;
 }
 
-function makeSpan(
-  target: { rollout_id: string; attempt_id: string },
-  sequenceId: number,
-  o: SpanFromAttributesOptions = {},
-): Span {
+function makeSpan(target: { rollout_id: string; attempt_id: string }, sequenceId: number, o: SpanFromAttributesOptions = {}): Span {
   return spanFromAttributes({
     rollout_id: target.rollout_id,
     attempt_id: target.attempt_id,
@@ -369,7 +365,13 @@ function queueTests(env: Env): void {
       expect(got.rollout_id).toBe(a.rollout_id);
       expect(got.status).toBe("preparing");
       expect(got.start_time).toBe(T0);
-      expect(got.attempt).toMatchObject({ rollout_id: a.rollout_id, sequence_id: 1, status: "preparing", start_time: T0 + 5, worker_id: "w1" });
+      expect(got.attempt).toMatchObject({
+        rollout_id: a.rollout_id,
+        sequence_id: 1,
+        status: "preparing",
+        start_time: T0 + 5,
+        worker_id: "w1",
+      });
       expect(await env.store.getRolloutById(a.rollout_id)).toEqual(got);
       expect((await env.store.dequeueRollout())!.rollout_id).toBe(b.rollout_id);
       expect(await env.store.dequeueRollout()).toBeNull();
@@ -535,29 +537,26 @@ const DERIVATION: DerivationRow[] = [
 
 function statusDerivationTests(env: Env): void {
   describe("rollout status follows the latest attempt (§3.1)", () => {
-    it.each(DERIVATION)(
-      "attempt $attempt with config $config gives rollout $rollout",
-      async ({ attempt, config, rollout }) => {
-        const r = await env.store.startRollout("x", { config });
-        env.clock.advance(2);
-        const updated = await env.store.updateAttempt(r.rollout_id, r.attempt.attempt_id, { status: attempt });
-        expect(updated.status).toBe(attempt);
-        // end_time on an attempt: only failed/succeeded set it.
-        const attemptEnds = attempt === "failed" || attempt === "succeeded";
-        expect(updated.end_time).toBe(attemptEnds ? T0 + 2 : null);
-        const after = (await env.store.getRolloutById(r.rollout_id))!;
-        expect(after.status).toBe(rollout);
-        const terminal = rollout === "failed" || rollout === "succeeded";
-        expect(after.end_time).toBe(terminal ? T0 + 2 : null);
-        const next = await env.store.dequeueRollout();
-        if (rollout === "requeuing") {
-          expect(next!.rollout_id).toBe(r.rollout_id);
-          expect(next!.attempt.sequence_id).toBe(2);
-        } else {
-          expect(next).toBeNull();
-        }
-      },
-    );
+    it.each(DERIVATION)("attempt $attempt with config $config gives rollout $rollout", async ({ attempt, config, rollout }) => {
+      const r = await env.store.startRollout("x", { config });
+      env.clock.advance(2);
+      const updated = await env.store.updateAttempt(r.rollout_id, r.attempt.attempt_id, { status: attempt });
+      expect(updated.status).toBe(attempt);
+      // end_time on an attempt: only failed/succeeded set it.
+      const attemptEnds = attempt === "failed" || attempt === "succeeded";
+      expect(updated.end_time).toBe(attemptEnds ? T0 + 2 : null);
+      const after = (await env.store.getRolloutById(r.rollout_id))!;
+      expect(after.status).toBe(rollout);
+      const terminal = rollout === "failed" || rollout === "succeeded";
+      expect(after.end_time).toBe(terminal ? T0 + 2 : null);
+      const next = await env.store.dequeueRollout();
+      if (rollout === "requeuing") {
+        expect(next!.rollout_id).toBe(r.rollout_id);
+        expect(next!.attempt.sequence_id).toBe(2);
+      } else {
+        expect(next).toBeNull();
+      }
+    });
 
     // The TS store's one illegal transition (core.ts docs): an attempt is prepared once; a new try is a new attempt.
     it.each(["running", "succeeded", "failed", "timeout"] as const)(
@@ -602,7 +601,11 @@ function statusDerivationTests(env: Env): void {
       expect(seen).toEqual([1, 2, 3]);
       expect(await env.store.dequeueRollout()).toBeNull();
       const attempts = (await env.store.queryAttempts(r.rollout_id)).items;
-      expect(attempts.map((a) => [a.sequence_id, a.status])).toEqual([[1, "failed"], [2, "failed"], [3, "failed"]]);
+      expect(attempts.map((a) => [a.sequence_id, a.status])).toEqual([
+        [1, "failed"],
+        [2, "failed"],
+        [3, "failed"],
+      ]);
       expect(attempts.every((a) => a.end_time !== null)).toBe(true);
       expect((await env.store.getRolloutById(r.rollout_id))!.end_time).toBe(T0 + 3);
     });
@@ -746,15 +749,12 @@ function updateTests(env: Env): void {
       expect(out.end_time!).toBeGreaterThan(out.start_time);
     });
 
-    it.each(["queuing", "requeuing", "preparing", "running"] as const)(
-      "updateRollout to %s writes no end_time",
-      async (status) => {
-        const r = await env.store.startRollout(1);
-        env.clock.advance(1);
-        const out = await env.store.updateRollout(r.rollout_id, { status });
-        expect(out).toMatchObject({ status, end_time: null });
-      },
-    );
+    it.each(["queuing", "requeuing", "preparing", "running"] as const)("updateRollout to %s writes no end_time", async (status) => {
+      const r = await env.store.startRollout(1);
+      env.clock.advance(1);
+      const out = await env.store.updateRollout(r.rollout_id, { status });
+      expect(out).toMatchObject({ status, end_time: null });
+    });
 
     // Row 6 says a revived rollout has no end_time; the same holds when it is revived by hand.
     it("a finished rollout set back to requeuing by hand loses its end_time and is queued again", async () => {
@@ -967,7 +967,9 @@ function watchdogTests(env: Env): void {
     });
 
     it("dequeueRollout claims a rollout the watchdog requeues in the same call", async () => {
-      const r = await env.store.startRollout(1, { config: { unresponsive_seconds: 1, max_attempts: 2, retry_condition: ["unresponsive"] } });
+      const r = await env.store.startRollout(1, {
+        config: { unresponsive_seconds: 1, max_attempts: 2, retry_condition: ["unresponsive"] },
+      });
       env.clock.advance(1.5);
       const again = (await env.store.dequeueRollout({ worker_id: "w2" }))!;
       expect(again).toMatchObject({ rollout_id: r.rollout_id, status: "preparing" });
@@ -1120,7 +1122,9 @@ function spanTests(env: Env): void {
       const second = await env.store.startAttempt(r.rollout_id);
       await env.store.addManySpans([makeSpan(at(r), 1), makeSpan(at(second), 2), makeSpan(at(second), 3), makeSpan(at(r), 4)]);
       expect((await env.store.querySpans(r.rollout_id)).items.map((s) => s.sequence_id)).toEqual([1, 2, 3, 4]);
-      expect((await env.store.querySpans(r.rollout_id, { attempt_id: r.attempt.attempt_id })).items.map((s) => s.sequence_id)).toEqual([1, 4]);
+      expect((await env.store.querySpans(r.rollout_id, { attempt_id: r.attempt.attempt_id })).items.map((s) => s.sequence_id)).toEqual([
+        1, 4,
+      ]);
       expect((await env.store.querySpans(r.rollout_id, { attempt_id: "latest" })).items.map((s) => s.sequence_id)).toEqual([2, 3]);
       const q = await env.store.enqueueRollout(2);
       expect(await env.store.querySpans(q.rollout_id, { attempt_id: "latest", limit: 5, offset: 1 })).toEqual({
@@ -1442,9 +1446,7 @@ function queryTests(env: Env): void {
       expect(ids(await env.store.queryRollouts({ status: ["preparing"] }))).toEqual([p.rollout_id]);
       expect(ids(await env.store.queryRollouts({ rollout_ids: [s.rollout_id] }))).toEqual([s.rollout_id]);
       expect(ids(await env.store.queryRollouts({ status_in: ["queuing"], status: ["preparing"] }))).toEqual([q.rollout_id]);
-      expect(ids(await env.store.queryRollouts({ rollout_id_in: [q.rollout_id], rollout_ids: [s.rollout_id] }))).toEqual([
-        q.rollout_id,
-      ]);
+      expect(ids(await env.store.queryRollouts({ rollout_id_in: [q.rollout_id], rollout_ids: [s.rollout_id] }))).toEqual([q.rollout_id]);
       expect((await env.store.queryRollouts({ status_in: [], status: ["queuing"] })).total).toBe(0);
     });
   });
@@ -1496,7 +1498,10 @@ function queryTests(env: Env): void {
       await env.store.startAttempt(r.rollout_id);
       await env.store.startRollout(2);
       const page = await env.store.queryAttempts(r.rollout_id);
-      expect(page.items.map((a) => [a.rollout_id, a.sequence_id])).toEqual([[r.rollout_id, 1], [r.rollout_id, 2]]);
+      expect(page.items.map((a) => [a.rollout_id, a.sequence_id])).toEqual([
+        [r.rollout_id, 1],
+        [r.rollout_id, 2],
+      ]);
       expect(page.total).toBe(2);
       expect(await env.store.queryAttempts("ro-000000000000")).toEqual({ items: [], limit: -1, offset: 0, total: 0 });
     });
@@ -1508,9 +1513,7 @@ function queryTests(env: Env): void {
       expect(rid(await env.store.queryResources({ resources_id: a.resources_id }))).toEqual([a.resources_id]);
       expect(rid(await env.store.queryResources({ resources_id_contains: b.resources_id.slice(4) }))).toEqual([b.resources_id]);
       expect(rid(await env.store.queryResources({ resources_id_contains: "rs-" }))).toEqual([a.resources_id, b.resources_id]);
-      expect(
-        (await env.store.queryResources({ resources_id: a.resources_id, resources_id_contains: b.resources_id })).total,
-      ).toBe(0);
+      expect((await env.store.queryResources({ resources_id: a.resources_id, resources_id_contains: b.resources_id })).total).toBe(0);
     });
 
     it("queryWorkers filters by status_in and worker_id_contains, with and / or", async () => {
@@ -1523,9 +1526,10 @@ function queryTests(env: Env): void {
       expect(wid(await env.store.queryWorkers({ status_in: ["idle", "unknown"] }))).toEqual(["gpu-1", "cpu-1"]);
       expect(wid(await env.store.queryWorkers({ worker_id_contains: "gpu" }))).toEqual(["gpu-1", "gpu-2"]);
       expect(wid(await env.store.queryWorkers({ status_in: ["idle"], worker_id_contains: "gpu" }))).toEqual([]);
-      expect(
-        wid(await env.store.queryWorkers({ status_in: ["idle"], worker_id_contains: "gpu-1", filter_logic: "or" })),
-      ).toEqual(["gpu-1", "cpu-1"]);
+      expect(wid(await env.store.queryWorkers({ status_in: ["idle"], worker_id_contains: "gpu-1", filter_logic: "or" }))).toEqual([
+        "gpu-1",
+        "cpu-1",
+      ]);
       expect((await env.store.queryWorkers({ status_in: [] })).total).toBe(0);
       expect((await env.store.queryWorkers({ filter_logic: "or" })).total).toBe(3);
     });
@@ -1661,7 +1665,11 @@ function sortTests(env: Env): void {
 
     it.each([
       ["end_time asc: nulls last", { sort_by: "end_time", sort_order: "asc" as const }, ["C", "A", "E", "B", "D"]],
-      ["end_time desc: nulls first, ties in insertion order", { sort_by: "end_time", sort_order: "desc" as const }, ["B", "D", "A", "E", "C"]],
+      [
+        "end_time desc: nulls first, ties in insertion order",
+        { sort_by: "end_time", sort_order: "desc" as const },
+        ["B", "D", "A", "E", "C"],
+      ],
       ["mode asc: nulls first", { sort_by: "mode", sort_order: "asc" as const }, ["B", "D", "A", "E", "C"]],
       ["mode desc: nulls last, ties in insertion order", { sort_by: "mode", sort_order: "desc" as const }, ["C", "A", "E", "B", "D"]],
       ["start_time desc: all equal, so insertion order", { sort_by: "start_time", sort_order: "desc" as const }, ["A", "B", "C", "D", "E"]],
@@ -2239,7 +2247,11 @@ function copyTests(env: Env): void {
       tryMutate(() => ((w.heartbeat_stats as { load: { one: number } }).load.one = 6));
       const got = (await env.store.getWorkerById("w1"))!;
       tryMutate(() => (got.current_rollout_id = "ro-evil"));
-      expect(await env.store.getWorkerById("w1")).toMatchObject({ status: "unknown", heartbeat_stats: { load: { one: 1 } }, current_rollout_id: null });
+      expect(await env.store.getWorkerById("w1")).toMatchObject({
+        status: "unknown",
+        heartbeat_stats: { load: { one: 1 } },
+        current_rollout_id: null,
+      });
     });
 
     it("mutating a dequeued rollout does not change the store", async () => {
@@ -2319,55 +2331,249 @@ const bad = (v: unknown): never => v as never;
 
 const BAD_INPUT: BadCase[] = [
   // Rollout creation
-  { label: "enqueueRollout with max_attempts 0", call: (st) => st.enqueueRollout(1, { config: { max_attempts: 0 } }), error: ValidationError, path: "max_attempts" },
-  { label: "enqueueRollout with a fractional max_attempts", call: (st) => st.enqueueRollout(1, { config: { max_attempts: 1.5 } }), error: ValidationError, path: "max_attempts" },
-  { label: "enqueueRollout with a queuing retry_condition", call: (st) => st.enqueueRollout(1, { config: { retry_condition: bad(["queuing"]) } }), error: ValidationError, path: "retry_condition" },
-  { label: "enqueueRollout with a string timeout", call: (st) => st.enqueueRollout(1, { config: { timeout_seconds: bad("10") } }), error: ValidationError, path: "timeout_seconds" },
-  { label: "enqueueRollout with a bad mode", call: (st) => st.enqueueRollout(1, { mode: bad("training") }), error: ValidationError, path: "mode" },
-  { label: "enqueueRollout with array metadata", call: (st) => st.enqueueRollout(1, { metadata: bad("not an object") }), error: ValidationError, path: "metadata" },
-  { label: "startRollout with max_attempts 0", call: (st) => st.startRollout(1, { config: { max_attempts: 0 }, worker_id: "w-new" }), error: ValidationError, path: "max_attempts" },
-  { label: "startRollout with a bad mode", call: (st) => st.startRollout(1, { mode: bad("prod"), worker_id: "w-new" }), error: ValidationError, path: "mode" },
-  { label: "enqueueManyRollouts with one bad request in the batch", call: (st) => st.enqueueManyRollouts([{ input: 1 }, { input: 2, config: { max_attempts: 0 } }]), error: ValidationError, path: "max_attempts" },
-  { label: "enqueueManyRollouts with a request lacking input", call: (st) => st.enqueueManyRollouts([{ input: 1 }, bad({ mode: "train" })]), error: ValidationError, path: "input" },
+  {
+    label: "enqueueRollout with max_attempts 0",
+    call: (st) => st.enqueueRollout(1, { config: { max_attempts: 0 } }),
+    error: ValidationError,
+    path: "max_attempts",
+  },
+  {
+    label: "enqueueRollout with a fractional max_attempts",
+    call: (st) => st.enqueueRollout(1, { config: { max_attempts: 1.5 } }),
+    error: ValidationError,
+    path: "max_attempts",
+  },
+  {
+    label: "enqueueRollout with a queuing retry_condition",
+    call: (st) => st.enqueueRollout(1, { config: { retry_condition: bad(["queuing"]) } }),
+    error: ValidationError,
+    path: "retry_condition",
+  },
+  {
+    label: "enqueueRollout with a string timeout",
+    call: (st) => st.enqueueRollout(1, { config: { timeout_seconds: bad("10") } }),
+    error: ValidationError,
+    path: "timeout_seconds",
+  },
+  {
+    label: "enqueueRollout with a bad mode",
+    call: (st) => st.enqueueRollout(1, { mode: bad("training") }),
+    error: ValidationError,
+    path: "mode",
+  },
+  {
+    label: "enqueueRollout with array metadata",
+    call: (st) => st.enqueueRollout(1, { metadata: bad("not an object") }),
+    error: ValidationError,
+    path: "metadata",
+  },
+  {
+    label: "startRollout with max_attempts 0",
+    call: (st) => st.startRollout(1, { config: { max_attempts: 0 }, worker_id: "w-new" }),
+    error: ValidationError,
+    path: "max_attempts",
+  },
+  {
+    label: "startRollout with a bad mode",
+    call: (st) => st.startRollout(1, { mode: bad("prod"), worker_id: "w-new" }),
+    error: ValidationError,
+    path: "mode",
+  },
+  {
+    label: "enqueueManyRollouts with one bad request in the batch",
+    call: (st) => st.enqueueManyRollouts([{ input: 1 }, { input: 2, config: { max_attempts: 0 } }]),
+    error: ValidationError,
+    path: "max_attempts",
+  },
+  {
+    label: "enqueueManyRollouts with a request lacking input",
+    call: (st) => st.enqueueManyRollouts([{ input: 1 }, bad({ mode: "train" })]),
+    error: ValidationError,
+    path: "input",
+  },
   // Rollout updates
-  { label: "updateRollout with a bad status", call: (st, s) => st.updateRollout(s.queued.rollout_id, { status: bad("paused") }), error: ValidationError, path: "status" },
-  { label: "updateRollout with max_attempts 0", call: (st, s) => st.updateRollout(s.queued.rollout_id, { config: { max_attempts: 0 } }), error: ValidationError, path: "max_attempts" },
-  { label: "updateRollout with a bad mode and a good status", call: (st, s) => st.updateRollout(s.running.rollout_id, { status: "succeeded", mode: bad("x") }), error: ValidationError, path: "mode" },
+  {
+    label: "updateRollout with a bad status",
+    call: (st, s) => st.updateRollout(s.queued.rollout_id, { status: bad("paused") }),
+    error: ValidationError,
+    path: "status",
+  },
+  {
+    label: "updateRollout with max_attempts 0",
+    call: (st, s) => st.updateRollout(s.queued.rollout_id, { config: { max_attempts: 0 } }),
+    error: ValidationError,
+    path: "max_attempts",
+  },
+  {
+    label: "updateRollout with a bad mode and a good status",
+    call: (st, s) => st.updateRollout(s.running.rollout_id, { status: "succeeded", mode: bad("x") }),
+    error: ValidationError,
+    path: "mode",
+  },
   // Attempt updates
-  { label: "updateAttempt with a rollout-only status (cancelled)", call: (st, s) => st.updateAttempt(s.running.rollout_id, "latest", { status: bad("cancelled") }), error: ValidationError, path: "status" },
-  { label: "updateAttempt with status queuing", call: (st, s) => st.updateAttempt(s.running.rollout_id, "latest", { status: bad("queuing") }), error: ValidationError, path: "status" },
-  { label: "updateAttempt with a string heartbeat time", call: (st, s) => st.updateAttempt(s.running.rollout_id, "latest", { last_heartbeat_time: bad("soon") }), error: ValidationError, path: "last_heartbeat_time" },
-  { label: "updateAttempt with string metadata", call: (st, s) => st.updateAttempt(s.running.rollout_id, "latest", { status: "succeeded", metadata: bad("m") }), error: ValidationError, path: "metadata" },
+  {
+    label: "updateAttempt with a rollout-only status (cancelled)",
+    call: (st, s) => st.updateAttempt(s.running.rollout_id, "latest", { status: bad("cancelled") }),
+    error: ValidationError,
+    path: "status",
+  },
+  {
+    label: "updateAttempt with status queuing",
+    call: (st, s) => st.updateAttempt(s.running.rollout_id, "latest", { status: bad("queuing") }),
+    error: ValidationError,
+    path: "status",
+  },
+  {
+    label: "updateAttempt with a string heartbeat time",
+    call: (st, s) => st.updateAttempt(s.running.rollout_id, "latest", { last_heartbeat_time: bad("soon") }),
+    error: ValidationError,
+    path: "last_heartbeat_time",
+  },
+  {
+    label: "updateAttempt with string metadata",
+    call: (st, s) => st.updateAttempt(s.running.rollout_id, "latest", { status: "succeeded", metadata: bad("m") }),
+    error: ValidationError,
+    path: "metadata",
+  },
   // Spans
-  { label: "addSpan without a name", call: (st, s) => { const { name: _n, ...rest } = makeSpan(at(s.running), 9); return st.addSpan(bad(rest)); }, error: ValidationError, path: "name" },
-  { label: "addSpan with a bad status code", call: (st, s) => st.addSpan({ ...makeSpan(at(s.running), 9), status: bad({ status_code: "FINE" }) }), error: ValidationError, path: "status_code" },
-  { label: "addSpan with a string sequence_id", call: (st, s) => st.addSpan({ ...makeSpan(at(s.running), 9), sequence_id: bad("9") }), error: ValidationError, path: "sequence_id" },
-  { label: "addSpan with an object attribute value", call: (st, s) => st.addSpan({ ...makeSpan(at(s.running), 9), attributes: bad({ k: { nested: 1 } }) }), error: ValidationError, path: "attributes" },
-  { label: "addSpan without the nullable parent key", call: (st, s) => { const { parent: _p, ...rest } = makeSpan(at(s.running), 9); return st.addSpan(bad(rest)); }, error: ValidationError, path: "parent" },
-  { label: "addManySpans with one malformed span", call: (st, s) => st.addManySpans([makeSpan(at(s.running), 9), { ...makeSpan(at(s.running), 10), events: bad("none") }]), error: ValidationError, path: "events" },
+  {
+    label: "addSpan without a name",
+    call: (st, s) => {
+      const { name: _n, ...rest } = makeSpan(at(s.running), 9);
+      return st.addSpan(bad(rest));
+    },
+    error: ValidationError,
+    path: "name",
+  },
+  {
+    label: "addSpan with a bad status code",
+    call: (st, s) => st.addSpan({ ...makeSpan(at(s.running), 9), status: bad({ status_code: "FINE" }) }),
+    error: ValidationError,
+    path: "status_code",
+  },
+  {
+    label: "addSpan with a string sequence_id",
+    call: (st, s) => st.addSpan({ ...makeSpan(at(s.running), 9), sequence_id: bad("9") }),
+    error: ValidationError,
+    path: "sequence_id",
+  },
+  {
+    label: "addSpan with an object attribute value",
+    call: (st, s) => st.addSpan({ ...makeSpan(at(s.running), 9), attributes: bad({ k: { nested: 1 } }) }),
+    error: ValidationError,
+    path: "attributes",
+  },
+  {
+    label: "addSpan without the nullable parent key",
+    call: (st, s) => {
+      const { parent: _p, ...rest } = makeSpan(at(s.running), 9);
+      return st.addSpan(bad(rest));
+    },
+    error: ValidationError,
+    path: "parent",
+  },
+  {
+    label: "addManySpans with one malformed span",
+    call: (st, s) => st.addManySpans([makeSpan(at(s.running), 9), { ...makeSpan(at(s.running), 10), events: bad("none") }]),
+    error: ValidationError,
+    path: "events",
+  },
   // Resources and workers
-  { label: "addResources with an LLM lacking endpoint", call: (st) => st.addResources(bad({ x: { resource_type: "llm", model: "m" } })), error: ValidationError, path: "endpoint" },
-  { label: "addResources with an unknown resource_type", call: (st) => st.addResources(bad({ x: { resource_type: "gpu" } })), error: ValidationError, path: "x" },
-  { label: "addResources with a bad template engine", call: (st) => st.addResources(bad({ p: { resource_type: "prompt_template", template: "t", engine: "mustache" } })), error: ValidationError, path: "engine" },
-  { label: "updateResources with a bad resource", call: (st, s) => st.updateResources(s.resourcesId, bad({ x: { resource_type: "llm", endpoint: 5, model: "m" } })), error: ValidationError, path: "endpoint" },
+  {
+    label: "addResources with an LLM lacking endpoint",
+    call: (st) => st.addResources(bad({ x: { resource_type: "llm", model: "m" } })),
+    error: ValidationError,
+    path: "endpoint",
+  },
+  {
+    label: "addResources with an unknown resource_type",
+    call: (st) => st.addResources(bad({ x: { resource_type: "gpu" } })),
+    error: ValidationError,
+    path: "x",
+  },
+  {
+    label: "addResources with a bad template engine",
+    call: (st) => st.addResources(bad({ p: { resource_type: "prompt_template", template: "t", engine: "mustache" } })),
+    error: ValidationError,
+    path: "engine",
+  },
+  {
+    label: "updateResources with a bad resource",
+    call: (st, s) => st.updateResources(s.resourcesId, bad({ x: { resource_type: "llm", endpoint: 5, model: "m" } })),
+    error: ValidationError,
+    path: "endpoint",
+  },
   { label: "updateWorker with null stats", call: (st) => st.updateWorker("w-stats", bad(null)), error: ValidationError },
   // Queries: a misspelt status is an error rather than a filter that silently matches nothing.
   { label: "queryRollouts with an unknown status", call: (st) => st.queryRollouts({ status_in: bad(["paused"]) }), error: ValidationError },
   { label: "queryWorkers with an unknown status", call: (st) => st.queryWorkers({ status_in: bad(["sleeping"]) }), error: ValidationError },
-  { label: "queryRollouts with a bad filter_logic", call: (st) => st.queryRollouts({ filter_logic: bad("xor"), status_in: ["queuing"] }), error: ValidationError },
-  { label: "querySpans with a bad sort_order", call: (st, s) => st.querySpans(s.running.rollout_id, { sort_order: bad("up") }), error: ValidationError },
+  {
+    label: "queryRollouts with a bad filter_logic",
+    call: (st) => st.queryRollouts({ filter_logic: bad("xor"), status_in: ["queuing"] }),
+    error: ValidationError,
+  },
+  {
+    label: "querySpans with a bad sort_order",
+    call: (st, s) => st.querySpans(s.running.rollout_id, { sort_order: bad("up") }),
+    error: ValidationError,
+  },
   // Illegal transitions
-  { label: "updateAttempt sending a running attempt back to preparing", call: (st, s) => st.updateAttempt(s.running.rollout_id, "latest", { status: "preparing" }), error: ConflictError },
-  { label: "updateAttempt sending a succeeded attempt back to preparing", call: (st, s) => st.updateAttempt(s.done.rollout_id, s.done.attempt.attempt_id, { status: "preparing", worker_id: "w-new" }), error: ConflictError },
+  {
+    label: "updateAttempt sending a running attempt back to preparing",
+    call: (st, s) => st.updateAttempt(s.running.rollout_id, "latest", { status: "preparing" }),
+    error: ConflictError,
+  },
+  {
+    label: "updateAttempt sending a succeeded attempt back to preparing",
+    call: (st, s) => st.updateAttempt(s.done.rollout_id, s.done.attempt.attempt_id, { status: "preparing", worker_id: "w-new" }),
+    error: ConflictError,
+  },
   // Unknown ids
-  { label: "startAttempt on an unknown rollout", call: (st) => st.startAttempt("ro-000000000000", { worker_id: "w-new" }), error: NotFoundError },
-  { label: "updateRollout on an unknown rollout", call: (st) => st.updateRollout("ro-000000000000", { status: "succeeded" }), error: NotFoundError },
-  { label: "updateAttempt on an unknown rollout", call: (st) => st.updateAttempt("ro-000000000000", "latest", { status: "succeeded" }), error: NotFoundError },
-  { label: "updateAttempt on a rollout without attempts", call: (st, s) => st.updateAttempt(s.queued.rollout_id, "latest", { status: "succeeded" }), error: NotFoundError },
-  { label: "updateAttempt on an unknown attempt", call: (st, s) => st.updateAttempt(s.running.rollout_id, "at-00000000", { status: "succeeded", worker_id: "w-new" }), error: NotFoundError },
-  { label: "addSpan on an unknown rollout", call: (st, s) => st.addSpan(makeSpan({ rollout_id: "ro-000000000000", attempt_id: s.running.attempt.attempt_id }, 9)), error: NotFoundError },
-  { label: "addSpan on an unknown attempt", call: (st, s) => st.addSpan(makeSpan({ rollout_id: s.running.rollout_id, attempt_id: "at-00000000" }, 9)), error: NotFoundError },
-  { label: "addManySpans whose last span has an unknown attempt", call: (st, s) => st.addManySpans([makeSpan(at(s.running), 9), makeSpan(at(s.done), 10), makeSpan({ rollout_id: s.done.rollout_id, attempt_id: "at-00000000" }, 11)]), error: NotFoundError },
+  {
+    label: "startAttempt on an unknown rollout",
+    call: (st) => st.startAttempt("ro-000000000000", { worker_id: "w-new" }),
+    error: NotFoundError,
+  },
+  {
+    label: "updateRollout on an unknown rollout",
+    call: (st) => st.updateRollout("ro-000000000000", { status: "succeeded" }),
+    error: NotFoundError,
+  },
+  {
+    label: "updateAttempt on an unknown rollout",
+    call: (st) => st.updateAttempt("ro-000000000000", "latest", { status: "succeeded" }),
+    error: NotFoundError,
+  },
+  {
+    label: "updateAttempt on a rollout without attempts",
+    call: (st, s) => st.updateAttempt(s.queued.rollout_id, "latest", { status: "succeeded" }),
+    error: NotFoundError,
+  },
+  {
+    label: "updateAttempt on an unknown attempt",
+    call: (st, s) => st.updateAttempt(s.running.rollout_id, "at-00000000", { status: "succeeded", worker_id: "w-new" }),
+    error: NotFoundError,
+  },
+  {
+    label: "addSpan on an unknown rollout",
+    call: (st, s) => st.addSpan(makeSpan({ rollout_id: "ro-000000000000", attempt_id: s.running.attempt.attempt_id }, 9)),
+    error: NotFoundError,
+  },
+  {
+    label: "addSpan on an unknown attempt",
+    call: (st, s) => st.addSpan(makeSpan({ rollout_id: s.running.rollout_id, attempt_id: "at-00000000" }, 9)),
+    error: NotFoundError,
+  },
+  {
+    label: "addManySpans whose last span has an unknown attempt",
+    call: (st, s) =>
+      st.addManySpans([
+        makeSpan(at(s.running), 9),
+        makeSpan(at(s.done), 10),
+        makeSpan({ rollout_id: s.done.rollout_id, attempt_id: "at-00000000" }, 11),
+      ]),
+    error: NotFoundError,
+  },
 ];
 
 function badInputTests(env: Env): void {
@@ -2412,7 +2618,10 @@ function concurrencyTests(env: Env): void {
       });
       const got = await Promise.all(calls);
       for (const r of [a, b]) {
-        const ids = got.filter(([rid]) => rid === r.rollout_id).map(([, id]) => id).sort((x, y) => x - y);
+        const ids = got
+          .filter(([rid]) => rid === r.rollout_id)
+          .map(([, id]) => id)
+          .sort((x, y) => x - y);
         expect(ids).toEqual(Array.from({ length: ids.length }, (_, i) => i + 1));
       }
       expect(await env.store.getNextSpanSequenceId(a.rollout_id, "x")).toBe(got.filter(([rid]) => rid === a.rollout_id).length + 1);
@@ -2486,8 +2695,14 @@ function wireTests(env: Env, wireOf: (store: LightningStore) => WireRequest): vo
       const wire = wireOf(env.store);
       const r = await env.store.startRollout(1, { worker_id: "w1" });
       const res = await env.store.addResources({});
-      expect(await wire("GET", `/rollouts/${r.rollout_id}`)).toMatchObject({ status: 200, body: { rollout_id: r.rollout_id, attempt: { attempt_id: r.attempt.attempt_id } } });
-      expect(await wire("GET", `/rollouts/${r.rollout_id}/attempts/latest`)).toMatchObject({ status: 200, body: { attempt_id: r.attempt.attempt_id } });
+      expect(await wire("GET", `/rollouts/${r.rollout_id}`)).toMatchObject({
+        status: 200,
+        body: { rollout_id: r.rollout_id, attempt: { attempt_id: r.attempt.attempt_id } },
+      });
+      expect(await wire("GET", `/rollouts/${r.rollout_id}/attempts/latest`)).toMatchObject({
+        status: 200,
+        body: { attempt_id: r.attempt.attempt_id },
+      });
       expect(await wire("GET", "/resources/latest")).toMatchObject({ status: 200, body: { resources_id: res.resources_id } });
       expect(await wire("GET", `/resources/${res.resources_id}`)).toMatchObject({ status: 200, body: { resources_id: res.resources_id } });
       expect(await wire("GET", "/workers/w1")).toMatchObject({ status: 200, body: { worker_id: "w1", status: "busy" } });

@@ -27,7 +27,12 @@ interface Database {
 }
 const Database = createRequire(import.meta.url)("libsql") as new (path: string, o?: { timeout?: number }) => Database;
 
-type HranaValue = { type: "null" } | { type: "integer"; value: string } | { type: "float"; value: number } | { type: "text"; value: string } | { type: "blob"; base64: string };
+type HranaValue =
+  | { type: "null" }
+  | { type: "integer"; value: string }
+  | { type: "float"; value: number }
+  | { type: "text"; value: string }
+  | { type: "blob"; base64: string };
 interface HranaStmt {
   sql?: string;
   sql_id?: number;
@@ -173,7 +178,8 @@ function holds(c: HranaCond, s: Stream, results: unknown[], errors: unknown[]): 
   }
 }
 
-const errorOf = (e: unknown) => (e instanceof HranaError ? { message: e.message, code: e.code } : { message: String(e), code: "SERVER_ERROR" });
+const errorOf = (e: unknown) =>
+  e instanceof HranaError ? { message: e.message, code: e.code } : { message: String(e), code: "SERVER_ERROR" };
 
 async function serve(s: Stream, req: HranaRequest): Promise<unknown> {
   switch (req.type) {

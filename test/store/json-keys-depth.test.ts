@@ -102,7 +102,8 @@ describe.each(BACKENDS)("$name store", (backend) => {
     const incomplete = protoSpanText(r.rollout_id, aid, 2, "c".repeat(16), false);
     await store.addSpan(JSON.parse(complete) as Span);
     await store.addManySpans([JSON.parse(incomplete) as Span]);
-    const resourcesText = '{"__proto__":{"resource_type":"llm","endpoint":"http://x","model":"m","api_key":null,"sampling_parameters":{"__proto__":0.5}}}';
+    const resourcesText =
+      '{"__proto__":{"resource_type":"llm","endpoint":"http://x","model":"m","api_key":null,"sampling_parameters":{"__proto__":0.5}}}';
     const res = await store.addResources(JSON.parse(resourcesText));
     await store.updateWorker("w1", JSON.parse(PROTO_STATS));
 
@@ -133,7 +134,11 @@ describe.each(BACKENDS)("$name store", (backend) => {
       const r = await store.startRollout(1);
       const aid = r.attempt.attempt_id;
       const deep = nested(MAX_JSON_DEPTH + 1);
-      const before = JSON.stringify([await store.queryRollouts(), await store.queryAttempts(r.rollout_id), await store.querySpans(r.rollout_id)]);
+      const before = JSON.stringify([
+        await store.queryRollouts(),
+        await store.queryAttempts(r.rollout_id),
+        await store.querySpans(r.rollout_id),
+      ]);
       const span = { ...(JSON.parse(protoSpanText(r.rollout_id, aid, 1, "d".repeat(16), true)) as Span), deep };
       const calls: [string, () => Promise<unknown>][] = [
         ["startRollout input", () => store.startRollout(deep)],
@@ -148,7 +153,9 @@ describe.each(BACKENDS)("$name store", (backend) => {
         await expect(call(), what).rejects.toThrow(ValidationError);
         await expect(call(), what).rejects.toThrow(/nested more than 512 levels deep/);
       }
-      expect(JSON.stringify([await store.queryRollouts(), await store.queryAttempts(r.rollout_id), await store.querySpans(r.rollout_id)])).toBe(before);
+      expect(
+        JSON.stringify([await store.queryRollouts(), await store.queryAttempts(r.rollout_id), await store.querySpans(r.rollout_id)]),
+      ).toBe(before);
       expect(await store.getWorkerById("w2")).toBeNull();
     } finally {
       await store.close();

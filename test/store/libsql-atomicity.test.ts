@@ -17,7 +17,10 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const open = () => LibsqlLightningStore.open(`file:${join(dir, `a${n++}.db`)}`);
 const span = (ar: AttemptedRollout, seq: number, extra: Record<string, unknown> = {}): Span =>
-  ({ ...spanFromAttributes({ rollout_id: ar.rollout_id, attempt_id: ar.attempt.attempt_id, sequence_id: seq, name: `s${seq}` }), ...extra }) as Span;
+  ({
+    ...spanFromAttributes({ rollout_id: ar.rollout_id, attempt_id: ar.attempt.attempt_id, sequence_id: seq, name: `s${seq}` }),
+    ...extra,
+  }) as Span;
 
 /** Everything a failed write could have touched. */
 async function snapshot(store: LibsqlLightningStore, ar: AttemptedRollout) {

@@ -27,8 +27,11 @@ const exitChild = join(root, "test/store/libsql-exit-child.ts");
 /** Runs a child to its end: exit code, signal and output (never rejects). */
 function exitOf(cmd: string, args: string[]): Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = execFile(cmd, args, { cwd: root, encoding: "utf8", timeout: 90_000, env: { ...process.env, NO_COLOR: "1" } }, (_err, stdout, stderr) =>
-      resolve({ code: child.exitCode, signal: child.signalCode, stdout, stderr }),
+    const child = execFile(
+      cmd,
+      args,
+      { cwd: root, encoding: "utf8", timeout: 90_000, env: { ...process.env, NO_COLOR: "1" } },
+      (_err, stdout, stderr) => resolve({ code: child.exitCode, signal: child.signalCode, stdout, stderr }),
     );
   });
 }
@@ -37,7 +40,13 @@ function exitOf(cmd: string, args: string[]): Promise<{ code: number | null; sig
 async function write(store: LibsqlLightningStore, n: number): Promise<void> {
   const ar = await store.startRollout({ q: "checkpoint" });
   const spans = Array.from({ length: n }, (_, i) =>
-    spanFromAttributes({ rollout_id: ar.rollout_id, attempt_id: ar.attempt.attempt_id, sequence_id: i + 1, name: `s${i}`, attributes: { text: "x".repeat(200) } }),
+    spanFromAttributes({
+      rollout_id: ar.rollout_id,
+      attempt_id: ar.attempt.attempt_id,
+      sequence_id: i + 1,
+      name: `s${i}`,
+      attributes: { text: "x".repeat(200) },
+    }),
   );
   for (let i = 0; i < n; i += 100) await store.addManySpans(spans.slice(i, i + 100));
 }
@@ -103,7 +112,14 @@ describe("background WAL checkpoints", () => {
       }),
     );
     for (const r of results) {
-      expect({ ...r, stdout: /^wrote \d+$/.test(r.stdout.trim()) }).toEqual({ name: r.name, how: r.how, code: 0, signal: null, stdout: true, stderr: r.stderr });
+      expect({ ...r, stdout: /^wrote \d+$/.test(r.stdout.trim()) }).toEqual({
+        name: r.name,
+        how: r.how,
+        code: 0,
+        signal: null,
+        stdout: true,
+        stderr: r.stderr,
+      });
       expect(r.stderr).not.toMatch(/panicked/);
     }
   }, 120_000);

@@ -35,7 +35,13 @@ async function lifecycle(driver: "native" | "client" | "remote") {
   const stored = await reopened.querySpans(claimed.rollout_id);
   const worker = await reopened.getWorkerById(`worker-${runtime}`);
   await reopened.close();
-  return { driver, background, status: rollout?.status ?? null, spanNames: stored.items.map((s) => s.name), workerStatus: worker?.status ?? null };
+  return {
+    driver,
+    background,
+    status: rollout?.status ?? null,
+    spanNames: stored.items.map((s) => s.name),
+    workerStatus: worker?.status ?? null,
+  };
 }
 
 const results = [await lifecycle("native"), await lifecycle("client")];

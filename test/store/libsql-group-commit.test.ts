@@ -40,7 +40,8 @@ describe.each([":memory:", "file:"])("LibsqlLightningStore group commit (%s)", (
       ]),
     );
     expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(20);
-    for (const r of results.filter((x): x is PromiseRejectedResult => x.status === "rejected")) expect(r.reason).toBeInstanceOf(NotFoundError);
+    for (const r of results.filter((x): x is PromiseRejectedResult => x.status === "rejected"))
+      expect(r.reason).toBeInstanceOf(NotFoundError);
     const stored = await store.queryRollouts({ limit: -1 });
     expect(stored.items.map((r) => r.metadata)).toEqual(rollouts.map((_, i) => ({ i })));
     await store.close();

@@ -2,4 +2,6 @@
 import { LibsqlLightningStore } from "../../src/store/libsql/index.ts";
 import { runStoreConformance } from "./conformance.ts";
 
-runStoreConformance("LibsqlLightningStore(:memory:)", ({ clock }) => LibsqlLightningStore.open(":memory:", { clock, scanDebounceSeconds: 0 }));
+runStoreConformance("LibsqlLightningStore(:memory:)", ({ clock }) =>
+  LibsqlLightningStore.open(":memory:", { clock, scanDebounceSeconds: 0 }),
+);

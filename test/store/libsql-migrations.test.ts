@@ -44,7 +44,9 @@ async function downgrade(url: string, keep: number): Promise<void> {
 
 const indexNames = async (url: string): Promise<string[]> => {
   const driver = await openDriver(parseDbUrl(url), { busyTimeoutMs: 1000 });
-  const rows = await driver.tx("r", (c) => c.all(`SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name`));
+  const rows = await driver.tx("r", (c) =>
+    c.all(`SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name`),
+  );
   await driver.close();
   return rows.map((r) => String(r[0]));
 };
@@ -74,7 +76,13 @@ describe("libSQL schema migrations", () => {
     const queued = await old.enqueueManyRollouts([{ input: { q: 1 }, metadata: { tag: "a" } }, { input: "two" }, { input: null }]);
     const claimed = (await old.dequeueRollout({ worker_id: "w1" }))!;
     const spans = [3, 1, 2].map((k) =>
-      spanFromAttributes({ rollout_id: claimed.rollout_id, attempt_id: claimed.attempt.attempt_id, sequence_id: k, name: `s${k}`, attributes: { k } }),
+      spanFromAttributes({
+        rollout_id: claimed.rollout_id,
+        attempt_id: claimed.attempt.attempt_id,
+        sequence_id: k,
+        name: `s${k}`,
+        attributes: { k },
+      }),
     );
     await old.addManySpans(spans);
     await old.updateAttempt(claimed.rollout_id, "latest", { status: "succeeded" });
@@ -119,7 +127,9 @@ describe("libSQL schema migrations", () => {
     const timeout = await store.startRollout("t", { config: { timeout_seconds: 7.3 }, worker_id: "w1" });
     const silent = await store.startRollout("u", { config: { unresponsive_seconds: 0.1 } });
     clock.advance(0.05);
-    await store.addSpan(spanFromAttributes({ rollout_id: silent.rollout_id, attempt_id: silent.attempt.attempt_id, sequence_id: 1, name: "hb" }));
+    await store.addSpan(
+      spanFromAttributes({ rollout_id: silent.rollout_id, attempt_id: silent.attempt.attempt_id, sequence_id: 1, name: "hb" }),
+    );
     const both = await store.startRollout("b", { config: { timeout_seconds: 2.2, unresponsive_seconds: 9.9 } });
     // Running by hand with an unresponsive attempt: only its timeout is left to watch.
     const flagged = await store.startRollout("x", { config: { timeout_seconds: 3.3, unresponsive_seconds: 0.5 } });
@@ -159,7 +169,8 @@ describe("libSQL schema migrations", () => {
     expect(await columns()).toEqual(expected);
     clock.set(T0 + 10);
     expect(await upgraded.runWatchdog()).toBe(watched.length);
-    const statuses = async (ids: string[]) => Promise.all(ids.map(async (id) => [(await upgraded.getRolloutById(id))!.status, (await upgraded.getLatestAttempt(id))!.status]));
+    const statuses = async (ids: string[]) =>
+      Promise.all(ids.map(async (id) => [(await upgraded.getRolloutById(id))!.status, (await upgraded.getLatestAttempt(id))!.status]));
     expect(await statuses(watched)).toEqual([
       ["failed", "timeout"],
       ["failed", "unresponsive"],
@@ -180,7 +191,9 @@ describe("libSQL schema migrations", () => {
     const url = `file:${join(dir, "newer.db")}`;
     await (await LibsqlLightningStore.open(url)).close();
     const driver = await openDriver(parseDbUrl(url), { busyTimeoutMs: 1000 });
-    await driver.tx("w", (c) => c.run(`INSERT INTO "__drizzle_migrations" (hash, created_at) VALUES ('future', ?)`, [Date.UTC(2100, 0, 1)]));
+    await driver.tx("w", (c) =>
+      c.run(`INSERT INTO "__drizzle_migrations" (hash, created_at) VALUES ('future', ?)`, [Date.UTC(2100, 0, 1)]),
+    );
     await driver.close();
     await expect(LibsqlLightningStore.open(url)).rejects.toBeInstanceOf(LightningError);
   });

@@ -52,7 +52,9 @@ describe("opening a store by URL", () => {
     const s = await LibsqlLightningStore.open(`file:${join(dir, "full.db")}`, { synchronous: "full" });
     expect(Number((await pragma(s, "PRAGMA synchronous"))[0]![0])).toBe(2);
     await s.close();
-    await expect(LibsqlLightningStore.open(`file:${join(dir, "x.db")}`, { synchronous: "off" as "full" })).rejects.toBeInstanceOf(ValidationError);
+    await expect(LibsqlLightningStore.open(`file:${join(dir, "x.db")}`, { synchronous: "off" as "full" })).rejects.toBeInstanceOf(
+      ValidationError,
+    );
   });
 
   it("a file store's page cache is 32 MiB by default, cacheSizeMiB sets it, a bad value is a ValidationError that creates no file", async () => {
@@ -83,7 +85,8 @@ describe("opening a store by URL", () => {
     const path = join(dir, "contexts.db");
     const a = (await openStore(`file:${path}`)) as LibsqlLightningStore;
     const ar = await a.startRollout({ q: "ctx" });
-    const base = (k: number) => spanFromAttributes({ rollout_id: ar.rollout_id, attempt_id: ar.attempt.attempt_id, sequence_id: k, name: `s${k}` });
+    const base = (k: number) =>
+      spanFromAttributes({ rollout_id: ar.rollout_id, attempt_id: ar.attempt.attempt_id, sequence_id: k, name: `s${k}` });
     const derived = base(1);
     const remote = { ...base(2) };
     remote.context = { ...remote.context!, is_remote: true };
@@ -95,7 +98,13 @@ describe("opening a store by URL", () => {
     const otherIds = { ...base(6) };
     otherIds.context = { ...otherIds.context!, span_id: "0123456789abcdef" };
     // The parent, links and resource: left out of the body when derived or empty, kept otherwise.
-    const child = spanFromAttributes({ rollout_id: ar.rollout_id, attempt_id: ar.attempt.attempt_id, sequence_id: 7, parent_id: derived.span_id, trace_id: derived.trace_id });
+    const child = spanFromAttributes({
+      rollout_id: ar.rollout_id,
+      attempt_id: ar.attempt.attempt_id,
+      sequence_id: 7,
+      parent_id: derived.span_id,
+      trace_id: derived.trace_id,
+    });
     const remoteParent = { ...child, sequence_id: 8, span_id: "00000000000000a8" };
     remoteParent.context = { ...remoteParent.context!, span_id: "00000000000000a8" };
     remoteParent.parent = { ...remoteParent.parent!, is_remote: true };
@@ -104,14 +113,35 @@ describe("opening a store by URL", () => {
     const parentOtherTrace = { ...child, sequence_id: 11, span_id: "00000000000000b1" };
     parentOtherTrace.context = { ...parentOtherTrace.context!, span_id: "00000000000000b1" };
     parentOtherTrace.parent = { ...parentOtherTrace.parent!, trace_id: "ffffffffffffffffffffffffffffffff" };
-    const linked = { ...base(12), links: [{ context: { trace_id: "t", span_id: "s", is_remote: false, trace_state: {} }, attributes: null }] };
+    const linked = {
+      ...base(12),
+      links: [{ context: { trace_id: "t", span_id: "s", is_remote: false, trace_state: {} }, attributes: null }],
+    };
     const resourced = { ...base(13), resource: { attributes: { "service.name": "agent" }, schema_url: "" } };
     const schemaUrl = { ...base(14), resource: { attributes: {}, schema_url: "https://opentelemetry.io/schemas/1.21.0" } };
     // The status: a code without a description is stored as the code alone; the others whole.
     const described = { ...base(15), status: { status_code: "ERROR" as const, description: "boom" } };
     const statusExtra = { ...base(16), status: { status_code: "UNSET" as const, description: null, origin: "x" } };
     const withEvent = { ...base(17), events: [{ name: "reward", attributes: { value: 1 }, timestamp: 1.5 }] };
-    const sent = [derived, remote, traceState, extraKey, noContext, otherIds, child, remoteParent, parentWithoutId, idWithoutParent, parentOtherTrace, linked, resourced, schemaUrl, described, statusExtra, withEvent];
+    const sent = [
+      derived,
+      remote,
+      traceState,
+      extraKey,
+      noContext,
+      otherIds,
+      child,
+      remoteParent,
+      parentWithoutId,
+      idWithoutParent,
+      parentOtherTrace,
+      linked,
+      resourced,
+      schemaUrl,
+      described,
+      statusExtra,
+      withEvent,
+    ];
     await a.addManySpans(sent);
     await a.close();
     const b = await openStore(`file:${path}`);
@@ -120,9 +150,17 @@ describe("opening a store by URL", () => {
     expect(back[0]!.context).toEqual({ trace_id: derived.trace_id, span_id: derived.span_id, is_remote: false, trace_state: {} });
     await b.close();
     // What is stored: the derived or empty fields are absent from the body, the others are there.
-    const { default: Database } = (await import("libsql")) as unknown as { default: new (p: string) => { prepare(q: string): { raw(): { all(): unknown[][] } }; close(): void } };
+    const { default: Database } = (await import("libsql")) as unknown as {
+      default: new (p: string) => { prepare(q: string): { raw(): { all(): unknown[][] } }; close(): void };
+    };
     const db = new Database(path);
-    const bodies = new Map(db.prepare(`SELECT "sequence_id", "body" FROM "spans"`).raw().all().map((r) => [r[0] as number, JSON.parse(r[1] as string) as Record<string, unknown>]));
+    const bodies = new Map(
+      db
+        .prepare(`SELECT "sequence_id", "body" FROM "spans"`)
+        .raw()
+        .all()
+        .map((r) => [r[0] as number, JSON.parse(r[1] as string) as Record<string, unknown>]),
+    );
     db.close();
     // base() spans have no attributes, events or links, and a derived context: only the status is stored.
     for (const k of [1, 7]) expect(bodies.get(k)).toEqual({ status: "OK" });

@@ -52,7 +52,10 @@ describe("libSQL query plans", () => {
       const poke = (n: number) => b.updateWorker("other", { n });
       const res = await a.addResources({ llm: { resource_type: "llm", endpoint: "http://a/v1", model: "m" } });
       const rollouts = await a.enqueueManyRollouts(
-        Array.from({ length: 4 }, (_, i) => ({ input: { i }, config: { timeout_seconds: 100, max_attempts: 2, retry_condition: ["failed"] } })),
+        Array.from({ length: 4 }, (_, i) => ({
+          input: { i },
+          config: { timeout_seconds: 100, max_attempts: 2, retry_condition: ["failed"] },
+        })),
       );
       const ar = (await a.dequeueRollout({ worker_id: "w1" }))!;
       const span = (k: number, name: string) =>
@@ -93,8 +96,13 @@ describe("libSQL query plans", () => {
     // A page of rollouts with one status (the dashboard's filter) must not sort every rollout in it either.
     const byStatus = (sql: string) => /FROM "rollouts" WHERE "status" = \? ORDER BY/.test(sql);
     for (const sql of seen) {
-      if (!(/\b(spans|attempts)\b/.test(sql) || byStatus(sql)) || /^\s*(CREATE|ALTER|DROP|PRAGMA)/i.test(sql) || migrationSql.has(sql)) continue;
-      const plan = db.prepare(`EXPLAIN QUERY PLAN ${sql}`).raw(true).all().map((r) => String(r[3]));
+      if (!(/\b(spans|attempts)\b/.test(sql) || byStatus(sql)) || /^\s*(CREATE|ALTER|DROP|PRAGMA)/i.test(sql) || migrationSql.has(sql))
+        continue;
+      const plan = db
+        .prepare(`EXPLAIN QUERY PLAN ${sql}`)
+        .raw(true)
+        .all()
+        .map((r) => String(r[3]));
       checked++;
       // "SCAN spans" alone is a full-table scan; "SCAN ... USING COVERING INDEX" (a COUNT) reads only an index.
       const bad = plan.filter((p) => /^SCAN (spans|attempts|[ab])$/.test(p) || /TEMP B-TREE/.test(p));

@@ -198,7 +198,17 @@ describe("LibsqlLightningStore row cache", () => {
       return new LibsqlStorage(driver);
     };
     const row = (input: string) =>
-      ({ rollout_id: "ro-000000000abc", input, start_time: 1, end_time: null, mode: null, resources_id: null, status: "queuing", config: {}, metadata: null }) as const;
+      ({
+        rollout_id: "ro-000000000abc",
+        input,
+        start_time: 1,
+        end_time: null,
+        mode: null,
+        resources_id: null,
+        status: "queuing",
+        config: {},
+        metadata: null,
+      }) as const;
     const first = await open();
     await first.tx("w", (t) => t.insertRollouts([{ ...row("first"), config: { max_attempts: 1 } } as never]));
     // Known to this storage's cache: refused at once.

@@ -47,7 +47,12 @@ describe("libSQL span sequence counters", () => {
     await store.addSpan(span(ar, 2));
     expect(counterRows(path)).toEqual([]);
     expect(await store.getNextSpanSequenceId(ar.rollout_id, ar.attempt.attempt_id)).toBe(10);
-    expect(await store.getManySpanSequenceIds([[ar.rollout_id, "x"], [ar.rollout_id, "y"]])).toEqual([11, 12]);
+    expect(
+      await store.getManySpanSequenceIds([
+        [ar.rollout_id, "x"],
+        [ar.rollout_id, "y"],
+      ]),
+    ).toEqual([11, 12]);
     expect(counterRows(path)).toEqual([[ar.rollout_id, 12]]);
     // An explicit id below the counter leaves it; one above raises it.
     await store.addSpan(span(ar, 5));
@@ -118,7 +123,13 @@ describe("libSQL span sequence counters", () => {
     let store = await LibsqlLightningStore.open(`file:${path}`);
     const r1 = await store.startRollout(1);
     const r2 = await store.startRollout(2);
-    expect(await store.getManySpanSequenceIds([[r1.rollout_id, "x"], [r1.rollout_id, "x"], [r1.rollout_id, "x"]])).toEqual([1, 2, 3]);
+    expect(
+      await store.getManySpanSequenceIds([
+        [r1.rollout_id, "x"],
+        [r1.rollout_id, "x"],
+        [r1.rollout_id, "x"],
+      ]),
+    ).toEqual([1, 2, 3]);
     await store.addSpan(span(r2, 17));
     await store.close();
     store = await LibsqlLightningStore.open(`file:${path}`);

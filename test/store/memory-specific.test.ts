@@ -4,7 +4,12 @@
  * store shares is in conformance.ts.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { InMemoryLightningStore, resolveMemoryThresholds, jsonSpanSize, type InMemoryLightningStoreOptions } from "../../src/store/memory.ts";
+import {
+  InMemoryLightningStore,
+  resolveMemoryThresholds,
+  jsonSpanSize,
+  type InMemoryLightningStoreOptions,
+} from "../../src/store/memory.ts";
 import { EvictedError, ManualClock, ValidationError, spanFromAttributes, type AttemptedRollout, type Span } from "../../src/types/index.ts";
 
 const stores: InMemoryLightningStore[] = [];
@@ -206,9 +211,9 @@ describe("memory thresholds", () => {
     ["fractional bytes", { bytes: 10.5 }, null],
     ["neither ratio nor bytes", {} as { bytes: number }, null],
   ])("rejects %s with a ValidationError", (_label, eviction, safe) => {
-    expect(() => new InMemoryLightningStore({ memoryCapacityBytes: 1000, evictionMemoryThreshold: eviction, safeMemoryThreshold: safe })).toThrow(
-      ValidationError,
-    );
+    expect(
+      () => new InMemoryLightningStore({ memoryCapacityBytes: 1000, evictionMemoryThreshold: eviction, safeMemoryThreshold: safe }),
+    ).toThrow(ValidationError);
   });
 
   it("rejects a capacity that is not positive", () => {
@@ -284,7 +289,9 @@ describe("returned rows are frozen, never live (DECISIONS row 9)", () => {
     expect(() => {
       (worker as { status: string }).status = "idle";
     }).toThrow(TypeError);
-    const res = await store.addResources({ llm: { resource_type: "llm", endpoint: "http://x", model: "m", sampling_parameters: { t: 1 } } });
+    const res = await store.addResources({
+      llm: { resource_type: "llm", endpoint: "http://x", model: "m", sampling_parameters: { t: 1 } },
+    });
     expect(() => {
       (res.resources.llm as { sampling_parameters: Record<string, unknown> }).sampling_parameters.t = 2;
     }).toThrow(TypeError);

@@ -24,7 +24,11 @@ describe("spanFromOpenTelemetry", () => {
       const ctx = trace.setSpan(context.active(), parent);
       const child = tracer.startSpan(
         "llm",
-        { attributes: { model: "m", tokens: [1, 2, 3], ok: true }, links: [{ context: linked, attributes: { why: "retry" } }], startTime: [1_700_000_001, 500_000_000] },
+        {
+          attributes: { model: "m", tokens: [1, 2, 3], ok: true },
+          links: [{ context: linked, attributes: { why: "retry" } }],
+          startTime: [1_700_000_001, 500_000_000],
+        },
         ctx,
       );
       child.addEvent("reward", { value: 0.5 }, [1_700_000_002, 250_000_000]);
@@ -48,7 +52,9 @@ describe("spanFromOpenTelemetry", () => {
       status: { status_code: "ERROR", description: "boom" },
       attributes: { model: "m", tokens: [1, 2, 3], ok: true },
       events: [{ name: "reward", attributes: { value: 0.5 }, timestamp: 1_700_000_002.25 }],
-      links: [{ context: { trace_id: linked.traceId, span_id: linked.spanId, is_remote: false, trace_state: {} }, attributes: { why: "retry" } }],
+      links: [
+        { context: { trace_id: linked.traceId, span_id: linked.spanId, is_remote: false, trace_state: {} }, attributes: { why: "retry" } },
+      ],
       start_time: 1_700_000_001.5,
       end_time: 1_700_000_003,
       context: { trace_id: parent.spanContext().traceId, span_id: child.spanContext().spanId, is_remote: false, trace_state: {} },

@@ -63,7 +63,11 @@ describe("compileFilter", () => {
   it("combines where-conditions with and/or, and always ANDs the must-conditions", () => {
     const or = compileFilter({ where: { mode: { exact: "val" }, rank: { exact: 3 } }, logic: "or" });
     expect(ids(rows.filter(or))).toEqual(["a", "c", "d"]);
-    const scoped = compileFilter({ must: { id: { within: ["a", "b", "c"] } }, where: { mode: { exact: "val" }, rank: { exact: 3 } }, logic: "or" });
+    const scoped = compileFilter({
+      must: { id: { within: ["a", "b", "c"] } },
+      where: { mode: { exact: "val" }, rank: { exact: 3 } },
+      logic: "or",
+    });
     expect(ids(rows.filter(scoped))).toEqual(["a", "c"]);
     const and = compileFilter({ where: { mode: { exact: "train" }, rank: { exact: 3 } }, logic: "and" });
     expect(ids(rows.filter(and))).toEqual(["a", "d"]);

@@ -34,11 +34,32 @@ function baseSpan(): Record<string, unknown> {
 function paths(v: unknown, prefix: (string | number)[] = []): (string | number)[][] {
   const out: (string | number)[][] = [prefix];
   if (Array.isArray(v)) v.forEach((x, i) => out.push(...paths(x, [...prefix, i])));
-  else if (typeof v === "object" && v !== null) for (const k of Object.keys(v)) out.push(...paths((v as Record<string, unknown>)[k], [...prefix, k]));
+  else if (typeof v === "object" && v !== null)
+    for (const k of Object.keys(v)) out.push(...paths((v as Record<string, unknown>)[k], [...prefix, k]));
   return out;
 }
 
-const REPLACEMENTS: unknown[] = [undefined, null, 0, -1.5, 7, Number.NaN, Number.POSITIVE_INFINITY, "", "OK", "x", true, [], [1, "a"], ["a"], [1.5], [true, false], {}, { a: 1 }, { status_code: "ERROR" }];
+const REPLACEMENTS: unknown[] = [
+  undefined,
+  null,
+  0,
+  -1.5,
+  7,
+  Number.NaN,
+  Number.POSITIVE_INFINITY,
+  "",
+  "OK",
+  "x",
+  true,
+  [],
+  [1, "a"],
+  ["a"],
+  [1.5],
+  [true, false],
+  {},
+  { a: 1 },
+  { status_code: "ERROR" },
+];
 
 function mulberry32(seed: number): () => number {
   return () => {
@@ -63,7 +84,8 @@ function mutate(span: Record<string, unknown>, path: (string | number)[], rand: 
   const last = path[path.length - 1]!;
   const r = rand();
   if (r < 0.15 && !Array.isArray(parent)) delete parent[last];
-  else if (r < 0.3 && !Array.isArray(parent)) parent[`extra_${Math.floor(rand() * 3)}`] = REPLACEMENTS[Math.floor(rand() * REPLACEMENTS.length)];
+  else if (r < 0.3 && !Array.isArray(parent))
+    parent[`extra_${Math.floor(rand() * 3)}`] = REPLACEMENTS[Math.floor(rand() * REPLACEMENTS.length)];
   else parent[last] = REPLACEMENTS[Math.floor(rand() * REPLACEMENTS.length)];
   return copy;
 }

@@ -55,7 +55,13 @@ async function fromRows(store: LightningStoreCore, ids: readonly string[]): Prom
   return out.sort((a, b) => a.deadline - b.deadline || (a.rollout_id < b.rollout_id ? -1 : 1));
 }
 
-const configs = [{}, { timeout_seconds: 5 }, { unresponsive_seconds: 2 }, { timeout_seconds: 7.5, unresponsive_seconds: 1.5 }, { timeout_seconds: 0.3 }];
+const configs = [
+  {},
+  { timeout_seconds: 5 },
+  { unresponsive_seconds: 2 },
+  { timeout_seconds: 7.5, unresponsive_seconds: 1.5 },
+  { timeout_seconds: 0.3 },
+];
 const attemptStatuses: AttemptStatus[] = ["running", "succeeded", "failed", "unresponsive", "timeout"];
 const rolloutStatuses: RolloutStatus[] = ["running", "preparing", "queuing", "cancelled", "succeeded"];
 
@@ -73,15 +79,24 @@ async function workload(store: LightningStoreCore, clock: ManualClock, seed: num
     if (op < 0.15 || id === null) {
       ids.push((await via.startRollout(step, { config: pick(configs), worker_id: rnd() < 0.5 ? "w1" : null })).rollout_id);
     } else if (op < 0.22) {
-      ids.push((await via.enqueueRollout(step, { config: { ...pick(configs), max_attempts: 3, retry_condition: ["timeout", "unresponsive", "failed"] } })).rollout_id);
+      ids.push(
+        (
+          await via.enqueueRollout(step, {
+            config: { ...pick(configs), max_attempts: 3, retry_condition: ["timeout", "unresponsive", "failed"] },
+          })
+        ).rollout_id,
+      );
       await via.dequeueManyRollouts({ limit: 2, worker_id: "w2" });
     } else if (op < 0.4) {
       const latest = await via.getLatestAttempt(id);
-      if (latest) await via.addSpan(spanFromAttributes({ rollout_id: id, attempt_id: latest.attempt_id, sequence_id: ++spans, name: "hb" }));
+      if (latest)
+        await via.addSpan(spanFromAttributes({ rollout_id: id, attempt_id: latest.attempt_id, sequence_id: ++spans, name: "hb" }));
     } else if (op < 0.5) {
       await via.updateAttempt(id, "latest", { status: pick(attemptStatuses) }).catch((e: unknown) => expect(e).toBeInstanceOf(Error));
     } else if (op < 0.55) {
-      await via.updateAttempt(id, "latest", { last_heartbeat_time: clock.now() + rnd() }).catch((e: unknown) => expect(e).toBeInstanceOf(Error));
+      await via
+        .updateAttempt(id, "latest", { last_heartbeat_time: clock.now() + rnd() })
+        .catch((e: unknown) => expect(e).toBeInstanceOf(Error));
     } else if (op < 0.63) {
       await via.updateRollout(id, { status: pick(rolloutStatuses) });
     } else if (op < 0.68) {
@@ -157,5 +172,4 @@ describe("DeadlineIndex (the in-memory storage's)", () => {
       for (const [id2, d] of truth) expect(index.get(id2)).toBe(d);
     }
   });
-
 });

@@ -36,7 +36,12 @@ describe("flatten", () => {
   });
 
   it("round-trips through filterAndUnflatten", () => {
-    const nested = { reward: [{ name: "primary", value: 1 }, { name: "len", value: 0.5 }] };
+    const nested = {
+      reward: [
+        { name: "primary", value: 1 },
+        { name: "len", value: 0.5 },
+      ],
+    };
     expect(filterAndUnflatten(flatten({ p: nested }), "p")).toEqual(nested);
   });
 });

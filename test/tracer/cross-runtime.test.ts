@@ -27,7 +27,16 @@ describe("tracing across runtimes", () => {
       report.rollouts.forEach((r, i) => {
         const id = i + 1;
         expect(r.status).toBe("succeeded");
-        expect(r.names).toEqual([`t${id}.2`, `t${id}.1`, `t${id}.0`, `t${id}.0`, `t${id}.1`, `t${id}.0`, `t${id}.0`, "agentlightning.annotation"]);
+        expect(r.names).toEqual([
+          `t${id}.2`,
+          `t${id}.1`,
+          `t${id}.0`,
+          `t${id}.0`,
+          `t${id}.1`,
+          `t${id}.0`,
+          `t${id}.0`,
+          "agentlightning.annotation",
+        ]);
         expect(r.consecutive).toBe(true);
         expect(r.reward).toBeCloseTo(id / 10);
       });

@@ -21,7 +21,8 @@ afterEach(async () => {
   store = client = close = undefined;
 });
 
-const mark = (name: string, attributes: Record<string, string> = {}) => getOtelTracer("test").startActiveSpan(name, { attributes }, (s) => s.end());
+const mark = (name: string, attributes: Record<string, string> = {}) =>
+  getOtelTracer("test").startActiveSpan(name, { attributes }, (s) => s.end());
 
 /** A rollout on an in-memory store behind a server that is stopped while `body` runs and restarted after it marked its spans. */
 async function traceThroughOutage(tracer: OtelTracer, body: () => void) {
@@ -58,7 +59,9 @@ describe("the span buffer while the store is away", () => {
     expect(stored).toEqual(["m1", "m2", "m3"]);
     expect(error).toBeInstanceOf(SpanDeliveryError);
     expect((error as SpanDeliveryError).undelivered).toBe(2);
-    expect((error as Error).message).toMatch(/^2 span\(s\) of rollout \S+ attempt \S+ could not be delivered to the store: 2 dropped because the delivery buffer was full \(3 spans or \d+ bytes/);
+    expect((error as Error).message).toMatch(
+      /^2 span\(s\) of rollout \S+ attempt \S+ could not be delivered to the store: 2 dropped because the delivery buffer was full \(3 spans or \d+ bytes/,
+    );
   }, 30_000);
 
   it("holds at most maxBufferedBytes: a span that would pass it is dropped", async () => {
@@ -102,6 +105,8 @@ describe("retry policy", () => {
   it("refuses limits that make no sense, naming the option", () => {
     expect(() => new OtelTracer({ maxBufferedSpans: -1 })).toThrow(ValidationError);
     expect(() => new OtelTracer({ finalFlushTimeoutSeconds: Number.NaN })).toThrow(/finalFlushTimeoutSeconds must be a number >= 0/);
-    expect(() => new OtelTracer({ retryMinDelaySeconds: 2, retryMaxDelaySeconds: 1 })).toThrow(/retryMaxDelaySeconds must be >= retryMinDelaySeconds/);
+    expect(() => new OtelTracer({ retryMinDelaySeconds: 2, retryMaxDelaySeconds: 1 })).toThrow(
+      /retryMaxDelaySeconds must be >= retryMinDelaySeconds/,
+    );
   });
 });

@@ -16,7 +16,8 @@ import { getRewardValue } from "../../src/adapter/index.ts";
 import { spanFromAttributes, ValidationError } from "../../src/types/index.ts";
 
 const local = { propagate: false } as const;
-const asSpan = (core: { name: string; attributes: Record<string, unknown> }) => spanFromAttributes({ name: core.name, attributes: core.attributes as never });
+const asSpan = (core: { name: string; attributes: Record<string, unknown> }) =>
+  spanFromAttributes({ name: core.name, attributes: core.attributes as never });
 
 describe("emitReward", () => {
   it("encodes a scalar as the 'primary' dimension of an annotation span", () => {
@@ -112,7 +113,13 @@ describe("operation (local)", () => {
       return 42;
     });
     expect(result).toBe(42);
-    const span = handle!.span() as { name: string; attributes: Record<string, unknown>; status: { status_code: string }; start_time: number; end_time: number };
+    const span = handle!.span() as {
+      name: string;
+      attributes: Record<string, unknown>;
+      status: { status_code: string };
+      start_time: number;
+      end_time: number;
+    };
     expect(span.name).toBe("agentlightning.operation");
     expect(span.attributes).toEqual({
       value: 7,
@@ -127,7 +134,8 @@ describe("operation (local)", () => {
   });
 
   it("records the error and re-throws it", () => {
-    let handle: { span(): { status: { status_code: string; description: string | null }; attributes: Record<string, unknown> } } | null = null;
+    let handle: { span(): { status: { status_code: string; description: string | null }; attributes: Record<string, unknown> } } | null =
+      null;
     expect(() =>
       operation({ propagate: false }, (op) => {
         handle = op as never;

@@ -163,7 +163,9 @@ describe("OtelTracer", () => {
     store.addManySpans = async () => {
       throw new Error("disk full");
     };
-    await expect(tracer.traceContext({ rolloutId: r.rollout_id, attemptId: r.attempt.attempt_id }, () => instrumented("x", 0))).rejects.toThrow("disk full");
+    await expect(
+      tracer.traceContext({ rolloutId: r.rollout_id, attemptId: r.attempt.attempt_id }, () => instrumented("x", 0)),
+    ).rejects.toThrow("disk full");
   });
 
   it("delivers spans of a long attempt before it ends (they double as heartbeats)", async () => {

@@ -47,12 +47,23 @@ describe("buildComponent", () => {
   });
 
   it("injects optional defaults only into constructors that declare them", () => {
-    const withRunners = buildComponent("shm", { expectedType: SharedMemoryExecutionStrategy, specName: "strategy", optionalDefaults: { nRunners: 1, serverPort: 9 } });
+    const withRunners = buildComponent("shm", {
+      expectedType: SharedMemoryExecutionStrategy,
+      specName: "strategy",
+      optionalDefaults: { nRunners: 1, serverPort: 9 },
+    });
     expect(withRunners.nRunners).toBe(1);
     expect("serverPort" in withRunners).toBe(false);
-    const cs = buildComponent("cs", { expectedType: ClientServerExecutionStrategy, specName: "strategy", optionalDefaults: { nRunners: 3, serverPort: 9 } });
+    const cs = buildComponent("cs", {
+      expectedType: ClientServerExecutionStrategy,
+      specName: "strategy",
+      optionalDefaults: { nRunners: 3, serverPort: 9 },
+    });
     expect([cs.nRunners, cs.serverPort]).toEqual([3, 9]);
-    const explicit = buildComponent({ type: "cs", n_runners: 2 }, { expectedType: ClientServerExecutionStrategy, specName: "strategy", optionalDefaults: { nRunners: 5 } });
+    const explicit = buildComponent(
+      { type: "cs", n_runners: 2 },
+      { expectedType: ClientServerExecutionStrategy, specName: "strategy", optionalDefaults: { nRunners: 5 } },
+    );
     expect(explicit.nRunners).toBe(2);
   });
 });
@@ -109,7 +120,9 @@ describe("strategy and trainer options", () => {
   it("enforces upstream's combinations", () => {
     expect(() => new SharedMemoryExecutionStrategy({ nRunners: 2 })).toThrow(/requires nRunners to be 1/);
     expect(() => new SharedMemoryExecutionStrategy({ mainThread: "both" as never })).toThrow(ValidationError);
-    expect(() => new ClientServerExecutionStrategy({ mainProcess: "runner", nRunners: 2 })).toThrow("main_process='runner' requires n_runners to be 1");
+    expect(() => new ClientServerExecutionStrategy({ mainProcess: "runner", nRunners: 2 })).toThrow(
+      "main_process='runner' requires n_runners to be 1",
+    );
     expect(() => new Trainer({ strategy: "shm", nRunners: 8 })).toThrow(/requires nRunners to be 1/);
     expect(new Trainer({ strategy: { type: "shm", main_thread: "algorithm" }, nRunners: 8 }).nRunners).toBe(8);
   });
@@ -124,7 +137,11 @@ describe("strategy and trainer options", () => {
     const cs = new Trainer({ strategy: new ClientServerExecutionStrategy({ serverPort: 1, nRunners: 4 }), port: 4999, nRunners: 2 });
     expect((cs.strategy as ClientServerExecutionStrategy).serverPort).toBe(4999);
     expect(cs.nRunners).toBe(4);
-    const named = new Trainer({ adapter: "agentlightning.adapter.TraceToMessages", algorithm: { type: "Baseline", polling_interval: 0.5 }, maxRollouts: 3 });
+    const named = new Trainer({
+      adapter: "agentlightning.adapter.TraceToMessages",
+      algorithm: { type: "Baseline", polling_interval: 0.5 },
+      maxRollouts: 3,
+    });
     expect(named.adapter).toBeInstanceOf(TraceToMessages);
     expect((named.algorithm as Baseline).pollingInterval).toBe(0.5);
     expect((named.runner as LitAgentRunner).maxRollouts).toBe(3);

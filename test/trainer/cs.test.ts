@@ -55,7 +55,10 @@ describe("ClientServerExecutionStrategy", () => {
     const workers = new Set(report.rollouts.flatMap((r) => r.attempts.map((a) => a.worker)));
     expect([...workers].every((w) => w === "Worker-0" || w === "Worker-1")).toBe(true);
     expect(report.workers.map((w) => w.id).sort()).toEqual(["Worker-0", "Worker-1"]);
-    expect(report.exitCodes).toEqual([["runner-0", 0], ["runner-1", 0]]);
+    expect(report.exitCodes).toEqual([
+      ["runner-0", 0],
+      ["runner-1", 0],
+    ]);
     expect(pidsOf(fixture)).toEqual([]);
     // Runner children run at a lower CPU priority than the serving process (default: nice + 10).
     const nices = new Set(report.rollouts.map(runnerNice));
@@ -111,7 +114,11 @@ describe("shutdown escalation", () => {
     const node = (code: string) => [process.execPath, "-e", code];
     const children = [
       // Cooperative: exits on the stop line.
-      new ChildHandle("polite", node(`process.stdin.on("data", (d) => { if (String(d).includes("agl:stop")) process.exit(0); }); setInterval(() => {}, 1000);`), {}),
+      new ChildHandle(
+        "polite",
+        node(`process.stdin.on("data", (d) => { if (String(d).includes("agl:stop")) process.exit(0); }); setInterval(() => {}, 1000);`),
+        {},
+      ),
       // Ignores stdin, exits on SIGINT with code 0 (as a runner child does).
       new ChildHandle("sigint", node(`process.on("SIGINT", () => process.exit(0)); setInterval(() => {}, 1000);`), {}),
       // Ignores stdin and SIGINT: needs SIGTERM.
@@ -124,7 +131,12 @@ describe("shutdown escalation", () => {
     const event = new LocalEvent();
     await (strategy as unknown as { shutdownProcesses(c: unknown[], e: unknown): Promise<void> }).shutdownProcesses(children, event);
     expect(event.isSet()).toBe(true);
-    expect(children.map((c) => [c.name, c.exitCode])).toEqual([["polite", 0], ["sigint", 0], ["sigterm", -15], ["sigkill", -9]]);
+    expect(children.map((c) => [c.name, c.exitCode])).toEqual([
+      ["polite", 0],
+      ["sigint", 0],
+      ["sigterm", -15],
+      ["sigkill", -9],
+    ]);
     expect(() => (strategy as unknown as { checkExitCodes(c: unknown[]): void }).checkExitCodes(children)).toThrow(
       "Subprocesses failed with unexpected exit codes: sigkill (exitcode=-9)",
     );
@@ -141,8 +153,21 @@ describe("roles in separate processes (AGL_CURRENT_ROLE, AGL_SERVER_HOST, AGL_SE
         srv.close(() => resolve(p));
       });
     });
-    const base = { ...process.env, NO_COLOR: "1", AGL_LOG_LEVEL: "error", AGL_SERVER_HOST: "127.0.0.1", AGL_SERVER_PORT: String(port), CS_TASKS: "4", CS_RUNNERS: "1" };
-    const start = (role: string) => spawn(process.execPath, ["--import", "tsx", fixture], { cwd: root, env: { ...base, AGL_CURRENT_ROLE: role }, stdio: ["ignore", "pipe", "pipe"] });
+    const base = {
+      ...process.env,
+      NO_COLOR: "1",
+      AGL_LOG_LEVEL: "error",
+      AGL_SERVER_HOST: "127.0.0.1",
+      AGL_SERVER_PORT: String(port),
+      CS_TASKS: "4",
+      CS_RUNNERS: "1",
+    };
+    const start = (role: string) =>
+      spawn(process.execPath, ["--import", "tsx", fixture], {
+        cwd: root,
+        env: { ...base, AGL_CURRENT_ROLE: role },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
     const exited = (p: ReturnType<typeof start>) => new Promise<[number | null, string | null]>((r) => p.once("exit", (c, s) => r([c, s])));
     const algorithm = start("algorithm");
     let out = "";
@@ -150,7 +175,12 @@ describe("roles in separate processes (AGL_CURRENT_ROLE, AGL_SERVER_HOST, AGL_SE
     const runner = start("runner");
     const runnerExit = exited(runner);
     expect(await exited(algorithm)).toEqual([0, null]);
-    const report = JSON.parse(out.split("\n").find((l) => l.startsWith("REPORT "))!.slice(7)) as Report;
+    const report = JSON.parse(
+      out
+        .split("\n")
+        .find((l) => l.startsWith("REPORT "))!
+        .slice(7),
+    ) as Report;
     expect(report.rollouts.map((r) => r.status)).toEqual(["succeeded", "succeeded", "succeeded", "succeeded"]);
     expect(new Set(report.rollouts.map((r) => r.attempts[0]!.worker))).toEqual(new Set(["Worker-0"]));
     expect(report.exitCodes).toEqual([]);

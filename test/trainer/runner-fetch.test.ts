@@ -135,7 +135,8 @@ describe("runner fetch (undici)", () => {
   it("a negative chunk size is an error at once, and an AbortSignal still ends a request the server never finishes", async () => {
     // In a child process: a client that spins on such an answer would stall this test process for good.
     const s = await rawServer((req, socket) => {
-      if (req.head.startsWith("GET /negative")) socket.write("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n-6\r\nhello\r\n0\r\n\r\n");
+      if (req.head.startsWith("GET /negative"))
+        socket.write("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n-6\r\nhello\r\n0\r\n\r\n");
       else socket.write("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n"); // and nothing more
     });
     const out = await inChild(`

@@ -13,7 +13,13 @@ describe("Trainer with the shared-memory strategy", () => {
   it("fit: Baseline drives every train and val sample through several runners", async () => {
     const store = new InMemoryLightningStore();
     const baseline = new Baseline({ pollingInterval: 0.05, maxQueueLength: 2, spanVerbosity: "key_values" });
-    const trainer = new Trainer({ algorithm: baseline, nRunners: 3, store, runner: fastRunner, initialResources: { prompt: goodTemplate } });
+    const trainer = new Trainer({
+      algorithm: baseline,
+      nRunners: 3,
+      store,
+      runner: fastRunner,
+      initialResources: { prompt: goodTemplate },
+    });
     const tasks = makeTasks(12);
     const logs = captureLogs();
     await trainer.fit(arithmeticAgent, tasks.slice(0, 8), { valDataset: tasks.slice(8) });
@@ -47,7 +53,12 @@ describe("Trainer with the shared-memory strategy", () => {
 
   it("dev uses Baseline by default and refuses a non-fast algorithm", async () => {
     const store = new InMemoryLightningStore();
-    const trainer = new Trainer({ store, runner: fastRunner, initialResources: { prompt: goodTemplate }, strategy: new SharedMemoryExecutionStrategy() });
+    const trainer = new Trainer({
+      store,
+      runner: fastRunner,
+      initialResources: { prompt: goodTemplate },
+      strategy: new SharedMemoryExecutionStrategy(),
+    });
     await trainer.dev(arithmeticAgent, makeTasks(2));
     expect((await store.queryRollouts({ status_in: ["succeeded"] })).total).toBe(2);
     const slow = new Trainer({ algorithm: algo(async () => {}) });

@@ -15,10 +15,15 @@ describe("runUntilCompletedOrCanceled", () => {
   it("after stop, waits the grace period for a bundle that finishes by itself", async () => {
     const event = new LocalEvent();
     const logs = captureLogs();
-    const p = runUntilCompletedOrCanceled("b", async () => {
-      await sleep(50);
-      return "done";
-    }, event, 1);
+    const p = runUntilCompletedOrCanceled(
+      "b",
+      async () => {
+        await sleep(50);
+        return "done";
+      },
+      event,
+      1,
+    );
     event.set();
     expect(await p).toBe("done");
     logs.stop();
@@ -29,12 +34,18 @@ describe("runUntilCompletedOrCanceled", () => {
     const event = new LocalEvent();
     const logs = captureLogs();
     let sawAbort = false;
-    const cooperative = runUntilCompletedOrCanceled("coop", (signal) => new Promise((_, reject) => {
-      signal.addEventListener("abort", () => {
-        sawAbort = true;
-        reject(new AbortError("stopped"));
-      });
-    }), event, 0.05);
+    const cooperative = runUntilCompletedOrCanceled(
+      "coop",
+      (signal) =>
+        new Promise((_, reject) => {
+          signal.addEventListener("abort", () => {
+            sawAbort = true;
+            reject(new AbortError("stopped"));
+          });
+        }),
+      event,
+      0.05,
+    );
     const stubborn = runUntilCompletedOrCanceled("stubborn", () => new Promise(() => {}), event, 0.05);
     event.set();
     expect(await cooperative).toBeNull();
@@ -46,7 +57,16 @@ describe("runUntilCompletedOrCanceled", () => {
   });
 
   it("re-throws other errors", async () => {
-    await expect(runUntilCompletedOrCanceled("b", async () => { throw new Error("bad"); }, new LocalEvent(), 1)).rejects.toThrow("bad");
+    await expect(
+      runUntilCompletedOrCanceled(
+        "b",
+        async () => {
+          throw new Error("bad");
+        },
+        new LocalEvent(),
+        1,
+      ),
+    ).rejects.toThrow("bad");
   });
 });
 
@@ -94,7 +114,11 @@ describe("SharedMemoryExecutionStrategy", () => {
   it("abandons runners that outlive the join timeout", async () => {
     const s = new SharedMemoryExecutionStrategy({ nRunners: 1, mainThread: "algorithm", gracefulDelay: 0.05, joinTimeout: 0.05 });
     const logs = captureLogs();
-    await s.execute(async () => {}, () => new Promise(() => {}), new InMemoryLightningStore());
+    await s.execute(
+      async () => {},
+      () => new Promise(() => {}),
+      new InMemoryLightningStore(),
+    );
     logs.stop();
     expect(logs.text()).toMatch(/runner-0 did not stop after cancellation|Threads still alive after/);
   });

@@ -42,7 +42,11 @@ describe("withRolloutDefaults", () => {
     const partial = await view.enqueueRollout("c", { config: { max_attempts: 3, retry_condition: ["failed"] } });
     const explicit = await view.enqueueRollout("d", { config: { unresponsive_seconds: 5 } });
     const none = await view.enqueueRollout("e", { config: { unresponsive_seconds: null } });
-    const many = await view.enqueueManyRollouts([{ input: "f" }, { input: "g", config: { timeout_seconds: 9 } }, { input: "h", config: { unresponsive_seconds: null } }]);
+    const many = await view.enqueueManyRollouts([
+      { input: "f" },
+      { input: "g", config: { timeout_seconds: 9 } },
+      { input: "h", config: { unresponsive_seconds: null } },
+    ]);
     const started = await view.startRollout("i", { worker_id: "Worker-7" });
     const stored = async (r: Rollout) => (await store.getRolloutById(r.rollout_id))!.config;
     expect((await stored(plain)).unresponsive_seconds).toBe(60);

@@ -33,7 +33,11 @@ describe("ids", () => {
     const numbers = ids.map((id) => Number.parseInt(id.slice(3), 16));
     // Consecutive modulo 2^48 (a wrap inside these 1000 is possible only in theory; allow it).
     for (let i = 1; i < numbers.length; i++) expect((numbers[i]! - numbers[i - 1]! + 2 ** 48) % 2 ** 48).toBe(1);
-    const child = spawnSync(process.execPath, ["--import", "tsx", "-e", "import('./src/types/ids.ts').then((m) => console.log(m.newRolloutId()))"], { encoding: "utf8" });
+    const child = spawnSync(
+      process.execPath,
+      ["--import", "tsx", "-e", "import('./src/types/ids.ts').then((m) => console.log(m.newRolloutId()))"],
+      { encoding: "utf8" },
+    );
     expect(child.stdout.trim()).toMatch(/^ro-[0-9a-f]{12}$/);
     expect(Math.abs(Number.parseInt(child.stdout.trim().slice(3), 16) - numbers[0]!)).toBeGreaterThan(1_000_000); // another process starts elsewhere
   });

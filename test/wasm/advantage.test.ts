@@ -13,7 +13,9 @@ function randomBatch(seed: number): GroupedInput & { values: Float32Array; basel
   const T = r.pick([0, 1, 3, 4, 5, r.int(1, 70)]);
   const mask = randomMask(r, B, T);
   return {
-    B, T, mask,
+    B,
+    T,
+    mask,
     rewards: randomRewards(r, B, T, mask),
     groups: randomGroups(r, B),
     values: randomFloats(r, B * T, -1, 1),
@@ -24,8 +26,16 @@ function randomBatch(seed: number): GroupedInput & { values: Float32Array; basel
 /** Both throw the same way, or both return close values. */
 function same<T>(name: string, f: () => T, g: () => T, cmp: (a: T, b: T) => void): void {
   let ea: unknown, eb: unknown, a: T | undefined, b: T | undefined;
-  try { a = f(); } catch (e) { ea = e; }
-  try { b = g(); } catch (e) { eb = e; }
+  try {
+    a = f();
+  } catch (e) {
+    ea = e;
+  }
+  try {
+    b = g();
+  } catch (e) {
+    eb = e;
+  }
   if (ea || eb) {
     expect((ea as Error | undefined)?.message, name).toBe((eb as Error | undefined)?.message);
     return;
@@ -51,7 +61,15 @@ describe("Wasm advantage kernels equal the plain-TS reference on random inputs",
       let compared = 0;
       for (let s = 0; s < CASES; s++) {
         const x = randomBatch(1000 + s);
-        same(`${name} seed ${s}`, () => run(wasm, x), () => run(ref, x), (a, b) => { cmpOut(a, b); compared++; });
+        same(
+          `${name} seed ${s}`,
+          () => run(wasm, x),
+          () => run(ref, x),
+          (a, b) => {
+            cmpOut(a, b);
+            compared++;
+          },
+        );
       }
       expect(compared).toBeGreaterThan(CASES / 3); // most cases are valid, not just matching errors
     });
@@ -64,18 +82,26 @@ describe("Wasm advantage kernels equal the plain-TS reference on random inputs",
       const x = randomFloats(r, n, -3, 3);
       const m = randomMask(r, 1, n);
       const zero = r.bool();
-      same(`whiten ${s}`, () => wasm.maskedWhiten(x, m, zero), () => ref.maskedWhiten(x, m, zero), (a, b) => expectClose(a, b));
+      same(
+        `whiten ${s}`,
+        () => wasm.maskedWhiten(x, m, zero),
+        () => ref.maskedWhiten(x, m, zero),
+        (a, b) => expectClose(a, b),
+      );
     }
   });
 
   it("KL penalties k1, abs, k2, k3 and the in-reward penalty", () => {
     for (let s = 0; s < CASES; s++) {
       const r = rng(7000 + s);
-      const B = r.int(0, 9), T = r.int(0, 37);
-      const logp = randomFloats(r, B * T, -30, 0), refp = randomFloats(r, B * T, -30, 0);
+      const B = r.int(0, 9),
+        T = r.int(0, 37);
+      const logp = randomFloats(r, B * T, -30, 0),
+        refp = randomFloats(r, B * T, -30, 0);
       const kind = r.pick(["k1", "abs", "k2", "k3"] as KlKind[]);
       expectClose(wasm.klPenalty(logp, refp, kind), ref.klPenalty(logp, refp, kind), kind);
-      const mask = randomMask(r, B, T), scores = randomRewards(r, B, T, mask);
+      const mask = randomMask(r, B, T),
+        scores = randomRewards(r, B, T, mask);
       const a = wasm.applyKlPenalty({ scores, logp, ref: refp, mask, B, T }, kind, 0.05);
       const b = ref.applyKlPenalty({ scores, logp, ref: refp, mask, B, T }, kind, 0.05);
       expectClose(a.rewards, b.rewards, "rewards");
@@ -86,11 +112,13 @@ describe("Wasm advantage kernels equal the plain-TS reference on random inputs",
   it("rollout-level helpers: row sums, row scalars, broadcast", () => {
     for (let s = 0; s < CASES; s++) {
       const r = rng(9000 + s);
-      const B = r.int(0, 12), T = r.int(0, 20);
+      const B = r.int(0, 12),
+        T = r.int(0, 20);
       const mask = randomMask(r, B, T);
       const x = r.bool() ? randomFloats(r, B * T, -1, 1) : new Float32Array(B * T).fill(r.float(-1, 1));
       expectClose(wasm.rowSums(x, B, T), ref.rowSums(x, B, T), "rowSums");
-      const a = wasm.rowScalars(x, mask, B, T), b = ref.rowScalars(x, mask, B, T);
+      const a = wasm.rowScalars(x, mask, B, T),
+        b = ref.rowScalars(x, mask, B, T);
       expectClose(a.first, b.first, "first");
       expect(Array.from(a.status)).toEqual(Array.from(b.status));
       const K = r.int(1, 5);

@@ -8,15 +8,20 @@ const wasm = wasmKernels(loadWasmCoreSync());
 function randomLayout(seed: number): LayoutInput {
   const r = rng(seed);
   const n = r.pick([0, 1, r.int(1, 30)]);
-  const P = r.pick([0, 1, r.int(1, 12)]), R = r.pick([0, 1, r.int(1, 12)]);
+  const P = r.pick([0, 1, r.int(1, 12)]),
+    R = r.pick([0, 1, r.int(1, 12)]);
   const row = (max: number) => Array.from({ length: r.pick([0, 1, r.int(0, max + 4)]) }, () => r.int(1, 50000));
   const prompts = Array.from({ length: n }, () => row(P));
   const responses = Array.from({ length: n }, () => row(R));
   const masks = r.bool() ? responses.map((x) => Array.from({ length: r.int(0, x.length + 3) }, () => r.int(0, 1))) : null;
   return {
-    prompts: toRagged(prompts), responses: toRagged(responses), responseMasks: masks && toRagged(masks),
+    prompts: toRagged(prompts),
+    responses: toRagged(responses),
+    responseMasks: masks && toRagged(masks),
     rewards: Float32Array.from({ length: n }, () => r.pick([0, 1, r.float(-1, 1)])),
-    maxPromptLength: P, maxResponseLength: R, padTokenId: r.pick([0, -1, 151643]),
+    maxPromptLength: P,
+    maxResponseLength: R,
+    padTokenId: r.pick([0, -1, 151643]),
   };
 }
 
@@ -36,8 +41,12 @@ describe("batch layout", () => {
   for (const k of [ref, wasm]) {
     it(`${k.name}: the worked example of §8.5`, () => {
       const out = k.batchLayout({
-        prompts: toRagged([[11, 12, 13]]), responses: toRagged([[21, 22]]), rewards: Float32Array.from([0.7]),
-        maxPromptLength: 5, maxResponseLength: 4, padTokenId: 0,
+        prompts: toRagged([[11, 12, 13]]),
+        responses: toRagged([[21, 22]]),
+        rewards: Float32Array.from([0.7]),
+        maxPromptLength: 5,
+        maxResponseLength: 4,
+        padTokenId: 0,
       });
       expect(Array.from(out.prompts)).toEqual([0, 0, 11, 12, 13]);
       expect(Array.from(out.responses)).toEqual([21, 22, 0, 0]);
@@ -49,8 +58,12 @@ describe("batch layout", () => {
 
     it(`${k.name}: over-long prompt is dropped, long response truncated, empty response loses its reward`, () => {
       const out = k.batchLayout({
-        prompts: toRagged([[1, 2, 3, 4], [5]]), responses: toRagged([[6, 7, 8], []]), rewards: Float32Array.from([1, 1]),
-        maxPromptLength: 2, maxResponseLength: 2, padTokenId: 0,
+        prompts: toRagged([[1, 2, 3, 4], [5]]),
+        responses: toRagged([[6, 7, 8], []]),
+        rewards: Float32Array.from([1, 1]),
+        maxPromptLength: 2,
+        maxResponseLength: 2,
+        padTokenId: 0,
       });
       expect(Array.from(out.isDrop)).toEqual([1, 0]);
       expect(out.nTruncated).toBe(1);

@@ -15,7 +15,21 @@ describe("the shipped Wasm module", () => {
     const outputs: Record<string, Uint8Array> = {};
     const { error, stderr } = await asc.main(
       ["assembly/index.ts", "--config", "asconfig.json", "--target", "release", "--outFile", "kernels.wasm"],
-      { stdout: asc.createMemoryStream(), stderr: asc.createMemoryStream(), readFile: (f, base) => { try { return readFileSync(`${root}${base ? base + "/" : ""}${f}`, "utf8"); } catch { return null; } }, writeFile: (name, contents) => { outputs[name] = contents as Uint8Array; }, listFiles: () => [] },
+      {
+        stdout: asc.createMemoryStream(),
+        stderr: asc.createMemoryStream(),
+        readFile: (f, base) => {
+          try {
+            return readFileSync(`${root}${base ? base + "/" : ""}${f}`, "utf8");
+          } catch {
+            return null;
+          }
+        },
+        writeFile: (name, contents) => {
+          outputs[name] = contents as Uint8Array;
+        },
+        listFiles: () => [],
+      },
     );
     expect(error, stderr.toString()).toBeNull();
     expect(config.targets.release.optimizeLevel).toBe(3);
@@ -38,11 +52,28 @@ describe("the shipped Wasm module", () => {
   it("the TS constant tables agree with the module's exported constants", () => {
     const ex = loadWasmCoreSync().exports as unknown as Record<string, WebAssembly.Global>;
     const pairs: [string, number][] = [
-      ["WHITEN_OK", WHITEN_STATUS.OK], ["WHITEN_EMPTY_MASK", WHITEN_STATUS.EMPTY_MASK], ["WHITEN_SINGLE_TOKEN", WHITEN_STATUS.SINGLE_TOKEN],
-      ["EST_GRPO", GROUP_ESTIMATOR.GRPO], ["EST_GRPO_NO_STD", GROUP_ESTIMATOR.GRPO_NO_STD], ["EST_RLOO", GROUP_ESTIMATOR.RLOO], ["EST_RPP_BASELINE", GROUP_ESTIMATOR.RPP_BASELINE],
-      ["KL_K1", KL_KIND_CODE.k1], ["KL_ABS", KL_KIND_CODE.abs], ["KL_K2", KL_KIND_CODE.k2], ["KL_K3", KL_KIND_CODE.k3],
-      ["F_LLM", TRACE_FLAG.LLM], ["F_REWARD_SPAN", TRACE_FLAG.REWARD_SPAN], ["F_HAS_AGENT", TRACE_FLAG.HAS_AGENT], ["F_AGENT_OK", TRACE_FLAG.AGENT_OK], ["F_EMPTY_TOKENS", TRACE_FLAG.EMPTY_TOKENS],
-      ["O_REPAIR", TRACE_OPT.REPAIR], ["O_AGENT_FILTER", TRACE_OPT.AGENT_FILTER], ["O_EXCLUDE_IN_REWARD", TRACE_OPT.EXCLUDE_IN_REWARD], ["O_DEDUP", TRACE_OPT.DEDUP], ["O_SKIP_EMPTY", TRACE_OPT.SKIP_EMPTY], ["O_FIRST_SIBLING", TRACE_OPT.FIRST_SIBLING],
+      ["WHITEN_OK", WHITEN_STATUS.OK],
+      ["WHITEN_EMPTY_MASK", WHITEN_STATUS.EMPTY_MASK],
+      ["WHITEN_SINGLE_TOKEN", WHITEN_STATUS.SINGLE_TOKEN],
+      ["EST_GRPO", GROUP_ESTIMATOR.GRPO],
+      ["EST_GRPO_NO_STD", GROUP_ESTIMATOR.GRPO_NO_STD],
+      ["EST_RLOO", GROUP_ESTIMATOR.RLOO],
+      ["EST_RPP_BASELINE", GROUP_ESTIMATOR.RPP_BASELINE],
+      ["KL_K1", KL_KIND_CODE.k1],
+      ["KL_ABS", KL_KIND_CODE.abs],
+      ["KL_K2", KL_KIND_CODE.k2],
+      ["KL_K3", KL_KIND_CODE.k3],
+      ["F_LLM", TRACE_FLAG.LLM],
+      ["F_REWARD_SPAN", TRACE_FLAG.REWARD_SPAN],
+      ["F_HAS_AGENT", TRACE_FLAG.HAS_AGENT],
+      ["F_AGENT_OK", TRACE_FLAG.AGENT_OK],
+      ["F_EMPTY_TOKENS", TRACE_FLAG.EMPTY_TOKENS],
+      ["O_REPAIR", TRACE_OPT.REPAIR],
+      ["O_AGENT_FILTER", TRACE_OPT.AGENT_FILTER],
+      ["O_EXCLUDE_IN_REWARD", TRACE_OPT.EXCLUDE_IN_REWARD],
+      ["O_DEDUP", TRACE_OPT.DEDUP],
+      ["O_SKIP_EMPTY", TRACE_OPT.SKIP_EMPTY],
+      ["O_FIRST_SIBLING", TRACE_OPT.FIRST_SIBLING],
     ];
     for (const [name, value] of pairs) expect(ex[name].value, name).toBe(value);
   });

@@ -24,7 +24,10 @@ export type Rng = ReturnType<typeof rng>;
 export function randomMask(r: Rng, B: number, T: number): Float32Array {
   const m = new Float32Array(B * T);
   for (let i = 0; i < B; i++) {
-    if (r.bool(0.2)) { for (let t = 0; t < T; t++) m[i * T + t] = r.bool() ? 1 : 0; continue; }
+    if (r.bool(0.2)) {
+      for (let t = 0; t < T; t++) m[i * T + t] = r.bool() ? 1 : 0;
+      continue;
+    }
     const len = r.bool(0.1) ? 0 : r.int(0, T);
     for (let t = 0; t < len; t++) m[i * T + t] = 1;
   }
@@ -37,7 +40,10 @@ export function randomRewards(r: Rng, B: number, T: number, mask: Float32Array):
   const style = r.pick(["outcome", "dense", "tied"] as const);
   const tied = r.pick([0, 1, 0.5]);
   for (let i = 0; i < B; i++) {
-    if (style === "dense") { for (let t = 0; t < T; t++) x[i * T + t] = r.float(-2, 2); continue; }
+    if (style === "dense") {
+      for (let t = 0; t < T; t++) x[i * T + t] = r.float(-2, 2);
+      continue;
+    }
     let last = -1;
     for (let t = 0; t < T; t++) if (mask[i * T + t]) last = t;
     if (last >= 0) x[i * T + last] = style === "tied" ? tied : r.pick([0, 1, r.float(-1, 1)]);

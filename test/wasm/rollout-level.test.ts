@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { computeRolloutLevelAdvantage, loadWasmCoreSync, referenceKernels, wasmKernels, type RepresentativeBatch } from "../../src/wasm/index.ts";
+import {
+  computeRolloutLevelAdvantage,
+  loadWasmCoreSync,
+  referenceKernels,
+  wasmKernels,
+  type RepresentativeBatch,
+} from "../../src/wasm/index.ts";
 
 const f32 = (xs: number[]) => Float32Array.from(xs);
 
@@ -7,17 +13,23 @@ describe("rollout-level advantage (§9.8)", () => {
   for (const k of [referenceKernels, wasmKernels(loadWasmCoreSync())]) {
     describe(k.name, () => {
       const base = () => ({
-        mask: f32([1, 1, 0, 1, 0, 0, 1, 1, 1]), rewards: f32([1, 0, 0, 1, 0, 0, 3, 0, 0]), B: 3, T: 3,
-        rolloutIds: ["r1", "r1", "r2"], dataIds: ["data-1", "data-1", "data-1"],
+        mask: f32([1, 1, 0, 1, 0, 0, 1, 1, 1]),
+        rewards: f32([1, 0, 0, 1, 0, 0, 3, 0, 0]),
+        B: 3,
+        T: 3,
+        rolloutIds: ["r1", "r1", "r2"],
+        dataIds: ["data-1", "data-1", "data-1"],
       });
       // the fake estimator of the upstream test: +2 / -1 advantages, +3 / -2 returns
       const fake = (seen: RepresentativeBatch[]) => (b: RepresentativeBatch) => {
         seen.push(b);
-        const adv = new Float32Array(b.B * b.T), ret = new Float32Array(b.B * b.T);
-        for (let i = 0; i < b.B; i++) for (let t = 0; t < b.T; t++) {
-          adv[i * b.T + t] = (i === 0 ? 2 : -1) * b.mask[i * b.T + t];
-          ret[i * b.T + t] = (i === 0 ? 3 : -2) * b.mask[i * b.T + t];
-        }
+        const adv = new Float32Array(b.B * b.T),
+          ret = new Float32Array(b.B * b.T);
+        for (let i = 0; i < b.B; i++)
+          for (let t = 0; t < b.T; t++) {
+            adv[i * b.T + t] = (i === 0 ? 2 : -1) * b.mask[i * b.T + t];
+            ret[i * b.T + t] = (i === 0 ? 3 : -2) * b.mask[i * b.T + t];
+          }
         return { advantages: adv, returns: ret };
       };
 
@@ -29,14 +41,17 @@ describe("rollout-level advantage (§9.8)", () => {
         expect(Array.from(out.advantages)).toEqual([2, 2, 0, 2, 0, 0, -1, -1, -1]);
         expect(Array.from(out.returns!)).toEqual([3, 3, 0, 3, 0, 0, -2, -2, -2]);
         expect(out.metrics).toEqual({
-          "training/rollout_level_advantage/n_rows": 3, "training/rollout_level_advantage/n_rollouts": 2,
-          "training/rollout_level_advantage/n_multi_row_rollouts": 1, "training/rollout_level_advantage/max_rows_per_rollout": 2,
+          "training/rollout_level_advantage/n_rows": 3,
+          "training/rollout_level_advantage/n_rollouts": 2,
+          "training/rollout_level_advantage/n_multi_row_rollouts": 1,
+          "training/rollout_level_advantage/max_rows_per_rollout": 2,
         });
       });
 
       it("rejects rows of one rollout with different rewards, token-varying advantages, missing ids", () => {
-        expect(() => computeRolloutLevelAdvantage(k, { ...base(), rewards: f32([1, 0, 0, 2, 0, 0, 3, 0, 0]) }, fake([])))
-          .toThrow(/same scalar token_level_rewards/);
+        expect(() => computeRolloutLevelAdvantage(k, { ...base(), rewards: f32([1, 0, 0, 2, 0, 0, 3, 0, 0]) }, fake([]))).toThrow(
+          /same scalar token_level_rewards/,
+        );
         const varying = () => ({ advantages: f32([1, 2, 0, 1, 1, 1]) });
         expect(() => computeRolloutLevelAdvantage(k, base(), varying)).toThrow(/scalar outcome-style advantages/);
         expect(() => computeRolloutLevelAdvantage(k, { ...base(), rolloutIds: null }, fake([]))).toThrow(/rollout_id_list/);
@@ -44,8 +59,9 @@ describe("rollout-level advantage (§9.8)", () => {
       });
 
       it("works with a real estimator (GRPO over the representatives)", () => {
-        const out = computeRolloutLevelAdvantage(k, { ...base(), rolloutIds: ["a", "a", "b"] },
-          (b) => k.grpo({ ...b, groups: new Int32Array(b.B) }));
+        const out = computeRolloutLevelAdvantage(k, { ...base(), rolloutIds: ["a", "a", "b"] }, (b) =>
+          k.grpo({ ...b, groups: new Int32Array(b.B) }),
+        );
         // representatives score 1 and 3 in one group: +-0.7071 (std of [1,3] = sqrt(2))
         const a = Array.from(out.advantages);
         expect(a[0]).toBeCloseTo(-1 / Math.SQRT2, 5);

@@ -13,7 +13,12 @@ const RUNTIMES: [string, string, string[]][] = [
   ["bun", bin("bun"), [script]],
 ];
 
-interface Report { runtime: string; digest: string; referenceDigest: string; mismatches: string[] }
+interface Report {
+  runtime: string;
+  digest: string;
+  referenceDigest: string;
+  mismatches: string[];
+}
 
 describe("the same module gives identical results under Node, Deno and Bun", () => {
   const reports: Report[] = [];

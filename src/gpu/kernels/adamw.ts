@@ -6,7 +6,16 @@ import { flatIndex, launch1d } from "./grid.ts";
  * v = b2 v + (1-b2) g'^2; p = p * decay - stepSize * m / (sqrt(v) / bc2Sqrt + eps)
  * with decay = 1 - lr wd, stepSize = lr / (1 - b1^step), bc2Sqrt = sqrt(1 - b2^step). */
 
-const LAYOUT = { n: "u32", beta1: "f32", beta2: "f32", eps: "f32", decay: "f32", stepSize: "f32", bc2Sqrt: "f32", gradScale: "f32" } as const;
+const LAYOUT = {
+  n: "u32",
+  beta1: "f32",
+  beta2: "f32",
+  eps: "f32",
+  decay: "f32",
+  stepSize: "f32",
+  bc2Sqrt: "f32",
+  gradScale: "f32",
+} as const;
 
 export interface AdamWParams {
   beta1: number;
@@ -19,7 +28,11 @@ export interface AdamWParams {
 }
 
 /** The per-step scalars of {@link AdamWParams} for optimizer step `step` (1-based). */
-export function adamwScalars(o: { lr: number; beta1: number; beta2: number; eps: number; weightDecay: number }, step: number, gradScale: number): AdamWParams {
+export function adamwScalars(
+  o: { lr: number; beta1: number; beta2: number; eps: number; weightDecay: number },
+  step: number,
+  gradScale: number,
+): AdamWParams {
   return {
     beta1: o.beta1,
     beta2: o.beta2,
@@ -33,7 +46,11 @@ export function adamwScalars(o: { lr: number; beta1: number; beta2: number; eps:
 
 export function adamw(ctx: GpuContext, param: GPUBuffer, grad: GPUBuffer, m: GPUBuffer, v: GPUBuffer, n: number, p: AdamWParams): void {
   const wg = ctx.tuning.elementwise;
-  const k = memoKernel(ctx.tuning, "adamw", LAYOUT, () => `
+  const k = memoKernel(
+    ctx.tuning,
+    "adamw",
+    LAYOUT,
+    () => `
 @group(0) @binding(1) var<storage, read_write> param: array<f32>;
 @group(0) @binding(2) var<storage, read> grad: array<f32>;
 @group(0) @binding(3) var<storage, read_write> m: array<f32>;
@@ -49,6 +66,7 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
   v[i] = vi;
   param[i] = param[i] * P.decay - P.stepSize * mi / (sqrt(vi) / P.bc2Sqrt + P.eps);
 }
-`);
+`,
+  );
   ctx.dispatch(k, { n, ...p }, [param, grad, m, v], launch1d(ctx, n));
 }

@@ -46,11 +46,24 @@ fn loadKeyTile(b: u32, kvh: u32, j0: u32, lid: u32) {
 
 const VISIBLE = `fn visible(maskBase: u32, i: u32, j: u32) -> bool { return j == i || (j < i && mask[maskBase + j] != 0u); }`;
 
-export function attentionForward(ctx: GpuContext, q: GPUBuffer, k: GPUBuffer, v: GPUBuffer, mask: GPUBuffer, out: GPUBuffer, lse: GPUBuffer, s: AttentionShape): void {
+export function attentionForward(
+  ctx: GpuContext,
+  q: GPUBuffer,
+  k: GPUBuffer,
+  v: GPUBuffer,
+  mask: GPUBuffer,
+  out: GPUBuffer,
+  lse: GPUBuffer,
+  s: AttentionShape,
+): void {
   const Q = ctx.tuning.attentionQueries;
   const HD = s.headDim;
   const KT = tileRows(ctx.tuning, 2 * HD);
-  const kernel = memoKernel(ctx.tuning, `attn_fwd_${HD}`, LAYOUT, () => `
+  const kernel = memoKernel(
+    ctx.tuning,
+    `attn_fwd_${HD}`,
+    LAYOUT,
+    () => `
 const Q = ${Q}u; const HD = ${HD}u; const KT = ${KT}u;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
@@ -98,7 +111,8 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     lse[(b * P.H + h) * P.T + i] = m + log(l);
   }
 }
-`);
+`,
+  );
   ctx.dispatch(kernel, params(s), [q, k, v, mask, out, lse], [groupsFor(s.seq, Q), s.heads, s.batch]);
 }
 
@@ -107,7 +121,11 @@ function attentionBackwardQuery(ctx: GpuContext, b: AttentionBuffers, s: Attenti
   const Q = ctx.tuning.attentionQueries;
   const HD = s.headDim;
   const KT = tileRows(ctx.tuning, 2 * HD);
-  const kernel = memoKernel(ctx.tuning, `attn_bwd_q_${HD}`, LAYOUT, () => `
+  const kernel = memoKernel(
+    ctx.tuning,
+    `attn_bwd_q_${HD}`,
+    LAYOUT,
+    () => `
 const Q = ${Q}u; const HD = ${HD}u; const KT = ${KT}u;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
@@ -160,7 +178,8 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     Dsum[li] = Di;
   }
 }
-`);
+`,
+  );
   ctx.dispatch(kernel, params(s), [b.q, b.k, b.v, b.mask, b.out, b.dout, b.lse, b.dq, b.D], [groupsFor(s.seq, Q), s.heads, s.batch]);
 }
 
@@ -169,7 +188,11 @@ function attentionBackwardKeyValue(ctx: GpuContext, b: AttentionBuffers, s: Atte
   const Q = ctx.tuning.attentionQueries;
   const HD = s.headDim;
   const QT = tileRows(ctx.tuning, 2 * HD + 2);
-  const kernel = memoKernel(ctx.tuning, `attn_bwd_kv_${HD}`, LAYOUT, () => `
+  const kernel = memoKernel(
+    ctx.tuning,
+    `attn_bwd_kv_${HD}`,
+    LAYOUT,
+    () => `
 const Q = ${Q}u; const HD = ${HD}u; const QT = ${QT}u;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
@@ -235,7 +258,8 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     for (var d = 0u; d < HD; d++) { dk[ko + d] = dkAcc[d] * P.scale; dv[ko + d] = dvAcc[d]; }
   }
 }
-`);
+`,
+  );
   ctx.dispatch(kernel, params(s), [b.q, b.k, b.v, b.mask, b.dout, b.lse, b.D, b.dk, b.dv], [groupsFor(s.seq, Q), s.kvHeads, s.batch]);
 }
 

@@ -13,7 +13,11 @@ const VOCAB_CHUNK = 32;
 
 export function embeddingGather(ctx: GpuContext, ids: GPUBuffer, table: GPUBuffer, out: GPUBuffer, rows: number, dim: number): void {
   const wg = ctx.tuning.elementwise;
-  const k = memoKernel(ctx.tuning, "embedding_gather", GATHER, () => `
+  const k = memoKernel(
+    ctx.tuning,
+    "embedding_gather",
+    GATHER,
+    () => `
 @group(0) @binding(1) var<storage, read> ids: array<u32>;
 @group(0) @binding(2) var<storage, read> table: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
@@ -24,14 +28,27 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
   let r = i / P.dim;
   out[i] = table[ids[r] * P.dim + i % P.dim];
 }
-`);
+`,
+  );
   ctx.dispatch(k, { rows, dim }, [ids, table, out], launch1d(ctx, rows * dim));
 }
 
 /** dTable[v, :] += sum over rows with ids[r] == v of dOut[r, :] (accumulates: gradients are zeroed per step). */
-export function embeddingScatterAdd(ctx: GpuContext, ids: GPUBuffer, dOut: GPUBuffer, dTable: GPUBuffer, rows: number, dim: number, vocab: number): void {
+export function embeddingScatterAdd(
+  ctx: GpuContext,
+  ids: GPUBuffer,
+  dOut: GPUBuffer,
+  dTable: GPUBuffer,
+  rows: number,
+  dim: number,
+  vocab: number,
+): void {
   const wg = ctx.tuning.elementwise;
-  const k = memoKernel(ctx.tuning, "embedding_scatter", SCATTER, () => `
+  const k = memoKernel(
+    ctx.tuning,
+    "embedding_scatter",
+    SCATTER,
+    () => `
 @group(0) @binding(1) var<storage, read> ids: array<u32>;
 @group(0) @binding(2) var<storage, read> dOut: array<f32>;
 @group(0) @binding(3) var<storage, read_write> dTable: array<f32>;
@@ -46,7 +63,8 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
     if (v >= v0 && v < v1) { dTable[v * P.dim + c] += dOut[r * P.dim + c]; }
   }
 }
-`);
+`,
+  );
   ctx.dispatch(k, { rows, dim, vocab, chunk: VOCAB_CHUNK }, [ids, dOut, dTable], [groupsFor(dim, wg), groupsFor(vocab, VOCAB_CHUNK)]);
 }
 
@@ -55,7 +73,11 @@ const ROWS = { rows: "u32", dim: "u32" } as const;
 /** dst[index[r], :] = src[r, :] for unique indices (the backward of a row gather; other rows untouched). */
 export function scatterRows(ctx: GpuContext, index: GPUBuffer, src: GPUBuffer, dst: GPUBuffer, rows: number, dim: number): void {
   const wg = ctx.tuning.elementwise;
-  const k = memoKernel(ctx.tuning, "scatter_rows", ROWS, () => `
+  const k = memoKernel(
+    ctx.tuning,
+    "scatter_rows",
+    ROWS,
+    () => `
 @group(0) @binding(1) var<storage, read> index: array<u32>;
 @group(0) @binding(2) var<storage, read> src: array<f32>;
 @group(0) @binding(3) var<storage, read_write> dst: array<f32>;
@@ -65,6 +87,7 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
   if (i >= P.rows * P.dim) { return; }
   dst[index[i / P.dim] * P.dim + i % P.dim] = src[i];
 }
-`);
+`,
+  );
   ctx.dispatch(k, { rows, dim }, [index, src, dst], launch1d(ctx, rows * dim));
 }

@@ -12,9 +12,22 @@ import { flatIndex, launch1d } from "./grid.ts";
 const WRITE = { rows: "u32", batch: "u32", slots: "u32", slot0: "u32", width: "u32" } as const;
 
 /** cache[b, slot0 + t, :] = src[b * rows + t, :] for t < rows: the prefill's rows (rows = T) or one decoded row (rows = 1). */
-export function kvCacheWrite(ctx: GpuContext, src: GPUBuffer, cache: GPUBuffer, batch: number, rows: number, slots: number, slot0: number, width: number): void {
+export function kvCacheWrite(
+  ctx: GpuContext,
+  src: GPUBuffer,
+  cache: GPUBuffer,
+  batch: number,
+  rows: number,
+  slots: number,
+  slot0: number,
+  width: number,
+): void {
   const wg = ctx.tuning.elementwise;
-  const k = memoKernel(ctx.tuning, "kv_cache_write", WRITE, () => `
+  const k = memoKernel(
+    ctx.tuning,
+    "kv_cache_write",
+    WRITE,
+    () => `
 @group(0) @binding(1) var<storage, read> src: array<f32>;
 @group(0) @binding(2) var<storage, read_write> cache: array<f32>;
 @compute @workgroup_size(${wg})
@@ -27,7 +40,8 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
   let b = bt / P.rows;
   cache[(b * P.slots + P.slot0 + t) * P.width + e] = src[id];
 }
-`);
+`,
+  );
   ctx.dispatch(k, { rows, batch, slots, slot0, width }, [src, cache], launch1d(ctx, batch * rows * width));
 }
 
@@ -55,11 +69,23 @@ export function decodeThreads(t: GpuTuning): number {
  * folds the tile's scores in order into an online softmax for the head dims it owns. No [S] score
  * buffer exists, so any cache length works. q/out: [B, H*hd]; kCache/vCache: [B, S, KV*hd]; mask [B, S].
  */
-export function attentionDecode(ctx: GpuContext, q: GPUBuffer, kCache: GPUBuffer, vCache: GPUBuffer, mask: GPUBuffer, out: GPUBuffer, s: DecodeAttentionShape): void {
+export function attentionDecode(
+  ctx: GpuContext,
+  q: GPUBuffer,
+  kCache: GPUBuffer,
+  vCache: GPUBuffer,
+  mask: GPUBuffer,
+  out: GPUBuffer,
+  s: DecodeAttentionShape,
+): void {
   const W = decodeThreads(ctx.tuning);
   const HD = s.headDim;
   const DPT = Math.ceil(HD / W);
-  const kernel = memoKernel(ctx.tuning, `attn_decode_${HD}`, DECODE, () => `
+  const kernel = memoKernel(
+    ctx.tuning,
+    `attn_decode_${HD}`,
+    DECODE,
+    () => `
 const W = ${W}u; const HD = ${HD}u; const DPT = ${DPT}u;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> kc: array<f32>;
@@ -116,6 +142,12 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     if (d < HD) { out[qo + d] = acc[c] / l; }
   }
 }
-`);
-  ctx.dispatch(kernel, { S: s.slots, n: s.filled, H: s.heads, KV: s.kvHeads, scale: 1 / Math.sqrt(s.headDim) }, [q, kCache, vCache, mask, out], [s.heads, s.batch]);
+`,
+  );
+  ctx.dispatch(
+    kernel,
+    { S: s.slots, n: s.filled, H: s.heads, KV: s.kvHeads, scale: 1 / Math.sqrt(s.headDim) },
+    [q, kCache, vCache, mask, out],
+    [s.heads, s.batch],
+  );
 }

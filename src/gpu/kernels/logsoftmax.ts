@@ -23,7 +23,11 @@ export function logSoftmaxForward(
   vocab: number,
 ): void {
   const t = ctx.tuning.rowThreads;
-  const k = memoKernel(ctx.tuning, "logsoftmax_fwd", FWD, () => `
+  const k = memoKernel(
+    ctx.tuning,
+    "logsoftmax_fwd",
+    FWD,
+    () => `
 @group(0) @binding(1) var<storage, read> z: array<f32>;
 @group(0) @binding(2) var<storage, read> targets: array<u32>;
 @group(0) @binding(3) var<storage, read_write> logprob: array<f32>;
@@ -56,7 +60,8 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     stats[2u * row + 1u] = E;
   }
 }
-`);
+`,
+  );
   ctx.dispatch(k, { rows, vocab }, [logits, targets, logprob, entropy, stats], split2d(rows));
 }
 
@@ -72,7 +77,11 @@ export function logSoftmaxBackward(
   vocab: number,
 ): void {
   const wg = ctx.tuning.elementwise;
-  const k = memoKernel(ctx.tuning, "logsoftmax_bwd", FWD, () => `
+  const k = memoKernel(
+    ctx.tuning,
+    "logsoftmax_bwd",
+    FWD,
+    () => `
 @group(0) @binding(1) var<storage, read_write> z: array<f32>;
 @group(0) @binding(2) var<storage, read> targets: array<u32>;
 @group(0) @binding(3) var<storage, read> stats: array<f32>;
@@ -88,6 +97,7 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
   let onehot = select(0.0, 1.0, i % P.vocab == targets[row]);
   z[i] = dlogprob[row] * (onehot - p) - dentropy[row] * p * (zk - stats[2u * row + 1u]);
 }
-`);
+`,
+  );
   ctx.dispatch(k, { rows, vocab }, [logits, targets, stats, dlogprob, dentropy], launch1d(ctx, rows * vocab));
 }

@@ -23,7 +23,11 @@ function sizes(t: GpuTuning): { threads: number; chunk: number } {
 export function matmulRows(ctx: GpuContext, a: GPUBuffer, b: GPUBuffer, c: GPUBuffer, s: Omit<MatmulShape, "transA">): void {
   const { threads: W, chunk: KC } = sizes(ctx.tuning);
   const transB = s.transB === true;
-  const kernel = memoKernel(ctx.tuning, `matmul_rows_${transB ? "t" : "n"}`, LAYOUT, () => `
+  const kernel = memoKernel(
+    ctx.tuning,
+    `matmul_rows_${transB ? "t" : "n"}`,
+    LAYOUT,
+    () => `
 const W = ${W}u; const KC = ${KC}u;
 @group(0) @binding(1) var<storage, read> A: array<f32>;
 @group(0) @binding(2) var<storage, read> B: array<f32>;
@@ -65,8 +69,14 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     store(r0 + 3u, c, acc.w);
   }
 }
-`);
-  ctx.dispatch(kernel, { M: s.M, N: s.N, K: s.K, accumulate: s.accumulate === true ? 1 : 0 }, [a, b, c], [groupsFor(s.N, W), groupsFor(s.M, 4)]);
+`,
+  );
+  ctx.dispatch(
+    kernel,
+    { M: s.M, N: s.N, K: s.K, accumulate: s.accumulate === true ? 1 : 0 },
+    [a, b, c],
+    [groupsFor(s.N, W), groupsFor(s.M, 4)],
+  );
 }
 
 /** y = x @ op(W) with the kernel that suits the row count: the row kernel for a few rows, else the tiled one. */

@@ -61,7 +61,11 @@ export interface PpoBuffers {
 export function ppoLoss(ctx: GpuContext, b: PpoBuffers, n: number, p: PpoParams): void {
   const wg = ctx.tuning.elementwise;
   const C = METRIC_COLUMNS.length;
-  const k = memoKernel(ctx.tuning, "ppo_loss", LAYOUT, () => `
+  const k = memoKernel(
+    ctx.tuning,
+    "ppo_loss",
+    LAYOUT,
+    () => `
 @group(0) @binding(1) var<storage, read> logprob: array<f32>;
 @group(0) @binding(2) var<storage, read> oldLogprob: array<f32>;
 @group(0) @binding(3) var<storage, read> adv: array<f32>;
@@ -151,10 +155,21 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
   metrics[o + 5u] = m * -delta;
   metrics[o + 6u] = m;
 }
-`);
+`,
+  );
   ctx.dispatch(
     k,
-    { n, clipLow: p.clipLow, clipHigh: p.clipHigh, clipC: p.clipC, entropyCoeff: p.entropyCoeff, klCoef: p.klCoef, klKind: KL_KIND_CODES[p.klKind], hasRef: p.hasRef ? 1 : 0, sft: p.sft === true ? 1 : 0 },
+    {
+      n,
+      clipLow: p.clipLow,
+      clipHigh: p.clipHigh,
+      clipC: p.clipC,
+      entropyCoeff: p.entropyCoeff,
+      klCoef: p.klCoef,
+      klKind: KL_KIND_CODES[p.klKind],
+      hasRef: p.hasRef ? 1 : 0,
+      sft: p.sft === true ? 1 : 0,
+    },
     [b.logprob, b.oldLogprob, b.advantages, b.entropy, b.refLogprob, b.weight, b.mask, b.dlogprob, b.dentropy, b.metrics],
     launch1d(ctx, n),
   );

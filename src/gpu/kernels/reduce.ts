@@ -8,7 +8,11 @@ const COLS = { rows: "u32", cols: "u32", outOffset: "u32" } as const;
 /** out[outOffset + c] = sum over rows of src[r, c] for a [rows, cols] matrix; one workgroup per column. */
 export function columnSums(ctx: GpuContext, src: GPUBuffer, out: GPUBuffer, rows: number, cols: number, outOffset = 0): void {
   const t = ctx.tuning.rowThreads;
-  const k = memoKernel(ctx.tuning, "column_sums", COLS, () => `
+  const k = memoKernel(
+    ctx.tuning,
+    "column_sums",
+    COLS,
+    () => `
 @group(0) @binding(1) var<storage, read> src: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 ${treeSumWgsl(t)}
@@ -20,7 +24,8 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   let total = treeSum(lid, s);
   if (lid == 0u) { out[P.outOffset + c] = total; }
 }
-`);
+`,
+  );
   ctx.dispatch(k, { rows, cols, outOffset }, [src, out], [cols]);
 }
 
@@ -32,7 +37,11 @@ export const SUMSQ_GROUPS = 32;
 /** Partial sums of x^2 of one tensor into `partials` (SUMSQ_GROUPS slots from slot * SUMSQ_GROUPS). */
 export function sumSquares(ctx: GpuContext, x: GPUBuffer, n: number, partials: GPUBuffer, slot: number): void {
   const t = ctx.tuning.rowThreads;
-  const k = memoKernel(ctx.tuning, "sum_squares", SQ, () => `
+  const k = memoKernel(
+    ctx.tuning,
+    "sum_squares",
+    SQ,
+    () => `
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> partials: array<f32>;
 ${treeSumWgsl(t)}
@@ -43,6 +52,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   let total = treeSum(lid, s);
   if (lid == 0u) { partials[P.slot * P.groups + wg.x] = total; }
 }
-`);
+`,
+  );
   ctx.dispatch(k, { n, slot, groups: SUMSQ_GROUPS }, [x, partials], [SUMSQ_GROUPS]);
 }

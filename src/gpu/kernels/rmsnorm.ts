@@ -7,9 +7,22 @@ import { ROW_OF_WORKGROUP, treeSumWgsl } from "./reduce-wgsl.ts";
 const FWD = { rows: "u32", dim: "u32", eps: "f32" } as const;
 const BWD = { rows: "u32", dim: "u32", accumulate: "u32" } as const;
 
-export function rmsnormForward(ctx: GpuContext, x: GPUBuffer, w: GPUBuffer, y: GPUBuffer, rstd: GPUBuffer, rows: number, dim: number, eps: number): void {
+export function rmsnormForward(
+  ctx: GpuContext,
+  x: GPUBuffer,
+  w: GPUBuffer,
+  y: GPUBuffer,
+  rstd: GPUBuffer,
+  rows: number,
+  dim: number,
+  eps: number,
+): void {
   const t = ctx.tuning.rowThreads;
-  const k = memoKernel(ctx.tuning, "rmsnorm_fwd", FWD, () => `
+  const k = memoKernel(
+    ctx.tuning,
+    "rmsnorm_fwd",
+    FWD,
+    () => `
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
@@ -26,7 +39,8 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   if (lid == 0u) { rstd[row] = rs; }
   for (var j = lid; j < P.dim; j += THREADS) { y[o + j] = x[o + j] * rs * w[j]; }
 }
-`);
+`,
+  );
   ctx.dispatch(k, { rows, dim, eps }, [x, w, y, rstd], split2d(rows));
 }
 
@@ -43,7 +57,11 @@ export function rmsnormBackwardInput(
   accumulate: boolean,
 ): void {
   const t = ctx.tuning.rowThreads;
-  const k = memoKernel(ctx.tuning, "rmsnorm_bwd_dx", BWD, () => `
+  const k = memoKernel(
+    ctx.tuning,
+    "rmsnorm_bwd_dx",
+    BWD,
+    () => `
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
 @group(0) @binding(3) var<storage, read> rstd: array<f32>;
@@ -64,16 +82,29 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     dx[o + j] = select(0.0, dx[o + j], P.accumulate != 0u) + v;
   }
 }
-`);
+`,
+  );
   ctx.dispatch(k, { rows, dim, accumulate: accumulate ? 1 : 0 }, [x, w, rstd, dy, dx], split2d(rows));
 }
 
 const DW = { rows: "u32", dim: "u32" } as const;
 
 /** dw[j] += sum over rows of dy[r,j] x[r,j] rstd[r]; one thread per column, rows in order (deterministic). */
-export function rmsnormBackwardWeight(ctx: GpuContext, x: GPUBuffer, rstd: GPUBuffer, dy: GPUBuffer, dw: GPUBuffer, rows: number, dim: number): void {
+export function rmsnormBackwardWeight(
+  ctx: GpuContext,
+  x: GPUBuffer,
+  rstd: GPUBuffer,
+  dy: GPUBuffer,
+  dw: GPUBuffer,
+  rows: number,
+  dim: number,
+): void {
   const wg = ctx.tuning.elementwise;
-  const k = memoKernel(ctx.tuning, "rmsnorm_bwd_dw", DW, () => `
+  const k = memoKernel(
+    ctx.tuning,
+    "rmsnorm_bwd_dw",
+    DW,
+    () => `
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> rstd: array<f32>;
 @group(0) @binding(3) var<storage, read> dy: array<f32>;
@@ -86,6 +117,7 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
   for (var r = 0u; r < P.rows; r++) { acc = fma(dy[r * P.dim + j] * x[r * P.dim + j], rstd[r], acc); }
   dw[j] += acc;
 }
-`);
+`,
+  );
   ctx.dispatch(k, { rows, dim }, [x, rstd, dy, dw], [groupsFor(dim, wg)]);
 }

@@ -35,7 +35,11 @@ export function ropeApply(
 ): void {
   const wg = ctx.tuning.elementwise;
   const half = headDim / 2;
-  const k = memoKernel(ctx.tuning, "rope", LAYOUT, () => `
+  const k = memoKernel(
+    ctx.tuning,
+    "rope",
+    LAYOUT,
+    () => `
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 @group(0) @binding(2) var<storage, read> positions: array<u32>;
 @group(0) @binding(3) var<storage, read> table: array<f32>;
@@ -55,6 +59,12 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
   x[o + i] = a * c - b * s;
   x[o + i + P.half] = b * c + a * s;
 }
-`);
-  ctx.dispatch(k, { rows, heads, half, sinSign: inverse ? -1 : 1, sinOffset: maxPositions * half }, [x, positions, table], launch1d(ctx, rows * heads * half));
+`,
+  );
+  ctx.dispatch(
+    k,
+    { rows, heads, half, sinSign: inverse ? -1 : 1, sinOffset: maxPositions * half },
+    [x, positions, table],
+    launch1d(ctx, rows * heads * half),
+  );
 }

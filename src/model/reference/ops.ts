@@ -139,7 +139,8 @@ export function embedding(ids: ArrayLike<number>, table: Arr, { vocab, dim }: Em
   const out = alloc(table, ids.length * dim);
   for (let r = 0; r < ids.length; r++) {
     const id = ids[r];
-    if (!(id >= 0 && id < vocab && Number.isInteger(id))) throw new ValidationError(`token id ${id} outside [0, ${vocab})`, ["inputIds", r]);
+    if (!(id >= 0 && id < vocab && Number.isInteger(id)))
+      throw new ValidationError(`token id ${id} outside [0, ${vocab})`, ["inputIds", r]);
     out.set(table.subarray(id * dim, (id + 1) * dim), r * dim);
   }
   return out;
@@ -411,7 +412,11 @@ export interface VocabDims {
  * Per row of logits z [rows, vocab]: lse = logsumexp(z), logprob = z[target] - lse,
  * entropy = lse - sum softmax(z) z. Nothing vocab-sized is kept: the backward recomputes softmax from lse.
  */
-export function logSoftmaxGatherEntropy(logits: Arr, targets: ArrayLike<number>, { rows, vocab }: VocabDims): { logprob: Arr; entropy: Arr; lse: Arr } {
+export function logSoftmaxGatherEntropy(
+  logits: Arr,
+  targets: ArrayLike<number>,
+  { rows, vocab }: VocabDims,
+): { logprob: Arr; entropy: Arr; lse: Arr } {
   checkLength("logits", logits, rows * vocab);
   checkLength("targets", targets, rows);
   const logprob = alloc(logits, rows);
@@ -487,7 +492,13 @@ export function addInPlace(a: Arr, b: Arr): void {
  * Attention of one new query per head against a KV cache of `len` positions (all visible: a
  * generated sequence has no padding). q [H*hd], cache k/v [>= len, KV*hd]. Returns [H*hd].
  */
-export function attentionDecode(q: Arr, kCache: Arr, vCache: Arr, len: number, { heads: H, kvHeads: KV, headDim: hd }: Omit<AttentionDims, "batch" | "seq">): Arr {
+export function attentionDecode(
+  q: Arr,
+  kCache: Arr,
+  vCache: Arr,
+  len: number,
+  { heads: H, kvHeads: KV, headDim: hd }: Omit<AttentionDims, "batch" | "seq">,
+): Arr {
   const group = H / KV;
   const scale = 1 / Math.sqrt(hd);
   const out = alloc(q, H * hd);

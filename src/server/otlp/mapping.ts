@@ -175,7 +175,11 @@ export function spansFromOtlp(req: TraceRequestMsg): OtlpConversion {
           name: s.name,
           status: { status_code: STATUS[s.status?.code ?? 0] ?? "UNSET", description: s.status?.message || null },
           attributes,
-          events: s.events.map((e) => ({ name: e.name, attributes: attributesOf(e.attributes), timestamp: convertTimestamp(e.timeUnixNano) })),
+          events: s.events.map((e) => ({
+            name: e.name,
+            attributes: attributesOf(e.attributes),
+            timestamp: convertTimestamp(e.timeUnixNano),
+          })),
           links: s.links.map((l) => {
             const attrs = attributesOf(l.attributes);
             return {

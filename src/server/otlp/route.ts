@@ -128,7 +128,11 @@ export function otlpTracesHandler(store: LightningStore, options: OtlpOptions) {
     };
     try {
       if (type !== "application/x-protobuf" && type !== "application/json") {
-        throw new OtlpFailure(415, INVALID_ARGUMENT, `Unsupported Content-Type '${c.req.header("content-type") ?? ""}', expected 'application/x-protobuf' or 'application/json'`);
+        throw new OtlpFailure(
+          415,
+          INVALID_ARGUMENT,
+          `Unsupported Content-Type '${c.req.header("content-type") ?? ""}', expected 'application/x-protobuf' or 'application/json'`,
+        );
       }
       const contentEncoding = (c.req.header("content-encoding") ?? "identity").trim().toLowerCase();
       if (contentEncoding !== "gzip" && contentEncoding !== "identity") {
@@ -146,7 +150,15 @@ export function otlpTracesHandler(store: LightningStore, options: OtlpOptions) {
       const { spans, rejected } = spansFromOtlp(decode(bytes, encoding));
       if (rejected > 0) options.log.warning(`OTLP: ${rejected} span(s) without ${"agentlightning.rollout_id"}/attempt_id were skipped`);
       if (spans.length > 0) await addSpansAssigningSequence(store, spans);
-      const partial = rejected > 0 ? { partialSuccess: { rejectedSpans: BigInt(rejected), errorMessage: "spans need agentlightning.rollout_id and agentlightning.attempt_id attributes" } } : {};
+      const partial =
+        rejected > 0
+          ? {
+              partialSuccess: {
+                rejectedSpans: BigInt(rejected),
+                errorMessage: "spans need agentlightning.rollout_id and agentlightning.attempt_id attributes",
+              },
+            }
+          : {};
       return await reply(200, ExportTraceServiceResponseSchema, partial);
     } catch (e) {
       const failure =

@@ -22,6 +22,14 @@ export function* updateResourcesTx(this: TxContext, t: StorageTx, resourcesId: s
 }
 
 /** A worker's heartbeat at `now`, with its stats when it sent some. */
-export function upsertWorkerHeartbeat(t: StorageTx, workerId: string, now: number, stats: Record<string, unknown> | undefined): MaybePromise<Worker> {
-  return t.upsertWorker(workerId, stats === undefined ? { last_heartbeat_time: now } : { last_heartbeat_time: now, heartbeat_stats: stats });
+export function upsertWorkerHeartbeat(
+  t: StorageTx,
+  workerId: string,
+  now: number,
+  stats: Record<string, unknown> | undefined,
+): MaybePromise<Worker> {
+  return t.upsertWorker(
+    workerId,
+    stats === undefined ? { last_heartbeat_time: now } : { last_heartbeat_time: now, heartbeat_stats: stats },
+  );
 }

@@ -56,7 +56,13 @@ export function* dequeueTx(this: TxContext, t: StorageTx, limit: number, workerI
   return claimed;
 }
 
-export function* startAttemptTx(this: TxContext, t: StorageTx, rolloutId: string, workerId: string | null, fx: Effects): TxBody<AttemptedRollout> {
+export function* startAttemptTx(
+  this: TxContext,
+  t: StorageTx,
+  rolloutId: string,
+  workerId: string | null,
+  fx: Effects,
+): TxBody<AttemptedRollout> {
   const rollout = found(yield t.getRollout(rolloutId), rolloutId);
   const now = this.clock.now();
   // max_attempts does not limit manual attempts (upstream MUST).

@@ -255,7 +255,10 @@ export class LightningStoreCore implements LightningStore {
     const logic = filterLogic(query.filter_logic);
     const where: Record<string, FieldOps> = {
       status: { within: statusList(query.status_in ?? query.status, RolloutStatusEnum, "status_in") },
-      rollout_id: { within: stringList(query.rollout_id_in ?? query.rollout_ids, "rollout_id_in"), contains: query.rollout_id_contains ?? null },
+      rollout_id: {
+        within: stringList(query.rollout_id_in ?? query.rollout_ids, "rollout_id_in"),
+        contains: query.rollout_id_contains ?? null,
+      },
     };
     const hc = this.healthcheck();
     if (hc) await hc;
@@ -379,7 +382,10 @@ export class LightningStoreCore implements LightningStore {
 
   async addManySpans(spans: Span[]): Promise<Span[]> {
     if (!Array.isArray(spans)) throw new ValidationError("spans must be a list", []);
-    return this.spans.insert(spans.map((s, i) => ownedSpan(s, i)), false);
+    return this.spans.insert(
+      spans.map((s, i) => ownedSpan(s, i)),
+      false,
+    );
   }
 
   async addOtelSpan(rolloutId: string, attemptId: string, span: OtelReadableSpanLike, sequenceId?: number | null): Promise<Span | null> {

@@ -69,7 +69,12 @@ export class Watchdog {
         const due: DueRollout[] = await this.driver.call("r", (t) => t.listDueRollouts(now, cursor, WATCHDOG_PAGE));
         if (due.length === 0) break;
         const fx: Effects = { finished: [] };
-        changed += await this.driver.tx("w", watchdogApplyTx, due.map((d) => d.rollout_id), fx);
+        changed += await this.driver.tx(
+          "w",
+          watchdogApplyTx,
+          due.map((d) => d.rollout_id),
+          fx,
+        );
         this.waits.notifyFinished(fx);
         if (due.length < WATCHDOG_PAGE) break;
         // Rollouts judged and left alone (a heartbeat came in between) stay behind the cursor.

@@ -118,7 +118,10 @@ export class BackgroundCheckpointer {
 
   private constructor(path: string, opts: CheckpointerOptions, ready: (ok: boolean) => void) {
     const libsql = createRequire(import.meta.url).resolve("libsql");
-    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { libsql, path, flags: this.flags.buffer, intervalMs: opts.intervalMs ?? 100 } });
+    this.worker = new Worker(WORKER_SOURCE, {
+      eval: true,
+      workerData: { libsql, path, flags: this.flags.buffer, intervalMs: opts.intervalMs ?? 100 },
+    });
     track(this);
     const fail = (err: Error): void => {
       ready(false);

@@ -109,7 +109,10 @@ export function parseDbUrl(url: string): DbLocation {
     return { kind: "file", path: decodeURIComponent(path), url };
   }
   if (/^(libsql|https?|wss?):\/\//i.test(url)) return { kind: "remote", path: "", url };
-  throw new ValidationError(`Unsupported database URL ${JSON.stringify(url)}: use file:path.db, :memory:, libsql://, http(s):// or ws(s)://`, ["url"]);
+  throw new ValidationError(
+    `Unsupported database URL ${JSON.stringify(url)}: use file:path.db, :memory:, libsql://, http(s):// or ws(s)://`,
+    ["url"],
+  );
 }
 
 export async function openDriver(loc: DbLocation, opts: DriverOptions): Promise<SqlDriver> {
@@ -331,7 +334,10 @@ class NativeDriver implements SqlDriver {
       // Back to the engine's own checkpoints on the event loop, so the WAL keeps being folded in.
       console.warn(`[lightning-ts] ${err.message}; checkpoints run on the main thread from now on`);
       this.checkpointer = null;
-      if (!this.closed) void this.pragma("PRAGMA wal_autocheckpoint = 1000").catch((e) => console.error("[lightning-ts] could not restore wal_autocheckpoint:", e));
+      if (!this.closed)
+        void this.pragma("PRAGMA wal_autocheckpoint = 1000").catch((e) =>
+          console.error("[lightning-ts] could not restore wal_autocheckpoint:", e),
+        );
     };
     const started = await BackgroundCheckpointer.start(this.path, { onError });
     if (started === null) return false;

@@ -29,7 +29,9 @@ function conditions(spec: TableSpec<unknown>, fields: Record<string, FieldOps> |
   if (!fields) return out;
   for (const [field, ops] of Object.entries(fields)) {
     const kind = spec.kinds.get(field);
-    const active = (ops.exact !== undefined && ops.exact !== null) || (ops.within !== undefined && ops.within !== null) ||
+    const active =
+      (ops.exact !== undefined && ops.exact !== null) ||
+      (ops.within !== undefined && ops.within !== null) ||
       (ops.contains !== undefined && ops.contains !== null);
     if (!active) continue;
     if (kind === undefined || field === "body") return null;

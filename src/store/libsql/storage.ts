@@ -17,7 +17,17 @@ import { newWorker } from "../../types/index.ts";
 import { watchdogDeadline } from "../decisions.ts";
 import { deepFreeze } from "../owned.ts";
 import { runQuery, type QuerySpec } from "../query.ts";
-import type { AttemptPatchRow, CollectionName, DueRollout, RolloutPatchRow, Rows, Storage, StorageTx, TxMode, WorkerPatchRow } from "../storage.ts";
+import type {
+  AttemptPatchRow,
+  CollectionName,
+  DueRollout,
+  RolloutPatchRow,
+  Rows,
+  Storage,
+  StorageTx,
+  TxMode,
+  WorkerPatchRow,
+} from "../storage.ts";
 import type { MaybePromise, SqlConn, SqlDriver, SqlRow, SqlValue, TxHooks } from "./driver.ts";
 import { planMust, planQuery } from "./query-sql.ts";
 import { CachedTable, DEFAULT_ROW_CACHE_MIB, RowCache, rowBytes } from "./row-cache.ts";
@@ -48,8 +58,7 @@ const SELECT_ROLLOUT_WITH_LATEST =
   `AND a."sequence_id" = (SELECT MAX(b."sequence_id") FROM "attempts" AS b WHERE b."rollout_id" = r."rollout_id") ` +
   `WHERE r."rollout_id" = ?`;
 /** The requested attempt and the rollout's latest in one query: the core usually asks for both. */
-const SELECT_ATTEMPT_AND_LATEST =
-  `${attemptSpec.select} WHERE "rollout_id" = ? AND ("attempt_id" = ? OR "sequence_id" = (SELECT MAX("sequence_id") FROM "attempts" WHERE "rollout_id" = ?))`;
+const SELECT_ATTEMPT_AND_LATEST = `${attemptSpec.select} WHERE "rollout_id" = ? AND ("attempt_id" = ? OR "sequence_id" = (SELECT MAX("sequence_id") FROM "attempts" WHERE "rollout_id" = ?))`;
 const SELECT_LATEST_ATTEMPT = `${attemptSpec.select} WHERE "rollout_id" = ? ORDER BY "sequence_id" DESC LIMIT 1`;
 /** The latest attempt of each rollout in a JSON list; the index on (rollout_id, sequence_id) finds each max. */
 const SELECT_LATEST_ATTEMPTS =
@@ -124,9 +133,12 @@ class StoreCache extends RowCache {
   // An update rewrites only the columns an attempt patch can change (AttemptPatchRow): leaving sequence_id
   // out of the SET spares SQLite rewriting the (rollout_id, sequence_id) index entry on every heartbeat.
   readonly attempts = this.table(
-    new CachedTable<Attempt>("attempts", ATTEMPT_ROW_COLUMNS, ["rollout_id", "attempt_id"], [
-      "status", "worker_id", "end_time", "last_heartbeat_time", "metadata", "watchdog_deadline",
-    ]),
+    new CachedTable<Attempt>(
+      "attempts",
+      ATTEMPT_ROW_COLUMNS,
+      ["rollout_id", "attempt_id"],
+      ["status", "worker_id", "end_time", "last_heartbeat_time", "metadata", "watchdog_deadline"],
+    ),
   );
   readonly workers = this.table(new CachedTable<Worker>("workers", WORKER_COLUMNS, ["worker_id"]));
   /** Span sequence counters as SELECT_SEQUENCE defines them (a rollout with neither is cached as 0). */
@@ -205,7 +217,9 @@ export class SqlTx implements StorageTx {
   listDueRollouts(now: number, after: DueRollout | null, limit: number): MaybePromise<DueRollout[]> {
     return this.flushed(() =>
       then(
-        after === null ? this.c.all(SELECT_DUE, [now, limit]) : this.c.all(SELECT_DUE_AFTER, [now, after.deadline, after.rollout_id, limit]),
+        after === null
+          ? this.c.all(SELECT_DUE, [now, limit])
+          : this.c.all(SELECT_DUE_AFTER, [now, after.deadline, after.rollout_id, limit]),
         (rows) => rows.map((r) => ({ rollout_id: r[0] as string, deadline: r[1] as number })),
       ),
     );
@@ -294,7 +308,8 @@ export class SqlTx implements StorageTx {
   insertAttempt(attempt: Attempt): MaybePromise<void> {
     const a = frozen(attempt);
     const rid = a.rollout_id;
-    if (this.cache.attempts.rows.get(attemptKey(rid, a.attempt_id))) throw new Error(`insertAttempt: attempt ${a.attempt_id} of rollout ${rid} already exists`);
+    if (this.cache.attempts.rows.get(attemptKey(rid, a.attempt_id)))
+      throw new Error(`insertAttempt: attempt ${a.attempt_id} of rollout ${rid} already exists`);
     return then(this.getRollout(rid), (rollout) => {
       if (!rollout) throw new Error(`insertAttempt: rollout ${rid} does not exist`);
       return then(this.getLatestAttempt(rid), (previous) => {
@@ -335,16 +350,21 @@ export class SqlTx implements StorageTx {
     const taken = this.cache.dequeue(this.cache.head.length);
     // The front read so far is used up: read on (after deleting what was popped, so SQL's front is
     // the queue's front), enough for this call and the next dequeues of the group.
-    return then(this.queueFlushed(() => this.c.all(READ_QUEUE, [Math.max(n - taken.length, QUEUE_READ_AHEAD)])), (rows) => {
-      this.cache.fillHead(rows.map((r) => [r[0] as number, r[1] as string]));
-      for (const id of this.cache.dequeue(n - taken.length)) taken.push(id);
-      return taken;
-    });
+    return then(
+      this.queueFlushed(() => this.c.all(READ_QUEUE, [Math.max(n - taken.length, QUEUE_READ_AHEAD)])),
+      (rows) => {
+        this.cache.fillHead(rows.map((r) => [r[0] as number, r[1] as string]));
+        for (const id of this.cache.dequeue(n - taken.length)) taken.push(id);
+        return taken;
+      },
+    );
   }
 
   queueHas(id: string): MaybePromise<boolean> {
     if (this.cache.queued.includes(id) || this.cache.head.some((r) => r[1] === id)) return true;
-    return this.queueFlushed(() => then(this.c.get(`SELECT 1 FROM "queue" WHERE "rollout_id" = ? LIMIT 1`, [id]), (row) => row !== undefined));
+    return this.queueFlushed(() =>
+      then(this.c.get(`SELECT 1 FROM "queue" WHERE "rollout_id" = ? LIMIT 1`, [id]), (row) => row !== undefined),
+    );
   }
 
   // Spans ------------------------------------------------------------------------------------------
@@ -406,10 +426,20 @@ export class SqlTx implements StorageTx {
    * `changes` ids (ids are consecutive under the write lock; cheaper than RETURNING on every insert),
    * and of spans sharing a key only the first can be among them (the later ones hit its row).
    */
-  private async markInserted(spans: Span[], start: number, size: number, changes: number, lastRowid: number, kept: boolean[]): Promise<void> {
+  private async markInserted(
+    spans: Span[],
+    start: number,
+    size: number,
+    changes: number,
+    lastRowid: number,
+    kept: boolean[],
+  ): Promise<void> {
     const fresh = new Set<string>();
     if (changes > 0) {
-      const rows = await this.c.all(`SELECT "rollout_id", "attempt_id", "span_id" FROM "spans" WHERE "id" > ? AND "id" <= ?`, [lastRowid - changes, lastRowid]);
+      const rows = await this.c.all(`SELECT "rollout_id", "attempt_id", "span_id" FROM "spans" WHERE "id" > ? AND "id" <= ?`, [
+        lastRowid - changes,
+        lastRowid,
+      ]);
       for (const r of rows) fresh.add(spanKey(r[0], r[1], r[2]));
     }
     for (let i = start; i < start + size; i++) {
@@ -508,7 +538,11 @@ export class SqlTx implements StorageTx {
     const start = Math.max(0, offset);
     let items: Rows[K][] = [];
     if (limit !== 0) {
-      const rows = await this.c.all(`${table.select} ${plan.where} ${plan.orderBy} LIMIT ? OFFSET ?`, [...plan.args, limit < 0 ? -1 : limit, start]);
+      const rows = await this.c.all(`${table.select} ${plan.where} ${plan.orderBy} LIMIT ? OFFSET ?`, [
+        ...plan.args,
+        limit < 0 ? -1 : limit,
+        start,
+      ]);
       items = rows.map(table.fromRow) as Rows[K][];
     }
     // The total is known without counting when the page is not cut short by the limit.

@@ -72,9 +72,11 @@ export class LibsqlLightningStore extends LightningStoreCore {
   static async open(url: string = DEFAULT_STORE_URL, options: LibsqlLightningStoreOptions = {}): Promise<LibsqlLightningStore> {
     const location = parseDbUrl(url);
     const sync = options.synchronous ?? "normal";
-    if (sync !== "normal" && sync !== "full") throw new ValidationError(`synchronous must be "normal" or "full", got ${String(sync)}`, ["synchronous"]);
+    if (sync !== "normal" && sync !== "full")
+      throw new ValidationError(`synchronous must be "normal" or "full", got ${String(sync)}`, ["synchronous"]);
     const cacheMiB = options.cacheSizeMiB ?? DEFAULT_CACHE_SIZE_MIB;
-    if (!Number.isInteger(cacheMiB) || cacheMiB < 1) throw new ValidationError(`cacheSizeMiB must be a whole number of MiB >= 1, got ${String(cacheMiB)}`, ["cacheSizeMiB"]);
+    if (!Number.isInteger(cacheMiB) || cacheMiB < 1)
+      throw new ValidationError(`cacheSizeMiB must be a whole number of MiB >= 1, got ${String(cacheMiB)}`, ["cacheSizeMiB"]);
     const rowCacheMiB = options.rowCacheMiB ?? DEFAULT_ROW_CACHE_MIB;
     if (typeof rowCacheMiB !== "number" || !Number.isFinite(rowCacheMiB) || rowCacheMiB < 0) {
       throw new ValidationError(`rowCacheMiB must be a number of MiB >= 0, got ${String(rowCacheMiB)}`, ["rowCacheMiB"]);
@@ -118,6 +120,7 @@ async function configure(driver: SqlDriver, loc: DbLocation, sync: "normal" | "f
   // Negative: a size in KiB rather than in pages.
   await driver.pragma(`PRAGMA cache_size = -${cacheMiB * 1024}`);
   const mode = await driver.pragma("PRAGMA journal_mode = WAL");
-  if (String(mode[0]?.[0]).toLowerCase() !== "wal") throw new Error(`Could not switch ${loc.path} to WAL mode (got ${String(mode[0]?.[0])})`);
+  if (String(mode[0]?.[0]).toLowerCase() !== "wal")
+    throw new Error(`Could not switch ${loc.path} to WAL mode (got ${String(mode[0]?.[0])})`);
   await driver.pragma(`PRAGMA synchronous = ${sync === "full" ? "FULL" : "NORMAL"}`);
 }

@@ -58,7 +58,15 @@ function spec<T>(table: SQLiteTable, name: string, skip: readonly string[], orde
   const columns = cols.map((c) => c.name);
   const kinds = new Map<string, ColumnKind>(cols.map((c) => [c.name, c.columnType === "SQLiteText" ? "text" : "number"]));
   const notNull = new Set(cols.filter((c) => c.notNull).map((c) => c.name));
-  return { table: name, columns, kinds, notNull, order, select: `SELECT ${columns.map((c) => `"${c}"`).join(", ")} FROM "${name}"`, fromRow };
+  return {
+    table: name,
+    columns,
+    kinds,
+    notNull,
+    order,
+    select: `SELECT ${columns.map((c) => `"${c}"`).join(", ")} FROM "${name}"`,
+    fromRow,
+  };
 }
 
 /** Column names by position, checked once against the schema so the row readers below stay in step. */
@@ -66,13 +74,51 @@ function expectColumns(s: TableSpec<unknown>, expected: readonly string[]): void
   if (s.columns.join() !== expected.join()) throw new Error(`schema drift in ${s.table}: ${s.columns.join()} != ${expected.join()}`);
 }
 
-export const ROLLOUT_COLUMNS = ["rollout_id", "input", "start_time", "end_time", "mode", "resources_id", "status", "config", "metadata"] as const;
-export const ATTEMPT_COLUMNS = ["rollout_id", "attempt_id", "sequence_id", "start_time", "end_time", "status", "worker_id", "last_heartbeat_time", "metadata"] as const;
-export const SPAN_COLUMNS = ["rollout_id", "attempt_id", "sequence_id", "trace_id", "span_id", "parent_id", "name", "start_time", "end_time", "body"] as const;
+export const ROLLOUT_COLUMNS = [
+  "rollout_id",
+  "input",
+  "start_time",
+  "end_time",
+  "mode",
+  "resources_id",
+  "status",
+  "config",
+  "metadata",
+] as const;
+export const ATTEMPT_COLUMNS = [
+  "rollout_id",
+  "attempt_id",
+  "sequence_id",
+  "start_time",
+  "end_time",
+  "status",
+  "worker_id",
+  "last_heartbeat_time",
+  "metadata",
+] as const;
+export const SPAN_COLUMNS = [
+  "rollout_id",
+  "attempt_id",
+  "sequence_id",
+  "trace_id",
+  "span_id",
+  "parent_id",
+  "name",
+  "start_time",
+  "end_time",
+  "body",
+] as const;
 export const RESOURCES_COLUMNS = ["resources_id", "create_time", "update_time", "version", "resources"] as const;
 export const WORKER_COLUMNS = [
-  "worker_id", "status", "heartbeat_stats", "last_heartbeat_time", "last_dequeue_time", "last_busy_time", "last_idle_time",
-  "current_rollout_id", "current_attempt_id",
+  "worker_id",
+  "status",
+  "heartbeat_stats",
+  "last_heartbeat_time",
+  "last_dequeue_time",
+  "last_busy_time",
+  "last_idle_time",
+  "current_rollout_id",
+  "current_attempt_id",
 ] as const;
 
 /** Columns holding JSON text, per table. */
@@ -156,7 +202,15 @@ export function toSql(column: string, v: unknown): SqlValue {
 }
 
 export const rolloutValues = (r: Rollout): SqlValue[] => [
-  r.rollout_id, json(r.input), r.start_time, r.end_time, r.mode, r.resources_id, r.status, json(r.config), jsonOrNull(r.metadata),
+  r.rollout_id,
+  json(r.input),
+  r.start_time,
+  r.end_time,
+  r.mode,
+  r.resources_id,
+  r.status,
+  json(r.config),
+  jsonOrNull(r.metadata),
 ];
 
 /** The columns an attempt row is written with: the model's, then its watchdog deadline (schema.ts). */
@@ -164,13 +218,28 @@ export const ATTEMPT_ROW_COLUMNS = [...ATTEMPT_COLUMNS, "watchdog_deadline"] as 
 
 /** An attempt row's values (ATTEMPT_ROW_COLUMNS): `deadline` is its rollout's watchdog deadline if it is the latest attempt, else null. */
 export const attemptValues = (a: Attempt, deadline: number | null): SqlValue[] => [
-  a.rollout_id, a.attempt_id, a.sequence_id, a.start_time, a.end_time, a.status, a.worker_id, a.last_heartbeat_time, jsonOrNull(a.metadata),
+  a.rollout_id,
+  a.attempt_id,
+  a.sequence_id,
+  a.start_time,
+  a.end_time,
+  a.status,
+  a.worker_id,
+  a.last_heartbeat_time,
+  jsonOrNull(a.metadata),
   deadline,
 ];
 
 export const workerValues = (w: Worker): SqlValue[] => [
-  w.worker_id, w.status, jsonOrNull(w.heartbeat_stats), w.last_heartbeat_time, w.last_dequeue_time, w.last_busy_time, w.last_idle_time,
-  w.current_rollout_id, w.current_attempt_id,
+  w.worker_id,
+  w.status,
+  jsonOrNull(w.heartbeat_stats),
+  w.last_heartbeat_time,
+  w.last_dequeue_time,
+  w.last_busy_time,
+  w.last_idle_time,
+  w.current_rollout_id,
+  w.current_attempt_id,
 ];
 
 /**
@@ -185,7 +254,24 @@ export const workerValues = (w: Worker): SqlValue[] => [
  * 573 (and 695 when the context was stored too).
  */
 export function spanValues(s: Span, out: SqlValue[]): void {
-  const { rollout_id, attempt_id, sequence_id, trace_id, span_id, parent_id, name, start_time, end_time, context, parent, attributes, events, links, resource, ...body } = s;
+  const {
+    rollout_id,
+    attempt_id,
+    sequence_id,
+    trace_id,
+    span_id,
+    parent_id,
+    name,
+    start_time,
+    end_time,
+    context,
+    parent,
+    attributes,
+    events,
+    links,
+    resource,
+    ...body
+  } = s;
   const extra = body as Record<string, unknown>;
   if (!isEmptyObject(attributes)) extra.attributes = attributes;
   if (events.length > 0) extra.events = events;
@@ -226,7 +312,8 @@ function spanBody(text: string, traceId: string, spanId: string, parentId: strin
   const body = JSON.parse(text) as Span;
   if (typeof body.status === "string") body.status = { status_code: body.status, description: null };
   if (body.context === undefined) body.context = { trace_id: traceId, span_id: spanId, is_remote: false, trace_state: {} };
-  if (body.parent === undefined) body.parent = parentId === null ? null : { trace_id: traceId, span_id: parentId, is_remote: false, trace_state: {} };
+  if (body.parent === undefined)
+    body.parent = parentId === null ? null : { trace_id: traceId, span_id: parentId, is_remote: false, trace_state: {} };
   if (body.attributes === undefined) body.attributes = {};
   if (body.events === undefined) body.events = [];
   if (body.links === undefined) body.links = [];

@@ -12,13 +12,20 @@ const f32 = Math.fround;
 /** verl masked_whiten: (x - mean) / sqrt(unbiased var + 1e-8) over masked positions, applied everywhere. */
 export function maskedWhiten(x: Float32Array, m: Float32Array, zeroPad = false): Float32Array {
   checkLength("mask", m, x.length);
-  let sumM = 0, sumXM = 0;
-  for (let k = 0; k < x.length; k++) { sumM += m[k]; sumXM += x[k] * m[k]; }
+  let sumM = 0,
+    sumXM = 0;
+  for (let k = 0; k < x.length; k++) {
+    sumM += m[k];
+    sumXM += x[k] * m[k];
+  }
   if (sumM === 0) throw new ValidationError("masked_whiten: the mask is empty");
   if (sumM === 1) throw new ValidationError("masked_whiten: at least two masked tokens are needed for an unbiased variance");
   const mean = sumXM / (sumM + 1e-8);
   let sumC = 0;
-  for (let k = 0; k < x.length; k++) { const d = x[k] - mean; sumC += d * d * m[k]; }
+  for (let k = 0; k < x.length; k++) {
+    const d = x[k] - mean;
+    sumC += d * d * m[k];
+  }
   const variance = (sumC / (sumM + 1e-8)) * (sumM / (sumM - 1));
   const inv = 1 / Math.sqrt(variance + 1e-8);
   const out = new Float32Array(x.length);
@@ -40,7 +47,11 @@ function broadcast(a: ArrayLike<number>, m: Float32Array, B: number, T: number):
   return out;
 }
 
-interface GroupStats { mean: number[]; count: number[]; std: number[] }
+interface GroupStats {
+  mean: number[];
+  count: number[];
+  std: number[];
+}
 function groupStats(s: Float64Array, groups: Int32Array, G: number): GroupStats {
   const members: number[][] = Array.from({ length: G }, () => []);
   s.forEach((v, i) => members[groups[i]].push(v));
@@ -92,7 +103,8 @@ export function gae(x: TokenInput & { values: Float32Array }, gamma: number, lam
   const raw = new Float32Array(B * T);
   const returns = new Float32Array(B * T);
   for (let i = 0; i < B; i++) {
-    let nextV = 0, lastA = 0;
+    let nextV = 0,
+      lastA = 0;
     for (let t = T - 1; t >= 0; t--) {
       const k = i * T + t;
       const delta = r[k] + gamma * nextV - V[k];
@@ -144,9 +156,12 @@ export function remax(x: TokenInput & { baselines: Float32Array }): AdvantageOut
 /** One token's kl_penalty(logp, ref, kind). */
 export function klValue(kind: KlKind, logp: number, ref: number): number {
   switch (kind) {
-    case "k1": return logp - ref;
-    case "abs": return Math.abs(logp - ref);
-    case "k2": return 0.5 * (logp - ref) * (logp - ref);
+    case "k1":
+      return logp - ref;
+    case "abs":
+      return Math.abs(logp - ref);
+    case "k2":
+      return 0.5 * (logp - ref) * (logp - ref);
     case "k3": {
       const x = Math.min(Math.max(ref - logp, -20), 20);
       return Math.min(Math.max(Math.exp(x) - x - 1, -10), 10);
@@ -164,7 +179,8 @@ export function klPenalty(logp: Float32Array, ref: Float32Array, kind: KlKind): 
 /** verl apply_kl_penalty: rewards = scores - beta * kl * m; current_kl = mean over rows of the masked mean. */
 export function applyKlPenalty(
   x: { scores: Float32Array; logp: Float32Array; ref: Float32Array; mask: Float32Array; B: number; T: number },
-  kind: KlKind, beta: number,
+  kind: KlKind,
+  beta: number,
 ): { rewards: Float32Array; currentKl: number } {
   checkTokens({ rewards: x.scores, mask: x.mask, B: x.B, T: x.T });
   checkLength("logp", x.logp, x.B * x.T);
@@ -172,7 +188,8 @@ export function applyKlPenalty(
   const rewards = new Float32Array(x.B * x.T);
   let total = 0;
   for (let i = 0; i < x.B; i++) {
-    let sumK = 0, sumM = 0;
+    let sumK = 0,
+      sumM = 0;
     for (let t = 0; t < x.T; t++) {
       const k = i * x.T + t;
       const kld = f32(f32(klValue(kind, x.logp[k], x.ref[k])) * x.mask[k]);
@@ -188,7 +205,12 @@ export function applyKlPenalty(
 export function broadcastScalars(scalars: Float32Array, rowIndex: Int32Array, m: Float32Array, B: number, T: number): Float32Array {
   checkLength("rowIndex", rowIndex, B);
   checkLength("mask", m, B * T);
-  return broadcast(Array.from(rowIndex, (j) => scalars[j]), m, B, T);
+  return broadcast(
+    Array.from(rowIndex, (j) => scalars[j]),
+    m,
+    B,
+    T,
+  );
 }
 
 /** First masked value of each row and whether all masked values are allclose to it (torch.allclose). */

@@ -6,7 +6,10 @@
 import { TRACE_FLAG as F, TRACE_OPT as O } from "../exports.ts";
 import type { EncodedTrace, ExtractedCalls } from "../types.ts";
 
-interface Node { i: number; children: Node[] }
+interface Node {
+  i: number;
+  children: Node[];
+}
 
 function traverse(node: Node, out: Node[] = []): Node[] {
   out.push(node);
@@ -23,12 +26,16 @@ function repairHierarchy(node: Node, t: EncodedTrace): void {
   for (const r of [...node.children]) {
     if (node.children.length === 1) break;
     const own = new Set(traverse(r)); // never move a span under its own descendant
-    let best: Node | null = null, bestD = Infinity;
+    let best: Node | null = null,
+      bestD = Infinity;
     for (const c of traverse(node)) {
       if (c === node || own.has(c)) continue;
       if (t.start[c.i] <= t.start[r.i] && t.end[c.i] >= t.end[r.i]) {
-        const d = (t.end[c.i] - t.end[r.i]) + (t.start[r.i] - t.start[c.i]);
-        if (d > 0 && d < bestD) { best = c; bestD = d; }
+        const d = t.end[c.i] - t.end[r.i] + (t.start[r.i] - t.start[c.i]);
+        if (d > 0 && d < bestD) {
+          best = c;
+          bestD = d;
+        }
       }
     }
     if (best) {
@@ -38,12 +45,16 @@ function repairHierarchy(node: Node, t: EncodedTrace): void {
   }
 }
 
-interface State { subtree: number | null; reward: boolean | null; llm: boolean | null } // subtree -1 = "*"
+interface State {
+  subtree: number | null;
+  reward: boolean | null;
+  llm: boolean | null;
+} // subtree -1 = "*"
 
 function findLlmCalls(node: Node, t: EncodedTrace, s: State, seen: Set<number>, out: { node: Node; label: number }[]): void {
   const f = t.flags[node.i];
   let llm = s.llm;
-  if (s.subtree !== null && s.reward !== true && (f & F.LLM)) {
+  if (s.subtree !== null && s.reward !== true && f & F.LLM) {
     const rid = t.responseId[node.i];
     const reject = (rid < 0 && s.llm === true) || (rid >= 0 && seen.has(rid));
     if (!reject) {
@@ -54,7 +65,7 @@ function findLlmCalls(node: Node, t: EncodedTrace, s: State, seen: Set<number>, 
   }
   let subtree = s.subtree;
   if (f & F.HAS_AGENT) subtree = f & F.AGENT_OK ? t.agent[node.i] : null;
-  const reward = s.reward !== null && (f & F.REWARD_SPAN) ? true : s.reward;
+  const reward = s.reward !== null && f & F.REWARD_SPAN ? true : s.reward;
   for (const c of node.children) findLlmCalls(c, t, { subtree, reward, llm }, seen, out);
 }
 
@@ -80,12 +91,18 @@ export function extractCalls(t: EncodedTrace): ExtractedCalls {
   const root = nodes[t.root];
   if (t.options & O.REPAIR) repairHierarchy(root, t);
   const found: { node: Node; label: number }[] = [];
-  findLlmCalls(root, t, {
-    subtree: t.options & O.AGENT_FILTER ? null : -1,
-    reward: t.options & O.EXCLUDE_IN_REWARD ? false : null,
-    llm: t.options & O.DEDUP ? false : null,
-  }, new Set(), found);
-  const kept = found.filter(({ node }) => !((t.options & O.SKIP_EMPTY) && (t.flags[node.i] & F.EMPTY_TOKENS)));
+  findLlmCalls(
+    root,
+    t,
+    {
+      subtree: t.options & O.AGENT_FILTER ? null : -1,
+      reward: t.options & O.EXCLUDE_IN_REWARD ? false : null,
+      llm: t.options & O.DEDUP ? false : null,
+    },
+    new Set(),
+    found,
+  );
+  const kept = found.filter(({ node }) => !(t.options & O.SKIP_EMPTY && t.flags[node.i] & F.EMPTY_TOKENS));
   const isCall = new Set(kept.map((k) => k.node));
   const assigned = new Map<Node, number>();
   const all = traverse(root);
