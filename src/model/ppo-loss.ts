@@ -14,7 +14,10 @@
  */
 import { ValidationError } from "../types/errors.ts";
 import type { KlKind, LossAggMode, PolicyLossOptions } from "./train-types.ts";
+import { klValue } from "../wasm/kl.ts";
 import { KL_ALIASES, type KlKind as CanonicalKl } from "../wasm/types.ts";
+
+export { klValue };
 
 /** Per-token inputs, all [rows, cols] row-major (cols = response length R). */
 export interface PpoLossInput {
@@ -117,22 +120,6 @@ export function aggLoss(
   let s = 0;
   for (let k = 0; k < w.length; k++) if (w[k] !== 0) s += w[k] * x[k];
   return s;
-}
-
-/** verl `kl_penalty(logp, ref, kind)` of one token; low_var_kl (k3) clamps its input to ±20 and its value to ±10. */
-export function klValue(kind: CanonicalKl, logp: number, ref: number): number {
-  switch (kind) {
-    case "k1":
-      return logp - ref;
-    case "abs":
-      return Math.abs(logp - ref);
-    case "k2":
-      return 0.5 * (logp - ref) * (logp - ref);
-    case "k3": {
-      const x = Math.min(Math.max(ref - logp, -20), 20);
-      return Math.min(Math.max(Math.exp(x) - x - 1, -10), 10);
-    }
-  }
 }
 
 /** d kl_penalty(logp, ref, kind) / d logp, PyTorch conventions (abs'(0) = 0, clamps inclusive). */

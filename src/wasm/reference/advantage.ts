@@ -4,6 +4,7 @@
  * where the Wasm kernels store a value. Used as the oracle in tests and the baseline in bench/wasm.ts.
  */
 import { ValidationError } from "../../types/errors.ts";
+import { klValue } from "../kl.ts";
 import { groupCount, checkLength, checkTokens } from "../validate.ts";
 import type { AdvantageOutput, GroupedInput, KlKind, TokenInput } from "../types.ts";
 
@@ -151,22 +152,6 @@ export function remax(x: TokenInput & { baselines: Float32Array }): AdvantageOut
     }
   }
   return { advantages, returns };
-}
-
-/** One token's kl_penalty(logp, ref, kind). */
-export function klValue(kind: KlKind, logp: number, ref: number): number {
-  switch (kind) {
-    case "k1":
-      return logp - ref;
-    case "abs":
-      return Math.abs(logp - ref);
-    case "k2":
-      return 0.5 * (logp - ref) * (logp - ref);
-    case "k3": {
-      const x = Math.min(Math.max(ref - logp, -20), 20);
-      return Math.min(Math.max(Math.exp(x) - x - 1, -10), 10);
-    }
-  }
 }
 
 export function klPenalty(logp: Float32Array, ref: Float32Array, kind: KlKind): Float32Array {
