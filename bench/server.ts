@@ -57,7 +57,7 @@ type Phases = Partial<Record<Phase, Rate>>;
 // The load generator (`--load URL SERVER_PID SECONDS`), run in its own process.
 
 async function generateLoad(url: string, serverPid: number, seconds: number, only: readonly Phase[]): Promise<Phases> {
-  const client = new LightningStoreClient(url);
+  const client = new LightningStoreClient(url, process.env.BENCH_NO_KEYS ? { retryDelays: [] } : {});
   /** Runs `workers` loops of `op` for `seconds`; each op reports its units (spans, lifecycles). */
   async function rate(secs: number, workers: number, op: (worker: number) => Promise<number>): Promise<Rate> {
     const deadline = performance.now() + secs * 1000;
