@@ -18,19 +18,11 @@ import { LibsqlLightningStore } from "../../src/store/libsql/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { ManualClock, spanFromAttributes, type Span } from "../../src/types/index.ts";
 import { startInProcess, type InProcessServer } from "../server/in-process.ts";
+import { rng } from "../wasm/random.ts";
 
 const SEED = Number(process.env.AGL_FUZZ_SEED ?? 0x5eed_f022);
 const IN_PROCESS_REQUESTS: Record<StoreKind, number> = { memory: 3_000, libSQL: 1_000 };
 const HTTP_REQUESTS = 300;
-
-function mulberry32(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 // ------------------------------------------------------------------------------------------------
 // The seeded store and its snapshot
@@ -330,7 +322,7 @@ const BAD_CONTENT_TYPES = [
 const WRONG_METHODS = ["GET", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"];
 
 function generator(s: Seeded, seed: number) {
-  const rand = mulberry32(seed);
+  const rand = rng(seed).next;
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
   const writes = writeRoutes(s);
   const reads = readRoutes(s);

@@ -6,6 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { ownedSpan } from "../../src/store/inputs.ts";
 import { Span, ValidationError } from "../../src/types/index.ts";
+import { rng } from "../wasm/random.ts";
 
 const context = (trace: string, span: string) => ({ trace_id: trace, span_id: span, is_remote: false, trace_state: { vendor: "x" } });
 
@@ -60,15 +61,6 @@ const REPLACEMENTS: unknown[] = [
   { a: 1 },
   { status_code: "ERROR" },
 ];
-
-function mulberry32(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Sets (or deletes, or adds a sibling key at) a path of a deep copy. */
 function mutate(span: Record<string, unknown>, path: (string | number)[], rand: () => number): Record<string, unknown> {
@@ -134,7 +126,7 @@ describe("ownedSpan", () => {
   });
 
   it("agrees with the zod schema on 1,500 random variants (valid ones copied equal, invalid ones rejected)", () => {
-    const rand = mulberry32(42);
+    const rand = rng(42).next;
     const base = baseSpan();
     const all = paths(base);
     const seen = { ok: 0, rejected: 0 };

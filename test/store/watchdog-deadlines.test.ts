@@ -16,19 +16,10 @@ import type { LightningStoreCore } from "../../src/store/core.ts";
 import { InMemoryLightningStore, LibsqlLightningStore } from "../../src/store/index.ts";
 import type { DueRollout, Storage } from "../../src/store/storage.ts";
 import { ManualClock, spanFromAttributes, type AttemptStatus, type RolloutStatus } from "../../src/types/index.ts";
+import { rng } from "../wasm/random.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "watchdog-deadlines-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-/** mulberry32: a small seeded generator, so a failure replays. */
-function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const storageOf = (store: LightningStoreCore): Storage => (store as unknown as { storage: Storage }).storage;
 
@@ -66,7 +57,7 @@ const attemptStatuses: AttemptStatus[] = ["running", "succeeded", "failed", "unr
 const rolloutStatuses: RolloutStatus[] = ["running", "preparing", "queuing", "cancelled", "succeeded"];
 
 async function workload(store: LightningStoreCore, clock: ManualClock, seed: number, other?: LightningStoreCore): Promise<void> {
-  const rnd = random(seed);
+  const rnd = rng(seed).next;
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
   const ids: string[] = [];
   let spans = 0;
@@ -144,7 +135,7 @@ describe("watchdog deadlines kept by every write", () => {
 
 describe("DeadlineIndex (the in-memory storage's)", () => {
   it("returns what is due in (deadline, id) order, page after page, through sets, moves and removals", () => {
-    const rnd = random(7);
+    const rnd = rng(7).next;
     const index = new DeadlineIndex();
     const truth = new Map<string, number>();
     for (let step = 0; step < 3000; step++) {
