@@ -201,7 +201,7 @@ export class GpuModel {
       this.m[s.name] = ctx.alloc(s.size, `adam_m.${s.name}`);
       this.v[s.name] = ctx.alloc(s.size, `adam_v.${s.name}`);
     }
-    this.rope = ctx.upload(ropeTable(config.max_seq_len, headDim(config), config.rope_theta), "rope_table");
+    this.rope = ctx.upload(ropeTable(config.max_seq_len, headDim(config), config.rope_theta, config.rope_scaling), "rope_table");
   }
 
   /** The [max_seq_len, hd/2] cos then sin table RoPE reads (shared with KV-cached decoding). */

@@ -14,3 +14,12 @@ export function paramViews<A extends Arr>(config: ModelConfig, flat: A): ParamVi
   for (const s of paramLayout(config)) views[s.name] = flat.subarray(s.offset, s.offset + s.size) as A;
   return views;
 }
+
+/**
+ * A model's weights as separate tensors keyed by layout name (what the Hugging Face loader returns:
+ * no single flat buffer, so models over 4 GiB of float32 fit, and tensors can be replaced one by one).
+ */
+export type ModelWeights = Record<string, Float32Array>;
+
+/** Either form of a model's parameters: one flat buffer in layout order, or tensors by name. */
+export type ModelParams = Float32Array | ModelWeights;

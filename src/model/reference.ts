@@ -86,8 +86,8 @@ function dimsOf(config: ModelConfig, N: number) {
     kvDim: config.n_kv_heads * hd,
     V: config.vocab_size,
     norm: { rows: N, dim: config.d_model, eps: config.norm_eps },
-    qRope: { rows: N, heads: config.n_heads, headDim: hd, theta: config.rope_theta },
-    kRope: { rows: N, heads: config.n_kv_heads, headDim: hd, theta: config.rope_theta },
+    qRope: { rows: N, heads: config.n_heads, headDim: hd, theta: config.rope_theta, scaling: config.rope_scaling },
+    kRope: { rows: N, heads: config.n_kv_heads, headDim: hd, theta: config.rope_theta, scaling: config.rope_scaling },
   };
 }
 

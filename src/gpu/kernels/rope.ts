@@ -1,3 +1,4 @@
+import { ropeInvFreq, type RopeScaling } from "../../model/config.ts";
 import { memoKernel, type GpuContext } from "../context.ts";
 import { flatIndex, launch1d } from "./grid.ts";
 
@@ -9,11 +10,12 @@ import { flatIndex, launch1d } from "./grid.ts";
 const LAYOUT = { rows: "u32", heads: "u32", half: "u32", sinSign: "f32", sinOffset: "u32" } as const;
 
 /** [maxPositions, hd/2] cos values followed by the same number of sin values. */
-export function ropeTable(maxPositions: number, headDim: number, theta: number): Float32Array {
+export function ropeTable(maxPositions: number, headDim: number, theta: number, scaling?: RopeScaling | null): Float32Array {
   const half = headDim / 2;
   const table = new Float32Array(2 * maxPositions * half);
+  const invFreq = ropeInvFreq(headDim, theta, scaling);
   for (let i = 0; i < half; i++) {
-    const inv = Math.pow(theta, (-2 * i) / headDim);
+    const inv = invFreq[i];
     for (let p = 0; p < maxPositions; p++) {
       table[p * half + i] = Math.cos(p * inv);
       table[maxPositions * half + p * half + i] = Math.sin(p * inv);

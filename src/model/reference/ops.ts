@@ -9,6 +9,7 @@
  * Conventions (RoPE pairs, attention visibility, log-prob shift) are documented in `../config.ts`.
  */
 import { ValidationError } from "../../types/errors.ts";
+import { ropeInvFreq, type RopeScaling } from "../config.ts";
 
 export type Arr = Float32Array | Float64Array;
 
@@ -211,21 +212,15 @@ export interface RopeDims {
   heads: number;
   headDim: number;
   theta: number;
+  /** llama3 frequency scaling ({@link ropeInvFreq}) [none]. */
+  scaling?: RopeScaling | null;
 }
 
-/** inv_freq_i = theta^(-2i/hd) for i < hd/2. */
-export function ropeInvFreq(headDim: number, theta: number): Float64Array {
-  const half = headDim / 2;
-  const f = new Float64Array(half);
-  for (let i = 0; i < half; i++) f[i] = Math.pow(theta, (-2 * i) / headDim);
-  return f;
-}
-
-function rotate(x: Arr, positions: ArrayLike<number>, { rows, heads, headDim, theta }: RopeDims, sign: 1 | -1): Arr {
+function rotate(x: Arr, positions: ArrayLike<number>, { rows, heads, headDim, theta, scaling }: RopeDims, sign: 1 | -1): Arr {
   checkLength("x", x, rows * heads * headDim);
   checkLength("positions", positions, rows);
   const half = headDim / 2;
-  const inv = ropeInvFreq(headDim, theta);
+  const inv = ropeInvFreq(headDim, theta, scaling);
   const y = alloc(x, x.length);
   for (let r = 0; r < rows; r++) {
     const pos = positions[r];
