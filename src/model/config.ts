@@ -82,7 +82,11 @@ export const ModelConfigSchema = z
     if (c.head_dim === undefined && c.d_model % c.n_heads !== 0)
       ctx.addIssue({ code: "custom", path: ["n_heads"], message: "d_model must be divisible by n_heads (or head_dim given)" });
     else if ((c.head_dim ?? c.d_model / c.n_heads) % 2 !== 0)
-      ctx.addIssue({ code: "custom", path: [c.head_dim === undefined ? "n_heads" : "head_dim"], message: "head_dim must be even (RoPE pairs)" });
+      ctx.addIssue({
+        code: "custom",
+        path: [c.head_dim === undefined ? "n_heads" : "head_dim"],
+        message: "head_dim must be even (RoPE pairs)",
+      });
     if (c.rope_scaling && c.rope_scaling.high_freq_factor <= c.rope_scaling.low_freq_factor)
       ctx.addIssue({ code: "custom", path: ["rope_scaling", "high_freq_factor"], message: "high_freq_factor must exceed low_freq_factor" });
     if (c.n_heads % c.n_kv_heads !== 0)

@@ -4,10 +4,10 @@
  * positions 0, 1, 2, ... The prompt is run through the reference forward once (prefill), then each
  * new token costs one decode step over the cache.
  */
-import { headDim, paramCount, type ModelConfig } from "./config.ts";
+import { headDim, type ModelConfig } from "./config.ts";
 import { Rng } from "./init.ts";
-import { paramViews } from "./params.ts";
-import { blockForward, forward, headForward, type AttendFn } from "./reference.ts";
+import { paramViews, type ModelParams } from "./params.ts";
+import { blockForward, headForward, prefillForward, type AttendFn } from "./reference.ts";
 import * as ops from "./reference/ops.ts";
 import { EOS_ID } from "./tokenizer.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -82,33 +82,28 @@ export function logProbOf(logits: ArrayLike<number>, id: number): number {
   return logits[id] - max - Math.log(sum);
 }
 
-/** Keys and values per layer, [max_seq_len, n_kv*hd] each, and how many positions are filled. */
+/** Keys and values per layer, [slots, n_kv*hd] each, and how many positions are filled. Sized for one
+ * request (prompt + new tokens), not max_seq_len: HF models have 32k+ positions. */
 class KvCache {
   readonly k: Float32Array[];
   readonly v: Float32Array[];
   length = 0;
-  constructor(config: ModelConfig) {
-    const size = config.max_seq_len * config.n_kv_heads * headDim(config);
+  constructor(config: ModelConfig, slots: number) {
+    const size = slots * config.n_kv_heads * headDim(config);
     this.k = Array.from({ length: config.n_layers }, () => new Float32Array(size));
     this.v = Array.from({ length: config.n_layers }, () => new Float32Array(size));
   }
 }
 
-/** Runs the prompt through the reference forward, fills the cache, returns the last position's logits. */
-function prefill(config: ModelConfig, params: Float32Array, prompt: number[], cache: KvCache): Float32Array {
-  const L = prompt.length;
-  const out = forward(config, params, {
-    n: 1,
-    inputIds: Int32Array.from(prompt),
-    attentionMask: new Int32Array(L).fill(1),
-    positionIds: Int32Array.from({ length: L }, (_, i) => i),
-  });
-  out.cache.layers.forEach((layer, l) => {
+/** Runs the prompt through every block, fills the cache, returns the last position's logits. */
+function prefill(config: ModelConfig, p: Record<string, Float32Array>, prompt: number[], cache: KvCache): Float32Array {
+  const out = prefillForward(config, p, prompt);
+  out.layers.forEach((layer, l) => {
     cache.k[l].set(layer.kr);
     cache.v[l].set(layer.v);
   });
-  cache.length = L;
-  return out.logits.slice((L - 1) * config.vocab_size, L * config.vocab_size) as Float32Array;
+  cache.length = prompt.length;
+  return out.logits;
 }
 
 /** One token through every layer against the cache (appending its k, v); returns its logits. */
@@ -131,10 +126,10 @@ function decodeStep(config: ModelConfig, p: Record<string, Float32Array>, token:
 
 const NO_PROBS = new Float32Array(0);
 
-/** Continues `prompt` (token ids, at least one) with up to `maxTokens` new tokens. */
-export function generate(config: ModelConfig, params: Float32Array, prompt: number[], options: GenerateOptions): GenerateResult {
-  if (params.length !== paramCount(config))
-    throw new ValidationError(`params has ${params.length} elements, the config needs ${paramCount(config)}`, ["params"]);
+/** Continues `prompt` (token ids, at least one) with up to `maxTokens` new tokens. `params`: the flat
+ * buffer or tensors by name. */
+export function generate(config: ModelConfig, params: ModelParams, prompt: number[], options: GenerateOptions): GenerateResult {
+  const p = paramViews(config, params);
   if (prompt.length === 0) throw new ValidationError("prompt must hold at least one token", ["prompt"]);
   if (prompt.length > config.max_seq_len)
     throw new ValidationError(`prompt of ${prompt.length} tokens exceeds max_seq_len ${config.max_seq_len}`, ["prompt"]);
@@ -142,13 +137,12 @@ export function generate(config: ModelConfig, params: Float32Array, prompt: numb
     throw new ValidationError(`maxTokens must be a non-negative integer, got ${options.maxTokens}`, ["max_tokens"]);
   const stop = new Set(options.stop ?? [EOS_ID]);
   const rng = new Rng(options.seed ?? 0);
-  const p = paramViews(config, params);
-  const cache = new KvCache(config);
   // prompt + output never exceeds max_seq_len, so the whole sequence can be trained on
   const limit = Math.min(options.maxTokens, config.max_seq_len - prompt.length);
+  const cache = new KvCache(config, prompt.length + limit);
   const tokens: number[] = [];
   const logprobs: number[] = [];
-  let logits = limit > 0 ? prefill(config, params, prompt, cache) : new Float32Array(0);
+  let logits = limit > 0 ? prefill(config, p, prompt, cache) : new Float32Array(0);
   for (let i = 0; i < limit; i++) {
     const token = sampleToken(logits, options, rng);
     tokens.push(token);

@@ -8,6 +8,7 @@ export * from "./batch.ts";
 export * from "./train-types.ts";
 export {
   forward,
+  prefillForward,
   backward,
   blockForward,
   headForward,

@@ -5,14 +5,48 @@ import type { Arr } from "./reference/ops.ts";
 /** Named views into one flat parameter (or gradient, or optimizer-moment) buffer, in layout order. */
 export type ParamViews<A extends Arr = Float32Array> = Record<string, A>;
 
-/** Views (no copies) of each tensor of `flat`, keyed by name; writes through a view change `flat`. */
-export function paramViews<A extends Arr>(config: ModelConfig, flat: A): ParamViews<A> {
+/**
+ * Views (no copies) of each tensor of `params`, keyed by name; writes through a view change `params`.
+ * `params` is the flat buffer in layout order, or tensors by name (checked: every layout tensor present
+ * with its element count, no unknown names).
+ */
+export function paramViews<A extends Arr>(config: ModelConfig, params: A | Record<string, A>): ParamViews<A> {
+  const layout = paramLayout(config);
+  if (!ArrayBuffer.isView(params)) {
+    const byName = params as Record<string, A>;
+    for (const s of layout) {
+      const t = byName[s.name];
+      if (t === undefined) throw new ValidationError(`weights lack tensor ${s.name}`, ["params", s.name]);
+      if (t.length !== s.size)
+        throw new ValidationError(`tensor ${s.name} has ${t.length} elements, the config needs ${s.size} (${s.shape.join("x")})`, [
+          "params",
+          s.name,
+        ]);
+    }
+    const known = new Set(layout.map((s) => s.name));
+    for (const name of Object.keys(byName))
+      if (!known.has(name)) throw new ValidationError(`tensor ${name} is not part of this config's layout`, ["params", name]);
+    return { ...byName };
+  }
+  const flat = params as A;
   const total = paramCount(config);
   if (flat.length !== total)
     throw new ValidationError(`parameter buffer has ${flat.length} elements, the config needs ${total}`, ["params"]);
   const views: ParamViews<A> = {};
-  for (const s of paramLayout(config)) views[s.name] = flat.subarray(s.offset, s.offset + s.size) as A;
+  for (const s of layout) views[s.name] = flat.subarray(s.offset, s.offset + s.size) as A;
   return views;
+}
+
+/** One flat buffer (layout order) holding `params`: the buffer itself when already flat, else a copy. */
+export function flattenParams(config: ModelConfig, params: ModelParams): Float32Array {
+  if (params instanceof Float32Array) {
+    paramViews(config, params);
+    return params;
+  }
+  const views = paramViews(config, params);
+  const flat = new Float32Array(paramCount(config));
+  for (const s of paramLayout(config)) flat.set(views[s.name], s.offset);
+  return flat;
 }
 
 /**

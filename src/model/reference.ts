@@ -4,7 +4,7 @@
  * Generic over the parameter buffer's element type (Float64Array for gradient checks).
  * Model conventions (layout, RoPE, attention visibility, log-prob shift) are in `config.ts`.
  */
-import { assertSeqLen, headDim, type ModelConfig } from "./config.ts";
+import { assertSeqLen, headDim, paramCount, type ModelConfig } from "./config.ts";
 import { paramViews } from "./params.ts";
 import type { TokenBatch } from "./train-types.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -26,6 +26,14 @@ export interface LayerCache {
   xIn: Arr;
   h1: Arr;
   rstd1: Arr;
+  /** q and k before the per-head norm and their rstd (qk_norm configs only). */
+  qPre?: Arr;
+  kPre?: Arr;
+  qRstd?: Arr;
+  kRstd?: Arr;
+  /** q and k as RoPE received them (after bias and qk-norm). */
+  qIn?: Arr;
+  kIn?: Arr;
   qr: Arr;
   kr: Arr;
   v: Arr;
@@ -107,9 +115,25 @@ export function blockForward(
   const w = (name: string): Arr => p[`layers.${l}.${name}`];
   const xIn = x;
   const { y: h1, rstd: rstd1 } = ops.rmsnorm(xIn, w("attn_norm"), norm);
-  const qr = ops.rope(ops.matmul(h1, w("wq"), { m: N, k: d, n: qDim }), positions, qRope);
-  const kr = ops.rope(ops.matmul(h1, w("wk"), { m: N, k: d, n: kvDim }), positions, kRope);
+  let q = ops.matmul(h1, w("wq"), { m: N, k: d, n: qDim });
+  let k = ops.matmul(h1, w("wk"), { m: N, k: d, n: kvDim });
   const v = ops.matmul(h1, w("wv"), { m: N, k: d, n: kvDim });
+  if (config.qkv_bias) {
+    ops.addBiasInPlace(q, w("bq"));
+    ops.addBiasInPlace(k, w("bk"));
+    ops.addBiasInPlace(v, w("bv"));
+  }
+  const qkNorm: Partial<LayerCache> = {};
+  if (config.qk_norm) {
+    const hd = headDim(config);
+    const qn = ops.rmsnorm(q, w("q_norm"), { rows: N * config.n_heads, dim: hd, eps: config.norm_eps });
+    const kn = ops.rmsnorm(k, w("k_norm"), { rows: N * config.n_kv_heads, dim: hd, eps: config.norm_eps });
+    Object.assign(qkNorm, { qPre: q, kPre: k, qRstd: qn.rstd, kRstd: kn.rstd, qIn: qn.y, kIn: kn.y });
+    q = qn.y;
+    k = kn.y;
+  }
+  const qr = ops.rope(q, positions, qRope);
+  const kr = ops.rope(k, positions, kRope);
   const { out: attn, probs } = attend(qr, kr, v);
   const xMid = ops.add(xIn, ops.matmul(attn, w("wo"), { m: N, k: qDim, n: d }));
   const { y: h2, rstd: rstd2 } = ops.rmsnorm(xMid, w("ffn_norm"), norm);
@@ -117,7 +141,7 @@ export function blockForward(
   const up = ops.matmul(h2, w("w_up"), { m: N, k: d, n: config.d_ff });
   const act = ops.swiglu(gate, up);
   const xOut = ops.add(xMid, ops.matmul(act, w("w_down"), { m: N, k: config.d_ff, n: d }));
-  return { xIn, h1, rstd1, qr, kr, v, probs, attn, xMid, h2, rstd2, gate, up, act, xOut };
+  return { xIn, h1, rstd1, ...qkNorm, qr, kr, v, probs, attn, xMid, h2, rstd2, gate, up, act, xOut };
 }
 
 /** Final RMSNorm and the lm head (tied: h @ tok_embeddings^T) on rows x [N, d]. */
@@ -130,14 +154,10 @@ export function headForward(config: ModelConfig, p: Record<string, Arr>, x: Arr)
   return { hFinal, rstdFinal, logits };
 }
 
-/** Runs the model on a batch. `params` is the flat buffer in `paramLayout(config)` order. */
-export function forward<A extends Arr>(config: ModelConfig, params: A, input: ModelInput): ForwardResult<A> {
-  const { B, T } = validateInput(config, input);
-  const p = paramViews(config, params);
-  const N = B * T;
+/** Every block over a batch: the final hidden rows [B*T, d] and each block's cache. */
+function trunk(config: ModelConfig, p: Record<string, Arr>, input: ModelInput, B: number, T: number): { x: Arr; layers: LayerCache[] } {
   const attnDims = { batch: B, seq: T, heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: headDim(config) };
   const attend: AttendFn = (qr, kr, v) => ops.attention(qr, kr, v, input.attentionMask, attnDims);
-
   let x = ops.embedding(input.inputIds, p.tok_embeddings, { vocab: config.vocab_size, dim: config.d_model });
   const layers: LayerCache[] = [];
   for (let l = 0; l < config.n_layers; l++) {
@@ -145,6 +165,39 @@ export function forward<A extends Arr>(config: ModelConfig, params: A, input: Mo
     layers.push(layer);
     x = layer.xOut;
   }
+  return { x, layers };
+}
+
+/**
+ * Prefill for generation: one sequence through every block, the lm head applied to its last row only
+ * (a prompt of L tokens never materialises [L, vocab] logits). Returns those logits and the blocks'
+ * caches (their rotated keys and values fill a KV cache).
+ */
+export function prefillForward<A extends Arr>(
+  config: ModelConfig,
+  params: A | Record<string, A>,
+  ids: ArrayLike<number>,
+): { logits: A; layers: LayerCache[] } {
+  const L = ids.length;
+  const input: ModelInput = {
+    n: 1,
+    inputIds: Int32Array.from(ids),
+    attentionMask: new Int32Array(L).fill(1),
+    positionIds: Int32Array.from({ length: L }, (_, i) => i),
+  };
+  validateInput(config, input);
+  const p = paramViews(config, params);
+  const { x, layers } = trunk(config, p, input, 1, L);
+  const last = x.subarray((L - 1) * config.d_model, L * config.d_model) as Arr;
+  return { logits: headForward(config, p, last).logits as A, layers };
+}
+
+/** Runs the model on a batch. `params` is the flat buffer in `paramLayout(config)` order, or tensors by name. */
+export function forward<A extends Arr>(config: ModelConfig, params: A | Record<string, A>, input: ModelInput): ForwardResult<A> {
+  const { B, T } = validateInput(config, input);
+  const p = paramViews(config, params);
+  const N = B * T;
+  const { x, layers } = trunk(config, p, input, B, T);
   const { hFinal, rstdFinal, logits } = headForward(config, p, x);
   const V = config.vocab_size;
 
@@ -152,8 +205,8 @@ export function forward<A extends Arr>(config: ModelConfig, params: A, input: Mo
   for (let b = 0; b < B; b++) for (let t = 0; t + 1 < T; t++) targets[b * T + t] = input.inputIds[b * T + t + 1];
   const rows = ops.logSoftmaxGatherEntropy(logits, targets, { rows: N, vocab: V });
   // Shift: the prediction made at t-1 belongs to token t.
-  const logprob = ops.alloc(params, N);
-  const entropy = ops.alloc(params, N);
+  const logprob = ops.alloc(logits, N);
+  const entropy = ops.alloc(logits, N);
   for (let b = 0; b < B; b++)
     for (let t = 1; t < T; t++) {
       logprob[b * T + t] = rows.logprob[b * T + t - 1];
@@ -170,17 +223,17 @@ export function forward<A extends Arr>(config: ModelConfig, params: A, input: Mo
 /**
  * Gradients of a scalar loss with respect to every parameter, given dL/dlogprob and dL/dentropy per
  * token ([B, T], aligned with {@link forward}'s outputs; values at t = 0 are ignored). Returns a flat
- * buffer in the parameter layout.
+ * buffer in the parameter layout (whichever form `params` had), of `params`' element type.
  */
 export function backward<A extends Arr>(
   config: ModelConfig,
-  params: A,
+  params: A | Record<string, A>,
   cache: ForwardCache,
   dlogprob: ArrayLike<number>,
   dentropy: ArrayLike<number>,
 ): A {
   const p = paramViews(config, params);
-  const grads = ops.alloc(params, params.length) as A;
+  const grads = ops.alloc(p.tok_embeddings, paramCount(config)) as A;
   const g = paramViews(config, grads);
   const { B, T } = inputShape(cache.input);
   const { N, d, hd, qDim, kvDim, V, norm: dims, qRope, kRope } = dimsOf(config, B * T);
@@ -188,8 +241,8 @@ export function backward<A extends Arr>(
   const attnDims = { batch: B, seq: T, heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: hd };
 
   // Un-shift the per-token gradients onto the rows that made the predictions.
-  const dlpRows = ops.alloc(params, N);
-  const dentRows = ops.alloc(params, N);
+  const dlpRows = ops.alloc(grads, N);
+  const dentRows = ops.alloc(grads, N);
   for (let b = 0; b < B; b++)
     for (let t = 1; t < T; t++) {
       dlpRows[b * T + t - 1] = dlogprob[b * T + t];
@@ -233,8 +286,21 @@ export function backward<A extends Arr>(
     const wo = ops.matmulBackward(c.attn, w("wo"), dxMid, { m: N, k: qDim, n: d });
     gw("wo").set(wo.dw);
     const a = ops.attentionBackward(c.qr, c.kr, c.v, c.probs, wo.dx, attnDims);
-    const dq = ops.ropeBackward(a.dq, pos, qRope);
-    const dk = ops.ropeBackward(a.dk, pos, kRope);
+    let dq = ops.ropeBackward(a.dq, pos, qRope);
+    let dk = ops.ropeBackward(a.dk, pos, kRope);
+    if (config.qk_norm) {
+      const qn = ops.rmsnormBackward(c.qPre!, w("q_norm"), c.qRstd!, dq, { rows: N * config.n_heads, dim: hd });
+      const kn = ops.rmsnormBackward(c.kPre!, w("k_norm"), c.kRstd!, dk, { rows: N * config.n_kv_heads, dim: hd });
+      gw("q_norm").set(qn.dw);
+      gw("k_norm").set(kn.dw);
+      dq = qn.dx;
+      dk = kn.dx;
+    }
+    if (config.qkv_bias) {
+      gw("bq").set(ops.columnSums(dq, N, qDim));
+      gw("bk").set(ops.columnSums(dk, N, kvDim));
+      gw("bv").set(ops.columnSums(a.dv, N, kvDim));
+    }
     const qB = ops.matmulBackward(c.h1, w("wq"), dq, { m: N, k: d, n: qDim });
     const kB = ops.matmulBackward(c.h1, w("wk"), dk, { m: N, k: d, n: kvDim });
     const vB = ops.matmulBackward(c.h1, w("wv"), a.dv, { m: N, k: d, n: kvDim });

@@ -14,7 +14,7 @@ export interface ToolDefinition {
 export interface ToolCall {
   id: string;
   type: "function";
-  function: { name: string; /** JSON text of the arguments. */ arguments: string };
+  function: { name: string /** JSON text of the arguments. */; arguments: string };
 }
 
 /** A chat message as chat templates see it (the OpenAI message shape, content already flattened to text). */

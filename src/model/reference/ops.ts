@@ -477,6 +477,23 @@ export function add(a: Arr, b: Arr): Arr {
   return y;
 }
 
+/** x[r, j] += bias[j] for every row r of x [rows, bias.length], in place (projection biases). */
+export function addBiasInPlace(x: Arr, bias: Arr): void {
+  const n = bias.length;
+  if (x.length % n !== 0) throw new ValidationError(`x has ${x.length} elements, not a multiple of the bias's ${n}`, ["x"]);
+  for (let o = 0; o < x.length; o += n) for (let j = 0; j < n; j++) x[o + j] += bias[j];
+}
+
+/** Sum over rows of x [rows, cols]: the gradient of a bias added to every row. */
+export function columnSums(x: Arr, rows: number, cols: number): Arr {
+  checkLength("x", x, rows * cols);
+  const acc = new Float64Array(cols);
+  for (let r = 0; r < rows; r++) for (let j = 0; j < cols; j++) acc[j] += x[r * cols + j];
+  const y = alloc(x, cols);
+  y.set(acc);
+  return y;
+}
+
 /** a += b in place (gradient accumulation). */
 export function addInPlace(a: Arr, b: Arr): void {
   checkLength("b", b, a.length);
