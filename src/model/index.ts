@@ -25,3 +25,5 @@ export * from "./cpu-trainer.ts";
 export * from "./generate.ts";
 export * from "./safetensors.ts";
 export * from "./checkpoint.ts";
+export * from "./tokenizer-api.ts";
+export * from "./hf/index.ts";

@@ -27,7 +27,7 @@ export interface SafetensorsHeader {
   dataStart: number;
 }
 
-const BYTES: Record<SafetensorsDtype, number> = { F32: 4, F64: 8, F16: 2, BF16: 2 };
+export const DTYPE_BYTES: Record<SafetensorsDtype, number> = { F32: 4, F64: 8, F16: 2, BF16: 2 };
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
 /** Serialises F32 tensors (in the given order) and string metadata. */
@@ -74,20 +74,31 @@ function writeF32(out: Uint8Array, at: number, data: Float32Array): void {
 
 /** Parses and checks the header (offsets inside the file, sizes matching shapes and dtypes). */
 export function readSafetensorsHeader(bytes: Uint8Array): SafetensorsHeader {
-  if (bytes.length < 8) throw new ValidationError("not a safetensors file: shorter than 8 bytes", ["header"]);
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const n = Number(view.getBigUint64(0, true));
+  const n = safetensorsHeaderLength(bytes, bytes.length);
   if (n > bytes.length - 8) throw new ValidationError(`safetensors header length ${n} exceeds the file`, ["header"]);
+  return parseSafetensorsHeader(bytes.subarray(8, 8 + n), bytes.length);
+}
+
+/** The header's byte length from the file's first 8 bytes (checked against the file's size). */
+export function safetensorsHeaderLength(first8: Uint8Array, fileSize: number): number {
+  if (fileSize < 8 || first8.length < 8) throw new ValidationError("not a safetensors file: shorter than 8 bytes", ["header"]);
+  const n = Number(new DataView(first8.buffer, first8.byteOffset, 8).getBigUint64(0, true));
+  if (n > fileSize - 8) throw new ValidationError(`safetensors header length ${n} exceeds the file`, ["header"]);
+  return n;
+}
+
+/** Parses the JSON header (`json`: the n header bytes) of a file of `fileSize` bytes and checks every entry. */
+export function parseSafetensorsHeader(json: Uint8Array, fileSize: number): SafetensorsHeader {
   let raw: unknown;
   try {
-    raw = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
+    raw = JSON.parse(new TextDecoder().decode(json));
   } catch (e) {
     throw new ValidationError(`safetensors header is not JSON: ${(e as Error).message}`, ["header"]);
   }
   if (typeof raw !== "object" || raw === null || Array.isArray(raw))
     throw new ValidationError("safetensors header is not a JSON object", ["header"]);
-  const dataStart = 8 + n;
-  const dataLength = bytes.length - dataStart;
+  const dataStart = 8 + json.length;
+  const dataLength = fileSize - dataStart;
   const tensors: Record<string, HeaderEntry> = {};
   let metadata: Record<string, string> = {};
   for (const [name, entry] of Object.entries(raw as Record<string, unknown>)) {
@@ -96,7 +107,7 @@ export function readSafetensorsHeader(bytes: Uint8Array): SafetensorsHeader {
       continue;
     }
     const e = entry as HeaderEntry;
-    const width = BYTES[e?.dtype as SafetensorsDtype];
+    const width = DTYPE_BYTES[e?.dtype as SafetensorsDtype];
     if (width === undefined) throw new ValidationError(`tensor ${name}: unsupported dtype ${e?.dtype}`, [name, "dtype"]);
     const [begin, end] = e.data_offsets ?? [];
     const size = (e.shape ?? []).reduce((a: number, b: number) => a * b, 1);
@@ -130,7 +141,7 @@ export function readTensor(bytes: Uint8Array, header: SafetensorsHeader, name: s
   const at = header.dataStart + begin;
   const view = new DataView(bytes.buffer, bytes.byteOffset + at, end - begin);
   const dtype = e.dtype as SafetensorsDtype;
-  const out = new Float32Array((end - begin) / BYTES[dtype]);
+  const out = new Float32Array((end - begin) / DTYPE_BYTES[dtype]);
   if (dtype === "F32" && LITTLE_ENDIAN) {
     new Uint8Array(out.buffer).set(bytes.subarray(at, header.dataStart + end));
     return out;

@@ -7,6 +7,7 @@
  * A generated assistant turn therefore ends at EOS, the usual stop token.
  */
 import { ValidationError } from "../types/errors.ts";
+import type { Tokenizer } from "./tokenizer-api.ts";
 
 export const BOS_ID = 256;
 export const EOS_ID = 257;
@@ -83,3 +84,26 @@ export function applyChatTemplate(messages: ChatMessage[], options: { addGenerat
   if (options.addGenerationPrompt) ids.push(ROLE_IDS.assistant);
   return ids;
 }
+
+/** The byte tokenizer behind the engine-wide {@link Tokenizer} interface. It has no tool format. */
+export const byteTokenizer: Tokenizer = {
+  vocabSize: MIN_VOCAB_SIZE,
+  eosTokenIds: [EOS_ID],
+  bosTokenId: BOS_ID,
+  padTokenId: PAD_ID,
+  toolCallFormat: null,
+  encode: (text, options = {}) => (options.addSpecialTokens ? [BOS_ID, ...encode(text)] : encode(text)),
+  decode: (ids, options = {}) => decode(ids, { specials: options.skipSpecialTokens === false ? "show" : "skip" }),
+  isSpecial,
+  applyChatTemplate(messages, options = {}) {
+    if (options.tools?.length) throw new ValidationError("the byte tokenizer's chat template cannot render tools", ["tools"]);
+    return applyChatTemplate(
+      messages.map((m, i) => {
+        if (m.tool_calls?.length)
+          throw new ValidationError("the byte tokenizer's chat template cannot render tool calls", ["messages", i, "tool_calls"]);
+        return { role: m.role as ChatRole, content: m.content ?? "" };
+      }),
+      options,
+    );
+  },
+};

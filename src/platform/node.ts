@@ -11,12 +11,34 @@ import {
   DEFAULT_SERVE_LIMITS,
   type ChildProcessPort,
   type FetchHandler,
+  type FileReader,
   type Platform,
   type ServeLimits,
   type ServeOptions,
   type ServedApp,
   type SpawnOptions,
 } from "./types.ts";
+
+/** A file handle read in ranges, each range into a fresh buffer the caller owns. */
+async function openForRanges(path: string): Promise<FileReader> {
+  const handle = await fs.promises.open(path, "r");
+  const size = (await handle.stat()).size;
+  return {
+    size,
+    async read(offset, length) {
+      const n = Math.max(0, Math.min(length, size - offset));
+      const out = new Uint8Array(n);
+      let done = 0;
+      while (done < n) {
+        const { bytesRead } = await handle.read(out, done, n - done, offset + done);
+        if (bytesRead === 0) throw new Error(`${path}: file ended at ${offset + done} bytes while reading ${n} from ${offset}`);
+        done += bytesRead;
+      }
+      return out;
+    },
+    close: () => handle.close(),
+  };
+}
 
 /** The parts every `node:*`-compatible runtime shares; `selfCommand` differs per runtime. */
 export function nodeCompatible(): Omit<Platform, "runtime" | "description" | "selfCommand"> {
@@ -27,6 +49,16 @@ export function nodeCompatible(): Omit<Platform, "runtime" | "description" | "se
     readTextFile: (path) => fs.readFileSync(path, "utf8"),
     files: () => ({
       readFile: async (p) => new Uint8Array(await fs.promises.readFile(p)),
+      open: openForRanges,
+      exists: async (p) => {
+        try {
+          await fs.promises.stat(p);
+          return true;
+        } catch (e) {
+          if ((e as { code?: string }).code === "ENOENT") return false;
+          throw e;
+        }
+      },
       writeFile: (p, d) => fs.promises.writeFile(p, d),
       mkdir: async (p) => void (await fs.promises.mkdir(p, { recursive: true })),
       rename: (a, b) => fs.promises.rename(a, b),

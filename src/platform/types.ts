@@ -63,8 +63,20 @@ export interface SpawnOptions {
 }
 
 /** Whole-file operations (model checkpoints). */
+/** An open file read in ranges (large model files are read one tensor at a time). */
+export interface FileReader {
+  readonly size: number;
+  /** `length` bytes from `offset` (fewer only at the end of the file). */
+  read(offset: number, length: number): Promise<Uint8Array>;
+  close(): Promise<void>;
+}
+
 export interface FileAccess {
   readFile(path: string): Promise<Uint8Array>;
+  /** Opens a file for ranged reads. */
+  open(path: string): Promise<FileReader>;
+  /** True when `path` names an existing file or directory. */
+  exists(path: string): Promise<boolean>;
   writeFile(path: string, data: Uint8Array): Promise<void>;
   /** Creates a directory and its parents (no error if it exists). */
   mkdir(path: string): Promise<void>;
