@@ -75,10 +75,16 @@ function mapFiles(map: Readonly<Record<string, FileSource>>): ModelFiles {
   const download = (name: string, url: string | URL): Promise<Uint8Array> => {
     let p = fetched.get(name);
     if (!p) {
-      p = fetch(url).then(async (r) => {
+      p = (async () => {
+        let r: Response;
+        try {
+          r = await fetch(url);
+        } catch (e) {
+          throw new HfFormatError(name, null, `cannot fetch ${JSON.stringify(String(url).slice(0, 200))}: ${(e as Error).message}`);
+        }
         if (!r.ok) throw new HfFormatError(name, null, `fetching ${String(url)} answered ${r.status}`);
         return new Uint8Array(await r.arrayBuffer());
-      });
+      })();
       fetched.set(name, p);
     }
     return p;

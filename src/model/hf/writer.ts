@@ -49,8 +49,15 @@ function safetensorsFile(tensors: Array<{ name: string; dtype: HfDtype; shape: n
   return out;
 }
 
-/** The folder's files by name (bytes or text). */
-export function hfModelFiles(o: SaveHfOptions): Record<string, string | Uint8Array> {
+/** The folder's files by name, as bytes (a file map `loadPretrained` accepts). */
+export function hfModelFiles(o: SaveHfOptions): Record<string, Uint8Array> {
+  const files: Record<string, Uint8Array> = {};
+  for (const [name, content] of Object.entries(hfModelTexts(o)))
+    files[name] = typeof content === "string" ? new TextEncoder().encode(content) : content;
+  return files;
+}
+
+function hfModelTexts(o: SaveHfOptions): Record<string, string | Uint8Array> {
   const dtype = o.dtype ?? "BF16";
   const architecture = o.architecture ?? architectureFor(o.config);
   const views = paramViews(o.config, o.params);
@@ -119,7 +126,7 @@ export async function saveHfModel(dir: string, o: SaveHfOptions): Promise<void> 
   await io.mkdir(dir);
   for (const [name, content] of Object.entries(hfModelFiles(o))) {
     const path = dir.endsWith("/") ? dir + name : `${dir}/${name}`;
-    await io.writeFile(`${path}.tmp`, typeof content === "string" ? new TextEncoder().encode(content) : content);
+    await io.writeFile(`${path}.tmp`, content);
     await io.rename(`${path}.tmp`, path);
   }
 }
