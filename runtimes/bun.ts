@@ -1,8 +1,8 @@
 /**
- * Bun entry: `bun runtimes/bun.ts [agl store options]`. What differs per runtime (`Bun.serve` with its
+ * Bun entry: `bun runtimes/bun.ts [store or serve] [options]`. What differs per runtime (`Bun.serve` with its
  * limits, signals, environment, exit) is src/platform/.
  */
-import { runCli } from "../src/cli/agl.ts";
+import { runCli, withCommand } from "../src/cli/agl.ts";
 import { platform } from "../src/platform/index.ts";
 
-platform.exit(await runCli(["store", ...platform.args()]));
+platform.exit(await runCli(withCommand(platform.args())));

@@ -5,11 +5,13 @@
  */
 import { STORE_USAGE, UsageError, parseStoreArgs } from "../server/config.ts";
 import { platformHost, startStoreServer, type ServerHost } from "../server/run.ts";
+import { SERVE_USAGE, parseServeArgs, startPolicyServer } from "./serve.ts";
 
 export const AGL_USAGE = `Usage: agl <command> [options]
 
 Commands:
   store     serve a LightningStore over HTTP (agl store --help)
+  serve     serve a Hugging Face model with an OpenAI-compatible API (agl serve --help)
 `;
 
 /** Runs a command to its end and returns the process exit code. */
@@ -19,6 +21,7 @@ export async function runCli(argv: readonly string[], host: ServerHost = platfor
     console.log(AGL_USAGE);
     return command === undefined ? 2 : 0;
   }
+  if (command === "serve") return runServe(rest, host);
   if (command !== "store") {
     console.error(`agl: unknown command ${JSON.stringify(command)}\n\n${AGL_USAGE}`);
     return 2;
@@ -40,4 +43,29 @@ export async function runCli(argv: readonly string[], host: ServerHost = platfor
     console.error(`agl store: ${e instanceof Error ? e.message : String(e)}`);
     return 1;
   }
+}
+
+async function runServe(argv: readonly string[], host: ServerHost): Promise<number> {
+  try {
+    const config = parseServeArgs(argv, (n) => host.env(n));
+    if (config.help) {
+      console.log(SERVE_USAGE);
+      return 0;
+    }
+    const server = await startPolicyServer(config, host);
+    await server.stopped;
+    return 0;
+  } catch (e) {
+    if (e instanceof UsageError) {
+      console.error(`agl serve: ${e.message}\n\n${SERVE_USAGE}`);
+      return 2;
+    }
+    console.error(`agl serve: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  }
+}
+
+/** A runtime entry's arguments as a command line: `serve ...` or `store ...` as given, else `store` options. */
+export function withCommand(args: readonly string[]): string[] {
+  return args[0] === "serve" || args[0] === "store" ? [...args] : ["store", ...args];
 }

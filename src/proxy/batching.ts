@@ -6,11 +6,14 @@
  * changes only the speed. Calls for other weights than the first waiting one wait for a later batch.
  */
 import type { ModelConfig } from "../model/config.ts";
+import type { ModelParams } from "../model/params.ts";
+import type { Tokenizer } from "../model/tokenizer-api.ts";
 import { validateRequest, type Generation, type GenerationEngine, type GenerationRequest } from "./generation.ts";
 
 interface Waiting {
   config: ModelConfig;
-  params: Float32Array;
+  params: ModelParams;
+  tokenizer: Tokenizer | undefined;
   requests: readonly GenerationRequest[];
   resolve: (g: Generation[]) => void;
   reject: (e: unknown) => void;
@@ -29,11 +32,11 @@ export class BatchingEngine implements GenerationEngine {
     this.backend = inner.backend;
   }
 
-  generate(config: ModelConfig, params: Float32Array, requests: readonly GenerationRequest[]): Promise<Generation[]> {
+  generate(config: ModelConfig, params: ModelParams, requests: readonly GenerationRequest[], tokenizer?: Tokenizer): Promise<Generation[]> {
     // bad input fails its own call here, never a batch it would have joined
     requests.forEach((r, i) => validateRequest(config, r, i));
     return new Promise((resolve, reject) => {
-      this.waiting.push({ config, params, requests, resolve, reject });
+      this.waiting.push({ config, params, tokenizer, requests, resolve, reject });
       void this.drain();
     });
   }
@@ -51,6 +54,7 @@ export class BatchingEngine implements GenerationEngine {
             batch[0].config,
             batch[0].params,
             batch.flatMap((w) => w.requests),
+            batch[0].tokenizer,
           );
           let at = 0;
           for (const w of batch) {
@@ -74,7 +78,7 @@ export class BatchingEngine implements GenerationEngine {
     for (let i = 0; i < this.waiting.length; ) {
       const w = this.waiting[i];
       const fits = batch.length === 0 || sequences + w.requests.length <= this.maxSequences;
-      if (w.config === head.config && w.params === head.params && fits) {
+      if (w.config === head.config && w.params === head.params && w.tokenizer === head.tokenizer && fits) {
         batch.push(w);
         sequences += w.requests.length;
         this.waiting.splice(i, 1);

@@ -9,7 +9,9 @@
  */
 import type { ModelConfig } from "../model/config.ts";
 import { generate } from "../model/generate.ts";
-import { decode, EOS_ID } from "../model/tokenizer.ts";
+import type { ModelParams } from "../model/params.ts";
+import { byteTokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../model/tokenizer-api.ts";
 import { ValidationError } from "../types/errors.ts";
 
 export interface GenerationRequest {
@@ -23,7 +25,7 @@ export interface GenerationRequest {
   topP?: number;
   /** Strings that end the output (cut from the text, kept in the token ids) [none]. */
   stop?: readonly string[];
-  /** Token ids that end the output (kept in the token ids) [EOS]. */
+  /** Token ids that end the output (kept in the token ids) [the tokenizer's eosTokenIds]. */
   stopTokenIds?: readonly number[];
   /** Sampler seed [0]. */
   seed?: number;
@@ -41,18 +43,23 @@ export interface Generation {
   finishReason: FinishReason;
 }
 
-/** Something that turns requests into generations for a given set of weights. */
+/** Something that turns requests into generations for a given set of weights (and the tokenizer that
+ * turns their tokens into text [the byte tokenizer]). */
 export interface GenerationEngine {
   readonly backend: "cpu" | "webgpu";
-  generate(config: ModelConfig, params: Float32Array, requests: readonly GenerationRequest[]): Promise<Generation[]>;
+  generate(config: ModelConfig, params: ModelParams, requests: readonly GenerationRequest[], tokenizer?: Tokenizer): Promise<Generation[]>;
 }
 
 /** Cuts `tokens` at the first stop string found in their decoded text; null when none occurs. */
-export function applyStopStrings(tokens: readonly number[], stop: readonly string[]): { keep: number; text: string } | null {
+export function applyStopStrings(
+  tokens: readonly number[],
+  stop: readonly string[],
+  tokenizer: Tokenizer = byteTokenizer,
+): { keep: number; text: string } | null {
   const needles = stop.filter((s) => s.length > 0);
   if (needles.length === 0) return null;
   for (let k = 1; k <= tokens.length; k++) {
-    const text = decode(tokens.slice(0, k));
+    const text = tokenizer.decode(tokens.slice(0, k));
     let at = -1;
     for (const s of needles) {
       const i = text.indexOf(s);
@@ -69,10 +76,11 @@ export function finishGeneration(
   logprobs: number[],
   finishReason: FinishReason,
   stop: readonly string[] = [],
+  tokenizer: Tokenizer = byteTokenizer,
 ): Generation {
-  const cut = applyStopStrings(tokens, stop);
+  const cut = applyStopStrings(tokens, stop, tokenizer);
   if (cut) return { tokenIds: tokens.slice(0, cut.keep), logprobs: logprobs.slice(0, cut.keep), text: cut.text, finishReason: "stop" };
-  return { tokenIds: tokens, logprobs, text: decode(tokens), finishReason };
+  return { tokenIds: tokens, logprobs, text: tokenizer.decode(tokens), finishReason };
 }
 
 export function validateRequest(config: ModelConfig, r: GenerationRequest, index = 0): void {
@@ -93,17 +101,17 @@ export function validateRequest(config: ModelConfig, r: GenerationRequest, index
 /** The CPU reference engine: one KV-cached sequence at a time. */
 export const cpuGenerationEngine: GenerationEngine = {
   backend: "cpu",
-  async generate(config, params, requests) {
+  async generate(config, params, requests, tokenizer = byteTokenizer) {
     requests.forEach((r, i) => validateRequest(config, r, i));
     return requests.map((r) => {
       const out = generate(config, params, r.prompt, {
         maxTokens: r.maxTokens,
         temperature: r.temperature,
         topP: r.topP,
-        stop: r.stopTokenIds ? [...r.stopTokenIds] : [EOS_ID],
+        stop: [...(r.stopTokenIds ?? tokenizer.eosTokenIds)],
         seed: r.seed,
       });
-      return finishGeneration(out.tokens, out.logprobs, out.finishReason, r.stop);
+      return finishGeneration(out.tokens, out.logprobs, out.finishReason, r.stop, tokenizer);
     });
   },
 };

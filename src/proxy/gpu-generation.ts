@@ -13,7 +13,9 @@ import { GpuModel } from "../gpu/model.ts";
 import type { ModelConfig } from "../model/config.ts";
 import { logProbOf, sampleToken } from "../model/generate.ts";
 import { Rng } from "../model/init.ts";
-import { EOS_ID } from "../model/tokenizer.ts";
+import { flattenParams, type ModelParams } from "../model/params.ts";
+import { byteTokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../model/tokenizer-api.ts";
 import { ValidationError } from "../types/errors.ts";
 import {
   finishGeneration,
@@ -38,9 +40,10 @@ class Live {
   constructor(
     readonly req: GenerationRequest,
     config: ModelConfig,
+    private readonly tokenizer: Tokenizer,
   ) {
     this.limit = Math.min(req.maxTokens, config.max_seq_len - req.prompt.length);
-    this.stop = new Set(req.stopTokenIds ?? [EOS_ID]);
+    this.stop = new Set(req.stopTokenIds ?? tokenizer.eosTokenIds);
     this.rng = new Rng(req.seed ?? 0);
     if (this.limit <= 0) this.finish = "length";
   }
@@ -55,7 +58,7 @@ class Live {
   }
 
   result(): Generation {
-    return finishGeneration(this.tokens, this.logprobs, this.finish ?? "length", this.req.stop);
+    return finishGeneration(this.tokens, this.logprobs, this.finish ?? "length", this.req.stop, this.tokenizer);
   }
 }
 
@@ -72,7 +75,7 @@ export class GpuGenerationEngine implements GenerationEngine {
   readonly maxBatch: number;
   private model: GpuModel | null = null;
   private modelConfig: string | null = null;
-  private uploaded: Float32Array | null = null;
+  private uploaded: ModelParams | null = null;
 
   /** `ctx` may be shared with a GPU trainer: generations run through `ctx.exclusive`. */
   constructor(
@@ -89,23 +92,32 @@ export class GpuGenerationEngine implements GenerationEngine {
   }
 
   /** The model for `config` with `params` on the device (uploaded again only when a new array comes). */
-  private modelFor(config: ModelConfig, params: Float32Array): GpuModel {
+  private modelFor(config: ModelConfig, params: ModelParams): GpuModel {
+    if (config.qkv_bias || config.qk_norm)
+      throw new ValidationError("the WebGPU engine does not run q/k/v biases or qk-norm (Qwen2, Qwen3) yet: use the CPU engine", [
+        "device",
+      ]);
     const key = JSON.stringify(config);
     if (this.model === null || this.modelConfig !== key) {
       this.model?.destroy();
       this.model = null;
-      this.model = new GpuModel(this.ctx, config, params, false);
+      this.model = new GpuModel(this.ctx, config, flattenParams(config, params), false);
       this.modelConfig = key;
-    } else if (this.uploaded !== params) this.model.writeFlat(this.model.params, params);
+    } else if (this.uploaded !== params) this.model.writeFlat(this.model.params, flattenParams(config, params));
     this.uploaded = params;
     return this.model;
   }
 
-  generate(config: ModelConfig, params: Float32Array, requests: readonly GenerationRequest[]): Promise<Generation[]> {
+  generate(
+    config: ModelConfig,
+    params: ModelParams,
+    requests: readonly GenerationRequest[],
+    tokenizer: Tokenizer = byteTokenizer,
+  ): Promise<Generation[]> {
     requests.forEach((r, i) => validateRequest(config, r, i));
     return this.ctx.exclusive(async () => {
       const model = this.modelFor(config, params);
-      const live = requests.map((req) => new Live(req, config));
+      const live = requests.map((req) => new Live(req, config, tokenizer));
       if (this.kvCache) await this.runCached(model, live);
       else await this.runUncached(model, live);
       return live.map((s) => s.result());

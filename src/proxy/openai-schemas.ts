@@ -7,9 +7,27 @@ import { z } from "zod";
 const TextPart = z.looseObject({ type: z.string(), text: z.string().optional() });
 const Content = z.union([z.string(), z.array(TextPart), z.null()]);
 
+const ToolCallInput = z.looseObject({
+  id: z.string(),
+  type: z.literal("function").optional(),
+  function: z.looseObject({ name: z.string(), arguments: z.string() }),
+});
+
 export const ChatMessageInput = z.looseObject({
   role: z.enum(["system", "developer", "user", "assistant", "tool"]),
   content: Content.optional(),
+  tool_calls: z.array(ToolCallInput).nullable().optional(),
+  tool_call_id: z.string().optional(),
+  name: z.string().optional(),
+});
+
+const ToolInput = z.looseObject({
+  type: z.literal("function"),
+  function: z.looseObject({
+    name: z.string().min(1),
+    description: z.string().optional(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+  }),
 });
 export type ChatMessageInput = z.infer<typeof ChatMessageInput>;
 
@@ -33,6 +51,11 @@ const sampling = {
 export const ChatCompletionRequest = z.looseObject({
   ...sampling,
   messages: z.array(ChatMessageInput).min(1),
+  tools: z.array(ToolInput).nullable().optional(),
+  tool_choice: z
+    .union([z.enum(["none", "auto", "required"]), z.looseObject({ type: z.literal("function") })])
+    .nullable()
+    .optional(),
   max_completion_tokens: z.number().int().min(0).nullable().optional(),
   logprobs: z.boolean().nullable().optional(),
 });

@@ -16,14 +16,19 @@ import { systemClock } from "../types/clock.ts";
 import { LightningError, ValidationError } from "../types/errors.ts";
 import { newSpanId } from "../types/ids.ts";
 import type { LLM, ProxyLLM } from "../types/resources.ts";
-import { applyChatTemplate, decode, type ChatMessage } from "../model/tokenizer.ts";
+import { byteTokenizer } from "../model/tokenizer.ts";
+import type { TemplateMessage, ToolCall, ToolDefinition } from "../model/tokenizer-api.ts";
+import { bearerChallenge, bearerToken, tokensEqual } from "../server/auth.ts";
 import { llmCallSpans } from "./llm-span.ts";
 import type { Generation } from "./generation.ts";
 import { ChatCompletionRequest, CompletionRequest, contentText, stopList, type ChatMessageInput } from "./openai-schemas.ts";
 import type { Policy } from "./policy.ts";
+import { parseToolCalls } from "./tool-calls.ts";
 
 export interface PolicyAppOptions {
   policy: Policy;
+  /** When set, every route but `/health` needs `Authorization: Bearer <token>` (401 otherwise). */
+  token?: string | null;
   /** Where routed calls are recorded; without it nothing is recorded. */
   store?: LightningStore | null;
   clock?: Clock;
@@ -58,7 +63,7 @@ function errorBody(err: unknown): { status: number; body: unknown } {
   };
 }
 
-const CHAT_ROLES: Record<ChatMessageInput["role"], ChatMessage["role"]> = {
+const CHAT_ROLES: Record<ChatMessageInput["role"], string> = {
   system: "system",
   developer: "system",
   user: "user",
@@ -70,6 +75,8 @@ interface Prepared {
   kind: Kind;
   messages: { role: string; content: string }[];
   promptIds: number[];
+  /** Tools offered (chat only): the model's output is parsed for calls when there are some. */
+  tools: ToolDefinition[] | null;
   temperature: number;
   topP: number;
   maxTokens: number;
@@ -102,25 +109,44 @@ function parse<T>(
 function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
   let messages: { role: string; content: string }[];
   let promptIds: number[];
+  let tools: ToolDefinition[] | null = null;
   let logprobs: boolean;
   let req: ChatCompletionRequest | CompletionRequest;
   let maxTokens: number | null | undefined;
   if (kind === "chat") {
     const chat = parse(ChatCompletionRequest, body);
     req = chat;
-    const turns = chat.messages.map((m) => ({ role: CHAT_ROLES[m.role], content: contentText(m.content) }));
-    messages = turns;
-    promptIds = applyChatTemplate(turns, { addGenerationPrompt: true });
+    const turns: TemplateMessage[] = chat.messages.map((m) => ({
+      role: CHAT_ROLES[m.role],
+      content: contentText(m.content),
+      ...(m.tool_calls?.length
+        ? {
+            tool_calls: m.tool_calls.map(
+              (c): ToolCall => ({ id: c.id, type: "function", function: { name: c.function.name, arguments: c.function.arguments } }),
+            ),
+          }
+        : {}),
+      ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}),
+      ...(m.name !== undefined ? { name: m.name } : {}),
+    }));
+    messages = turns.map((t) => ({ role: t.role, content: t.content ?? "" }));
+    tools = chat.tools?.length && chat.tool_choice !== "none" ? (chat.tools as ToolDefinition[]) : null;
+    promptIds = policy.tokenizer.applyChatTemplate(turns, { addGenerationPrompt: true, ...(tools ? { tools } : {}) });
     logprobs = chat.logprobs === true;
     maxTokens = chat.max_completion_tokens ?? chat.max_tokens;
   } else {
     const comp = parse(CompletionRequest, body);
     req = comp;
     if (typeof comp.prompt === "string") {
-      promptIds = Array.from(new TextEncoder().encode(comp.prompt));
+      promptIds = policy.tokenizer.encode(comp.prompt);
       if (promptIds.length === 0) throw new ValidationError("prompt must not be empty", ["prompt"]);
     } else promptIds = comp.prompt;
-    messages = [{ role: "user", content: typeof comp.prompt === "string" ? comp.prompt : decode(comp.prompt, { specials: "show" }) }];
+    messages = [
+      {
+        role: "user",
+        content: typeof comp.prompt === "string" ? comp.prompt : policy.tokenizer.decode(comp.prompt, { skipSpecialTokens: false }),
+      },
+    ];
     logprobs = (comp.logprobs ?? 0) > 0;
     maxTokens = comp.max_tokens ?? 16; // the OpenAI default for completions
   }
@@ -139,10 +165,18 @@ function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
       `The prompt has ${promptIds.length} tokens; the model's context is ${policy.maxSeqLen}`,
       "context_length_exceeded",
     );
+  if (maxTokens !== undefined && maxTokens !== null && maxTokens > room)
+    throw new OpenAiError(
+      400,
+      "invalid_request_error",
+      `This model's maximum context length is ${policy.maxSeqLen} tokens; the request asks for ${promptIds.length + maxTokens} (${promptIds.length} in the prompt, ${maxTokens} to generate)`,
+      "context_length_exceeded",
+    );
   return {
     kind,
     messages,
     promptIds,
+    tools,
     temperature: req.temperature ?? 1,
     topP: req.top_p ?? 1,
     maxTokens: Math.min(maxTokens ?? room, room),
@@ -170,13 +204,20 @@ const usage = (a: Answer) => {
 };
 
 /** OpenAI-style logprobs of the sampled tokens (no alternatives). */
-function chatLogprobs(g: Generation) {
+function chatLogprobs(policy: Policy, g: Generation) {
   return {
     content: g.tokenIds.map((id, i) => {
-      const token = decode([id], { specials: "show" });
-      return { token, logprob: g.logprobs[i], bytes: id < 256 ? [id] : [], top_logprobs: [] };
+      const token = policy.tokenizer.decode([id], { skipSpecialTokens: false });
+      return { token, logprob: g.logprobs[i], bytes: Array.from(new TextEncoder().encode(token)), top_logprobs: [] };
     }),
   };
+}
+
+/** The assistant message of a chat choice: tool calls parsed out of its text when tools were offered. */
+function assistantMessage(policy: Policy, a: Answer, g: Generation): { content: string | null; toolCalls: ToolCall[] } {
+  if (!a.prompt.tools) return { content: g.text, toolCalls: [] };
+  const parsed = parseToolCalls(g.text, policy.tokenizer.toolCallFormat);
+  return { content: parsed.content, toolCalls: parsed.toolCalls };
 }
 
 function fullBody(policy: Policy, a: Answer): unknown {
@@ -191,13 +232,16 @@ function fullBody(policy: Policy, a: Answer): unknown {
     return {
       ...head,
       object: "chat.completion",
-      choices: a.choices.map((g, index) => ({
-        index,
-        message: { role: "assistant", content: g.text, refusal: null },
-        finish_reason: g.finishReason,
-        logprobs: a.prompt.logprobs ? chatLogprobs(g) : null,
-        token_ids: g.tokenIds,
-      })),
+      choices: a.choices.map((g, index) => {
+        const m = assistantMessage(policy, a, g);
+        return {
+          index,
+          message: { role: "assistant", content: m.content, refusal: null, ...(m.toolCalls.length ? { tool_calls: m.toolCalls } : {}) },
+          finish_reason: m.toolCalls.length ? "tool_calls" : g.finishReason,
+          logprobs: a.prompt.logprobs ? chatLogprobs(policy, g) : null,
+          token_ids: g.tokenIds,
+        };
+      }),
       usage: usage(a),
     };
   }
@@ -210,7 +254,7 @@ function fullBody(policy: Policy, a: Answer): unknown {
       finish_reason: g.finishReason,
       logprobs: a.prompt.logprobs
         ? {
-            tokens: g.tokenIds.map((id) => decode([id], { specials: "show" })),
+            tokens: g.tokenIds.map((id) => policy.tokenizer.decode([id], { skipSpecialTokens: false })),
             token_logprobs: g.logprobs,
             top_logprobs: null,
             text_offset: null,
@@ -226,13 +270,13 @@ function fullBody(policy: Policy, a: Answer): unknown {
  * Text deltas of one generation: consecutive tokens are grouped until their bytes decode to whole
  * characters, and the deltas add up to exactly `text` (which a stop string may have cut short).
  */
-export function textDeltas(g: Generation): { text: string; tokenIds: number[] }[] {
+export function textDeltas(g: Generation, tokenizer: Policy["tokenizer"] = byteTokenizer): { text: string; tokenIds: number[] }[] {
   const out: { text: string; tokenIds: number[] }[] = [];
   let emitted = 0;
   let pending: number[] = [];
   for (let k = 1; k <= g.tokenIds.length; k++) {
     pending.push(g.tokenIds[k - 1]);
-    const t = decode(g.tokenIds.slice(0, k));
+    const t = tokenizer.decode(g.tokenIds.slice(0, k));
     if (t.endsWith("\uFFFD") && k < g.tokenIds.length) continue; // an incomplete UTF-8 sequence
     const upto = Math.min(t.length, g.text.length);
     out.push({ text: g.text.slice(emitted, Math.max(emitted, upto)), tokenIds: pending });
@@ -261,8 +305,20 @@ function streamChunks(policy: Policy, a: Answer): unknown[] {
       ? { index, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null, token_ids: [] }
       : choice(index, "", [], null);
     chunks.push({ ...head, choices: [first], ...(index === 0 ? { prompt_token_ids: a.prompt.promptIds } : {}) });
-    for (const d of textDeltas(g)) chunks.push({ ...head, choices: [choice(index, d.text, d.tokenIds, null)] });
-    chunks.push({ ...head, choices: [choice(index, null, [], g.finishReason)] });
+    const calls = chat ? assistantMessage(policy, a, g) : { content: g.text, toolCalls: [] };
+    if (calls.toolCalls.length === 0) {
+      for (const d of textDeltas(g, policy.tokenizer)) chunks.push({ ...head, choices: [choice(index, d.text, d.tokenIds, null)] });
+      chunks.push({ ...head, choices: [choice(index, null, [], g.finishReason)] });
+      return;
+    }
+    // Tool calls: the content outside them, then each call whole (the streamed form of OpenAI's deltas).
+    if (calls.content !== null) chunks.push({ ...head, choices: [choice(index, calls.content, [], null)] });
+    const toolDeltas = calls.toolCalls.map((c, i) => ({ index: i, id: c.id, type: "function", function: c.function }));
+    chunks.push({
+      ...head,
+      choices: [{ index, delta: { tool_calls: toolDeltas }, finish_reason: null, logprobs: null, token_ids: g.tokenIds }],
+    });
+    chunks.push({ ...head, choices: [choice(index, null, [], "tool_calls")] });
   });
   if (a.prompt.includeUsage) chunks.push({ ...head, choices: [], usage: usage(a) });
   return chunks;
@@ -293,6 +349,22 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
     const { status, body } = errorBody(err);
     return c.json(body, status as 400);
   });
+  const token = options.token ?? null;
+  if (token !== null) {
+    if (token.trim() === "") throw new ValidationError("token must not be empty; leave it out to serve without authentication", ["token"]);
+    app.use("*", async (c, next) => {
+      if (c.req.path.endsWith("/health")) return next();
+      const given = bearerToken(c.req.header("authorization"));
+      if (given === null || !(await tokensEqual(given, token))) {
+        c.header("WWW-Authenticate", bearerChallenge(given !== null));
+        return c.json(
+          { error: { message: "Missing or wrong bearer token", type: "authentication_error", param: null, code: "invalid_api_key" } },
+          401,
+        );
+      }
+      return next();
+    });
+  }
 
   const complete = (kind: Kind) => async (c: Context) => {
     const rid = c.req.param("rid");
@@ -417,7 +489,7 @@ export class PolicyServer {
 
   async start(): Promise<void> {
     if (this.handle) return;
-    const app = createPolicyApp({ policy: this.policy, store: this.store, clock: this.options.clock });
+    const app = createPolicyApp({ policy: this.policy, store: this.store, clock: this.options.clock, token: this.options.token });
     const serve = this.options.serve ?? (await nodeServe());
     this.handle = await serve(app.fetch, { hostname: this.options.hostname ?? "127.0.0.1", port: this.options.port ?? 0 });
   }

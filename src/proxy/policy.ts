@@ -4,9 +4,10 @@
  * a {@link GenerationEngine} (CPU by default); the GRPO loop calls `update` after each step.
  */
 import type { ModelConfig } from "../model/config.ts";
-import { paramCount } from "../model/config.ts";
 import { Rng } from "../model/init.ts";
-import { ValidationError } from "../types/errors.ts";
+import { paramViews, type ModelParams } from "../model/params.ts";
+import { byteTokenizer } from "../model/tokenizer.ts";
+import type { Tokenizer } from "../model/tokenizer-api.ts";
 import { cpuGenerationEngine, type Generation, type GenerationEngine, type GenerationRequest } from "./generation.ts";
 
 export interface Policy {
@@ -16,6 +17,8 @@ export interface Policy {
   readonly version: number;
   /** Model context length: prompt + output never exceed it. */
   readonly maxSeqLen: number;
+  /** Turns chats into prompt ids and sampled ids into text. */
+  readonly tokenizer: Tokenizer;
   generate(requests: readonly GenerationRequest[]): Promise<Generation[]>;
   /** A fresh sampler seed for a request that names none (so repeated calls give different samples). */
   nextSeed(): number;
@@ -24,7 +27,10 @@ export interface Policy {
 export interface ModelPolicyOptions {
   model: string;
   config: ModelConfig;
-  params: Float32Array;
+  /** The flat buffer or tensors by name (e.g. a `loadPretrained` model's weights). */
+  params: ModelParams;
+  /** [the byte tokenizer of our presets] */
+  tokenizer?: Tokenizer;
   version?: number;
   engine?: GenerationEngine;
   /** Seed of the stream of per-request seeds [0]. */
@@ -34,7 +40,8 @@ export interface ModelPolicyOptions {
 export class ModelPolicy implements Policy {
   readonly model: string;
   readonly config: ModelConfig;
-  private params: Float32Array;
+  readonly tokenizer: Tokenizer;
+  private params: ModelParams;
   private currentVersion: number;
   private readonly engine: GenerationEngine;
   private readonly seeds: Rng;
@@ -43,6 +50,7 @@ export class ModelPolicy implements Policy {
     this.model = o.model;
     this.config = o.config;
     this.params = checked(o.config, o.params);
+    this.tokenizer = o.tokenizer ?? byteTokenizer;
     this.currentVersion = o.version ?? 0;
     this.engine = o.engine ?? cpuGenerationEngine;
     this.seeds = new Rng(o.seed ?? 0);
@@ -59,13 +67,13 @@ export class ModelPolicy implements Policy {
   }
 
   /** Publishes new weights (copied, so the trainer may keep changing its own). */
-  update(params: Float32Array, version = this.currentVersion + 1): void {
+  update(params: ModelParams, version = this.currentVersion + 1): void {
     this.params = checked(this.config, params);
     this.currentVersion = version;
   }
 
   generate(requests: readonly GenerationRequest[]): Promise<Generation[]> {
-    return this.engine.generate(this.config, this.params, requests);
+    return this.engine.generate(this.config, this.params, requests, this.tokenizer);
   }
 
   nextSeed(): number {
@@ -73,8 +81,8 @@ export class ModelPolicy implements Policy {
   }
 }
 
-function checked(config: ModelConfig, params: Float32Array): Float32Array {
-  if (params.length !== paramCount(config))
-    throw new ValidationError(`params has ${params.length} elements, the config needs ${paramCount(config)}`, ["params"]);
-  return params.slice();
+/** A private copy of flat weights (the trainer keeps changing its own); tensors by name are checked and kept. */
+function checked(config: ModelConfig, params: ModelParams): ModelParams {
+  paramViews(config, params);
+  return params instanceof Float32Array ? params.slice() : { ...params };
 }

@@ -31,7 +31,16 @@ export interface ServerProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-export async function startServerProcess(runtime: Runtime, args: string[], env: Record<string, string> = {}): Promise<ServerProcess> {
+/** Both startup lines of `agl store`: where it listens, then where the data lives. */
+const STORE_READY = /listening on (http:\/\/\S+)[\s\S]*Data: .*\n/;
+
+/** `ready` finds the server's URL (its first group) in what the process prints [agl store's lines]. */
+export async function startServerProcess(
+  runtime: Runtime,
+  args: string[],
+  env: Record<string, string> = {},
+  ready: RegExp = STORE_READY,
+): Promise<ServerProcess> {
   const [cmd, pre] = command(runtime);
   const proc = spawn(cmd, [...pre, ...args], {
     cwd: ROOT,
@@ -44,8 +53,7 @@ export async function startServerProcess(runtime: Runtime, args: string[], env: 
     const timer = setTimeout(() => reject(new Error(`${runtime} server did not start within 60 s:\n${out}`)), 60_000);
     const onData = (d: Buffer) => {
       out += d.toString();
-      // Both startup lines: where it listens, then where the data lives.
-      const m = /listening on (http:\/\/\S+)[\s\S]*Data: .*\n/.exec(out);
+      const m = ready.exec(out);
       if (m) {
         clearTimeout(timer);
         resolve(m[1]!);
