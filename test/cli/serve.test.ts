@@ -98,7 +98,7 @@ describe("agl serve (in process) with the openai client", () => {
     const ids: number[] = [];
     for await (const chunk of stream) {
       text += chunk.choices[0]?.delta?.content ?? "";
-      ids.push(...(((chunk.choices[0] as unknown as { token_ids?: number[] }) ?? {}).token_ids ?? []));
+      ids.push(...((chunk.choices[0] as unknown as { token_ids?: number[] } | undefined)?.token_ids ?? []));
     }
     expect(text).toBe(plain.choices[0].message.content);
     expect(ids).toEqual(plain.choices[0].token_ids);
