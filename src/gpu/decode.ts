@@ -15,6 +15,7 @@ import { rmsnormForward } from "./kernels/rmsnorm.ts";
 import { ropeApply } from "./kernels/rope.ts";
 import { swigluForward } from "./kernels/swiglu.ts";
 import type { GpuModel, MicroInputs, MicroShape } from "./model.ts";
+import { finishQkv, qkScratch, type QkScratch } from "./qk.ts";
 
 /** Sequences left-padded to the longest as one forward batch whose predicted rows are the last positions
  * (each sequence's last token): positions count from 0 at each sequence's first real token. */
@@ -75,6 +76,7 @@ export class GpuDecoder {
   private readonly logits: GPUBuffer;
   private readonly ids: GPUBuffer;
   private readonly positions: GPUBuffer;
+  private readonly qk: QkScratch | null;
   private readonly all: GPUBuffer[] = [];
 
   /** A cache of `slots` slots per prompt (at least the longest prompt). */
@@ -120,6 +122,7 @@ export class GpuDecoder {
     this.logits = a(B * c.vocab_size, "decode.logits");
     this.ids = a(B, "decode.ids");
     this.positions = a(B, "decode.positions");
+    this.qk = qkScratch(ctx, c, B, a);
   }
 
   /** Sequences held (fewer after {@link keep}). */
@@ -230,6 +233,7 @@ export class GpuDecoder {
       linear(ctx, this.h, p("wq"), this.q, { M: B, K: d, N: qd });
       linear(ctx, this.h, p("wk"), this.k, { M: B, K: d, N: kvd });
       linear(ctx, this.h, p("wv"), this.v, { M: B, K: d, N: kvd });
+      finishQkv(ctx, c, p, this.q, this.k, this.v, B, this.qk);
       ropeApply(ctx, this.q, this.positions, this.model.ropeBuffer, c.max_seq_len, B, c.n_heads, hd, false);
       ropeApply(ctx, this.k, this.positions, this.model.ropeBuffer, c.max_seq_len, B, c.n_kv_heads, hd, false);
       kvCacheWrite(ctx, this.k, this.kCache[l], B, 1, this.slots, slot, kvd);

@@ -13,6 +13,7 @@ import { ropeApply, ropeTable } from "./kernels/rope.ts";
 import { attentionBackward, attentionForward, type AttentionShape } from "./kernels/attention.ts";
 import { swigluBackward, swigluForward } from "./kernels/swiglu.ts";
 import { logSoftmaxBackward, logSoftmaxForward } from "./kernels/logsoftmax.ts";
+import { finishQkv, qkScratch, type QkScratch } from "./qk.ts";
 
 /** One micro-batch as the GPU sees it: B rows of T tokens, of which the last R are response tokens. */
 export interface MicroShape {
@@ -79,6 +80,8 @@ class Workspace {
   readonly dhSel: GPUBuffer;
   readonly dlogprob: GPUBuffer;
   readonly dentropy: GPUBuffer;
+  /** Per-head q/k norm scratch (qk_norm configs). */
+  readonly qk: QkScratch | null;
   private readonly all: GPUBuffer[] = [];
 
   constructor(
@@ -152,6 +155,7 @@ class Workspace {
     this.dhSel = a(NR * d);
     this.dlogprob = a(NR);
     this.dentropy = a(NR);
+    this.qk = qkScratch(ctx, c, N, (n) => a(n));
   }
 
   fits(tokens: number, responseRows: number, attnRows: number): boolean {
@@ -193,6 +197,11 @@ export class GpuModel {
     flatParams: Float32Array,
     readonly training = true,
   ) {
+    if (training && (config.qkv_bias || config.qk_norm))
+      throw new ValidationError(
+        "training models with q/k/v biases or qk-norm (Qwen2, Qwen3) on WebGPU is not supported yet: use the CPU trainer",
+        ["config"],
+      );
     this.layout = paramLayout(config);
     for (const s of this.layout) {
       this.params[s.name] = ctx.upload(flatParams.subarray(s.offset, s.offset + s.size), s.name);
@@ -266,6 +275,7 @@ export class GpuModel {
       matmul(ctx, a.h1, p("wq"), a.q, { M: N, K: d, N: qd });
       matmul(ctx, a.h1, p("wk"), a.k, { M: N, K: d, N: kvd });
       matmul(ctx, a.h1, p("wv"), a.v, { M: N, K: d, N: kvd });
+      finishQkv(ctx, c, p, a.q, a.k, a.v, N, ws.qk);
       ropeApply(ctx, a.q, ws.positions, this.rope, c.max_seq_len, N, c.n_heads, hd, false);
       ropeApply(ctx, a.k, ws.positions, this.rope, c.max_seq_len, N, c.n_kv_heads, hd, false);
       attentionForward(ctx, a.q, a.k, a.v, ws.mask, a.attn, a.lse, att);

@@ -93,10 +93,6 @@ export class GpuGenerationEngine implements GenerationEngine {
 
   /** The model for `config` with `params` on the device (uploaded again only when a new array comes). */
   private modelFor(config: ModelConfig, params: ModelParams): GpuModel {
-    if (config.qkv_bias || config.qk_norm)
-      throw new ValidationError("the WebGPU engine does not run q/k/v biases or qk-norm (Qwen2, Qwen3) yet: use the CPU engine", [
-        "device",
-      ]);
     const key = JSON.stringify(config);
     if (this.model === null || this.modelConfig !== key) {
       this.model?.destroy();

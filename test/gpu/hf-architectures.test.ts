@@ -1,0 +1,84 @@
+/**
+ * The WebGPU engine on the Hugging Face architectures: the q/k/v-bias kernel against its reference on
+ * random odd shapes, and for each golden checkpoint (test/fixtures/hf: Llama with llama3 RoPE, sharded
+ * GQA Llama, Qwen2 with biases, Qwen3 with qk-norm and head_dim != d/heads) the GPU's greedy tokens and
+ * log-probs equal the CPU engine's, and the GPU's logits equal the independent golden ones.
+ */
+import { readFileSync } from "node:fs";
+import { afterAll, describe, expect, it } from "vitest";
+import type { GpuContext } from "../../src/gpu/context.ts";
+import { leftPaddedBatch } from "../../src/gpu/decode.ts";
+import { addBias } from "../../src/gpu/kernels/bias.ts";
+import { GpuModel } from "../../src/gpu/model.ts";
+import { loadPretrained } from "../../src/model/hf/index.ts";
+import { Rng } from "../../src/model/init.ts";
+import { flattenParams } from "../../src/model/params.ts";
+import { addBiasInPlace } from "../../src/model/reference/ops.ts";
+import { cpuGenerationEngine, type GenerationRequest } from "../../src/proxy/generation.ts";
+import { GpuGenerationEngine } from "../../src/proxy/gpu-generation.ts";
+import { maxRelError, noGpu, randn } from "./gpu-env.ts";
+
+const CASES = ["llama-tied-llama3", "llama-untied-gqa-sharded", "qwen2-bias-tied", "qwen3-qknorm-headdim"];
+
+describe.skipIf(noGpu)("WebGPU engine: Hugging Face architectures", () => {
+  let engine: GpuGenerationEngine | null = null;
+  afterAll(() => engine?.ctx.destroy());
+
+  it("adds biases like the reference on random odd shapes", async () => {
+    engine = await GpuGenerationEngine.create();
+    const ctx: GpuContext = engine.ctx;
+    const rng = new Rng(3);
+    for (const [rows, cols] of [
+      [1, 1],
+      [7, 13],
+      [33, 130],
+    ]) {
+      const x = randn(rng, rows * cols);
+      const b = randn(rng, cols);
+      const xb = ctx.upload(x);
+      const bb = ctx.upload(b);
+      addBias(ctx, xb, bb, rows, cols);
+      const want = x.slice();
+      addBiasInPlace(want, b);
+      expect(maxRelError(await ctx.read(xb, rows * cols), want)).toBeLessThan(1e-6);
+      xb.destroy();
+      bb.destroy();
+    }
+  });
+
+  it.each(CASES)(
+    "%s: GPU logits match the golden ones, greedy tokens and log-probs match the CPU engine",
+    async (name) => {
+      engine ??= await GpuGenerationEngine.create();
+      const dir = `test/fixtures/hf/${name}`;
+      const model = await loadPretrained(dir);
+      const golden = JSON.parse(readFileSync(`${dir}/golden.json`, "utf8")) as { ids: number[]; logits: number[][] };
+      // logits of the last position of the golden sequence through the GPU model's forward
+      const gpuModel = new GpuModel(engine.ctx, model.config, flattenParams(model.config, model.weights), false);
+      try {
+        const { shape, inputs } = leftPaddedBatch([golden.ids]);
+        const ws = gpuModel.forward(shape, inputs);
+        const last = await engine.ctx.read(ws.logits, model.config.vocab_size);
+        expect(maxRelError(last, golden.logits[golden.ids.length - 1])).toBeLessThan(1e-4);
+      } finally {
+        gpuModel.destroy();
+      }
+      const requests: GenerationRequest[] = [
+        { prompt: golden.ids.slice(0, 5), maxTokens: 8, temperature: 0, stopTokenIds: [] },
+        { prompt: golden.ids.slice(0, 9), maxTokens: 6, temperature: 0, stopTokenIds: [] },
+        { prompt: [golden.ids[0]], maxTokens: 4, temperature: 0.9, topP: 0.9, seed: 5, stopTokenIds: [] },
+      ];
+      const cpu = await cpuGenerationEngine.generate(model.config, model.weights, requests);
+      const gpu = await engine.generate(model.config, model.weights, requests);
+      expect(gpu.map((g) => g.tokenIds)).toEqual(cpu.map((g) => g.tokenIds));
+      gpu.forEach((g, i) => g.logprobs.forEach((lp, j) => expect(lp).toBeCloseTo(cpu[i].logprobs[j], 3)));
+    },
+    300_000,
+  );
+
+  it("refuses to train a Qwen2/Qwen3 model on the GPU instead of dropping the bias and norm gradients", async () => {
+    engine ??= await GpuGenerationEngine.create();
+    const model = await loadPretrained("test/fixtures/hf/qwen3-qknorm-headdim");
+    expect(() => new GpuModel(engine!.ctx, model.config, flattenParams(model.config, model.weights), true)).toThrow(/not supported yet/);
+  });
+});
