@@ -62,9 +62,61 @@ function f16Values(): Float32Array {
 
 const BLOCK = 64;
 
+// One monomorphic function per dtype and direction, tiles inlined: a shared tile walker taking closures
+// measured 5x slower (the closures' captured arrays are not optimised like locals).
+
+function bf16Plain(src: Uint16Array, dst: Uint16Array, n: number): void {
+  for (let i = 0; i < n; i++) dst[2 * i + 1] = src[i];
+}
+
+function bf16Transposed(src: Uint16Array, dst: Uint16Array, rows: number, cols: number): void {
+  for (let i0 = 0; i0 < rows; i0 += BLOCK) {
+    const i1 = Math.min(rows, i0 + BLOCK);
+    for (let j0 = 0; j0 < cols; j0 += BLOCK) {
+      const j1 = Math.min(cols, j0 + BLOCK);
+      for (let j = j0; j < j1; j++) {
+        const o = 2 * j * rows + 1;
+        for (let i = i0; i < i1; i++) dst[o + 2 * i] = src[i * cols + j];
+      }
+    }
+  }
+}
+
+function f16Plain(src: Uint16Array, table: Float32Array, out: Float32Array, n: number): void {
+  for (let i = 0; i < n; i++) out[i] = table[src[i]];
+}
+
+function f16Transposed(src: Uint16Array, table: Float32Array, out: Float32Array, rows: number, cols: number): void {
+  for (let i0 = 0; i0 < rows; i0 += BLOCK) {
+    const i1 = Math.min(rows, i0 + BLOCK);
+    for (let j0 = 0; j0 < cols; j0 += BLOCK) {
+      const j1 = Math.min(cols, j0 + BLOCK);
+      for (let j = j0; j < j1; j++) {
+        const o = j * rows;
+        for (let i = i0; i < i1; i++) out[o + i] = table[src[i * cols + j]];
+      }
+    }
+  }
+}
+
+function f32Transposed(src: Float32Array, out: Float32Array, rows: number, cols: number): void {
+  for (let i0 = 0; i0 < rows; i0 += BLOCK) {
+    const i1 = Math.min(rows, i0 + BLOCK);
+    for (let j0 = 0; j0 < cols; j0 += BLOCK) {
+      const j1 = Math.min(cols, j0 + BLOCK);
+      for (let j = j0; j < j1; j++) {
+        const o = j * rows;
+        for (let i = i0; i < i1; i++) out[o + i] = src[i * cols + j];
+      }
+    }
+  }
+}
+
 /**
  * float32 values of `bytes` (a tensor of `rows` x `cols` in `dtype`, row-major), transposed to
  * [cols, rows] when `transpose`. `bytes` must start at an offset aligned to its element size.
+ * bf16 is the high half of a float32, so it is written into the odd 16-bit words of the output (the
+ * low halves stay 0); tiles walk the destination contiguously, reads strided (measured faster in V8).
  */
 export function convertTensor(bytes: Uint8Array, dtype: HfDtype, rows: number, cols: number, transpose: boolean): Float32Array {
   const n = rows * cols;
@@ -72,45 +124,19 @@ export function convertTensor(bytes: Uint8Array, dtype: HfDtype, rows: number, c
   if (!LITTLE_ENDIAN) throw new ValidationError("loading safetensors needs a little-endian host", ["dtype"]);
   if (dtype === "BF16") {
     const src = new Uint16Array(bytes.buffer, bytes.byteOffset, n);
-    const dst = new Uint32Array(out.buffer);
-    if (!transpose) for (let i = 0; i < n; i++) dst[i] = src[i] << 16;
-    else
-      blocked(rows, cols, (i0, i1, j0, j1) => {
-        for (let i = i0; i < i1; i++) {
-          const s = i * cols;
-          for (let j = j0; j < j1; j++) dst[j * rows + i] = src[s + j] << 16;
-        }
-      });
-    return out;
-  }
-  if (dtype === "F16") {
+    const dst = new Uint16Array(out.buffer);
+    if (transpose) bf16Transposed(src, dst, rows, cols);
+    else bf16Plain(src, dst, n);
+  } else if (dtype === "F16") {
     const src = new Uint16Array(bytes.buffer, bytes.byteOffset, n);
-    const t = f16Values();
-    if (!transpose) for (let i = 0; i < n; i++) out[i] = t[src[i]];
-    else
-      blocked(rows, cols, (i0, i1, j0, j1) => {
-        for (let i = i0; i < i1; i++) {
-          const s = i * cols;
-          for (let j = j0; j < j1; j++) out[j * rows + i] = t[src[s + j]];
-        }
-      });
-    return out;
+    if (transpose) f16Transposed(src, f16Values(), out, rows, cols);
+    else f16Plain(src, f16Values(), out, n);
+  } else {
+    const src = new Float32Array(bytes.buffer, bytes.byteOffset, n);
+    if (transpose) f32Transposed(src, out, rows, cols);
+    else out.set(src);
   }
-  const src = new Float32Array(bytes.buffer, bytes.byteOffset, n);
-  if (!transpose) out.set(src);
-  else
-    blocked(rows, cols, (i0, i1, j0, j1) => {
-      for (let i = i0; i < i1; i++) {
-        const s = i * cols;
-        for (let j = j0; j < j1; j++) out[j * rows + i] = src[s + j];
-      }
-    });
   return out;
-}
-
-function blocked(rows: number, cols: number, tile: (i0: number, i1: number, j0: number, j1: number) => void): void {
-  for (let i0 = 0; i0 < rows; i0 += BLOCK)
-    for (let j0 = 0; j0 < cols; j0 += BLOCK) tile(i0, Math.min(rows, i0 + BLOCK), j0, Math.min(cols, j0 + BLOCK));
 }
 
 const f32 = new Float32Array(1);
