@@ -114,7 +114,9 @@ async function child(dir: string, prompt: number, decode: number, gpu: boolean):
   console.log(
     `  load: ${(file / 1e9).toFixed(2)} GB of BF16 in ${loadS.toFixed(2)} s = ${(file / 1e9 / loadS).toFixed(2)} GB/s (goal >= 1); floor (allocating and first-touching the f32 weights alone) ${floorS.toFixed(2)} s = ${(file / 1e9 / floorS).toFixed(2)} GB/s; loader / floor time ${(loadS / floorS).toFixed(2)}`,
   );
-  console.log(`  memory: ${(params / 1e6).toFixed(1)}M params; peak RSS ${(rss / 1e9).toFixed(2)} GB = ${(rss / params).toFixed(2)} bytes/param (the f32 weights are 4)`);
+  console.log(
+    `  memory: ${(params / 1e6).toFixed(1)}M params; peak RSS ${(rss / 1e9).toFixed(2)} GB = ${(rss / params).toFixed(2)} bytes/param (the f32 weights are 4)`,
+  );
   touched.length = 0;
   const ids = Array.from({ length: prompt }, (_, i) => (i * 7919 + 13) % model.config.vocab_size);
   // A random checkpoint has no tokenizer files: ids stand for text (decoding is not what is measured).
@@ -132,7 +134,12 @@ async function child(dir: string, prompt: number, decode: number, gpu: boolean):
   const run = async (label: string, engine: typeof cpuGenerationEngine): Promise<number[]> => {
     // warm-up (the GPU engine uploads the weights on its first call), then prefill alone: one new token;
     // then prefill + decode
-    await engine.generate(model.config, model.weights, [{ prompt: ids.slice(0, 2), maxTokens: 1, temperature: 0, stopTokenIds: [] }], idsTokenizer);
+    await engine.generate(
+      model.config,
+      model.weights,
+      [{ prompt: ids.slice(0, 2), maxTokens: 1, temperature: 0, stopTokenIds: [] }],
+      idsTokenizer,
+    );
     const p0 = performance.now();
     await engine.generate(model.config, model.weights, [{ prompt: ids, maxTokens: 1, temperature: 0, stopTokenIds: [] }], idsTokenizer);
     const prefillS = (performance.now() - p0) / 1000;
@@ -162,7 +169,9 @@ async function child(dir: string, prompt: number, decode: number, gpu: boolean):
     const engine = await GpuGenerationEngine.create();
     console.log(`  webgpu adapter: ${describeAdapter(engine.ctx.handle!.report)}`);
     const gpuTokens = await run("webgpu engine", engine);
-    console.log(`  webgpu: f32 weights on the GPU = 4.00 bytes/param; greedy tokens ${gpuTokens.join(",") === cpuTokens.join(",") ? "equal" : "DIFFER from"} the CPU engine's`);
+    console.log(
+      `  webgpu: f32 weights on the GPU = 4.00 bytes/param; greedy tokens ${gpuTokens.join(",") === cpuTokens.join(",") ? "equal" : "DIFFER from"} the CPU engine's`,
+    );
     engine.destroy();
     engine.ctx.destroy();
   } catch (e) {
@@ -183,10 +192,24 @@ async function main(): Promise<void> {
     const dir = join(root, name);
     const w0 = performance.now();
     const bytes = existsSync(join(dir, "model.safetensors")) ? statSync(join(dir, "model.safetensors")).size : writeCheckpoint(dir, config);
-    console.log(`hf ${name}: ${(bytes / 1e9).toFixed(2)} GB checkpoint ready in ${((performance.now() - w0) / 1000).toFixed(1)} s at ${dir}`);
+    console.log(
+      `hf ${name}: ${(bytes / 1e9).toFixed(2)} GB checkpoint ready in ${((performance.now() - w0) / 1000).toFixed(1)} s at ${dir}`,
+    );
     const r = spawnSync(
       process.execPath,
-      ["--expose-gc", "--import", "tsx", fileURLToPath(import.meta.url), "--child", dir, "--prompt", String(prompt), "--decode", String(decode), ...(gpu ? [] : ["--no-gpu"])],
+      [
+        "--expose-gc",
+        "--import",
+        "tsx",
+        fileURLToPath(import.meta.url),
+        "--child",
+        dir,
+        "--prompt",
+        String(prompt),
+        "--decode",
+        String(decode),
+        ...(gpu ? [] : ["--no-gpu"]),
+      ],
       { stdio: "inherit" },
     );
     if (r.status !== 0) process.exitCode = 1;

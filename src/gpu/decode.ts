@@ -122,7 +122,7 @@ export class GpuDecoder {
     this.logits = a(B * c.vocab_size, "decode.logits");
     this.ids = a(B, "decode.ids");
     this.positions = a(B, "decode.positions");
-    this.qk = qkScratch(ctx, c, B, a);
+    this.qk = qkScratch(c, B, a);
   }
 
   /** Sequences held (fewer after {@link keep}). */

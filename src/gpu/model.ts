@@ -155,7 +155,7 @@ class Workspace {
     this.dhSel = a(NR * d);
     this.dlogprob = a(NR);
     this.dentropy = a(NR);
-    this.qk = qkScratch(ctx, c, N, (n) => a(n));
+    this.qk = qkScratch(c, N, (n) => a(n));
   }
 
   fits(tokens: number, responseRows: number, attnRows: number): boolean {

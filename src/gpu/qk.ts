@@ -16,7 +16,7 @@ export interface QkScratch {
   rstd: GPUBuffer;
 }
 
-export function qkScratch(ctx: GpuContext, c: ModelConfig, rows: number, alloc: (n: number, label: string) => GPUBuffer): QkScratch | null {
+export function qkScratch(c: ModelConfig, rows: number, alloc: (n: number, label: string) => GPUBuffer): QkScratch | null {
   if (!c.qk_norm) return null;
   const hd = headDim(c);
   return {

@@ -9,6 +9,7 @@ export * from "./train-types.ts";
 export {
   forward,
   prefillForward,
+  sequenceInput,
   backward,
   blockForward,
   headForward,

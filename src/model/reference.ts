@@ -173,18 +173,24 @@ function trunk(config: ModelConfig, p: Record<string, Arr>, input: ModelInput, B
  * (a prompt of L tokens never materialises [L, vocab] logits). Returns those logits and the blocks'
  * caches (their rotated keys and values fill a KV cache).
  */
+/** One whole sequence as a model input: every token real, positions 0, 1, 2, ... */
+export function sequenceInput(ids: ArrayLike<number>): ModelInput {
+  const L = ids.length;
+  return {
+    n: 1,
+    inputIds: Int32Array.from(ids),
+    attentionMask: new Int32Array(L).fill(1),
+    positionIds: Int32Array.from({ length: L }, (_, i) => i),
+  };
+}
+
 export function prefillForward<A extends Arr>(
   config: ModelConfig,
   params: A | Record<string, A>,
   ids: ArrayLike<number>,
 ): { logits: A; layers: LayerCache[] } {
   const L = ids.length;
-  const input: ModelInput = {
-    n: 1,
-    inputIds: Int32Array.from(ids),
-    attentionMask: new Int32Array(L).fill(1),
-    positionIds: Int32Array.from({ length: L }, (_, i) => i),
-  };
+  const input = sequenceInput(ids);
   validateInput(config, input);
   const p = paramViews(config, params);
   const { x, layers } = trunk(config, p, input, 1, L);

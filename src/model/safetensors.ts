@@ -30,20 +30,29 @@ export interface SafetensorsHeader {
 export const DTYPE_BYTES: Record<SafetensorsDtype, number> = { F32: 4, F64: 8, F16: 2, BF16: 2 };
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
-/** Serialises F32 tensors (in the given order) and string metadata. */
-export function encodeSafetensors(tensors: NamedTensor[], metadata: Record<string, string> = {}): Uint8Array {
+/** One tensor already in its stored bytes (little-endian `dtype`). */
+export interface RawTensor {
+  name: string;
+  dtype: SafetensorsDtype;
+  shape: number[];
+  bytes: Uint8Array;
+}
+
+/** Serialises tensors already encoded (in the given order) and string metadata. */
+export function encodeSafetensorsRaw(tensors: RawTensor[], metadata: Record<string, string> = {}): Uint8Array {
   const header: Record<string, unknown> = {};
   if (Object.keys(metadata).length > 0) header.__metadata__ = metadata;
   let offset = 0;
   for (const t of tensors) {
     const size = t.shape.reduce((a, b) => a * b, 1);
-    if (size !== t.data.length)
-      throw new ValidationError(`tensor ${t.name}: shape ${JSON.stringify(t.shape)} needs ${size} elements, got ${t.data.length}`, [
-        t.name,
-      ]);
+    if (size * DTYPE_BYTES[t.dtype] !== t.bytes.length)
+      throw new ValidationError(
+        `tensor ${t.name}: shape ${JSON.stringify(t.shape)} in ${t.dtype} needs ${size * DTYPE_BYTES[t.dtype]} bytes, got ${t.bytes.length}`,
+        [t.name],
+      );
     if (t.name === "__metadata__" || t.name in header) throw new ValidationError(`duplicate or reserved tensor name ${t.name}`, [t.name]);
-    header[t.name] = { dtype: "F32", shape: t.shape, data_offsets: [offset, offset + 4 * size] };
-    offset += 4 * size;
+    header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + t.bytes.length] };
+    offset += t.bytes.length;
   }
   let json = new TextEncoder().encode(JSON.stringify(header));
   const padded = Math.ceil(json.length / 8) * 8;
@@ -57,19 +66,34 @@ export function encodeSafetensors(tensors: NamedTensor[], metadata: Record<strin
   out.set(json, 8);
   let at = 8 + json.length;
   for (const t of tensors) {
-    writeF32(out, at, t.data);
-    at += 4 * t.data.length;
+    out.set(t.bytes, at);
+    at += t.bytes.length;
   }
   return out;
 }
 
-function writeF32(out: Uint8Array, at: number, data: Float32Array): void {
-  if (LITTLE_ENDIAN) {
-    out.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), at);
-    return;
+/** Serialises F32 tensors (in the given order) and string metadata. */
+export function encodeSafetensors(tensors: NamedTensor[], metadata: Record<string, string> = {}): Uint8Array {
+  for (const t of tensors) {
+    const size = t.shape.reduce((a, b) => a * b, 1);
+    if (size !== t.data.length)
+      throw new ValidationError(`tensor ${t.name}: shape ${JSON.stringify(t.shape)} needs ${size} elements, got ${t.data.length}`, [
+        t.name,
+      ]);
   }
-  const view = new DataView(out.buffer, out.byteOffset + at, data.byteLength);
+  return encodeSafetensorsRaw(
+    tensors.map((t) => ({ name: t.name, dtype: "F32", shape: t.shape, bytes: f32Bytes(t.data) })),
+    metadata,
+  );
+}
+
+/** Little-endian bytes of float32 data (a view when the host is little-endian). */
+function f32Bytes(data: Float32Array): Uint8Array {
+  if (LITTLE_ENDIAN) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  const out = new Uint8Array(data.byteLength);
+  const view = new DataView(out.buffer);
   for (let i = 0; i < data.length; i++) view.setFloat32(4 * i, data[i], true);
+  return out;
 }
 
 /** Parses and checks the header (offsets inside the file, sizes matching shapes and dtypes). */

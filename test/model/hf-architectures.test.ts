@@ -5,7 +5,7 @@ import { paramCount, paramLayout, parseModelConfig, ropeInvFreq, type ModelConfi
 import { generate } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { paramViews } from "../../src/model/params.ts";
-import { backward, forward, prefillForward } from "../../src/model/reference.ts";
+import { backward, forward, prefillForward, sequenceInput } from "../../src/model/reference.ts";
 import { dot, maxScaledErr, numericGrad, randInt, randn, randomInput, sampleIndices } from "./helpers.ts";
 
 type Features = { bias?: boolean; qkNorm?: boolean; headDim?: number; llama3?: boolean };
@@ -123,13 +123,7 @@ describe("reference engine: Hugging Face architecture features", () => {
     // Replay the whole sequence through the full forward: each greedy token is the argmax there, and
     // the log-probs agree.
     const seq = [...prompt, ...out.tokens];
-    const L = seq.length;
-    const full = forward(c, f32, {
-      n: 1,
-      inputIds: Int32Array.from(seq),
-      attentionMask: new Int32Array(L).fill(1),
-      positionIds: Int32Array.from({ length: L }, (_, i) => i),
-    });
+    const full = forward(c, f32, sequenceInput(seq));
     out.tokens.forEach((tok, i) => {
       const t = prompt.length + i;
       expect(full.logprob[t]).toBeCloseTo(out.logprobs[i], 4);

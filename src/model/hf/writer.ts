@@ -6,6 +6,7 @@
 import { platform } from "../../platform/index.ts";
 import { paramLayout, type ModelConfig } from "../config.ts";
 import { paramViews, type ModelParams } from "../params.ts";
+import { encodeSafetensorsRaw, type RawTensor } from "../safetensors.ts";
 import { architectureFor, toHfConfig, type HfArchitecture } from "./config.ts";
 import { encodeTensor, hfTensorName, type HfDtype } from "./tensors.ts";
 
@@ -24,29 +25,8 @@ export interface SaveHfOptions {
 
 const TORCH_DTYPES: Record<HfDtype, string> = { F32: "float32", BF16: "bfloat16", F16: "float16" };
 
-function safetensorsFile(tensors: Array<{ name: string; dtype: HfDtype; shape: number[]; bytes: Uint8Array }>): Uint8Array {
-  const header: Record<string, unknown> = { __metadata__: { format: "pt" } };
-  let offset = 0;
-  for (const t of tensors) {
-    header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + t.bytes.length] };
-    offset += t.bytes.length;
-  }
-  let json = new TextEncoder().encode(JSON.stringify(header));
-  const padded = Math.ceil(json.length / 8) * 8;
-  if (padded !== json.length) {
-    const p = new Uint8Array(padded).fill(0x20);
-    p.set(json);
-    json = p;
-  }
-  const out = new Uint8Array(8 + json.length + offset);
-  new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
-  out.set(json, 8);
-  let at = 8 + json.length;
-  for (const t of tensors) {
-    out.set(t.bytes, at);
-    at += t.bytes.length;
-  }
-  return out;
+function safetensorsFile(tensors: RawTensor[]): Uint8Array {
+  return encodeSafetensorsRaw(tensors, { format: "pt" });
 }
 
 /** The folder's files by name, as bytes (a file map `loadPretrained` accepts). */

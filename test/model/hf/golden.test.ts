@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { generate } from "../../../src/model/generate.ts";
 import { loadPretrained } from "../../../src/model/hf/index.ts";
-import { forward } from "../../../src/model/reference.ts";
+import { forward, sequenceInput } from "../../../src/model/reference.ts";
 
 const FIXTURES = "test/fixtures/hf";
 const CASES = ["llama-tied-llama3", "llama-untied-gqa-sharded", "qwen2-bias-tied", "qwen3-qknorm-headdim"];
@@ -22,13 +22,7 @@ describe("Hugging Face checkpoints against an independent implementation", () =>
     const dir = `${FIXTURES}/${name}`;
     const golden = JSON.parse(readFileSync(`${dir}/golden.json`, "utf8")) as Golden;
     const model = await loadPretrained(dir);
-    const T = golden.ids.length;
-    const out = forward(model.config, model.weights, {
-      n: 1,
-      inputIds: Int32Array.from(golden.ids),
-      attentionMask: new Int32Array(T).fill(1),
-      positionIds: Int32Array.from({ length: T }, (_, i) => i),
-    });
+    const out = forward(model.config, model.weights, sequenceInput(golden.ids));
     const V = model.config.vocab_size;
     let worst = 0;
     golden.logits.forEach((row, t) => row.forEach((v, j) => (worst = Math.max(worst, Math.abs(out.logits[t * V + j] - v)))));

@@ -10,7 +10,7 @@ import { generate } from "../../../src/model/generate.ts";
 import { exportHf, HfFormatError, hfModelFiles, loadPretrained, saveHfModel } from "../../../src/model/hf/index.ts";
 import { convertTensor, toBf16, toF16 } from "../../../src/model/hf/tensors.ts";
 import { initParams } from "../../../src/model/init.ts";
-import { forward } from "../../../src/model/reference.ts";
+import { forward, sequenceInput } from "../../../src/model/reference.ts";
 import { applyChatTemplate, byteTokenizer, encode } from "../../../src/model/tokenizer.ts";
 
 const tmp = mkdtempSync(join(tmpdir(), "hf-loader-"));
@@ -31,13 +31,7 @@ const CONFIG: ModelConfig = parseModelConfig({
 });
 
 function logitsOf(config: ModelConfig, params: Parameters<typeof forward>[1], ids: number[]): Float32Array {
-  const T = ids.length;
-  return forward(config, params as Float32Array, {
-    n: 1,
-    inputIds: Int32Array.from(ids),
-    attentionMask: new Int32Array(T).fill(1),
-    positionIds: Int32Array.from({ length: T }, (_, i) => i),
-  }).logits as Float32Array;
+  return forward(config, params as Float32Array, sequenceInput(ids)).logits as Float32Array;
 }
 
 /** The folder's files as a map, with some replaced or removed. */
