@@ -203,6 +203,14 @@ export class GpuModel {
         ["config"],
       );
     this.layout = paramLayout(config);
+    // A tensor is bound whole by the kernels: one over the device's binding limit cannot run at all.
+    const limit = Math.min(ctx.device.limits.maxStorageBufferBindingSize, ctx.device.limits.maxBufferSize);
+    for (const s of this.layout)
+      if (s.size * 4 > limit)
+        throw new ValidationError(
+          `tensor ${s.name} (${s.shape.join(" x ")}) needs ${s.size * 4} bytes in float32, over this device's ${limit}-byte storage binding limit: use the CPU engine or a GPU with a larger limit`,
+          ["params", s.name],
+        );
     for (const s of this.layout) {
       this.params[s.name] = ctx.upload(flatParams.subarray(s.offset, s.offset + s.size), s.name);
       if (!training) continue;

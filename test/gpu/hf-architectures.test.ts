@@ -6,7 +6,7 @@
  */
 import { readFileSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";
-import type { GpuContext } from "../../src/gpu/context.ts";
+import { GpuContext } from "../../src/gpu/context.ts";
 import { leftPaddedBatch } from "../../src/gpu/decode.ts";
 import { addBias } from "../../src/gpu/kernels/bias.ts";
 import { GpuModel } from "../../src/gpu/model.ts";
@@ -80,5 +80,31 @@ describe.skipIf(noGpu)("WebGPU engine: Hugging Face architectures", () => {
     engine ??= await GpuGenerationEngine.create();
     const model = await loadPretrained("test/fixtures/hf/qwen3-qknorm-headdim");
     expect(() => new GpuModel(engine!.ctx, model.config, flattenParams(model.config, model.weights), true)).toThrow(/not supported yet/);
+  });
+});
+
+describe.skipIf(noGpu)("WebGPU engine: device limits", () => {
+  it("refuses a model with a tensor over the storage binding limit, naming the tensor and the numbers", async () => {
+    const ctx = await GpuContext.create();
+    try {
+      const limit = Math.min(ctx.device.limits.maxStorageBufferBindingSize, ctx.device.limits.maxBufferSize);
+      // an embedding table just over the limit; its values never need to exist for the check
+      const vocab = Math.floor(limit / 4 / 8) + 1;
+      const config = {
+        ...(await loadPretrained("test/fixtures/hf/llama-tied-llama3")).config,
+        vocab_size: vocab,
+        d_model: 8,
+        n_heads: 2,
+        n_kv_heads: 2,
+        head_dim: 4,
+        d_ff: 8,
+        n_layers: 1,
+      };
+      expect(() => new GpuModel(ctx, config, new Float32Array(0), false)).toThrow(
+        new RegExp(`tensor tok_embeddings \\(${vocab} x 8\\) needs ${vocab * 32} bytes in float32, over this device's ${limit}-byte`),
+      );
+    } finally {
+      ctx.destroy();
+    }
   });
 });
