@@ -165,17 +165,20 @@ async function child(dir: string, prompt: number, decode: number, gpu: boolean):
     return;
   }
   const { GpuGenerationEngine } = await import("../src/proxy/gpu-generation.ts");
-  try {
-    const engine = await GpuGenerationEngine.create();
-    console.log(`  webgpu adapter: ${describeAdapter(engine.ctx.handle!.report)}`);
-    const gpuTokens = await run("webgpu engine", engine);
-    console.log(
-      `  webgpu: f32 weights on the GPU = 4.00 bytes/param; greedy tokens ${gpuTokens.join(",") === cpuTokens.join(",") ? "equal" : "DIFFER from"} the CPU engine's`,
-    );
-    engine.destroy();
-    engine.ctx.destroy();
-  } catch (e) {
-    console.log(`  webgpu: ${(e as Error).message}`);
+  for (const weightFormat of ["f32", "bf16"] as const) {
+    try {
+      const engine = await GpuGenerationEngine.create({ weightFormat });
+      if (weightFormat === "f32") console.log(`  webgpu adapter: ${describeAdapter(engine.ctx.handle!.report)}`);
+      const gpuTokens = await run(`webgpu engine, ${weightFormat} weights`, engine);
+      const same = gpuTokens.join(",") === cpuTokens.join(",");
+      console.log(
+        `  webgpu ${weightFormat}: ${(engine.weightBytes / params).toFixed(2)} GPU bytes/param; greedy tokens ${same ? "equal" : "differ from"} the CPU engine's${weightFormat === "f32" ? "" : " (its weights are not rounded)"}`,
+      );
+      engine.destroy();
+      engine.ctx.destroy();
+    } catch (e) {
+      console.log(`  webgpu ${weightFormat}: ${(e as Error).message.split("\n")[0]}`);
+    }
   }
 }
 

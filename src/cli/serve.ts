@@ -5,7 +5,6 @@
 import { loadPretrained, type PretrainedModel } from "../model/hf/index.ts";
 import { serveFetch } from "../platform/index.ts";
 import { createGenerationEngine } from "../proxy/engine.ts";
-import { BatchingEngine } from "../proxy/batching.ts";
 import { ModelPolicy } from "../proxy/policy.ts";
 import { PolicyServer, type ServeFn } from "../proxy/policy-server.ts";
 import type { ServerHost } from "../server/run.ts";
@@ -25,6 +24,7 @@ Options:
   --port PORT          port (default ${SERVE_DEFAULT_PORT}; 0 picks a free one)
   --device DEVICE      cpu | webgpu | auto (default auto: WebGPU on a hardware adapter, else the CPU)
   --max-batch N        most sequences decoded together on the GPU (default 64)
+  --gpu-weights F      f32 | bf16 | f16: how weight matrices are stored on the GPU (default f32; 16 bits halve the memory)
   --max-seq-len N      cap the context length (default: the model's max_position_embeddings)
   --token TOKEN        require "Authorization: Bearer TOKEN" (also AGL_SERVE_TOKEN)
   -h, --help           this text
@@ -37,6 +37,7 @@ export interface ServeConfig {
   port: number;
   device: "cpu" | "webgpu" | "auto";
   maxBatch: number;
+  gpuWeights: "f32" | "bf16" | "f16";
   maxSeqLen: number | null;
   token: string | null;
   help: boolean;
@@ -57,6 +58,7 @@ export function parseServeArgs(argv: readonly string[], env: (name: string) => s
     port: SERVE_DEFAULT_PORT,
     device: "auto",
     maxBatch: 64,
+    gpuWeights: "f32",
     maxSeqLen: null,
     token: env("AGL_SERVE_TOKEN") ?? null,
     help: false,
@@ -76,7 +78,12 @@ export function parseServeArgs(argv: readonly string[], env: (name: string) => s
     else if (flag === "--max-batch") c.maxBatch = positiveInt(flag, value());
     else if (flag === "--max-seq-len") c.maxSeqLen = positiveInt(flag, value(), 2);
     else if (flag === "--token") c.token = value();
-    else if (flag === "--device") {
+    else if (flag === "--gpu-weights") {
+      const f = value();
+      if (f !== "f32" && f !== "bf16" && f !== "f16")
+        throw new UsageError(`--gpu-weights must be f32, bf16 or f16, got ${JSON.stringify(f)}`);
+      c.gpuWeights = f;
+    } else if (flag === "--device") {
       const d = value();
       if (d !== "cpu" && d !== "webgpu" && d !== "auto")
         throw new UsageError(`--device must be cpu, webgpu or auto, got ${JSON.stringify(d)}`);
@@ -106,8 +113,7 @@ export async function startPolicyServer(config: ServeConfig, host: ServerHost): 
   const model = await loadPretrained(config.model, { maxSeqLen: config.maxSeqLen ?? undefined, name: config.name ?? undefined });
   if (model.tokenizer === null) throw new UsageError(`${config.model} has no tokenizer.json: serving needs the model's tokenizer`);
   const log = (m: string): void => console.log(`[agl serve] ${m}`);
-  let engine = await createGenerationEngine({ backend: config.device, log });
-  if (engine instanceof BatchingEngine) engine = new BatchingEngine(engine.inner, config.maxBatch);
+  const engine = await createGenerationEngine({ backend: config.device, log, weightFormat: config.gpuWeights, maxBatch: config.maxBatch });
   const policy = new ModelPolicy({ model: model.name, config: model.config, params: model.weights, tokenizer: model.tokenizer, engine });
   const server = new PolicyServer({ policy, hostname: config.host, port: config.port, token: config.token, serve: platformServe });
   await server.start();

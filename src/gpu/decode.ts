@@ -226,13 +226,14 @@ export class GpuDecoder {
     const qd = c.n_heads * hd;
     const kvd = c.n_kv_heads * hd;
     const slot = this.filled;
-    embeddingGather(ctx, this.ids, P.tok_embeddings, this.x, B, d);
+    const bFormat = this.model.matrixFormat;
+    embeddingGather(ctx, this.ids, P.tok_embeddings, this.x, B, d, bFormat);
     for (let l = 0; l < c.n_layers; l++) {
       const p = (n: string): GPUBuffer => P[`layers.${l}.${n}`];
       rmsnormForward(ctx, this.x, p("attn_norm"), this.h, this.rstd, B, d, c.norm_eps);
-      linear(ctx, this.h, p("wq"), this.q, { M: B, K: d, N: qd });
-      linear(ctx, this.h, p("wk"), this.k, { M: B, K: d, N: kvd });
-      linear(ctx, this.h, p("wv"), this.v, { M: B, K: d, N: kvd });
+      linear(ctx, this.h, p("wq"), this.q, { M: B, K: d, N: qd, bFormat });
+      linear(ctx, this.h, p("wk"), this.k, { M: B, K: d, N: kvd, bFormat });
+      linear(ctx, this.h, p("wv"), this.v, { M: B, K: d, N: kvd, bFormat });
       finishQkv(ctx, c, p, this.q, this.k, this.v, B, this.qk);
       ropeApply(ctx, this.q, this.positions, this.model.ropeBuffer, c.max_seq_len, B, c.n_heads, hd, false);
       ropeApply(ctx, this.k, this.positions, this.model.ropeBuffer, c.max_seq_len, B, c.n_kv_heads, hd, false);
@@ -246,16 +247,16 @@ export class GpuDecoder {
         kvHeads: c.n_kv_heads,
         headDim: hd,
       });
-      linear(ctx, this.attn, p("wo"), this.x, { M: B, K: qd, N: d, accumulate: true });
+      linear(ctx, this.attn, p("wo"), this.x, { M: B, K: qd, N: d, accumulate: true, bFormat });
       rmsnormForward(ctx, this.x, p("ffn_norm"), this.h, this.rstd, B, d, c.norm_eps);
-      linear(ctx, this.h, p("w_gate"), this.gate, { M: B, K: d, N: c.d_ff });
-      linear(ctx, this.h, p("w_up"), this.up, { M: B, K: d, N: c.d_ff });
+      linear(ctx, this.h, p("w_gate"), this.gate, { M: B, K: d, N: c.d_ff, bFormat });
+      linear(ctx, this.h, p("w_up"), this.up, { M: B, K: d, N: c.d_ff, bFormat });
       swigluForward(ctx, this.gate, this.up, this.act, B * c.d_ff);
-      linear(ctx, this.act, p("w_down"), this.x, { M: B, K: c.d_ff, N: d, accumulate: true });
+      linear(ctx, this.act, p("w_down"), this.x, { M: B, K: c.d_ff, N: d, accumulate: true, bFormat });
     }
     rmsnormForward(ctx, this.x, P.norm, this.h, this.rstd, B, d, c.norm_eps);
-    if (c.tie_embeddings) linear(ctx, this.h, P.tok_embeddings, this.logits, { M: B, K: d, N: c.vocab_size, transB: true });
-    else linear(ctx, this.h, P.lm_head, this.logits, { M: B, K: d, N: c.vocab_size });
+    if (c.tie_embeddings) linear(ctx, this.h, P.tok_embeddings, this.logits, { M: B, K: d, N: c.vocab_size, transB: true, bFormat });
+    else linear(ctx, this.h, P.lm_head, this.logits, { M: B, K: d, N: c.vocab_size, bFormat });
     this.filled = slot + 1;
   }
 

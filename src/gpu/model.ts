@@ -14,6 +14,7 @@ import { attentionBackward, attentionForward, type AttentionShape } from "./kern
 import { swigluBackward, swigluForward } from "./kernels/swiglu.ts";
 import { logSoftmaxBackward, logSoftmaxForward } from "./kernels/logsoftmax.ts";
 import { finishQkv, qkScratch, type QkScratch } from "./qk.ts";
+import { packWeights, type WeightFormat } from "./kernels/weights.ts";
 
 /** One micro-batch as the GPU sees it: B rows of T tokens, of which the last R are response tokens. */
 export interface MicroShape {
@@ -190,13 +191,21 @@ export class GpuModel {
   private readonly rope: GPUBuffer;
   private workspace: Workspace | null = null;
 
-  /** `training` false: parameters only, no gradient or AdamW-moment buffers (inference, e.g. generation). */
+  /** How the weight matrices (embeddings, projections, lm head) are stored; norms and biases stay f32. */
+  readonly matrixFormat: WeightFormat;
+
+  /** `training` false: parameters only, no gradient or AdamW-moment buffers (inference, e.g. generation).
+   * `weightFormat` "bf16" or "f16" keeps the matrices in 16 bits (inference only; weights.ts). */
   constructor(
     readonly ctx: GpuContext,
     readonly config: ModelConfig,
     flatParams: Float32Array,
     readonly training = true,
+    options: { weightFormat?: WeightFormat } = {},
   ) {
+    this.matrixFormat = options.weightFormat ?? "f32";
+    if (training && this.matrixFormat !== "f32")
+      throw new ValidationError(`16-bit weights (${this.matrixFormat}) are for inference: training keeps float32`, ["weightFormat"]);
     if (training && (config.qkv_bias || config.qk_norm))
       throw new ValidationError(
         "training models with q/k/v biases or qk-norm (Qwen2, Qwen3) on WebGPU is not supported yet: use the CPU trainer",
@@ -205,14 +214,16 @@ export class GpuModel {
     this.layout = paramLayout(config);
     // A tensor is bound whole by the kernels: one over the device's binding limit cannot run at all.
     const limit = Math.min(ctx.device.limits.maxStorageBufferBindingSize, ctx.device.limits.maxBufferSize);
-    for (const s of this.layout)
-      if (s.size * 4 > limit)
+    for (const s of this.layout) {
+      const bytes = this.storedBytes(s);
+      if (bytes > limit)
         throw new ValidationError(
-          `tensor ${s.name} (${s.shape.join(" x ")}) needs ${s.size * 4} bytes in float32, over this device's ${limit}-byte storage binding limit: use the CPU engine or a GPU with a larger limit`,
+          `tensor ${s.name} (${s.shape.join(" x ")}) needs ${bytes} bytes in ${this.formatOf(s)}, over this device's ${limit}-byte storage binding limit: use the CPU engine or a GPU with a larger limit`,
           ["params", s.name],
         );
+    }
     for (const s of this.layout) {
-      this.params[s.name] = ctx.upload(flatParams.subarray(s.offset, s.offset + s.size), s.name);
+      this.params[s.name] = this.uploadParam(s, flatParams.subarray(s.offset, s.offset + s.size));
       if (!training) continue;
       this.grads[s.name] = ctx.alloc(s.size, `grad.${s.name}`);
       this.m[s.name] = ctx.alloc(s.size, `adam_m.${s.name}`);
@@ -226,9 +237,32 @@ export class GpuModel {
     return this.rope;
   }
 
-  /** Uploads a flat buffer (paramLayout order) into per-tensor buffers. */
+  /** The format tensor `s` is stored in: matrices in `matrixFormat`, vectors (norms, biases) in f32. */
+  formatOf(s: ParamSpec): WeightFormat {
+    return s.shape.length === 2 ? this.matrixFormat : "f32";
+  }
+
+  private storedBytes(s: ParamSpec): number {
+    return this.formatOf(s) === "f32" ? 4 * s.size : 4 * Math.ceil(s.size / 2);
+  }
+
+  private uploadParam(s: ParamSpec, data: Float32Array): GPUBuffer {
+    const f = this.formatOf(s);
+    return f === "f32" ? this.ctx.upload(data, s.name) : this.ctx.upload(packWeights(data, f), s.name);
+  }
+
+  /** Bytes of the parameter buffers on the device (not gradients or optimizer moments). */
+  get paramBytes(): number {
+    return this.layout.reduce((a, s) => a + this.storedBytes(s), 0);
+  }
+
+  /** Uploads a flat buffer (paramLayout order) into per-tensor buffers (the parameters: packed as stored). */
   writeFlat(target: ParamBuffers, flat: Float32Array): void {
-    for (const s of this.layout) this.ctx.write(target[s.name], flat.subarray(s.offset, s.offset + s.size));
+    for (const s of this.layout) {
+      const data = flat.subarray(s.offset, s.offset + s.size);
+      const f = target === this.params ? this.formatOf(s) : "f32";
+      this.ctx.write(target[s.name], f === "f32" ? data : packWeights(data, f));
+    }
   }
 
   /** Downloads per-tensor buffers into one flat buffer (paramLayout order). */
@@ -275,33 +309,34 @@ export class GpuModel {
     const qd = c.n_heads * hd;
     const kvd = c.n_kv_heads * hd;
     const att: AttentionShape = { batch: s.B, seq: s.T, heads: c.n_heads, kvHeads: c.n_kv_heads, headDim: hd };
-    embeddingGather(ctx, ws.ids, P.tok_embeddings, ws.layers[0].xIn, N, d);
+    const bFormat = this.matrixFormat;
+    embeddingGather(ctx, ws.ids, P.tok_embeddings, ws.layers[0].xIn, N, d, bFormat);
     for (let l = 0; l < c.n_layers; l++) {
       const a = ws.layers[l];
       const p = (n: string): GPUBuffer => P[`layers.${l}.${n}`];
       rmsnormForward(ctx, a.xIn, p("attn_norm"), a.h1, a.rstd1, N, d, c.norm_eps);
-      matmul(ctx, a.h1, p("wq"), a.q, { M: N, K: d, N: qd });
-      matmul(ctx, a.h1, p("wk"), a.k, { M: N, K: d, N: kvd });
-      matmul(ctx, a.h1, p("wv"), a.v, { M: N, K: d, N: kvd });
+      matmul(ctx, a.h1, p("wq"), a.q, { M: N, K: d, N: qd, bFormat });
+      matmul(ctx, a.h1, p("wk"), a.k, { M: N, K: d, N: kvd, bFormat });
+      matmul(ctx, a.h1, p("wv"), a.v, { M: N, K: d, N: kvd, bFormat });
       finishQkv(ctx, c, p, a.q, a.k, a.v, N, ws.qk);
       ropeApply(ctx, a.q, ws.positions, this.rope, c.max_seq_len, N, c.n_heads, hd, false);
       ropeApply(ctx, a.k, ws.positions, this.rope, c.max_seq_len, N, c.n_kv_heads, hd, false);
       attentionForward(ctx, a.q, a.k, a.v, ws.mask, a.attn, a.lse, att);
       ctx.copy(a.xIn, a.xMid, N * d * 4);
-      matmul(ctx, a.attn, p("wo"), a.xMid, { M: N, K: qd, N: d, accumulate: true });
+      matmul(ctx, a.attn, p("wo"), a.xMid, { M: N, K: qd, N: d, accumulate: true, bFormat });
       rmsnormForward(ctx, a.xMid, p("ffn_norm"), a.h2, a.rstd2, N, d, c.norm_eps);
-      matmul(ctx, a.h2, p("w_gate"), a.gate, { M: N, K: d, N: c.d_ff });
-      matmul(ctx, a.h2, p("w_up"), a.up, { M: N, K: d, N: c.d_ff });
+      matmul(ctx, a.h2, p("w_gate"), a.gate, { M: N, K: d, N: c.d_ff, bFormat });
+      matmul(ctx, a.h2, p("w_up"), a.up, { M: N, K: d, N: c.d_ff, bFormat });
       swigluForward(ctx, a.gate, a.up, a.act, N * c.d_ff);
       const xNext = l + 1 < c.n_layers ? ws.layers[l + 1].xIn : ws.xOut;
       ctx.copy(a.xMid, xNext, N * d * 4);
-      matmul(ctx, a.act, p("w_down"), xNext, { M: N, K: c.d_ff, N: d, accumulate: true });
+      matmul(ctx, a.act, p("w_down"), xNext, { M: N, K: c.d_ff, N: d, accumulate: true, bFormat });
     }
     rmsnormForward(ctx, ws.xOut, P.norm, ws.hFinal, ws.rstdFinal, N, d, c.norm_eps);
     // Only the rows that predict response tokens go through the lm head.
     embeddingGather(ctx, ws.predictRows, ws.hFinal, ws.hSel, NR, d);
-    if (c.tie_embeddings) matmul(ctx, ws.hSel, P.tok_embeddings, ws.logits, { M: NR, K: d, N: c.vocab_size, transB: true });
-    else matmul(ctx, ws.hSel, P.lm_head, ws.logits, { M: NR, K: d, N: c.vocab_size });
+    if (c.tie_embeddings) matmul(ctx, ws.hSel, P.tok_embeddings, ws.logits, { M: NR, K: d, N: c.vocab_size, transB: true, bFormat });
+    else matmul(ctx, ws.hSel, P.lm_head, ws.logits, { M: NR, K: d, N: c.vocab_size, bFormat });
     logSoftmaxForward(ctx, ws.logits, ws.targets, ws.logprob, ws.entropy, ws.stats, NR, c.vocab_size);
     return ws;
   }

@@ -7,6 +7,7 @@
  */
 import { GpuContext } from "../gpu/context.ts";
 import { GpuUnavailableError } from "../gpu/device.ts";
+import type { WeightFormat } from "../gpu/kernels/weights.ts";
 import { BatchingEngine } from "./batching.ts";
 import { cpuGenerationEngine, type GenerationEngine } from "./generation.ts";
 import { GpuGenerationEngine } from "./gpu-generation.ts";
@@ -19,6 +20,10 @@ export interface GenerationEngineOptions {
   context?: GpuContext;
   /** Where the reason for a CPU choice under "auto" goes [nowhere]. */
   log?: (message: string) => void;
+  /** Weight matrices on the GPU in float32 [default] or 16 bits. */
+  weightFormat?: WeightFormat;
+  /** Most sequences the GPU decodes together [64]. */
+  maxBatch?: number;
 }
 
 export async function createGenerationEngine(options: GenerationEngineOptions = {}): Promise<GenerationEngine> {
@@ -40,5 +45,5 @@ export async function createGenerationEngine(options: GenerationEngineOptions = 
     if (options.context === undefined) ctx.destroy();
     return cpuGenerationEngine;
   }
-  return new BatchingEngine(new GpuGenerationEngine(ctx));
+  return new BatchingEngine(new GpuGenerationEngine(ctx, { weightFormat: options.weightFormat }), options.maxBatch);
 }

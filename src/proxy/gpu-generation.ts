@@ -10,6 +10,7 @@ import { GpuContext } from "../gpu/context.ts";
 import { GpuDecoder, leftPaddedBatch, maxDecoderBatch } from "../gpu/decode.ts";
 import type { GpuDeviceOptions } from "../gpu/device.ts";
 import { GpuModel } from "../gpu/model.ts";
+import type { WeightFormat } from "../gpu/kernels/weights.ts";
 import type { ModelConfig } from "../model/config.ts";
 import { logProbOf, sampleToken } from "../model/generate.ts";
 import { Rng } from "../model/init.ts";
@@ -67,12 +68,15 @@ export interface GpuGenerationOptions {
   kvCache?: boolean;
   /** Most sequences decoded together [as many as the device's buffer limits allow]; more run in turns. */
   maxBatch?: number;
+  /** Weight matrices on the device in float32 [default], or in 16 bits (half the memory; src/gpu/kernels/weights.ts). */
+  weightFormat?: WeightFormat;
 }
 
 export class GpuGenerationEngine implements GenerationEngine {
   readonly backend = "webgpu" as const;
   readonly kvCache: boolean;
   readonly maxBatch: number;
+  readonly weightFormat: WeightFormat;
   private model: GpuModel | null = null;
   private modelConfig: string | null = null;
   private uploaded: ModelParams | null = null;
@@ -84,6 +88,7 @@ export class GpuGenerationEngine implements GenerationEngine {
   ) {
     this.kvCache = options.kvCache ?? true;
     this.maxBatch = options.maxBatch ?? Infinity;
+    this.weightFormat = options.weightFormat ?? "f32";
     if (!(this.maxBatch >= 1)) throw new ValidationError(`maxBatch must be at least 1, got ${this.maxBatch}`, ["maxBatch"]);
   }
 
@@ -97,7 +102,7 @@ export class GpuGenerationEngine implements GenerationEngine {
     if (this.model === null || this.modelConfig !== key) {
       this.model?.destroy();
       this.model = null;
-      this.model = new GpuModel(this.ctx, config, flattenParams(config, params), false);
+      this.model = new GpuModel(this.ctx, config, flattenParams(config, params), false, { weightFormat: this.weightFormat });
       this.modelConfig = key;
     } else if (this.uploaded !== params) this.model.writeFlat(this.model.params, flattenParams(config, params));
     this.uploaded = params;
@@ -166,6 +171,11 @@ export class GpuGenerationEngine implements GenerationEngine {
       const logits = await this.ctx.read(ws.logits, shape.B * V);
       active.forEach((s, b) => s.take(logits.subarray(b * V, (b + 1) * V)));
     }
+  }
+
+  /** Bytes of the weights on the device (0 before the first generation). */
+  get weightBytes(): number {
+    return this.model?.paramBytes ?? 0;
   }
 
   destroy(): void {

@@ -9,6 +9,8 @@ import { afterAll, describe, expect, it } from "vitest";
 import { GpuContext } from "../../src/gpu/context.ts";
 import { leftPaddedBatch } from "../../src/gpu/decode.ts";
 import { addBias } from "../../src/gpu/kernels/bias.ts";
+import { packWeights, roundWeights } from "../../src/gpu/kernels/weights.ts";
+import { paramLayout } from "../../src/model/config.ts";
 import { GpuModel } from "../../src/gpu/model.ts";
 import { loadPretrained } from "../../src/model/hf/index.ts";
 import { Rng } from "../../src/model/init.ts";
@@ -80,6 +82,71 @@ describe.skipIf(noGpu)("WebGPU engine: Hugging Face architectures", () => {
     engine ??= await GpuGenerationEngine.create();
     const model = await loadPretrained("test/fixtures/hf/qwen3-qknorm-headdim");
     expect(() => new GpuModel(engine!.ctx, model.config, flattenParams(model.config, model.weights), true)).toThrow(/not supported yet/);
+  });
+});
+
+describe.skipIf(noGpu)("WebGPU engine: 16-bit weights", () => {
+  it.each(["bf16", "f16"] as const)(
+    "%s matrices: the CPU engine's tokens on the same rounded weights, half the bytes",
+    async (format) => {
+      const engine = await GpuGenerationEngine.create({ weightFormat: format });
+      try {
+        for (const name of ["qwen3-qknorm-headdim", "llama-tied-llama3"]) {
+          const model = await loadPretrained(`test/fixtures/hf/${name}`);
+          // The CPU twin: matrices rounded to the 16-bit format, vectors (norms, biases) kept.
+          const rounded = Object.fromEntries(
+            paramLayout(model.config).map((s) => [
+              s.name,
+              s.shape.length === 2 ? roundWeights(model.weights[s.name], format) : model.weights[s.name],
+            ]),
+          );
+          const golden = JSON.parse(readFileSync(`test/fixtures/hf/${name}/golden.json`, "utf8")) as { ids: number[] };
+          const requests: GenerationRequest[] = [
+            { prompt: golden.ids.slice(0, 6), maxTokens: 8, temperature: 0, stopTokenIds: [] },
+            { prompt: golden.ids.slice(0, 3), maxTokens: 5, temperature: 0, stopTokenIds: [] },
+          ];
+          const gpu = await engine.generate(model.config, model.weights, requests);
+          const cpu = await cpuGenerationEngine.generate(model.config, rounded, requests);
+          expect(
+            gpu.map((g) => g.tokenIds),
+            name,
+          ).toEqual(cpu.map((g) => g.tokenIds));
+          gpu.forEach((g, i) => g.logprobs.forEach((lp, j) => expect(lp).toBeCloseTo(cpu[i].logprobs[j], 3)));
+          // 2 bytes per matrix element (4 for the few vector elements)
+          const counts = paramLayout(model.config).reduce(
+            (a, s) => (s.shape.length === 2 ? { ...a, matrix: a.matrix + s.size } : { ...a, vector: a.vector + s.size }),
+            { matrix: 0, vector: 0 },
+          );
+          expect(engine.weightBytes).toBe(
+            paramLayout(model.config).reduce((a, s) => a + (s.shape.length === 2 ? 4 * Math.ceil(s.size / 2) : 4 * s.size), 0),
+          );
+          expect(engine.weightBytes / (counts.matrix + counts.vector)).toBeLessThan(2.2);
+        }
+      } finally {
+        engine.destroy();
+        engine.ctx.destroy();
+      }
+    },
+    300_000,
+  );
+
+  it("packs two values per word, rounding to nearest even", () => {
+    const packed = packWeights(Float32Array.from([1, -2, 1 + 2 ** -8, 3]), "bf16");
+    expect(Array.from(packed)).toEqual([(0x3f80 | (0xc000 << 16)) >>> 0, (0x3f80 | (0x4040 << 16)) >>> 0]);
+    expect(Array.from(packWeights(Float32Array.from([1, 0.5, 7]), "f16"))).toEqual([(0x3c00 | (0x3800 << 16)) >>> 0, 0x4700]);
+    expect(Array.from(roundWeights(Float32Array.from([0.1]), "f16"))).toEqual([Math.fround(0.0999755859375)]);
+  });
+
+  it("refuses 16-bit weights for training", async () => {
+    const ctx = await GpuContext.create();
+    try {
+      const model = await loadPretrained("test/fixtures/hf/llama-tied-llama3");
+      expect(() => new GpuModel(ctx, model.config, flattenParams(model.config, model.weights), true, { weightFormat: "bf16" })).toThrow(
+        /inference/,
+      );
+    } finally {
+      ctx.destroy();
+    }
   });
 });
 

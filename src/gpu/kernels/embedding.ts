@@ -1,4 +1,5 @@
 import { groupsFor, memoKernel, type GpuContext } from "../context.ts";
+import { weightAt, weightDecl, type WeightFormat } from "./weights.ts";
 import { flatIndex, launch1d } from "./grid.ts";
 
 /** out[r, :] = table[ids[r], :]; backward scatter-adds rows of dOut into dTable without atomics
@@ -11,22 +12,31 @@ const SCATTER = { rows: "u32", dim: "u32", vocab: "u32", chunk: "u32" } as const
 /** Vocab rows per scatter thread: trades parallelism against re-reading the ids. */
 const VOCAB_CHUNK = 32;
 
-export function embeddingGather(ctx: GpuContext, ids: GPUBuffer, table: GPUBuffer, out: GPUBuffer, rows: number, dim: number): void {
+export function embeddingGather(
+  ctx: GpuContext,
+  ids: GPUBuffer,
+  table: GPUBuffer,
+  out: GPUBuffer,
+  rows: number,
+  dim: number,
+  tableFormat: WeightFormat = "f32",
+): void {
   const wg = ctx.tuning.elementwise;
   const k = memoKernel(
     ctx.tuning,
-    "embedding_gather",
+    `embedding_gather_${tableFormat}`,
     GATHER,
     () => `
 @group(0) @binding(1) var<storage, read> ids: array<u32>;
-@group(0) @binding(2) var<storage, read> table: array<f32>;
+${weightDecl(2, "table", tableFormat)}
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
+${weightAt("table", tableFormat)}
 @compute @workgroup_size(${wg})
 fn main(@builtin(global_invocation_id) g: vec3u) {
   let i = ${flatIndex(wg)};
   if (i >= P.rows * P.dim) { return; }
   let r = i / P.dim;
-  out[i] = table[ids[r] * P.dim + i % P.dim];
+  out[i] = table_at(ids[r] * P.dim + i % P.dim);
 }
 `,
   );

@@ -1,5 +1,6 @@
 import { groupsFor, memoKernel, type GpuContext, type GpuTuning } from "../context.ts";
 import { matmul, type MatmulShape } from "./matmul.ts";
+import { weightAt, weightDecl } from "./weights.ts";
 
 /**
  * C[M,N] (=|+=) A[M,K] @ op(B) for a few rows M, as in a decode step (M = sequences in the batch). The
@@ -23,15 +24,17 @@ function sizes(t: GpuTuning): { threads: number; chunk: number } {
 export function matmulRows(ctx: GpuContext, a: GPUBuffer, b: GPUBuffer, c: GPUBuffer, s: Omit<MatmulShape, "transA">): void {
   const { threads: W, chunk: KC } = sizes(ctx.tuning);
   const transB = s.transB === true;
+  const bFormat = s.bFormat ?? "f32";
   const kernel = memoKernel(
     ctx.tuning,
-    `matmul_rows_${transB ? "t" : "n"}`,
+    `matmul_rows_${transB ? "t" : "n"}_${bFormat}`,
     LAYOUT,
     () => `
 const W = ${W}u; const KC = ${KC}u;
 @group(0) @binding(1) var<storage, read> A: array<f32>;
-@group(0) @binding(2) var<storage, read> B: array<f32>;
+${weightDecl(2, "B", bFormat)}
 @group(0) @binding(3) var<storage, read_write> C: array<f32>;
+${weightAt("B", bFormat)}
 var<workgroup> As: array<vec4<f32>, ${KC}>;
 fn readA(r: u32, k: u32) -> f32 {
   if (r >= P.M) { return 0.0; }
@@ -57,7 +60,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     workgroupBarrier();
     if (c < P.N) {
       for (var kk = 0u; kk < kEnd; kk++) {
-        acc = fma(As[kk], vec4<f32>(B[${transB ? "c * P.K + k0 + kk" : "(k0 + kk) * P.N + c"}]), acc);
+        acc = fma(As[kk], vec4<f32>(B_at(${transB ? "c * P.K + k0 + kk" : "(k0 + kk) * P.N + c"})), acc);
       }
     }
     workgroupBarrier();

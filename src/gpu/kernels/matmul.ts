@@ -1,4 +1,5 @@
 import { groupsFor, memoKernel, type GpuContext, type GpuTuning, type KernelSource } from "../context.ts";
+import { weightAt, weightDecl, type WeightFormat } from "./weights.ts";
 
 /** C[M,N] (=|+=) op(A) @ op(B); op(A) is [M,K] stored [M,K] or, transposed, [K,M]; op(B) is [K,N] stored [K,N] or [N,K].
  * Covers y = x @ W, dX = dY @ W^T (transB) and dW += X^T @ dY (transA, accumulate). */
@@ -10,6 +11,8 @@ export interface MatmulShape {
   transB?: boolean;
   /** Add into C instead of overwriting it (gradient accumulation, residual adds). */
   accumulate?: boolean;
+  /** How B is stored: float32 [default] or packed 16-bit frozen weights (weights.ts). */
+  bFormat?: WeightFormat;
 }
 
 const LAYOUT = { M: "u32", N: "u32", K: "u32", accumulate: "u32" } as const;
@@ -24,8 +27,8 @@ const MICRO = 4;
  * in workgroup memory, k-major, B as vec4 so the inner loop is 4 scalar loads, 1 vec4 load and 4 vec4 FMAs.
  * Out-of-range rows, columns and k are zero-filled, so any M, N, K works.
  */
-export function matmulKernel(t: GpuTuning, transA: boolean, transB: boolean): KernelSource {
-  const key = `matmul_${transA ? "t" : "n"}${transB ? "t" : "n"}`;
+export function matmulKernel(t: GpuTuning, transA: boolean, transB: boolean, bFormat: WeightFormat = "f32"): KernelSource {
+  const key = `matmul_${transA ? "t" : "n"}${transB ? "t" : "n"}_${bFormat}`;
   return memoKernel(t, key, LAYOUT, () => {
     const S = t.matmulSide;
     const D = t.matmulDepth;
@@ -37,8 +40,9 @@ export function matmulKernel(t: GpuTuning, transA: boolean, transB: boolean): Ke
     return `
 const S = ${S}u; const D = ${D}u; const TILE = ${TILE}u; const TILE4 = ${TILE / 4}u;
 @group(0) @binding(1) var<storage, read> A: array<f32>;
-@group(0) @binding(2) var<storage, read> B: array<f32>;
+${weightDecl(2, "B", bFormat)}
 @group(0) @binding(3) var<storage, read_write> C: array<f32>;
+${weightAt("B", bFormat)}
 var<workgroup> As: array<f32, ${TILE * D}>;
 var<workgroup> Bs: array<vec4<f32>, ${(TILE * D) / 4}>;
 fn readA(r: u32, k: u32) -> f32 {
@@ -47,7 +51,7 @@ fn readA(r: u32, k: u32) -> f32 {
 }
 fn readB(k: u32, c: u32) -> f32 {
   if (k >= P.K || c >= P.N) { return 0.0; }
-  return B[${transB ? "c * P.K + k" : "k * P.N + c"}];
+  return B_at(${transB ? "c * P.K + k" : "k * P.N + c"});
 }
 fn store(r: u32, c: u32, v: f32) {
   if (r < P.M && c < P.N) {
@@ -90,7 +94,7 @@ ${rows.map((i) => [0, 1, 2, 3].map((j) => `  store(r + ${i}u, c + ${j}u, acc${i}
 export function matmul(ctx: GpuContext, a: GPUBuffer, b: GPUBuffer, c: GPUBuffer, s: MatmulShape): void {
   const tile = ctx.tuning.matmulSide * MICRO;
   ctx.dispatch(
-    matmulKernel(ctx.tuning, s.transA === true, s.transB === true),
+    matmulKernel(ctx.tuning, s.transA === true, s.transB === true, s.bFormat),
     { M: s.M, N: s.N, K: s.K, accumulate: s.accumulate === true ? 1 : 0 },
     [a, b, c],
     [groupsFor(s.N, tile), groupsFor(s.M, tile)],
