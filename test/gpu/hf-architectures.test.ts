@@ -165,7 +165,7 @@ describe.skipIf(noGpu)("WebGPU engine: device limits", () => {
         n_layers: 1,
       };
       expect(() => new GpuModel(ctx, config, new Float32Array(0), false)).toThrow(
-        new RegExp(`tensor tok_embeddings \\(${vocab} x 8\\) needs ${vocab * 32} bytes in float32, over this device's ${limit}-byte`),
+        new RegExp(`tensor tok_embeddings \\(${vocab} x 8\\) needs ${vocab * 32} bytes in f32, over this device's ${limit}-byte`),
       );
     } finally {
       ctx.destroy();
