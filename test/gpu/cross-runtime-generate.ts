@@ -1,12 +1,14 @@
 /**
  * KV-cached greedy and seeded-sampling generation on WebGPU for a batch of prompts of different lengths,
- * checked against the CPU engine in the same process; prints one JSON line (runtime, adapter, tokens,
+ * and for Hugging Face checkpoints of each architecture (test/fixtures/hf), checked against the CPU engine
+ * in the same process; prints one JSON line (runtime, adapter, tokens,
  * whether they equal the CPU engine's). test/gpu/cross-runtime-generate.test.ts runs it under Node, Deno
  * and Bun. Exit code 3 with {"skip": reason} when this runtime has no adapter.
  */
 import { describeAdapter } from "../../src/gpu/device.ts";
 import { detectRuntime } from "../../src/gpu/navigator.ts";
 import type { ModelConfig } from "../../src/model/config.ts";
+import { loadPretrained } from "../../src/model/hf/index.ts";
 import { initParams } from "../../src/model/init.ts";
 import { cpuGenerationEngine, type GenerationRequest } from "../../src/proxy/generation.ts";
 import { GpuGenerationEngine } from "../../src/proxy/gpu-generation.ts";
@@ -35,6 +37,13 @@ const requests: GenerationRequest[] = [
 const engine = new GpuGenerationEngine(ctx);
 const gpu = await engine.generate(config, params, requests);
 const cpu = await cpuGenerationEngine.generate(config, params, requests);
+// The Hugging Face architectures too (q/k/v bias, qk-norm, llama3 RoPE), loaded from the golden fixtures.
+for (const name of ["llama-tied-llama3", "qwen2-bias-tied", "qwen3-qknorm-headdim"]) {
+  const model = await loadPretrained(`test/fixtures/hf/${name}`);
+  const hfRequests = prompts.map((prompt) => ({ prompt, maxTokens: 6, temperature: 0, stopTokenIds: [] }));
+  gpu.push(...(await engine.generate(model.config, model.weights, hfRequests)));
+  cpu.push(...(await cpuGenerationEngine.generate(model.config, model.weights, hfRequests)));
+}
 const tokens = gpu.map((g) => g.tokenIds);
 console.log(
   JSON.stringify({
