@@ -7,7 +7,7 @@
 import { headDim, type ModelConfig } from "./config.ts";
 import { Rng } from "./init.ts";
 import { paramViews, type ModelParams } from "./params.ts";
-import { blockForward, headForward, prefillForward, type AttendFn } from "./reference.ts";
+import { blockForward, headForward, loraState, prefillForward, type AttendFn, type LoraState, type LoraWeights } from "./reference.ts";
 import * as ops from "./reference/ops.ts";
 import { EOS_ID } from "./tokenizer.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -26,6 +26,8 @@ export interface GenerateOptions extends SamplingOptions {
   stop?: number[];
   /** Seed of the sampler [0]. */
   seed?: number;
+  /** An adapter applied to the base weights (src/model/lora.ts) [none]. */
+  lora?: LoraWeights;
 }
 
 export interface GenerateResult {
@@ -96,8 +98,8 @@ class KvCache {
 }
 
 /** Runs the prompt through every block, fills the cache, returns the last position's logits. */
-function prefill(config: ModelConfig, p: Record<string, Float32Array>, prompt: number[], cache: KvCache): Float32Array {
-  const out = prefillForward(config, p, prompt);
+function prefill(config: ModelConfig, p: Record<string, Float32Array>, prompt: number[], cache: KvCache, lora?: LoraState): Float32Array {
+  const out = prefillForward(config, p, prompt, lora);
   out.layers.forEach((layer, l) => {
     cache.k[l].set(layer.kr);
     cache.v[l].set(layer.v);
@@ -107,7 +109,7 @@ function prefill(config: ModelConfig, p: Record<string, Float32Array>, prompt: n
 }
 
 /** One token through every layer against the cache (appending its k, v); returns its logits. */
-function decodeStep(config: ModelConfig, p: Record<string, Float32Array>, token: number, cache: KvCache): Float32Array {
+function decodeStep(config: ModelConfig, p: Record<string, Float32Array>, token: number, cache: KvCache, lora?: LoraState): Float32Array {
   const kvDim = config.n_kv_heads * headDim(config);
   const at = cache.length;
   const dims = { heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: headDim(config) };
@@ -118,7 +120,7 @@ function decodeStep(config: ModelConfig, p: Record<string, Float32Array>, token:
       cache.v[l].set(v, at * kvDim);
       return { out: ops.attentionDecode(qr, cache.k[l], cache.v[l], at + 1, dims), probs: NO_PROBS };
     };
-    x = blockForward(config, p, l, x, [at], attend).xOut;
+    x = blockForward(config, p, l, x, [at], attend, lora).xOut;
   }
   cache.length += 1;
   return headForward(config, p, x).logits as Float32Array;
@@ -142,13 +144,14 @@ export function generate(config: ModelConfig, params: ModelParams, prompt: numbe
   const cache = new KvCache(config, prompt.length + limit);
   const tokens: number[] = [];
   const logprobs: number[] = [];
-  let logits = limit > 0 ? prefill(config, p, prompt, cache) : new Float32Array(0);
+  const lora = options.lora ? loraState(config, options.lora) : undefined;
+  let logits = limit > 0 ? prefill(config, p, prompt, cache, lora) : new Float32Array(0);
   for (let i = 0; i < limit; i++) {
     const token = sampleToken(logits, options, rng);
     tokens.push(token);
     logprobs.push(logProbOf(logits, token));
     if (stop.has(token)) return { tokens, logprobs, finishReason: "stop" };
-    if (i + 1 < limit) logits = decodeStep(config, p, token, cache);
+    if (i + 1 < limit) logits = decodeStep(config, p, token, cache, lora);
   }
   return { tokens, logprobs, finishReason: "length" };
 }

@@ -5,6 +5,7 @@
  * Model conventions (layout, RoPE, attention visibility, log-prob shift) are in `config.ts`.
  */
 import { assertSeqLen, headDim, paramCount, type ModelConfig } from "./config.ts";
+import { loraLayout, loraParamCount, loraScaling, type LoraConfig } from "./lora.ts";
 import { paramViews } from "./params.ts";
 import type { TokenBatch } from "./train-types.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -15,6 +16,44 @@ export * as ops from "./reference/ops.ts";
 
 /** The part of a batch the forward pass reads; the row width T is `inputIds.length / n`. */
 export type ModelInput = Pick<TokenBatch, "n" | "inputIds" | "attentionMask" | "positionIds">;
+
+/** An adapter to apply in the forward: its config and tensors (flat in `loraLayout` order, or by name). */
+export interface LoraWeights<A extends Arr = Float32Array> {
+  config: LoraConfig;
+  params: A | Record<string, A>;
+}
+
+/** An adapter ready for the ops: its scale, rank and tensors by name. */
+export interface LoraState {
+  config: LoraConfig;
+  scaling: number;
+  views: Record<string, Arr>;
+}
+
+/** Views of an adapter's tensors by name, checked against this model (a ValidationError names the tensor). */
+export function loraState(model: ModelConfig, lora: LoraWeights<Arr>): LoraState {
+  const layout = loraLayout(model, lora.config);
+  const views: Record<string, Arr> = {};
+  if (ArrayBuffer.isView(lora.params)) {
+    const flat = lora.params as Arr;
+    const n = loraParamCount(model, lora.config);
+    if (flat.length !== n) throw new ValidationError(`adapter buffer has ${flat.length} elements, the LoRA config needs ${n}`, ["lora"]);
+    for (const s of layout) views[s.name] = flat.subarray(s.offset, s.offset + s.size) as Arr;
+  } else {
+    const byName = lora.params as Record<string, Arr>;
+    for (const s of layout) {
+      const t = byName[s.name];
+      if (t === undefined) throw new ValidationError(`adapter lacks tensor ${s.name}`, ["lora", s.name]);
+      if (t.length !== s.size)
+        throw new ValidationError(`adapter tensor ${s.name} has ${t.length} elements, expected ${s.size} (${s.shape.join("x")})`, [
+          "lora",
+          s.name,
+        ]);
+      views[s.name] = t;
+    }
+  }
+  return { config: lora.config, scaling: loraScaling(lora.config), views };
+}
 
 /** Rows and row width of an input. */
 export function inputShape(input: ModelInput): { B: number; T: number } {
@@ -46,11 +85,15 @@ export interface LayerCache {
   up: Arr;
   act: Arr;
   xOut: Arr;
+  /** `x · lora_a` of each adapted projection, by weight name (wq, w_up, ...). */
+  loraT?: Record<string, Arr>;
 }
 
 /** Activations kept by {@link forward} for {@link backward}. */
 export interface ForwardCache {
   input: ModelInput;
+  /** The adapter the forward ran with, if any. */
+  lora?: LoraState;
   layers: LayerCache[];
   xFinal: Arr;
   hFinal: Arr;
@@ -110,14 +153,29 @@ export function blockForward(
   x: Arr,
   positions: ArrayLike<number>,
   attend: AttendFn,
+  lora?: LoraState,
 ): LayerCache {
   const { N, d, qDim, kvDim, norm, qRope, kRope } = dimsOf(config, x.length / config.d_model);
   const w = (name: string): Arr => p[`layers.${l}.${name}`];
+  const loraT: Record<string, Arr> = {};
+  // x · W, plus scaling · (x · lora_a) · lora_b where an adapter targets W
+  const proj = (name: string, input: Arr, dims: ops.MatDims): Arr => {
+    const y = ops.matmul(input, w(name), dims);
+    const a = lora?.views[`layers.${l}.${name}.lora_a`];
+    if (lora && a) {
+      const r = lora.config.r;
+      const t = ops.matmul(input, a, { m: dims.m, k: dims.k, n: r });
+      loraT[name] = t;
+      const u = ops.matmul(t, lora.views[`layers.${l}.${name}.lora_b`], { m: dims.m, k: r, n: dims.n });
+      for (let i = 0; i < y.length; i++) y[i] += lora.scaling * u[i];
+    }
+    return y;
+  };
   const xIn = x;
   const { y: h1, rstd: rstd1 } = ops.rmsnorm(xIn, w("attn_norm"), norm);
-  let q = ops.matmul(h1, w("wq"), { m: N, k: d, n: qDim });
-  let k = ops.matmul(h1, w("wk"), { m: N, k: d, n: kvDim });
-  const v = ops.matmul(h1, w("wv"), { m: N, k: d, n: kvDim });
+  let q = proj("wq", h1, { m: N, k: d, n: qDim });
+  let k = proj("wk", h1, { m: N, k: d, n: kvDim });
+  const v = proj("wv", h1, { m: N, k: d, n: kvDim });
   if (config.qkv_bias) {
     ops.addBiasInPlace(q, w("bq"));
     ops.addBiasInPlace(k, w("bk"));
@@ -135,13 +193,13 @@ export function blockForward(
   const qr = ops.rope(q, positions, qRope);
   const kr = ops.rope(k, positions, kRope);
   const { out: attn, probs } = attend(qr, kr, v);
-  const xMid = ops.add(xIn, ops.matmul(attn, w("wo"), { m: N, k: qDim, n: d }));
+  const xMid = ops.add(xIn, proj("wo", attn, { m: N, k: qDim, n: d }));
   const { y: h2, rstd: rstd2 } = ops.rmsnorm(xMid, w("ffn_norm"), norm);
-  const gate = ops.matmul(h2, w("w_gate"), { m: N, k: d, n: config.d_ff });
-  const up = ops.matmul(h2, w("w_up"), { m: N, k: d, n: config.d_ff });
+  const gate = proj("w_gate", h2, { m: N, k: d, n: config.d_ff });
+  const up = proj("w_up", h2, { m: N, k: d, n: config.d_ff });
   const act = ops.swiglu(gate, up);
-  const xOut = ops.add(xMid, ops.matmul(act, w("w_down"), { m: N, k: config.d_ff, n: d }));
-  return { xIn, h1, rstd1, ...qkNorm, qr, kr, v, probs, attn, xMid, h2, rstd2, gate, up, act, xOut };
+  const xOut = ops.add(xMid, proj("w_down", act, { m: N, k: config.d_ff, n: d }));
+  return { xIn, h1, rstd1, ...qkNorm, qr, kr, v, probs, attn, xMid, h2, rstd2, gate, up, act, xOut, ...(lora ? { loraT } : {}) };
 }
 
 /** Final RMSNorm and the lm head (tied: h @ tok_embeddings^T) on rows x [N, d]. */
@@ -155,13 +213,20 @@ export function headForward(config: ModelConfig, p: Record<string, Arr>, x: Arr)
 }
 
 /** Every block over a batch: the final hidden rows [B*T, d] and each block's cache. */
-function trunk(config: ModelConfig, p: Record<string, Arr>, input: ModelInput, B: number, T: number): { x: Arr; layers: LayerCache[] } {
+function trunk(
+  config: ModelConfig,
+  p: Record<string, Arr>,
+  input: ModelInput,
+  B: number,
+  T: number,
+  lora?: LoraState,
+): { x: Arr; layers: LayerCache[] } {
   const attnDims = { batch: B, seq: T, heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: headDim(config) };
   const attend: AttendFn = (qr, kr, v) => ops.attention(qr, kr, v, input.attentionMask, attnDims);
   let x = ops.embedding(input.inputIds, p.tok_embeddings, { vocab: config.vocab_size, dim: config.d_model });
   const layers: LayerCache[] = [];
   for (let l = 0; l < config.n_layers; l++) {
-    const layer = blockForward(config, p, l, x, input.positionIds, attend);
+    const layer = blockForward(config, p, l, x, input.positionIds, attend, lora);
     layers.push(layer);
     x = layer.xOut;
   }
@@ -188,22 +253,30 @@ export function prefillForward<A extends Arr>(
   config: ModelConfig,
   params: A | Record<string, A>,
   ids: ArrayLike<number>,
+  lora?: LoraState,
 ): { logits: A; layers: LayerCache[] } {
   const L = ids.length;
   const input = sequenceInput(ids);
   validateInput(config, input);
   const p = paramViews(config, params);
-  const { x, layers } = trunk(config, p, input, 1, L);
+  const { x, layers } = trunk(config, p, input, 1, L, lora);
   const last = x.subarray((L - 1) * config.d_model, L * config.d_model) as Arr;
   return { logits: headForward(config, p, last).logits as A, layers };
 }
 
-/** Runs the model on a batch. `params` is the flat buffer in `paramLayout(config)` order, or tensors by name. */
-export function forward<A extends Arr>(config: ModelConfig, params: A | Record<string, A>, input: ModelInput): ForwardResult<A> {
+/** Runs the model on a batch. `params` is the flat buffer in `paramLayout(config)` order, or tensors by name;
+ * `options.lora` adds an adapter's updates to the projections it targets. */
+export function forward<A extends Arr>(
+  config: ModelConfig,
+  params: A | Record<string, A>,
+  input: ModelInput,
+  options: { lora?: LoraWeights<A> } = {},
+): ForwardResult<A> {
   const { B, T } = validateInput(config, input);
   const p = paramViews(config, params);
+  const lora = options.lora ? loraState(config, options.lora) : undefined;
   const N = B * T;
-  const { x, layers } = trunk(config, p, input, B, T);
+  const { x, layers } = trunk(config, p, input, B, T, lora);
   const { hFinal, rstdFinal, logits } = headForward(config, p, x);
   const V = config.vocab_size;
 
@@ -222,14 +295,15 @@ export function forward<A extends Arr>(config: ModelConfig, params: A | Record<s
     logits: logits as A,
     logprob: logprob as A,
     entropy: entropy as A,
-    cache: { input, layers, xFinal: x, hFinal, rstdFinal, targets, logits, lse: rows.lse, entropyRows: rows.entropy },
+    cache: { input, lora, layers, xFinal: x, hFinal, rstdFinal, targets, logits, lse: rows.lse, entropyRows: rows.entropy },
   };
 }
 
 /**
  * Gradients of a scalar loss with respect to every parameter, given dL/dlogprob and dL/dentropy per
  * token ([B, T], aligned with {@link forward}'s outputs; values at t = 0 are ignored). Returns a flat
- * buffer in the parameter layout (whichever form `params` had), of `params`' element type.
+ * buffer in the parameter layout (whichever form `params` had), of `params`' element type. With an
+ * adapter in the cache, its updates are part of the path (their own gradients: {@link backwardLora}).
  */
 export function backward<A extends Arr>(
   config: ModelConfig,
@@ -238,17 +312,51 @@ export function backward<A extends Arr>(
   dlogprob: ArrayLike<number>,
   dentropy: ArrayLike<number>,
 ): A {
+  return backwardImpl(config, params, cache, dlogprob, dentropy, true).base as A;
+}
+
+/**
+ * Gradients of the adapter the forward ran with (`forward(..., { lora })`), the base frozen: a flat buffer in
+ * `loraLayout` order. The base weights' own gradients are never computed.
+ */
+export function backwardLora<A extends Arr>(
+  config: ModelConfig,
+  params: A | Record<string, A>,
+  cache: ForwardCache,
+  dlogprob: ArrayLike<number>,
+  dentropy: ArrayLike<number>,
+): A {
+  if (!cache.lora) throw new ValidationError("the forward ran without an adapter: pass { lora } to forward", ["lora"]);
+  return backwardImpl(config, params, cache, dlogprob, dentropy, false).lora as A;
+}
+
+function backwardImpl<A extends Arr>(
+  config: ModelConfig,
+  params: A | Record<string, A>,
+  cache: ForwardCache,
+  dlogprob: ArrayLike<number>,
+  dentropy: ArrayLike<number>,
+  trainBase: boolean,
+): { base: Arr | null; lora: Arr | null } {
   const p = paramViews(config, params);
-  const grads = ops.alloc(p.tok_embeddings, paramCount(config)) as A;
-  const g = paramViews(config, grads);
+  // Base gradients go to a real buffer, or (frozen base) to a throwaway sink: the norms' and biases' small
+  // dw are computed either way, the matrices' large ones only when the base trains.
+  const grads = trainBase ? (ops.alloc(p.tok_embeddings, paramCount(config)) as A) : null;
+  const g = grads ? paramViews(config, grads) : null;
+  const set = (name: string, value: Arr): void => void g?.[name].set(value);
+  const lora = cache.lora;
+  const loraGrads = lora && !trainBase ? ops.alloc(p.tok_embeddings, loraParamCount(config, lora.config)) : null;
+  const lg: Record<string, Arr> = {};
+  if (lora && loraGrads)
+    for (const s of loraLayout(config, lora.config)) lg[s.name] = loraGrads.subarray(s.offset, s.offset + s.size) as Arr;
   const { B, T } = inputShape(cache.input);
   const { N, d, hd, qDim, kvDim, V, norm: dims, qRope, kRope } = dimsOf(config, B * T);
   const pos = cache.input.positionIds;
   const attnDims = { batch: B, seq: T, heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: hd };
 
   // Un-shift the per-token gradients onto the rows that made the predictions.
-  const dlpRows = ops.alloc(grads, N);
-  const dentRows = ops.alloc(grads, N);
+  const dlpRows = ops.alloc(p.tok_embeddings, N);
+  const dentRows = ops.alloc(p.tok_embeddings, N);
   for (let b = 0; b < B; b++)
     for (let t = 1; t < T; t++) {
       dlpRows[b * T + t - 1] = dlogprob[b * T + t];
@@ -262,63 +370,82 @@ export function backward<A extends Arr>(
   let dh: Arr;
   if (config.tie_embeddings) {
     dh = ops.matmul(dlogits, p.tok_embeddings, { m: N, k: V, n: d });
-    g.tok_embeddings.set(ops.matmulAtB(dlogits, cache.hFinal, { m: V, k: N, n: d }));
-  } else {
+    if (g) g.tok_embeddings.set(ops.matmulAtB(dlogits, cache.hFinal, { m: V, k: N, n: d }));
+  } else if (g) {
     const r = ops.matmulBackward(cache.hFinal, p.lm_head, dlogits, { m: N, k: d, n: V });
     dh = r.dx;
     g.lm_head.set(r.dw);
-  }
+  } else dh = ops.matmulABt(dlogits, p.lm_head, { m: N, k: V, n: d });
   const fin = ops.rmsnormBackward(cache.xFinal, p.norm, cache.rstdFinal, dh, dims);
-  g.norm.set(fin.dw);
+  set("norm", fin.dw);
   let dx = fin.dx;
 
   for (let l = config.n_layers - 1; l >= 0; l--) {
     const c = cache.layers[l];
     const w = (name: string): Arr => p[`layers.${l}.${name}`];
-    const gw = (name: string): Arr => g[`layers.${l}.${name}`];
+    const gw = (name: string, value: Arr): void => set(`layers.${l}.${name}`, value);
+    /** dL/dx of `y = x · W (+ scaling · (x · lora_a) · lora_b)` given dy; W's gradient when the base trains,
+     * the adapter's when it is frozen. */
+    const projBack = (name: string, x: Arr, dy: Arr, dims: ops.MatDims): Arr => {
+      let dx: Arr;
+      if (g) {
+        const r = ops.matmulBackward(x, w(name), dy, dims);
+        gw(name, r.dw);
+        dx = r.dx;
+      } else dx = ops.matmulABt(dy, w(name), { m: dims.m, k: dims.n, n: dims.k });
+      const t = c.loraT?.[name];
+      if (lora && t) {
+        const key = `layers.${l}.${name}`;
+        const r = lora.config.r;
+        const dyScaled = ops.alloc(dy, dy.length);
+        for (let i = 0; i < dy.length; i++) dyScaled[i] = lora.scaling * dy[i];
+        const dt = ops.matmulABt(dyScaled, lora.views[`${key}.lora_b`], { m: dims.m, k: dims.n, n: r });
+        if (loraGrads) {
+          lg[`${key}.lora_b`].set(ops.matmulAtB(t, dyScaled, { m: r, k: dims.m, n: dims.n }));
+          lg[`${key}.lora_a`].set(ops.matmulAtB(x, dt, { m: dims.k, k: dims.m, n: r }));
+        }
+        ops.addInPlace(dx, ops.matmulABt(dt, lora.views[`${key}.lora_a`], { m: dims.m, k: r, n: dims.k }));
+      }
+      return dx;
+    };
     // MLP block: x = xMid + act @ w_down
-    const down = ops.matmulBackward(c.act, w("w_down"), dx, { m: N, k: config.d_ff, n: d });
-    gw("w_down").set(down.dw);
-    const { dgate, dup } = ops.swigluBackward(c.gate, c.up, down.dx);
-    const gateB = ops.matmulBackward(c.h2, w("w_gate"), dgate, { m: N, k: d, n: config.d_ff });
-    const upB = ops.matmulBackward(c.h2, w("w_up"), dup, { m: N, k: d, n: config.d_ff });
-    gw("w_gate").set(gateB.dw);
-    gw("w_up").set(upB.dw);
-    ops.addInPlace(gateB.dx, upB.dx);
-    const n2 = ops.rmsnormBackward(c.xMid, w("ffn_norm"), c.rstd2, gateB.dx, dims);
-    gw("ffn_norm").set(n2.dw);
+    const downDx = projBack("w_down", c.act, dx, { m: N, k: config.d_ff, n: d });
+    const { dgate, dup } = ops.swigluBackward(c.gate, c.up, downDx);
+    const gateDx = projBack("w_gate", c.h2, dgate, { m: N, k: d, n: config.d_ff });
+    const upDx = projBack("w_up", c.h2, dup, { m: N, k: d, n: config.d_ff });
+    ops.addInPlace(gateDx, upDx);
+    const n2 = ops.rmsnormBackward(c.xMid, w("ffn_norm"), c.rstd2, gateDx, dims);
+    gw("ffn_norm", n2.dw);
     const dxMid = ops.add(dx, n2.dx);
     // Attention block: xMid = xIn + attn @ wo
-    const wo = ops.matmulBackward(c.attn, w("wo"), dxMid, { m: N, k: qDim, n: d });
-    gw("wo").set(wo.dw);
-    const a = ops.attentionBackward(c.qr, c.kr, c.v, c.probs, wo.dx, attnDims);
+    const woDx = projBack("wo", c.attn, dxMid, { m: N, k: qDim, n: d });
+    const a = ops.attentionBackward(c.qr, c.kr, c.v, c.probs, woDx, attnDims);
     let dq = ops.ropeBackward(a.dq, pos, qRope);
     let dk = ops.ropeBackward(a.dk, pos, kRope);
     if (config.qk_norm) {
       const qn = ops.rmsnormBackward(c.qPre!, w("q_norm"), c.qRstd!, dq, { rows: N * config.n_heads, dim: hd });
       const kn = ops.rmsnormBackward(c.kPre!, w("k_norm"), c.kRstd!, dk, { rows: N * config.n_kv_heads, dim: hd });
-      gw("q_norm").set(qn.dw);
-      gw("k_norm").set(kn.dw);
+      gw("q_norm", qn.dw);
+      gw("k_norm", kn.dw);
       dq = qn.dx;
       dk = kn.dx;
     }
     if (config.qkv_bias) {
-      gw("bq").set(ops.columnSums(dq, N, qDim));
-      gw("bk").set(ops.columnSums(dk, N, kvDim));
-      gw("bv").set(ops.columnSums(a.dv, N, kvDim));
+      if (g) {
+        gw("bq", ops.columnSums(dq, N, qDim));
+        gw("bk", ops.columnSums(dk, N, kvDim));
+        gw("bv", ops.columnSums(a.dv, N, kvDim));
+      }
     }
-    const qB = ops.matmulBackward(c.h1, w("wq"), dq, { m: N, k: d, n: qDim });
-    const kB = ops.matmulBackward(c.h1, w("wk"), dk, { m: N, k: d, n: kvDim });
-    const vB = ops.matmulBackward(c.h1, w("wv"), a.dv, { m: N, k: d, n: kvDim });
-    gw("wq").set(qB.dw);
-    gw("wk").set(kB.dw);
-    gw("wv").set(vB.dw);
-    ops.addInPlace(qB.dx, kB.dx);
-    ops.addInPlace(qB.dx, vB.dx);
-    const n1 = ops.rmsnormBackward(c.xIn, w("attn_norm"), c.rstd1, qB.dx, dims);
-    gw("attn_norm").set(n1.dw);
+    const qDx = projBack("wq", c.h1, dq, { m: N, k: d, n: qDim });
+    const kDx = projBack("wk", c.h1, dk, { m: N, k: d, n: kvDim });
+    const vDx = projBack("wv", c.h1, a.dv, { m: N, k: d, n: kvDim });
+    ops.addInPlace(qDx, kDx);
+    ops.addInPlace(qDx, vDx);
+    const n1 = ops.rmsnormBackward(c.xIn, w("attn_norm"), c.rstd1, qDx, dims);
+    gw("attn_norm", n1.dw);
     dx = ops.add(dxMid, n1.dx);
   }
-  ops.addInPlace(g.tok_embeddings, ops.embeddingBackward(cache.input.inputIds, dx, { vocab: V, dim: d }));
-  return grads;
+  if (g) ops.addInPlace(g.tok_embeddings, ops.embeddingBackward(cache.input.inputIds, dx, { vocab: V, dim: d }));
+  return { base: grads, lora: loraGrads };
 }
