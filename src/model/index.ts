@@ -8,6 +8,8 @@ export * from "./batch.ts";
 export * from "./train-types.ts";
 export {
   forward,
+  backwardLora,
+  loraState,
   prefillForward,
   sequenceInput,
   backward,
@@ -19,6 +21,8 @@ export {
   type ModelInput,
   type ForwardCache,
   type ForwardResult,
+  type LoraWeights,
+  type LoraState,
 } from "./reference.ts";
 export * as ops from "./reference/ops.ts";
 export * from "./reference/optim.ts";
@@ -28,3 +32,4 @@ export * from "./safetensors.ts";
 export * from "./checkpoint.ts";
 export * from "./tokenizer-api.ts";
 export * from "./hf/index.ts";
+export * from "./lora.ts";

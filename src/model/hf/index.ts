@@ -8,3 +8,4 @@ export { byteTokenizerFiles } from "./byte-tokenizer-files.ts";
 export { HfFormatError } from "./errors.ts";
 export { hfTensorName, convertTensor, type HfDtype } from "./tensors.ts";
 export type { ModelSource, FileSource } from "./source.ts";
+export { peftAdapterFiles, savePeftAdapter, loadPeftAdapter, mergeLora, peftTensorName, type PeftAdapter } from "./peft.ts";
