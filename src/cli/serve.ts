@@ -2,7 +2,7 @@
  * `agl serve --model DIR`: a Hugging Face model folder (or one of our checkpoints exported with
  * `exportHf`) served by the OpenAI-compatible policy server on the CPU or WebGPU engine. docs/serving.md.
  */
-import { loadPretrained, type PretrainedModel } from "../model/hf/index.ts";
+import { loadPeftAdapter, loadPretrained, mergeLora, type PretrainedModel } from "../model/hf/index.ts";
 import { serveFetch } from "../platform/index.ts";
 import { createGenerationEngine } from "../proxy/engine.ts";
 import { ModelPolicy } from "../proxy/policy.ts";
@@ -19,6 +19,7 @@ OpenAI-compatible API: /v1/chat/completions, /v1/completions, /v1/models (token 
 
 Options:
   --model DIR          the model folder (required)
+  --adapter DIR        a LoRA adapter in PEFT's layout (adapter_config.json + adapter_model.safetensors), merged into the model
   --name NAME          the model name clients send (default: the folder's name)
   --host HOST          interface to bind (default 127.0.0.1)
   --port PORT          port (default ${SERVE_DEFAULT_PORT}; 0 picks a free one)
@@ -32,6 +33,7 @@ Options:
 
 export interface ServeConfig {
   model: string;
+  adapter: string | null;
   name: string | null;
   host: string;
   port: number;
@@ -53,6 +55,7 @@ function positiveInt(flag: string, v: string | undefined, min = 1): number {
 export function parseServeArgs(argv: readonly string[], env: (name: string) => string | undefined): ServeConfig {
   const c: ServeConfig = {
     model: "",
+    adapter: null,
     name: null,
     host: "127.0.0.1",
     port: SERVE_DEFAULT_PORT,
@@ -72,6 +75,7 @@ export function parseServeArgs(argv: readonly string[], env: (name: string) => s
     };
     if (flag === "-h" || flag === "--help") c.help = true;
     else if (flag === "--model") c.model = value();
+    else if (flag === "--adapter") c.adapter = value();
     else if (flag === "--name") c.name = value();
     else if (flag === "--host") c.host = value();
     else if (flag === "--port") c.port = positiveInt(flag, value(), 0);
@@ -112,6 +116,7 @@ const platformServe: ServeFn = async (fetch, at) => {
 export async function startPolicyServer(config: ServeConfig, host: ServerHost): Promise<RunningPolicyServer> {
   const model = await loadPretrained(config.model, { maxSeqLen: config.maxSeqLen ?? undefined, name: config.name ?? undefined });
   if (model.tokenizer === null) throw new UsageError(`${config.model} has no tokenizer.json: serving needs the model's tokenizer`);
+  if (config.adapter !== null) model.weights = mergeLora(model.config, model.weights, await loadPeftAdapter(config.adapter, model.config));
   const log = (m: string): void => console.log(`[agl serve] ${m}`);
   const engine = await createGenerationEngine({ backend: config.device, log, weightFormat: config.gpuWeights, maxBatch: config.maxBatch });
   const policy = new ModelPolicy({ model: model.name, config: model.config, params: model.weights, tokenizer: model.tokenizer, engine });

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseServeArgs, startPolicyServer, type RunningPolicyServer } from "../../src/cli/serve.ts";
 import { parseModelConfig, type ModelConfig } from "../../src/model/config.ts";
 import { generate } from "../../src/model/generate.ts";
-import { saveHfModel, type PretrainedModel } from "../../src/model/hf/index.ts";
+import { loadPeftAdapter, loadPretrained, saveHfModel, type PretrainedModel } from "../../src/model/hf/index.ts";
 import { initParams } from "../../src/model/init.ts";
 import type { Tokenizer, ToolDefinition } from "../../src/model/tokenizer-api.ts";
 import { finishGeneration, type GenerationEngine } from "../../src/proxy/generation.ts";
@@ -282,5 +282,44 @@ describe("agl serve arguments", () => {
         host,
       ),
     ).rejects.toThrow(/no tokenizer\.json/);
+  });
+});
+
+describe("agl serve --adapter", () => {
+  it("serves the base with a PEFT adapter merged: the adapted model's greedy tokens", async () => {
+    const { copyFileSync: copy, mkdtempSync: mk } = await import("node:fs");
+    const base = "test/fixtures/hf/qwen3-qknorm-headdim";
+    const folder = mk(join(tmpdir(), "agl-serve-lora-"));
+    for (const f of ["config.json", "generation_config.json", "model.safetensors"]) copy(join(base, f), join(folder, f));
+    for (const f of ["tokenizer.json", "tokenizer_config.json"]) copy(join(QWEN_TOKENIZER_DIR, f), join(folder, f));
+    const running = await startPolicyServer(
+      parseServeArgs(
+        ["--model", folder, "--adapter", `${base}-lora`, "--port", "0", "--device", "cpu", "--name", "adapted"],
+        () => undefined,
+      ),
+      host,
+    );
+    try {
+      const tiny = await loadPretrained(base);
+      const adapter = await loadPeftAdapter(`${base}-lora`, tiny.config);
+      const prompt = [3, 9, 27, 81];
+      const c = new OpenAI({ baseURL: running.url, apiKey: "x", maxRetries: 0 });
+      const res = (await c.completions.create({
+        model: "adapted",
+        prompt,
+        max_tokens: 6,
+        temperature: 0,
+        stop_token_ids: [],
+      } as never)) as unknown as {
+        choices: Array<{ token_ids: number[] }>;
+      };
+      const want = generate(tiny.config, tiny.weights, prompt, { maxTokens: 6, temperature: 0, stop: [], lora: adapter });
+      const plain = generate(tiny.config, tiny.weights, prompt, { maxTokens: 6, temperature: 0, stop: [] });
+      expect(res.choices[0].token_ids).toEqual(want.tokens);
+      expect(want.tokens).not.toEqual(plain.tokens);
+    } finally {
+      await running.shutdown();
+      rmSync(folder, { recursive: true, force: true });
+    }
   });
 });
