@@ -1,4 +1,4 @@
-import { paramLayout, paramCount, type ModelConfig } from "./config.ts";
+import { paramCount, paramLayout, type ModelConfig, type ParamSpec } from "./config.ts";
 import { ValidationError } from "../types/errors.ts";
 import type { Arr } from "./reference/ops.ts";
 
@@ -11,28 +11,39 @@ export type ParamViews<A extends Arr = Float32Array> = Record<string, A>;
  * with its element count, no unknown names).
  */
 export function paramViews<A extends Arr>(config: ModelConfig, params: A | Record<string, A>): ParamViews<A> {
-  const layout = paramLayout(config);
+  return tensorViews(paramLayout(config), params, { what: "parameter buffer", lacks: "weights lack", owner: "the config", root: "params" });
+}
+
+/**
+ * Views of `params` (flat in `layout` order, or by name) by tensor name, for any layout (the model's, an
+ * adapter's). Errors name the tensor and use `label` to say whose buffer is wrong.
+ */
+export function tensorViews<A extends Arr>(
+  layout: readonly ParamSpec[],
+  params: A | Record<string, A>,
+  label: { what: string; lacks: string; owner: string; root: string },
+): Record<string, A> {
   if (!ArrayBuffer.isView(params)) {
     const byName = params as Record<string, A>;
     for (const s of layout) {
       const t = byName[s.name];
-      if (t === undefined) throw new ValidationError(`weights lack tensor ${s.name}`, ["params", s.name]);
+      if (t === undefined) throw new ValidationError(`${label.lacks} tensor ${s.name}`, [label.root, s.name]);
       if (t.length !== s.size)
-        throw new ValidationError(`tensor ${s.name} has ${t.length} elements, the config needs ${s.size} (${s.shape.join("x")})`, [
-          "params",
+        throw new ValidationError(`tensor ${s.name} has ${t.length} elements, ${label.owner} needs ${s.size} (${s.shape.join("x")})`, [
+          label.root,
           s.name,
         ]);
     }
     const known = new Set(layout.map((s) => s.name));
     for (const name of Object.keys(byName))
-      if (!known.has(name)) throw new ValidationError(`tensor ${name} is not part of this config's layout`, ["params", name]);
+      if (!known.has(name)) throw new ValidationError(`tensor ${name} is not part of ${label.owner}'s layout`, [label.root, name]);
     return { ...byName };
   }
   const flat = params as A;
-  const total = paramCount(config);
+  const total = layout.reduce((a, s) => a + s.size, 0);
   if (flat.length !== total)
-    throw new ValidationError(`parameter buffer has ${flat.length} elements, the config needs ${total}`, ["params"]);
-  const views: ParamViews<A> = {};
+    throw new ValidationError(`${label.what} has ${flat.length} elements, ${label.owner} needs ${total}`, [label.root]);
+  const views: Record<string, A> = {};
   for (const s of layout) views[s.name] = flat.subarray(s.offset, s.offset + s.size) as A;
   return views;
 }

@@ -6,7 +6,7 @@
  */
 import { assertSeqLen, headDim, paramCount, type ModelConfig } from "./config.ts";
 import { loraLayout, loraParamCount, loraScaling, type LoraConfig } from "./lora.ts";
-import { paramViews } from "./params.ts";
+import { paramViews, tensorViews } from "./params.ts";
 import type { TokenBatch } from "./train-types.ts";
 import { ValidationError } from "../types/errors.ts";
 import * as ops from "./reference/ops.ts";
@@ -32,26 +32,12 @@ export interface LoraState {
 
 /** Views of an adapter's tensors by name, checked against this model (a ValidationError names the tensor). */
 export function loraState(model: ModelConfig, lora: LoraWeights<Arr>): LoraState {
-  const layout = loraLayout(model, lora.config);
-  const views: Record<string, Arr> = {};
-  if (ArrayBuffer.isView(lora.params)) {
-    const flat = lora.params as Arr;
-    const n = loraParamCount(model, lora.config);
-    if (flat.length !== n) throw new ValidationError(`adapter buffer has ${flat.length} elements, the LoRA config needs ${n}`, ["lora"]);
-    for (const s of layout) views[s.name] = flat.subarray(s.offset, s.offset + s.size) as Arr;
-  } else {
-    const byName = lora.params as Record<string, Arr>;
-    for (const s of layout) {
-      const t = byName[s.name];
-      if (t === undefined) throw new ValidationError(`adapter lacks tensor ${s.name}`, ["lora", s.name]);
-      if (t.length !== s.size)
-        throw new ValidationError(`adapter tensor ${s.name} has ${t.length} elements, expected ${s.size} (${s.shape.join("x")})`, [
-          "lora",
-          s.name,
-        ]);
-      views[s.name] = t;
-    }
-  }
+  const views = tensorViews(loraLayout(model, lora.config), lora.params, {
+    what: "adapter buffer",
+    lacks: "adapter lacks",
+    owner: "the LoRA config",
+    root: "lora",
+  });
   return { config: lora.config, scaling: loraScaling(lora.config), views };
 }
 

@@ -148,7 +148,8 @@ export function parseSafetensorsHeader(json: Uint8Array, fileSize: number): Safe
 const bits = new Uint32Array(1);
 const bitsAsF32 = new Float32Array(bits.buffer);
 
-function f16ToF32(h: number): number {
+/** The value of f16 bits `h` (subnormals, infinities and NaN included). */
+export function f16ToF32(h: number): number {
   const sign = h & 0x8000 ? -1 : 1;
   const exp = (h >> 10) & 0x1f;
   const frac = h & 0x3ff;

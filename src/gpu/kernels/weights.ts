@@ -5,6 +5,7 @@
  * feature. Values are upcast to f32 as they are read; every sum stays in f32.
  */
 import { toBf16, toF16 } from "../../model/hf/tensors.ts";
+import { f16ToF32 } from "../../model/safetensors.ts";
 
 export type WeightFormat = "f32" | "bf16" | "f16";
 
@@ -41,15 +42,6 @@ export function roundWeights(data: Float32Array, format: WeightFormat): Float32A
       return f[0];
     }
     h[0] = toF16(x);
-    return f16Value(h[0]);
+    return f16ToF32(h[0]);
   });
-}
-
-function f16Value(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exp = (h >> 10) & 0x1f;
-  const frac = h & 0x3ff;
-  if (exp === 0) return sign * frac * 2 ** -24;
-  if (exp === 31) return frac ? Number.NaN : sign * Number.POSITIVE_INFINITY;
-  return sign * (1 + frac / 1024) * 2 ** (exp - 15);
 }

@@ -5,6 +5,7 @@
  * conversion). The mapping table is in docs/hf-models.md.
  */
 import { ValidationError } from "../../types/errors.ts";
+import { f16ToF32 } from "../safetensors.ts";
 
 /** Our name → the HF tensor name and whether the matrix is transposed between the two layouts. */
 export function hfTensorName(name: string): { hf: string; transpose: boolean } {
@@ -43,19 +44,7 @@ let f16Table: Float32Array | null = null;
 function f16Values(): Float32Array {
   if (f16Table) return f16Table;
   const t = new Float32Array(65536);
-  for (let h = 0; h < 65536; h++) {
-    const sign = h & 0x8000 ? -1 : 1;
-    const exp = (h >> 10) & 0x1f;
-    const frac = h & 0x3ff;
-    t[h] =
-      exp === 0
-        ? sign * frac * 2 ** -24
-        : exp === 31
-          ? frac
-            ? Number.NaN
-            : sign * Number.POSITIVE_INFINITY
-          : sign * (1 + frac / 1024) * 2 ** (exp - 15);
-  }
+  for (let h = 0; h < 65536; h++) t[h] = f16ToF32(h);
   f16Table = t;
   return t;
 }
