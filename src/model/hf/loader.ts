@@ -6,7 +6,7 @@
 import type { FileReader } from "../../platform/index.ts";
 import { paramLayout, type ModelConfig } from "../config.ts";
 import type { ModelWeights } from "../params.ts";
-import { DTYPE_BYTES, parseSafetensorsHeader, safetensorsHeaderLength, type HeaderEntry, type SafetensorsDtype } from "../safetensors.ts";
+import { parseSafetensorsHeader, safetensorsHeaderLength, type HeaderEntry } from "../safetensors.ts";
 import type { Tokenizer } from "../tokenizer-api.ts";
 import { ValidationError } from "../../types/errors.ts";
 import { parseHfConfig, tokenIds, type HfArchitecture } from "./config.ts";
@@ -192,9 +192,4 @@ export async function loadPretrained(source: ModelSource, options: LoadOptions =
   const tokenizer = (await files.has("tokenizer.json")) ? await loadHfTokenizer(files, generation.eosTokenIds) : null;
   const name = options.name ?? (typeof source === "string" ? source.replace(/\/+$/, "").split("/").pop() || source : "model");
   return { name, architecture: info.architecture, config, weights, tokenizer, generation, ignoredTensors };
-}
-
-/** Bytes per element of a safetensors dtype (re-exported for writers and benches). */
-export function dtypeBytes(dtype: SafetensorsDtype): number {
-  return DTYPE_BYTES[dtype];
 }
