@@ -3,6 +3,10 @@
  * grad-norm clipping (`reference/optim.ts`), the PPO loss (`ppo-loss.ts`).
  * Slow, but it trains anywhere. Same API and same math as the WebGPU trainer.
  *
+ * With `lora`, the base weights stay frozen and only a LoRA adapter trains (src/model/lora.ts): the
+ * forward adds the adapter, the backward forms the adapter's gradients only, AdamW and the state cover
+ * the adapter alone, and `logProbs(batch, { baseOnly: true })` gives the base's reference log-probs.
+ *
  * A step splits the batch into micro-batches of `microBatchSize` rows; the aggregation normalisers
  * come from the whole step's response mask, so micro-batching changes memory use, not the result
  * (up to float rounding of the accumulated gradient).
@@ -10,7 +14,9 @@
 import { paramCount, parseModelConfig, type ModelConfig } from "./config.ts";
 import { checkResponseTensor, microBatches, resolveResponseMask, sliceRows, validateBatch } from "./batch.ts";
 import { initParams } from "./init.ts";
-import { backward, forward } from "./reference.ts";
+import { initLora, loraParamCount, parseLoraConfig, type LoraConfig } from "./lora.ts";
+import { paramViews, type ModelParams } from "./params.ts";
+import { backward, backwardLora, forward } from "./reference.ts";
 import { adamwStep, clipGradNorm, globalGradNorm, newOptimizerState, resolveOptimizerOptions } from "./reference/optim.ts";
 import { aggLoss, aggWeights, normFromMask, ppoPolicyLoss, type AggNorm } from "./ppo-loss.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -35,6 +41,9 @@ export interface CpuTrainerOptions extends OptimizerOptions {
   params?: Float32Array;
   /** Optimizer state to resume from. */
   optimizer?: OptimizerState;
+  /** Train a LoRA adapter on frozen `base` weights instead of the whole model; `adapter` resumes one,
+   * else PEFT's initialisation from `seed` [0]. */
+  lora?: { config: LoraConfig; base: ModelParams; adapter?: Float32Array; seed?: number };
 }
 
 /** What a loss hands back for one micro-batch: its share of the loss and metrics, and per-token gradients. */
@@ -67,16 +76,28 @@ function now(): number {
 export class CpuTrainer implements PolicyTrainer {
   readonly backend = "cpu" as const;
   readonly config: ModelConfig;
+  /** The trained parameters: the whole model's, or the adapter's with `lora`. */
   private params: Float32Array;
   private optimizer: OptimizerState;
   private readonly optim: Required<OptimizerOptions>;
+  /** LoRA: the frozen base and the adapter's config. */
+  private readonly lora: { config: LoraConfig; base: ModelParams } | null;
 
   constructor(options: CpuTrainerOptions) {
     this.config = parseModelConfig(options.config);
-    const size = paramCount(this.config);
-    if (options.params !== undefined && options.params.length !== size)
-      throw new ValidationError(`params has ${options.params.length} elements, the config needs ${size}`, ["params"]);
-    this.params = options.params ? options.params.slice() : initParams(this.config, options.seed ?? 0);
+    this.lora = options.lora ? { config: parseLoraConfig(options.lora.config), base: options.lora.base } : null;
+    if (this.lora) paramViews(this.config, this.lora.base);
+    const size = this.lora ? loraParamCount(this.config, this.lora.config) : paramCount(this.config);
+    const given = this.lora ? options.lora?.adapter : options.params;
+    if (given !== undefined && given.length !== size)
+      throw new ValidationError(`${this.lora ? "adapter" : "params"} has ${given.length} elements, the config needs ${size}`, [
+        this.lora ? "lora" : "params",
+      ]);
+    this.params = given
+      ? given.slice()
+      : this.lora
+        ? initLora(this.config, this.lora.config, options.lora?.seed ?? 0)
+        : initParams(this.config, options.seed ?? 0);
     this.optimizer = options.optimizer ? copyOptimizer(options.optimizer) : newOptimizerState(size);
     if (this.optimizer.m.length !== size || this.optimizer.v.length !== size)
       throw new ValidationError(`optimizer state has ${this.optimizer.m.length} elements, the config needs ${size}`, ["optimizer"]);
@@ -89,7 +110,10 @@ export class CpuTrainer implements PolicyTrainer {
     const log_probs = new Float32Array(n * R);
     const entropy = new Float32Array(n * R);
     for (const [r0, r1] of microBatches(n, options.microBatchSize)) {
-      const out = forward(this.config, this.params, sliceRows(batch, r0, r1));
+      const out =
+        options.baseOnly && this.lora
+          ? forward(this.config, this.lora.base, sliceRows(batch, r0, r1))
+          : this.forward(sliceRows(batch, r0, r1));
       log_probs.set(responseColumns(out.logprob, r1 - r0, P, R), r0 * R);
       entropy.set(responseColumns(out.entropy, r1 - r0, P, R), r0 * R);
     }
@@ -154,17 +178,31 @@ export class CpuTrainer implements PolicyTrainer {
   }
 
   async getState(): Promise<TrainerState> {
-    return { config: { ...this.config }, params: this.params.slice(), optimizer: copyOptimizer(this.optimizer) };
+    return {
+      config: { ...this.config },
+      params: this.params.slice(),
+      optimizer: copyOptimizer(this.optimizer),
+      ...(this.lora ? { lora: { ...this.lora.config } } : {}),
+    };
   }
 
   async setState(state: TrainerState): Promise<void> {
     if (JSON.stringify(parseModelConfig(state.config)) !== JSON.stringify(this.config))
       throw new ValidationError("state was saved for a different model config", ["config"]);
-    const size = paramCount(this.config);
+    if (JSON.stringify(state.lora ?? null) !== JSON.stringify(this.lora?.config ?? null))
+      throw new ValidationError("state was saved for a different LoRA config (or with/without one)", ["lora"]);
+    const size = this.params.length;
     if (state.params.length !== size || state.optimizer.m.length !== size || state.optimizer.v.length !== size)
       throw new ValidationError(`state tensors do not have the ${size} elements the config needs`, ["params"]);
     this.params = state.params.slice();
     this.optimizer = copyOptimizer(state.optimizer);
+  }
+
+  /** The model's forward on a micro-batch: the whole model, or the frozen base plus the adapter. */
+  private forward(micro: TokenBatch) {
+    return this.lora
+      ? forward(this.config, this.lora.base, micro, { lora: { config: this.lora.config, params: this.params } })
+      : forward(this.config, this.params, micro);
   }
 
   /** Forward, loss and backward per micro-batch; then, if everything is finite, clip and AdamW. */
@@ -178,13 +216,16 @@ export class CpuTrainer implements PolicyTrainer {
     for (const [r0, r1] of microBatches(n, options.microBatchSize)) {
       const rows = r1 - r0;
       const micro = sliceRows(batch, r0, r1);
-      const out = forward(this.config, this.params, micro);
+      const out = this.forward(micro);
       const logProbs = responseColumns(out.logprob, rows, P, R);
       const entropy = responseColumns(out.entropy, rows, P, R);
       const res = lossFn([r0, r1], logProbs, entropy, mask.subarray(r0 * R, r1 * R), norm);
       for (const [k, v] of Object.entries(res.parts)) totals[k as keyof typeof totals] += v;
       const dEntropy = res.dEntropy ? fullColumns(res.dEntropy, rows, P, R) : new Float32Array(rows * (P + R));
-      const g = backward(this.config, this.params, out.cache, fullColumns(res.dLogProbs, rows, P, R), dEntropy);
+      const dLogProbs = fullColumns(res.dLogProbs, rows, P, R);
+      const g = this.lora
+        ? backwardLora(this.config, this.lora.base, out.cache, dLogProbs, dEntropy)
+        : backward(this.config, this.params, out.cache, dLogProbs, dEntropy);
       for (let i = 0; i < grads.length; i++) grads[i] += g[i];
     }
     const gradNorm = globalGradNorm(grads);

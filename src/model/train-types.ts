@@ -7,6 +7,7 @@
  * (right-padded, R)`, `T = P + R`; per-token training tensors (advantages, old log-probs, response
  * mask, the log-probs returned by `logProbs`) cover only the last R columns, [B, R].
  */
+import type { LoraConfig } from "./lora.ts";
 import type { ModelConfig } from "./config.ts";
 
 /** 0/1 masks may come as any integer or float typed array. */
@@ -80,6 +81,9 @@ export interface StepOptions {
   microBatchSize?: number;
   /** Overrides the trainer's learning rate for this step (schedules). */
   lr?: number;
+  /** LoRA trainers, `logProbs` only: the frozen base without the adapter (reference log-probs for a KL
+   * term, with no second copy of the model) [false]. */
+  baseOnly?: boolean;
 }
 
 export interface PolicyStepOptions extends StepOptions, PolicyLossOptions {
@@ -135,9 +139,11 @@ export interface OptimizerState {
 /** Everything needed to resume training bit-exactly. */
 export interface TrainerState {
   config: ModelConfig;
-  /** Flat parameters in `paramLayout(config)` order. */
+  /** Flat parameters in `paramLayout(config)` order; for a LoRA trainer, the adapter's in `loraLayout` order. */
   params: Float32Array;
   optimizer: OptimizerState;
+  /** Present for a LoRA trainer: the adapter's config (its base stays outside the state). */
+  lora?: LoraConfig;
 }
 
 /** The backend-independent trainer API. */
