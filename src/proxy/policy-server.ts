@@ -139,7 +139,8 @@ function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
     const comp = parse(CompletionRequest, body);
     req = comp;
     if (typeof comp.prompt === "string") {
-      promptIds = policy.tokenizer.encode(comp.prompt);
+      // As vLLM: a text prompt is encoded like HF's `tokenizer(text)`, with the model's BOS if it has one.
+      promptIds = policy.tokenizer.encode(comp.prompt, { addSpecialTokens: comp.add_special_tokens ?? true });
       if (promptIds.length === 0) throw new ValidationError("prompt must not be empty", ["prompt"]);
     } else promptIds = comp.prompt;
     messages = [
