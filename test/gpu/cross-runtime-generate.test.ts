@@ -23,8 +23,8 @@ describe("KV-cached WebGPU generation on every runtime", () => {
     }
     console.log(`[cross-runtime-generate] ${name}: ${report.adapter}; same as the CPU engine: ${report.sameAsCpu}`);
     expect(report.runtime).toBe(name);
-    expect(report.tokens).toHaveLength(6);
-    expect(report.tokens!.every((t) => t.length === 8)).toBe(true);
+    // 6 requests of 8 tokens on the random model, then 3 of 6 per Hugging Face fixture (3 fixtures)
+    expect(report.tokens!.map((t) => t.length)).toEqual([...Array(6).fill(8), ...Array(9).fill(6)]);
     expect(report.sameAsCpu).toBe(true);
     reports.set(name, report);
   });
