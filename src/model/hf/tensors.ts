@@ -51,8 +51,8 @@ function f16Values(): Float32Array {
 
 const BLOCK = 64;
 
-// One monomorphic function per dtype and direction, tiles inlined: a shared tile walker taking closures
-// measured 5x slower (the closures' captured arrays are not optimised like locals).
+// One small function per dtype and direction with the tile loops inlined, so each inner loop sees one
+// array type and V8 keeps it specialised (one walker for all dtypes would see three).
 
 function bf16Plain(src: Uint16Array, dst: Uint16Array, n: number): void {
   for (let i = 0; i < n; i++) dst[2 * i + 1] = src[i];
