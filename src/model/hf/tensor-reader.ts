@@ -26,9 +26,21 @@ export class TensorReader {
 
   constructor(private readonly chunkBytes = READ_CHUNK_BYTES) {}
 
-  /** The float32 values of a [rows, cols] tensor stored in `dtype`, transposed to [cols, rows] when asked. */
-  async read(at: TensorLocation, dtype: HfDtype, rows: number, cols: number, transpose: boolean): Promise<Float32Array> {
-    const out = new Float32Array(rows * cols);
+  /**
+   * The float32 values of a [rows, cols] tensor stored in `dtype`, transposed to [cols, rows] when asked,
+   * in a new array or in `into` (rows * cols elements, overwritten).
+   */
+  async read(
+    at: TensorLocation,
+    dtype: HfDtype,
+    rows: number,
+    cols: number,
+    transpose: boolean,
+    into?: Float32Array,
+  ): Promise<Float32Array> {
+    const out = into ?? new Float32Array(rows * cols);
+    if (out.length !== rows * cols)
+      throw new RangeError(`tensor ${at.name} has ${rows * cols} values; the array given holds ${out.length}`);
     if (transpose) await this.readTransposed(at, dtype, rows, cols, out);
     else await this.readPlain(at, dtype, out);
     return out;
@@ -46,7 +58,7 @@ export class TensorReader {
       (k) => {
         const from = k * per;
         const count = Math.min(n, from + per) - from;
-        return readExactly(at, from * size, new Uint8Array(out.buffer, base + from * size, count * size));
+        return readExactly(at, from * size, new Uint8Array(out.buffer, out.byteOffset + base + from * size, count * size));
       },
       (k) => {
         if (dtype !== "F32") widenInPlace(out, dtype, k * per, Math.min(n, (k + 1) * per));

@@ -255,14 +255,14 @@ export function toF16(x: number): number {
 /** Bytes of float32 `data` ([rows, cols], our layout) in `dtype`, transposed to [cols, rows] when asked. */
 export function encodeTensor(data: Float32Array, dtype: HfDtype, rows: number, cols: number, transpose: boolean): Uint8Array {
   const n = rows * cols;
-  const at = (k: number): number => (transpose ? data[(k % rows) * cols + Math.floor(k / rows)] : data[k]);
-  if (dtype === "F32") {
-    const out = new Float32Array(n);
-    for (let k = 0; k < n; k++) out[k] = at(k);
-    return new Uint8Array(out.buffer);
+  let values = data.subarray(0, n);
+  if (transpose) {
+    values = new Float32Array(n);
+    transposeBand(new Uint8Array(data.buffer, data.byteOffset, 4 * n), "F32", values, 0, rows, rows, cols);
   }
+  if (dtype === "F32") return new Uint8Array(transpose ? values.buffer : values.slice().buffer);
   const out = new Uint16Array(n);
-  const conv = dtype === "BF16" ? toBf16 : toF16;
-  for (let k = 0; k < n; k++) out[k] = conv(at(k));
+  if (dtype === "BF16") for (let k = 0; k < n; k++) out[k] = toBf16(values[k]);
+  else for (let k = 0; k < n; k++) out[k] = toF16(values[k]);
   return new Uint8Array(out.buffer);
 }

@@ -248,6 +248,11 @@ describe("tensor conversion", () => {
             const got = await reader.read(at, dtype, rows, cols, transpose);
             const want = convertTensor(raw, dtype, rows, cols, transpose);
             expect(Array.from(got), `${dtype} ${rows}x${cols} chunk ${chunkBytes} transpose ${transpose}`).toEqual(Array.from(want));
+            // into a caller's array: a view in the middle of a larger buffer, its neighbours untouched
+            const big = new Float32Array(rows * cols + 3).fill(7);
+            await reader.read(at, dtype, rows, cols, transpose, big.subarray(1, 1 + rows * cols));
+            expect(Array.from(big.subarray(1, 1 + rows * cols))).toEqual(Array.from(want));
+            expect([big[0], big[rows * cols + 1], big[rows * cols + 2]]).toEqual([7, 7, 7]);
           }
         }
       }
