@@ -73,6 +73,8 @@ describe("loadPretrained", () => {
         expect(Array.from(fromMap.weights[s.name]), s.name).toEqual(Array.from(want));
       }
       expect(readFileSync(join(dir, "model.safetensors.index.json"), "utf8")).toContain("model-00002-of-");
+      const generation = { eosTokenIds: [3, 4], bosTokenId: 1, padTokenId: 0, temperature: 0.6, topP: 0.9, topK: 20 };
+      expect((await loadPretrained(hfModelFiles({ config: CONFIG, params, dtype, generation }))).generation).toEqual(generation);
     },
   );
 
