@@ -19,21 +19,26 @@ import {
   type SpawnOptions,
 } from "./types.ts";
 
-/** A file handle read in ranges, each range into a fresh buffer the caller owns. */
+/** A file handle read in ranges: into a fresh buffer the caller owns, or into the caller's memory. */
 async function openForRanges(path: string): Promise<FileReader> {
   const handle = await fs.promises.open(path, "r");
   const size = (await handle.stat()).size;
+  const readInto = async (offset: number, target: Uint8Array): Promise<number> => {
+    const n = Math.max(0, Math.min(target.length, size - offset));
+    let done = 0;
+    while (done < n) {
+      const { bytesRead } = await handle.read(target, done, n - done, offset + done);
+      if (bytesRead === 0) throw new Error(`${path}: file ended at ${offset + done} bytes while reading ${n} from ${offset}`);
+      done += bytesRead;
+    }
+    return n;
+  };
   return {
     size,
+    readInto,
     async read(offset, length) {
-      const n = Math.max(0, Math.min(length, size - offset));
-      const out = new Uint8Array(n);
-      let done = 0;
-      while (done < n) {
-        const { bytesRead } = await handle.read(out, done, n - done, offset + done);
-        if (bytesRead === 0) throw new Error(`${path}: file ended at ${offset + done} bytes while reading ${n} from ${offset}`);
-        done += bytesRead;
-      }
+      const out = new Uint8Array(Math.max(0, Math.min(length, size - offset)));
+      await readInto(offset, out);
       return out;
     },
     close: () => handle.close(),

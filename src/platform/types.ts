@@ -68,6 +68,12 @@ export interface FileReader {
   readonly size: number;
   /** `length` bytes from `offset` (fewer only at the end of the file). */
   read(offset: number, length: number): Promise<Uint8Array>;
+  /**
+   * Fills `target` with the bytes from `offset`, straight into the caller's memory (a view into a
+   * larger buffer is fine); resolves to the count read, less than `target.length` only at the end of
+   * the file.
+   */
+  readInto(offset: number, target: Uint8Array): Promise<number>;
   close(): Promise<void>;
 }
 

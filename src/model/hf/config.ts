@@ -114,7 +114,12 @@ export function parseHfConfig(raw: Record<string, unknown>, options: { maxSeqLen
     rope_theta: theta ?? num(raw, "rope_theta", 10000),
     norm_eps: num(raw, "rms_norm_eps", 1e-6),
     tie_embeddings: bool(raw, "tie_word_embeddings", false),
-    ...(raw.head_dim !== undefined && raw.head_dim !== null ? { head_dim: int(raw, "head_dim") } : {}),
+    // Llama and Qwen2 default head_dim to hidden / heads; Qwen3Config's default is a fixed 128.
+    ...(raw.head_dim !== undefined && raw.head_dim !== null
+      ? { head_dim: int(raw, "head_dim") }
+      : arch === "Qwen3ForCausalLM"
+        ? { head_dim: 128 }
+        : {}),
     ...(arch === "Qwen2ForCausalLM" ? { qkv_bias: true } : {}),
     ...(arch === "Qwen3ForCausalLM" ? { qk_norm: true } : {}),
     rope_scaling: scaling,

@@ -7,5 +7,6 @@ export { createHfTokenizer, loadHfTokenizer, type HfTokenizerFiles } from "./tok
 export { byteTokenizerFiles } from "./byte-tokenizer-files.ts";
 export { HfFormatError } from "./errors.ts";
 export { hfTensorName, convertTensor, type HfDtype } from "./tensors.ts";
+export { TensorReader, READ_CHUNK_BYTES, type TensorLocation } from "./tensor-reader.ts";
 export type { ModelSource, FileSource } from "./source.ts";
 export { peftAdapterFiles, savePeftAdapter, loadPeftAdapter, mergeLora, peftTensorName, type PeftAdapter } from "./peft.ts";

@@ -1,7 +1,8 @@
 /**
  * `loadPretrained`: a Hugging Face model folder (config.json, model.safetensors or a sharded index,
  * generation_config.json, tokenizer files) → our config, weights by name, tokenizer and generation
- * defaults. Tensors are read one at a time (ranged reads) and converted straight into our layout.
+ * defaults. Tensors are read one at a time, in pieces, straight into their float32 outputs in our
+ * layout (tensor-reader.ts).
  */
 import type { FileReader } from "../../platform/index.ts";
 import { paramLayout, type ModelConfig } from "../config.ts";
@@ -12,7 +13,8 @@ import { ValidationError } from "../../types/errors.ts";
 import { parseHfConfig, tokenIds, type HfArchitecture } from "./config.ts";
 import { HfFormatError } from "./errors.ts";
 import { modelFiles, readJson, type ModelFiles, type ModelSource } from "./source.ts";
-import { convertTensor, hfTensorName, type HfDtype } from "./tensors.ts";
+import { TensorReader } from "./tensor-reader.ts";
+import { hfTensorName, type HfDtype } from "./tensors.ts";
 import { loadHfTokenizer } from "./tokenizer.ts";
 
 export interface GenerationDefaults {
@@ -176,12 +178,13 @@ export async function loadPretrained(source: ModelSource, options: LoadOptions =
     });
     const total = plan.reduce((a, p) => a + (p.entry.data_offsets[1] - p.entry.data_offsets[0]), 0);
     let loaded = 0;
-    for (const { spec, transpose, shard, entry } of plan) {
+    const tensors = new TensorReader();
+    for (const { spec, hf, transpose, shard, entry } of plan) {
       const [begin, end] = entry.data_offsets;
-      const bytes = await shard.reader.read(shard.dataStart + begin, end - begin);
       const rows = entry.shape.length === 2 ? entry.shape[0] : 1;
       const cols = entry.shape.length === 2 ? entry.shape[1] : spec.size;
-      weights[spec.name] = convertTensor(bytes, entry.dtype as HfDtype, rows, cols, transpose);
+      const at = { reader: shard.reader, file: shard.file, name: hf, offset: shard.dataStart + begin };
+      weights[spec.name] = await tensors.read(at, entry.dtype as HfDtype, rows, cols, transpose);
       loaded += end - begin;
       options.onProgress?.(loaded, total);
     }

@@ -29,14 +29,26 @@ function bytesReader(bytes: Uint8Array): FileReader {
   return {
     size: bytes.length,
     read: async (offset, length) => bytes.slice(offset, Math.min(bytes.length, offset + length)),
+    async readInto(offset, target) {
+      const part = bytes.subarray(offset, Math.min(bytes.length, offset + target.length));
+      target.set(part);
+      return part.length;
+    },
     close: async () => undefined,
   };
 }
 
 function blobReader(blob: Blob): FileReader {
+  const read = async (offset: number, length: number): Promise<Uint8Array> =>
+    new Uint8Array(await blob.slice(offset, offset + length).arrayBuffer());
   return {
     size: blob.size,
-    read: async (offset, length) => new Uint8Array(await blob.slice(offset, offset + length).arrayBuffer()),
+    read,
+    async readInto(offset, target) {
+      const part = await read(offset, target.length);
+      target.set(part);
+      return part.length;
+    },
     close: async () => undefined,
   };
 }

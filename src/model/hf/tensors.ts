@@ -37,6 +37,9 @@ const LAYER_NAMES: Record<string, [string, boolean]> = {
 
 export type HfDtype = "F32" | "F16" | "BF16";
 
+/** Bytes per element of each dtype the loader reads. */
+export const HF_DTYPE_BYTES: Record<HfDtype, number> = { F32: 4, F16: 2, BF16: 2 };
+
 const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 let f16Table: Float32Array | null = null;
 
@@ -49,81 +52,165 @@ function f16Values(): Float32Array {
   return t;
 }
 
-const BLOCK = 64;
-
-// One small function per dtype and direction with the tile loops inlined, so each inner loop sees one
-// array type and V8 keeps it specialised (one walker for all dtypes would see three).
-
-function bf16Plain(src: Uint16Array, dst: Uint16Array, n: number): void {
-  for (let i = 0; i < n; i++) dst[2 * i + 1] = src[i];
+function littleEndianHost(): void {
+  if (!LITTLE_ENDIAN) throw new ValidationError("loading safetensors needs a little-endian host", ["dtype"]);
 }
 
-function bf16Transposed(src: Uint16Array, dst: Uint16Array, rows: number, cols: number): void {
-  for (let i0 = 0; i0 < rows; i0 += BLOCK) {
-    const i1 = Math.min(rows, i0 + BLOCK);
-    for (let j0 = 0; j0 < cols; j0 += BLOCK) {
-      const j1 = Math.min(cols, j0 + BLOCK);
-      for (let j = j0; j < j1; j++) {
-        const o = 2 * j * rows + 1;
-        for (let i = i0; i < i1; i++) dst[o + 2 * i] = src[i * cols + j];
+// One monomorphic function per dtype, loops inlined: a shared walker taking closures measured 5x
+// slower (captured arrays are not optimised like locals). bf16 is the high half of a float32, so a
+// bf16 word shifted left by 16 is the float32's bits.
+
+/**
+ * Widens elements [from, to) of a 16-bit tensor of `n` elements whose raw words sit in the upper half
+ * of `out`'s buffer (16-bit words n..2n-1) into float32 in place. Walking forward is safe: element i
+ * writes words 2i and 2i+1, which hold only elements <= i, already read.
+ */
+export function widenInPlace(out: Float32Array, dtype: "F16" | "BF16", from: number, to: number): void {
+  const n = out.length;
+  const src = new Uint16Array(out.buffer, out.byteOffset, 2 * n);
+  if (dtype === "BF16") {
+    const dst = new Uint32Array(out.buffer, out.byteOffset, n);
+    for (let i = from; i < to; i++) dst[i] = src[n + i] << 16;
+  } else {
+    const table = f16Values();
+    for (let i = from; i < to; i++) out[i] = table[src[n + i]];
+  }
+}
+
+// Transposing kernels: a band of `band` source rows (starting at source row r0, `cols` wide) goes to
+// columns r0.. of the [cols, rows] output. Tiles of 256 x 256; inside, eight source rows at a time so
+// each output row gets eight contiguous stores (measured ~1.6x the plain 64 x 64 tile walk).
+const TILE = 256;
+
+function bf16Band(src: Uint16Array, out: Uint32Array, r0: number, band: number, rows: number, cols: number): void {
+  for (let i0 = 0; i0 < band; i0 += TILE) {
+    const i1 = Math.min(band, i0 + TILE);
+    for (let j0 = 0; j0 < cols; j0 += TILE) {
+      const j1 = Math.min(cols, j0 + TILE);
+      let i = i0;
+      for (; i + 8 <= i1; i += 8) {
+        const c = cols;
+        for (let j = j0; j < j1; j++) {
+          const s = i * c + j;
+          const o = j * rows + r0 + i;
+          out[o] = src[s] << 16;
+          out[o + 1] = src[s + c] << 16;
+          out[o + 2] = src[s + 2 * c] << 16;
+          out[o + 3] = src[s + 3 * c] << 16;
+          out[o + 4] = src[s + 4 * c] << 16;
+          out[o + 5] = src[s + 5 * c] << 16;
+          out[o + 6] = src[s + 6 * c] << 16;
+          out[o + 7] = src[s + 7 * c] << 16;
+        }
       }
+      for (; i < i1; i++) for (let j = j0; j < j1; j++) out[j * rows + r0 + i] = src[i * cols + j] << 16;
     }
   }
 }
 
-function f16Plain(src: Uint16Array, table: Float32Array, out: Float32Array, n: number): void {
-  for (let i = 0; i < n; i++) out[i] = table[src[i]];
-}
-
-function f16Transposed(src: Uint16Array, table: Float32Array, out: Float32Array, rows: number, cols: number): void {
-  for (let i0 = 0; i0 < rows; i0 += BLOCK) {
-    const i1 = Math.min(rows, i0 + BLOCK);
-    for (let j0 = 0; j0 < cols; j0 += BLOCK) {
-      const j1 = Math.min(cols, j0 + BLOCK);
-      for (let j = j0; j < j1; j++) {
-        const o = j * rows;
-        for (let i = i0; i < i1; i++) out[o + i] = table[src[i * cols + j]];
+function f16Band(src: Uint16Array, table: Float32Array, out: Float32Array, r0: number, band: number, rows: number, cols: number): void {
+  for (let i0 = 0; i0 < band; i0 += TILE) {
+    const i1 = Math.min(band, i0 + TILE);
+    for (let j0 = 0; j0 < cols; j0 += TILE) {
+      const j1 = Math.min(cols, j0 + TILE);
+      let i = i0;
+      for (; i + 8 <= i1; i += 8) {
+        const c = cols;
+        for (let j = j0; j < j1; j++) {
+          const s = i * c + j;
+          const o = j * rows + r0 + i;
+          out[o] = table[src[s]];
+          out[o + 1] = table[src[s + c]];
+          out[o + 2] = table[src[s + 2 * c]];
+          out[o + 3] = table[src[s + 3 * c]];
+          out[o + 4] = table[src[s + 4 * c]];
+          out[o + 5] = table[src[s + 5 * c]];
+          out[o + 6] = table[src[s + 6 * c]];
+          out[o + 7] = table[src[s + 7 * c]];
+        }
       }
+      for (; i < i1; i++) for (let j = j0; j < j1; j++) out[j * rows + r0 + i] = table[src[i * cols + j]];
     }
   }
 }
 
-function f32Transposed(src: Float32Array, out: Float32Array, rows: number, cols: number): void {
-  for (let i0 = 0; i0 < rows; i0 += BLOCK) {
-    const i1 = Math.min(rows, i0 + BLOCK);
-    for (let j0 = 0; j0 < cols; j0 += BLOCK) {
-      const j1 = Math.min(cols, j0 + BLOCK);
-      for (let j = j0; j < j1; j++) {
-        const o = j * rows;
-        for (let i = i0; i < i1; i++) out[o + i] = src[i * cols + j];
+// float32 moved as 32-bit words (no float conversion: NaN payloads kept).
+function f32Band(src: Uint32Array, out: Uint32Array, r0: number, band: number, rows: number, cols: number): void {
+  for (let i0 = 0; i0 < band; i0 += TILE) {
+    const i1 = Math.min(band, i0 + TILE);
+    for (let j0 = 0; j0 < cols; j0 += TILE) {
+      const j1 = Math.min(cols, j0 + TILE);
+      let i = i0;
+      for (; i + 8 <= i1; i += 8) {
+        const c = cols;
+        for (let j = j0; j < j1; j++) {
+          const s = i * c + j;
+          const o = j * rows + r0 + i;
+          out[o] = src[s];
+          out[o + 1] = src[s + c];
+          out[o + 2] = src[s + 2 * c];
+          out[o + 3] = src[s + 3 * c];
+          out[o + 4] = src[s + 4 * c];
+          out[o + 5] = src[s + 5 * c];
+          out[o + 6] = src[s + 6 * c];
+          out[o + 7] = src[s + 7 * c];
+        }
       }
+      for (; i < i1; i++) for (let j = j0; j < j1; j++) out[j * rows + r0 + i] = src[i * cols + j];
     }
   }
 }
 
 /**
+ * Converts `band` source rows starting at row `r0` of a [rows, cols] tensor (their raw bytes in `bytes`,
+ * aligned to the element size) into columns r0..r0+band of `out`, the [cols, rows] float32 transpose.
+ */
+export function transposeBand(
+  bytes: Uint8Array,
+  dtype: HfDtype,
+  out: Float32Array,
+  r0: number,
+  band: number,
+  rows: number,
+  cols: number,
+): void {
+  littleEndianHost();
+  const n = band * cols;
+  if (dtype === "BF16")
+    bf16Band(
+      new Uint16Array(bytes.buffer, bytes.byteOffset, n),
+      new Uint32Array(out.buffer, out.byteOffset, out.length),
+      r0,
+      band,
+      rows,
+      cols,
+    );
+  else if (dtype === "F16") f16Band(new Uint16Array(bytes.buffer, bytes.byteOffset, n), f16Values(), out, r0, band, rows, cols);
+  else
+    f32Band(
+      new Uint32Array(bytes.buffer, bytes.byteOffset, n),
+      new Uint32Array(out.buffer, out.byteOffset, out.length),
+      r0,
+      band,
+      rows,
+      cols,
+    );
+}
+
+/**
  * float32 values of `bytes` (a tensor of `rows` x `cols` in `dtype`, row-major), transposed to
  * [cols, rows] when `transpose`. `bytes` must start at an offset aligned to its element size.
- * bf16 is the high half of a float32, so it is written into the odd 16-bit words of the output (the
- * low halves stay 0); tiles walk the destination contiguously, reads strided (measured faster in V8).
+ * (The loader reads large tensors in pieces straight into their output instead: see loader.ts.)
  */
 export function convertTensor(bytes: Uint8Array, dtype: HfDtype, rows: number, cols: number, transpose: boolean): Float32Array {
+  littleEndianHost();
   const n = rows * cols;
   const out = new Float32Array(n);
-  if (!LITTLE_ENDIAN) throw new ValidationError("loading safetensors needs a little-endian host", ["dtype"]);
-  if (dtype === "BF16") {
-    const src = new Uint16Array(bytes.buffer, bytes.byteOffset, n);
-    const dst = new Uint16Array(out.buffer);
-    if (transpose) bf16Transposed(src, dst, rows, cols);
-    else bf16Plain(src, dst, n);
-  } else if (dtype === "F16") {
-    const src = new Uint16Array(bytes.buffer, bytes.byteOffset, n);
-    if (transpose) f16Transposed(src, f16Values(), out, rows, cols);
-    else f16Plain(src, f16Values(), out, n);
-  } else {
-    const src = new Float32Array(bytes.buffer, bytes.byteOffset, n);
-    if (transpose) f32Transposed(src, out, rows, cols);
-    else out.set(src);
+  if (transpose) transposeBand(bytes, dtype, out, 0, rows, rows, cols);
+  else if (dtype === "F32") new Uint8Array(out.buffer).set(bytes.subarray(0, 4 * n));
+  else {
+    new Uint8Array(out.buffer, 2 * n, 2 * n).set(bytes.subarray(0, 2 * n));
+    widenInPlace(out, dtype, 0, n);
   }
   return out;
 }
@@ -168,14 +255,14 @@ export function toF16(x: number): number {
 /** Bytes of float32 `data` ([rows, cols], our layout) in `dtype`, transposed to [cols, rows] when asked. */
 export function encodeTensor(data: Float32Array, dtype: HfDtype, rows: number, cols: number, transpose: boolean): Uint8Array {
   const n = rows * cols;
-  const at = (k: number): number => (transpose ? data[(k % rows) * cols + Math.floor(k / rows)] : data[k]);
-  if (dtype === "F32") {
-    const out = new Float32Array(n);
-    for (let k = 0; k < n; k++) out[k] = at(k);
-    return new Uint8Array(out.buffer);
+  let values = data.subarray(0, n);
+  if (transpose) {
+    values = new Float32Array(n);
+    transposeBand(new Uint8Array(data.buffer, data.byteOffset, 4 * n), "F32", values, 0, rows, rows, cols);
   }
+  if (dtype === "F32") return new Uint8Array(transpose ? values.buffer : values.slice().buffer);
   const out = new Uint16Array(n);
-  const conv = dtype === "BF16" ? toBf16 : toF16;
-  for (let k = 0; k < n; k++) out[k] = conv(at(k));
+  if (dtype === "BF16") for (let k = 0; k < n; k++) out[k] = toBf16(values[k]);
+  else for (let k = 0; k < n; k++) out[k] = toF16(values[k]);
   return new Uint8Array(out.buffer);
 }

@@ -18,7 +18,14 @@ export interface SaveHfOptions {
   dtype?: HfDtype;
   /** Split the weights into shards of at most this many bytes (plus an index) [one file]. */
   maxShardBytes?: number;
-  generation?: { eosTokenIds?: number[]; bosTokenId?: number | null; padTokenId?: number | null; temperature?: number; topP?: number };
+  generation?: {
+    eosTokenIds?: number[];
+    bosTokenId?: number | null;
+    padTokenId?: number | null;
+    temperature?: number;
+    topP?: number;
+    topK?: number;
+  };
   /** Extra files written as they are (tokenizer.json, tokenizer_config.json, ...). */
   extraFiles?: Record<string, string | Uint8Array>;
 }
@@ -68,6 +75,7 @@ function hfModelTexts(o: SaveHfOptions): Record<string, string | Uint8Array> {
         ...(g.padTokenId !== undefined && g.padTokenId !== null ? { pad_token_id: g.padTokenId } : {}),
         ...(g.temperature !== undefined ? { temperature: g.temperature, do_sample: g.temperature > 0 } : {}),
         ...(g.topP !== undefined ? { top_p: g.topP } : {}),
+        ...(g.topK !== undefined ? { top_k: g.topK } : {}),
       },
       null,
       2,

@@ -7,8 +7,10 @@ import { afterAll, describe, expect, it } from "vitest";
 import { loadCheckpoint } from "../../../src/model/checkpoint.ts";
 import { paramLayout, parseModelConfig, type ModelConfig } from "../../../src/model/config.ts";
 import { generate } from "../../../src/model/generate.ts";
-import { exportHf, HfFormatError, hfModelFiles, loadPretrained, saveHfModel } from "../../../src/model/hf/index.ts";
+import { exportHf, HfFormatError, hfModelFiles, loadPretrained, parseHfConfig, saveHfModel } from "../../../src/model/hf/index.ts";
+import { TensorReader } from "../../../src/model/hf/tensor-reader.ts";
 import { convertTensor, toBf16, toF16 } from "../../../src/model/hf/tensors.ts";
+import type { FileReader } from "../../../src/platform/index.ts";
 import { initParams } from "../../../src/model/init.ts";
 import { forward, sequenceInput } from "../../../src/model/reference.ts";
 import { applyChatTemplate, byteTokenizer, encode } from "../../../src/model/tokenizer.ts";
@@ -71,6 +73,8 @@ describe("loadPretrained", () => {
         expect(Array.from(fromMap.weights[s.name]), s.name).toEqual(Array.from(want));
       }
       expect(readFileSync(join(dir, "model.safetensors.index.json"), "utf8")).toContain("model-00002-of-");
+      const generation = { eosTokenIds: [3, 4], bosTokenId: 1, padTokenId: 0, temperature: 0.6, topP: 0.9, topK: 20 };
+      expect((await loadPretrained(hfModelFiles({ config: CONFIG, params, dtype, generation }))).generation).toEqual(generation);
     },
   );
 
@@ -166,6 +170,19 @@ describe("loadPretrained", () => {
     expect(e.message).toContain(second);
   });
 
+  it("fills absent config.json fields with each architecture's own defaults (as HF's config classes)", () => {
+    const shape = { hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 96, vocab_size: 50 };
+    const llama = parseHfConfig({ architectures: ["LlamaForCausalLM"], ...shape }).config;
+    expect(llama).toMatchObject({ n_kv_heads: 4, max_seq_len: 2048, rope_theta: 10000, norm_eps: 1e-6, tie_embeddings: false });
+    expect(llama.head_dim ?? 64 / 4).toBe(16);
+    const qwen2 = parseHfConfig({ architectures: ["Qwen2ForCausalLM"], ...shape }).config;
+    expect(qwen2).toMatchObject({ qkv_bias: true, max_seq_len: 32768, tie_embeddings: false });
+    expect(qwen2.head_dim ?? 64 / 4).toBe(16);
+    // Qwen3Config's head_dim is 128 unless given, whatever hidden_size / num_attention_heads is.
+    expect(parseHfConfig({ architectures: ["Qwen3ForCausalLM"], ...shape }).config).toMatchObject({ head_dim: 128, qk_norm: true });
+    expect(parseHfConfig({ architectures: ["Qwen3ForCausalLM"], ...shape, head_dim: 16 }).config.head_dim).toBe(16);
+  });
+
   it("reads from a folder path with a clear error when it does not exist", async () => {
     const e = await loadPretrained(join(tmp, "nowhere")).catch((err: unknown) => err);
     expect(e).toBeInstanceOf(HfFormatError);
@@ -207,6 +224,59 @@ describe("tensor conversion", () => {
     }
   });
 
+  it("reads tensors in pieces straight into their outputs: the same values as a whole-tensor conversion", async () => {
+    // A file whose tensor starts at an odd byte offset, read with pieces far smaller than the tensor so
+    // every band and chunk boundary (and the ragged last one) is crossed.
+    const shapes: Array<[number, number]> = [
+      [67, 131],
+      [9, 5],
+      [1, 300],
+      [300, 1],
+      [16, 8],
+    ];
+    for (const dtype of ["F32", "BF16", "F16"] as const)
+      for (const [rows, cols] of shapes) {
+        const values = Float32Array.from({ length: rows * cols }, (_, i) => ((i * 7919) % 1000) / 250 - 2);
+        const raw =
+          dtype === "F32"
+            ? new Uint8Array(values.buffer.slice(0))
+            : new Uint8Array(Uint16Array.from(values, dtype === "BF16" ? toBf16 : toF16).buffer);
+        const file = new Uint8Array(3 + raw.length + 5);
+        file.set(raw, 3);
+        for (const chunkBytes of [1, 40, 1000, 1 << 20]) {
+          const reader = new TensorReader(chunkBytes);
+          for (const transpose of [false, true]) {
+            const at = { reader: bytesFile(file), file: "model.safetensors", name: "t", offset: 3 };
+            const got = await reader.read(at, dtype, rows, cols, transpose);
+            const want = convertTensor(raw, dtype, rows, cols, transpose);
+            expect(Array.from(got), `${dtype} ${rows}x${cols} chunk ${chunkBytes} transpose ${transpose}`).toEqual(Array.from(want));
+            // into a caller's array: a view in the middle of a larger buffer, its neighbours untouched
+            const big = new Float32Array(rows * cols + 3).fill(7);
+            await reader.read(at, dtype, rows, cols, transpose, big.subarray(1, 1 + rows * cols));
+            expect(Array.from(big.subarray(1, 1 + rows * cols))).toEqual(Array.from(want));
+            expect([big[0], big[rows * cols + 1], big[rows * cols + 2]]).toEqual([7, 7, 7]);
+          }
+        }
+      }
+  });
+
+  it("a file cut inside a tensor, or a failing read, is an error naming the file and tensor", async () => {
+    const cut = { reader: bytesFile(new Uint8Array(100)), file: "model-00001-of-00002.safetensors", name: "model.norm.weight", offset: 0 };
+    const e = await new TensorReader(16).read(cut, "F32", 1, 40, false).catch((err: unknown) => err);
+    expect(e).toBeInstanceOf(HfFormatError);
+    expect([(e as HfFormatError).file, (e as HfFormatError).field]).toEqual(["model-00001-of-00002.safetensors", "model.norm.weight"]);
+    const failing: FileReader = {
+      ...bytesFile(new Uint8Array(4096)),
+      readInto: async (offset, target) => {
+        if (offset >= 1024) throw new Error("disk gone");
+        return target.length;
+      },
+    };
+    // 2 KiB read in 1 KiB pieces (bands of 8 rows of 128 bytes): the second read fails, plain or transposed.
+    for (const transpose of [false, true])
+      await expect(new TensorReader(1024).read({ ...cut, reader: failing }, "BF16", 16, 64, transpose)).rejects.toThrow("disk gone");
+  });
+
   it("rounds to bf16 and f16 to nearest even, with infinities, NaN and subnormals", () => {
     expect(bf16Value(toBf16(1 + 2 ** -8))).toBe(1); // tie → even
     expect(bf16Value(toBf16(1 + 3 * 2 ** -8))).toBe(1 + 2 ** -6);
@@ -219,6 +289,19 @@ describe("tensor conversion", () => {
     expect(f16Value(toF16(0.1))).toBeCloseTo(0.0999755859375, 12);
   });
 });
+
+function bytesFile(bytes: Uint8Array): FileReader {
+  return {
+    size: bytes.length,
+    read: async (offset, length) => bytes.slice(offset, offset + length),
+    async readInto(offset, target) {
+      const part = bytes.subarray(offset, offset + target.length);
+      target.set(part);
+      return part.length;
+    },
+    close: async () => undefined,
+  };
+}
 
 function bf16Value(bits: number): number {
   return new Float32Array(new Uint32Array([bits << 16]).buffer)[0];
