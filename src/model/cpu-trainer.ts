@@ -15,7 +15,7 @@ import { paramCount, parseModelConfig, type ModelConfig } from "./config.ts";
 import { checkResponseTensor, microBatches, resolveResponseMask, sliceRows, validateBatch } from "./batch.ts";
 import { initParams } from "./init.ts";
 import { initLora, loraParamCount, parseLoraConfig, type LoraConfig } from "./lora.ts";
-import { paramViews, type ModelParams } from "./params.ts";
+import { flattenParams, paramViews, type ModelParams } from "./params.ts";
 import { backward, backwardLora, forward } from "./reference.ts";
 import { adamwStep, clipGradNorm, globalGradNorm, newOptimizerState, resolveOptimizerOptions } from "./reference/optim.ts";
 import { aggLoss, aggWeights, normFromMask, ppoPolicyLoss, type AggNorm } from "./ppo-loss.ts";
@@ -37,8 +37,9 @@ export interface CpuTrainerOptions extends OptimizerOptions {
   config: ModelConfig;
   /** Seed of the initial parameters when `params` is absent [0]. */
   seed?: number;
-  /** Initial flat parameters (e.g. from a checkpoint). */
-  params?: Float32Array;
+  /** Initial parameters (e.g. from a checkpoint or `loadPretrained`): the flat buffer or tensors by name,
+   * copied into one flat buffer (the trainer's state and gradients are flat). */
+  params?: ModelParams;
   /** Optimizer state to resume from. */
   optimizer?: OptimizerState;
   /** Train a LoRA adapter on frozen `base` weights instead of the whole model; `adapter` resumes one,
@@ -89,15 +90,19 @@ export class CpuTrainer implements PolicyTrainer {
     if (this.lora) paramViews(this.config, this.lora.base);
     const size = this.lora ? loraParamCount(this.config, this.lora.config) : paramCount(this.config);
     const given = this.lora ? options.lora?.adapter : options.params;
-    if (given !== undefined && given.length !== size)
+    if (given instanceof Float32Array && given.length !== size)
       throw new ValidationError(`${this.lora ? "adapter" : "params"} has ${given.length} elements, the config needs ${size}`, [
         this.lora ? "lora" : "params",
       ]);
-    this.params = given
-      ? given.slice()
-      : this.lora
-        ? initLora(this.config, this.lora.config, options.lora?.seed ?? 0)
-        : initParams(this.config, options.seed ?? 0);
+    // tensors by name: flattenParams checks each one and copies them into a new flat buffer
+    this.params =
+      given === undefined
+        ? this.lora
+          ? initLora(this.config, this.lora.config, options.lora?.seed ?? 0)
+          : initParams(this.config, options.seed ?? 0)
+        : given instanceof Float32Array
+          ? given.slice()
+          : flattenParams(this.config, given);
     this.optimizer = options.optimizer ? copyOptimizer(options.optimizer) : newOptimizerState(size);
     if (this.optimizer.m.length !== size || this.optimizer.v.length !== size)
       throw new ValidationError(`optimizer state has ${this.optimizer.m.length} elements, the config needs ${size}`, ["optimizer"]);

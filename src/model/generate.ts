@@ -84,46 +84,73 @@ export function logProbOf(logits: ArrayLike<number>, id: number): number {
   return logits[id] - max - Math.log(sum);
 }
 
-/** Keys and values per layer, [slots, n_kv*hd] each, and how many positions are filled. Sized for one
- * request (prompt + new tokens), not max_seq_len: HF models have 32k+ positions. */
-class KvCache {
-  readonly k: Float32Array[];
-  readonly v: Float32Array[];
+/**
+ * KV-cached decoding of one sequence: `prefill` a prompt, then `step` one token at a time; each returns
+ * the logits [vocab] of the last position. The cache (keys and values per layer, [slots, n_kv*hd] each)
+ * is sized for one request's `slots` positions (prompt + new tokens), not max_seq_len: Hugging Face
+ * models have 32k+ positions (Qwen2.5-0.5B: 24 layers x 2 x 128 floats = 24 KiB per position).
+ */
+export class CpuDecoder {
+  private readonly p: Record<string, Float32Array>;
+  private readonly k: Float32Array[];
+  private readonly v: Float32Array[];
+  private readonly kvDim: number;
+  private readonly lora?: LoraState;
+  /** Positions filled so far. */
   length = 0;
-  constructor(config: ModelConfig, slots: number) {
-    const size = slots * config.n_kv_heads * headDim(config);
-    this.k = Array.from({ length: config.n_layers }, () => new Float32Array(size));
-    this.v = Array.from({ length: config.n_layers }, () => new Float32Array(size));
-  }
-}
 
-/** Runs the prompt through every block, fills the cache, returns the last position's logits. */
-function prefill(config: ModelConfig, p: Record<string, Float32Array>, prompt: number[], cache: KvCache, lora?: LoraState): Float32Array {
-  const out = prefillForward(config, p, prompt, lora);
-  out.layers.forEach((layer, l) => {
-    cache.k[l].set(layer.kr);
-    cache.v[l].set(layer.v);
-  });
-  cache.length = prompt.length;
-  return out.logits;
-}
-
-/** One token through every layer against the cache (appending its k, v); returns its logits. */
-function decodeStep(config: ModelConfig, p: Record<string, Float32Array>, token: number, cache: KvCache, lora?: LoraState): Float32Array {
-  const kvDim = config.n_kv_heads * headDim(config);
-  const at = cache.length;
-  const dims = { heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: headDim(config) };
-  let x = ops.embedding([token], p.tok_embeddings, { vocab: config.vocab_size, dim: config.d_model });
-  for (let l = 0; l < config.n_layers; l++) {
-    const attend: AttendFn = (qr, kr, v) => {
-      cache.k[l].set(kr, at * kvDim);
-      cache.v[l].set(v, at * kvDim);
-      return { out: ops.attentionDecode(qr, cache.k[l], cache.v[l], at + 1, dims), probs: NO_PROBS };
-    };
-    x = blockForward(config, p, l, x, [at], attend, lora).xOut;
+  constructor(
+    private readonly config: ModelConfig,
+    params: ModelParams,
+    readonly slots: number,
+    lora?: LoraWeights,
+  ) {
+    this.p = paramViews(config, params);
+    this.lora = lora ? loraState(config, lora) : undefined;
+    if (!(Number.isInteger(slots) && slots >= 1 && slots <= config.max_seq_len))
+      throw new ValidationError(`KV cache slots must be an integer in [1, max_seq_len ${config.max_seq_len}], got ${slots}`, ["slots"]);
+    this.kvDim = config.n_kv_heads * headDim(config);
+    this.k = Array.from({ length: config.n_layers }, () => new Float32Array(slots * this.kvDim));
+    this.v = Array.from({ length: config.n_layers }, () => new Float32Array(slots * this.kvDim));
   }
-  cache.length += 1;
-  return headForward(config, p, x).logits as Float32Array;
+
+  private reserve(n: number, what: string): void {
+    if (this.length + n > this.slots)
+      throw new ValidationError(`${what} needs ${this.length + n} positions, the KV cache holds ${this.slots}`, [what]);
+  }
+
+  /** Runs the prompt (at least one token, into an empty cache) through every block; its last row's logits. */
+  prefill(prompt: ArrayLike<number>): Float32Array {
+    if (this.length !== 0) throw new ValidationError("prefill needs an empty KV cache", ["prompt"]);
+    if (prompt.length === 0) throw new ValidationError("prompt must hold at least one token", ["prompt"]);
+    this.reserve(prompt.length, "prompt");
+    const out = prefillForward(this.config, this.p, prompt, this.lora);
+    for (let l = 0; l < this.config.n_layers; l++) {
+      this.k[l].set(out.keys[l]);
+      this.v[l].set(out.values[l]);
+    }
+    this.length = prompt.length;
+    return out.logits;
+  }
+
+  /** One token through every layer against the cache (appending its k, v); its logits. */
+  step(token: number): Float32Array {
+    const { config, p, kvDim } = this;
+    this.reserve(1, "token");
+    const at = this.length;
+    const dims = { heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: headDim(config) };
+    let x = ops.embedding([token], p.tok_embeddings, { vocab: config.vocab_size, dim: config.d_model });
+    for (let l = 0; l < config.n_layers; l++) {
+      const attend: AttendFn = (qr, kr, v) => {
+        this.k[l].set(kr, at * kvDim);
+        this.v[l].set(v, at * kvDim);
+        return { out: ops.attentionDecode(qr, this.k[l], this.v[l], at + 1, dims), probs: NO_PROBS };
+      };
+      x = blockForward(config, p, l, x, [at], attend, this.lora).xOut;
+    }
+    this.length += 1;
+    return headForward(config, p, x).logits as Float32Array;
+  }
 }
 
 const NO_PROBS = new Float32Array(0);
@@ -131,7 +158,7 @@ const NO_PROBS = new Float32Array(0);
 /** Continues `prompt` (token ids, at least one) with up to `maxTokens` new tokens. `params`: the flat
  * buffer or tensors by name. */
 export function generate(config: ModelConfig, params: ModelParams, prompt: number[], options: GenerateOptions): GenerateResult {
-  const p = paramViews(config, params);
+  paramViews(config, params);
   if (prompt.length === 0) throw new ValidationError("prompt must hold at least one token", ["prompt"]);
   if (prompt.length > config.max_seq_len)
     throw new ValidationError(`prompt of ${prompt.length} tokens exceeds max_seq_len ${config.max_seq_len}`, ["prompt"]);
@@ -141,17 +168,18 @@ export function generate(config: ModelConfig, params: ModelParams, prompt: numbe
   const rng = new Rng(options.seed ?? 0);
   // prompt + output never exceeds max_seq_len, so the whole sequence can be trained on
   const limit = Math.min(options.maxTokens, config.max_seq_len - prompt.length);
-  const cache = new KvCache(config, prompt.length + limit);
   const tokens: number[] = [];
   const logprobs: number[] = [];
-  const lora = options.lora ? loraState(config, options.lora) : undefined;
-  let logits = limit > 0 ? prefill(config, p, prompt, cache, lora) : new Float32Array(0);
+  if (limit === 0) return { tokens, logprobs, finishReason: "length" };
+  // the last new token is sampled, never run through the model: its k, v need no slot
+  const decoder = new CpuDecoder(config, params, prompt.length + limit - 1, options.lora);
+  let logits = decoder.prefill(prompt);
   for (let i = 0; i < limit; i++) {
     const token = sampleToken(logits, options, rng);
     tokens.push(token);
     logprobs.push(logProbOf(logits, token));
     if (stop.has(token)) return { tokens, logprobs, finishReason: "stop" };
-    if (i + 1 < limit) logits = decodeStep(config, p, token, cache, lora);
+    if (i + 1 < limit) logits = decoder.step(token);
   }
   return { tokens, logprobs, finishReason: "length" };
 }

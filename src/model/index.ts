@@ -21,6 +21,7 @@ export {
   type ModelInput,
   type ForwardCache,
   type ForwardResult,
+  type PrefillResult,
   type LoraWeights,
   type LoraState,
 } from "./reference.ts";

@@ -198,32 +198,29 @@ export function headForward(config: ModelConfig, p: Record<string, Arr>, x: Arr)
   return { hFinal, rstdFinal, logits };
 }
 
-/** Every block over a batch: the final hidden rows [B*T, d] and each block's cache. */
+/** Every block over a batch, each block's cache handed to `keep` (which decides what outlives the block):
+ * the final hidden rows [B*T, d]. */
 function trunk(
   config: ModelConfig,
   p: Record<string, Arr>,
   input: ModelInput,
-  B: number,
-  T: number,
+  attend: AttendFn,
+  keep: (layer: LayerCache) => void,
   lora?: LoraState,
-): { x: Arr; layers: LayerCache[] } {
-  const attnDims = { batch: B, seq: T, heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: headDim(config) };
-  const attend: AttendFn = (qr, kr, v) => ops.attention(qr, kr, v, input.attentionMask, attnDims);
+): Arr {
   let x = ops.embedding(input.inputIds, p.tok_embeddings, { vocab: config.vocab_size, dim: config.d_model });
-  const layers: LayerCache[] = [];
   for (let l = 0; l < config.n_layers; l++) {
     const layer = blockForward(config, p, l, x, input.positionIds, attend, lora);
-    layers.push(layer);
+    keep(layer);
     x = layer.xOut;
   }
-  return { x, layers };
+  return x;
 }
 
-/**
- * Prefill for generation: one sequence through every block, the lm head applied to its last row only
- * (a prompt of L tokens never materialises [L, vocab] logits). Returns those logits and the blocks'
- * caches (their rotated keys and values fill a KV cache).
- */
+function attentionDims(config: ModelConfig, B: number, T: number): ops.AttentionDims {
+  return { batch: B, seq: T, heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: headDim(config) };
+}
+
 /** One whole sequence as a model input: every token real, positions 0, 1, 2, ... */
 export function sequenceInput(ids: ArrayLike<number>): ModelInput {
   const L = ids.length;
@@ -235,19 +232,41 @@ export function sequenceInput(ids: ArrayLike<number>): ModelInput {
   };
 }
 
+/** What a prefill leaves: the last position's logits [vocab] and, per layer, the rotated keys and the
+ * values of every position ([L, n_kv*hd] each), what a KV cache holds. */
+export interface PrefillResult<A extends Arr> {
+  logits: A;
+  keys: A[];
+  values: A[];
+}
+
+/**
+ * Prefill for generation: one sequence through every block, keeping only each block's keys and values
+ * (no attention probabilities, no other activations) and applying the lm head to the last row alone,
+ * so a prompt of L tokens never materialises [L, vocab] logits (Qwen's 151,936-token vocabulary:
+ * 311 MB at L = 512) nor the backward's activations (Qwen2.5-0.5B at L = 512: about 58 MB per layer, 1.4 GB in all).
+ */
 export function prefillForward<A extends Arr>(
   config: ModelConfig,
   params: A | Record<string, A>,
   ids: ArrayLike<number>,
   lora?: LoraState,
-): { logits: A; layers: LayerCache[] } {
+): PrefillResult<A> {
   const L = ids.length;
   const input = sequenceInput(ids);
   validateInput(config, input);
   const p = paramViews(config, params);
-  const { x, layers } = trunk(config, p, input, 1, L, lora);
+  const dims = attentionDims(config, 1, L);
+  const attend: AttendFn = (qr, kr, v) => ops.attention(qr, kr, v, input.attentionMask, dims, false);
+  const keys: A[] = [];
+  const values: A[] = [];
+  const keepKv = (layer: LayerCache): void => {
+    keys.push(layer.kr as A);
+    values.push(layer.v as A);
+  };
+  const x = trunk(config, p, input, attend, keepKv, lora);
   const last = x.subarray((L - 1) * config.d_model, L * config.d_model) as Arr;
-  return { logits: headForward(config, p, last).logits as A, layers };
+  return { logits: headForward(config, p, last).logits as A, keys, values };
 }
 
 /** Runs the model on a batch. `params` is the flat buffer in `paramLayout(config)` order, or tensors by name;
@@ -262,7 +281,10 @@ export function forward<A extends Arr>(
   const p = paramViews(config, params);
   const lora = options.lora ? loraState(config, options.lora) : undefined;
   const N = B * T;
-  const { x, layers } = trunk(config, p, input, B, T, lora);
+  const dims = attentionDims(config, B, T);
+  const attend: AttendFn = (qr, kr, v) => ops.attention(qr, kr, v, input.attentionMask, dims);
+  const layers: LayerCache[] = [];
+  const x = trunk(config, p, input, attend, (layer) => void layers.push(layer), lora);
   const { hFinal, rstdFinal, logits } = headForward(config, p, x);
   const V = config.vocab_size;
 
@@ -338,7 +360,7 @@ function backwardImpl<A extends Arr>(
   const { B, T } = inputShape(cache.input);
   const { N, d, hd, qDim, kvDim, V, norm: dims, qRope, kRope } = dimsOf(config, B * T);
   const pos = cache.input.positionIds;
-  const attnDims = { batch: B, seq: T, heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: hd };
+  const attnDims = attentionDims(config, B, T);
 
   // Un-shift the per-token gradients onto the rows that made the predictions.
   const dlpRows = ops.alloc(p.tok_embeddings, N);

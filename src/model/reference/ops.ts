@@ -267,9 +267,17 @@ export function isVisible(mask: ArrayLike<number>, rowBase: number, i: number, j
 
 /**
  * Causal grouped-query attention. q [B,T,H*hd], k/v [B,T,KV*hd], mask [B,T]. Returns out [B,T,H*hd] and
- * the softmax probabilities [B,H,T,T] (0 where not visible) for the backward.
+ * the softmax probabilities [B,H,T,T] (0 where not visible) for the backward; with `keepProbs` false
+ * (inference) probs is empty: [H,T,T] is 940 MB for 14 heads over a 4,096-token prompt.
  */
-export function attention(q: Arr, k: Arr, v: Arr, mask: ArrayLike<number>, dims: AttentionDims): { out: Arr; probs: Arr } {
+export function attention(
+  q: Arr,
+  k: Arr,
+  v: Arr,
+  mask: ArrayLike<number>,
+  dims: AttentionDims,
+  keepProbs = true,
+): { out: Arr; probs: Arr } {
   const { batch: B, seq: T, heads: H, kvHeads: KV, headDim: hd } = dims;
   checkLength("q", q, B * T * H * hd);
   checkLength("k", k, B * T * KV * hd);
@@ -278,7 +286,7 @@ export function attention(q: Arr, k: Arr, v: Arr, mask: ArrayLike<number>, dims:
   const group = H / KV;
   const scale = 1 / Math.sqrt(hd);
   const out = alloc(q, B * T * H * hd);
-  const probs = alloc(q, B * H * T * T);
+  const probs = alloc(q, keepProbs ? B * H * T * T : 0);
   const scores = new Float64Array(T);
   const acc = new Float64Array(hd);
   for (let b = 0; b < B; b++) {
@@ -307,7 +315,7 @@ export function attention(q: Arr, k: Arr, v: Arr, mask: ArrayLike<number>, dims:
         for (let j = 0; j <= i; j++) {
           if (!isVisible(mask, b * T, i, j)) continue;
           const p = scores[j] / sum;
-          probs[po + j] = p;
+          if (keepProbs) probs[po + j] = p;
           const vo = ((b * T + j) * KV + kvh) * hd;
           for (let d = 0; d < hd; d++) acc[d] += p * v[vo + d];
         }
