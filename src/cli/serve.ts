@@ -45,10 +45,12 @@ export interface ServeConfig {
   help: boolean;
 }
 
-function positiveInt(flag: string, v: string | undefined, min = 1): number {
+function positiveInt(flag: string, v: string | undefined, min = 1, max = Number.MAX_SAFE_INTEGER): number {
   const n = Number(v);
-  if (v === undefined || !Number.isInteger(n) || n < min)
-    throw new UsageError(`${flag} needs an integer >= ${min}, got ${JSON.stringify(v ?? null)}`);
+  if (v === undefined || v.trim() === "" || !Number.isInteger(n) || n < min || n > max)
+    throw new UsageError(
+      `${flag} needs an integer ${max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`}, got ${JSON.stringify(v ?? null)}`,
+    );
   return n;
 }
 
@@ -78,7 +80,7 @@ export function parseServeArgs(argv: readonly string[], env: (name: string) => s
     else if (flag === "--adapter") c.adapter = value();
     else if (flag === "--name") c.name = value();
     else if (flag === "--host") c.host = value();
-    else if (flag === "--port") c.port = positiveInt(flag, value(), 0);
+    else if (flag === "--port") c.port = positiveInt(flag, value(), 0, 65535);
     else if (flag === "--max-batch") c.maxBatch = positiveInt(flag, value());
     else if (flag === "--max-seq-len") c.maxSeqLen = positiveInt(flag, value(), 2);
     else if (flag === "--token") c.token = value();

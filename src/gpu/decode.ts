@@ -15,7 +15,7 @@ import { rmsnormForward } from "./kernels/rmsnorm.ts";
 import { ropeApply } from "./kernels/rope.ts";
 import { swigluForward } from "./kernels/swiglu.ts";
 import type { GpuModel, MicroInputs, MicroShape } from "./model.ts";
-import { finishQkv, qkScratch, type QkScratch } from "./qk.ts";
+import { allocQkNorm, finishQkv, qkvBuffers, type QkvBuffers } from "./qk.ts";
 
 /** Sequences left-padded to the longest as one forward batch whose predicted rows are the last positions
  * (each sequence's last token): positions count from 0 at each sequence's first real token. */
@@ -66,9 +66,7 @@ export class GpuDecoder {
   private readonly x: GPUBuffer;
   private readonly h: GPUBuffer;
   private readonly rstd: GPUBuffer;
-  private readonly q: GPUBuffer;
-  private readonly k: GPUBuffer;
-  private readonly v: GPUBuffer;
+  private readonly qkv: QkvBuffers;
   private readonly attn: GPUBuffer;
   private readonly gate: GPUBuffer;
   private readonly up: GPUBuffer;
@@ -76,7 +74,6 @@ export class GpuDecoder {
   private readonly logits: GPUBuffer;
   private readonly ids: GPUBuffer;
   private readonly positions: GPUBuffer;
-  private readonly qk: QkScratch | null;
   private readonly all: GPUBuffer[] = [];
 
   /** A cache of `slots` slots per prompt (at least the longest prompt). */
@@ -112,9 +109,7 @@ export class GpuDecoder {
     this.x = a(B * c.d_model, "decode.x");
     this.h = a(B * c.d_model, "decode.h");
     this.rstd = a(B, "decode.rstd");
-    this.q = a(B * qd, "decode.q");
-    this.k = a(B * kvd, "decode.k");
-    this.v = a(B * kvd, "decode.v");
+    this.qkv = qkvBuffers(a(B * qd, "decode.q"), a(B * kvd, "decode.k"), a(B * kvd, "decode.v"), allocQkNorm(c, B, a));
     this.attn = a(B * qd, "decode.attn");
     this.gate = a(B * c.d_ff, "decode.gate");
     this.up = a(B * c.d_ff, "decode.up");
@@ -122,7 +117,6 @@ export class GpuDecoder {
     this.logits = a(B * c.vocab_size, "decode.logits");
     this.ids = a(B, "decode.ids");
     this.positions = a(B, "decode.positions");
-    this.qk = qkScratch(c, B, a);
   }
 
   /** Sequences held (fewer after {@link keep}). */
@@ -231,15 +225,16 @@ export class GpuDecoder {
     for (let l = 0; l < c.n_layers; l++) {
       const p = (n: string): GPUBuffer => P[`layers.${l}.${n}`];
       rmsnormForward(ctx, this.x, p("attn_norm"), this.h, this.rstd, B, d, c.norm_eps);
-      linear(ctx, this.h, p("wq"), this.q, { M: B, K: d, N: qd, bFormat });
-      linear(ctx, this.h, p("wk"), this.k, { M: B, K: d, N: kvd, bFormat });
-      linear(ctx, this.h, p("wv"), this.v, { M: B, K: d, N: kvd, bFormat });
-      finishQkv(ctx, c, p, this.q, this.k, this.v, B, this.qk);
-      ropeApply(ctx, this.q, this.positions, this.model.ropeBuffer, c.max_seq_len, B, c.n_heads, hd, false);
-      ropeApply(ctx, this.k, this.positions, this.model.ropeBuffer, c.max_seq_len, B, c.n_kv_heads, hd, false);
-      kvCacheWrite(ctx, this.k, this.kCache[l], B, 1, this.slots, slot, kvd);
-      kvCacheWrite(ctx, this.v, this.vCache[l], B, 1, this.slots, slot, kvd);
-      attentionDecode(ctx, this.q, this.kCache[l], this.vCache[l], this.mask, this.attn, {
+      const { q, k, v } = this.qkv;
+      linear(ctx, this.h, p("wq"), this.qkv.qProj, { M: B, K: d, N: qd, bFormat });
+      linear(ctx, this.h, p("wk"), this.qkv.kProj, { M: B, K: d, N: kvd, bFormat });
+      linear(ctx, this.h, p("wv"), v, { M: B, K: d, N: kvd, bFormat });
+      finishQkv(ctx, c, p, this.qkv, B);
+      ropeApply(ctx, q, this.positions, this.model.ropeBuffer, c.max_seq_len, B, c.n_heads, hd, false);
+      ropeApply(ctx, k, this.positions, this.model.ropeBuffer, c.max_seq_len, B, c.n_kv_heads, hd, false);
+      kvCacheWrite(ctx, k, this.kCache[l], B, 1, this.slots, slot, kvd);
+      kvCacheWrite(ctx, v, this.vCache[l], B, 1, this.slots, slot, kvd);
+      attentionDecode(ctx, q, this.kCache[l], this.vCache[l], this.mask, this.attn, {
         batch: B,
         slots: this.slots,
         filled: slot + 1,

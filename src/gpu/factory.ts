@@ -1,4 +1,6 @@
+import { parseModelConfig } from "../model/config.ts";
 import { CpuTrainer } from "../model/cpu-trainer.ts";
+import { flattenParams } from "../model/params.ts";
 import type { PolicyTrainer } from "../model/train-types.ts";
 import { GpuUnavailableError } from "./device.ts";
 import { GpuPolicyTrainer, type GpuTrainerOptions } from "./trainer.ts";
@@ -13,12 +15,18 @@ export interface CreateTrainerOptions extends GpuTrainerOptions {
 /** A policy trainer on the best backend available here. "webgpu" fails (GpuUnavailableError) instead of falling back. */
 export async function createPolicyTrainer(options: CreateTrainerOptions): Promise<PolicyTrainer> {
   const backend = options.backend ?? "auto";
-  if (backend === "cpu") return new CpuTrainer(options);
+  if (backend === "cpu") return cpuTrainer(options);
   try {
     return await GpuPolicyTrainer.create(options);
   } catch (e) {
     if (backend === "webgpu" || !(e instanceof GpuUnavailableError)) throw e;
     (options.warn ?? console.warn)(`WebGPU unavailable, training on the CPU (slow): ${e.message}`);
-    return new CpuTrainer(options);
+    return cpuTrainer(options);
   }
+}
+
+/** The CPU trainer takes one flat parameter buffer. */
+function cpuTrainer(options: CreateTrainerOptions): CpuTrainer {
+  const params = options.params === undefined ? undefined : flattenParams(parseModelConfig(options.config), options.params);
+  return new CpuTrainer({ ...options, params });
 }

@@ -4,6 +4,7 @@
  * CPU reference's (src/model/reference.ts); conventions in src/model/config.ts.
  */
 import { headDim, paramLayout, type ModelConfig, type ParamSpec } from "../model/config.ts";
+import { paramViews, type ModelParams } from "../model/params.ts";
 import { ValidationError } from "../types/errors.ts";
 import type { GpuContext } from "./context.ts";
 import { matmul } from "./kernels/matmul.ts";
@@ -13,7 +14,7 @@ import { ropeApply, ropeTable } from "./kernels/rope.ts";
 import { attentionBackward, attentionForward, type AttentionShape } from "./kernels/attention.ts";
 import { swigluBackward, swigluForward } from "./kernels/swiglu.ts";
 import { logSoftmaxBackward, logSoftmaxForward } from "./kernels/logsoftmax.ts";
-import { finishQkv, qkScratch, type QkScratch } from "./qk.ts";
+import { allocQkNorm, finishQkv, finishQkvBackward, qkvBuffers, type QkvBuffers } from "./qk.ts";
 import { packWeights, type WeightFormat } from "./kernels/weights.ts";
 
 /** One micro-batch as the GPU sees it: B rows of T tokens, of which the last R are response tokens. */
@@ -34,13 +35,12 @@ export interface MicroInputs {
   targets: Uint32Array;
 }
 
-interface LayerActivations {
+/** One layer's saved activations; q, k, v (after bias and qk-norm, before RoPE; RoPE then rotates q and k in
+ * place) and the qk-norm inputs as {@link QkvBuffers} describes. */
+interface LayerActivations extends QkvBuffers {
   xIn: GPUBuffer;
   h1: GPUBuffer;
   rstd1: GPUBuffer;
-  q: GPUBuffer;
-  k: GPUBuffer;
-  v: GPUBuffer;
   attn: GPUBuffer;
   lse: GPUBuffer;
   xMid: GPUBuffer;
@@ -74,6 +74,9 @@ class Workspace {
   readonly dq: GPUBuffer;
   readonly dk: GPUBuffer;
   readonly dv: GPUBuffer;
+  /** Gradients w.r.t. the q/k projections ahead of the per-head norm (qk_norm configs). */
+  readonly dqProj: GPUBuffer | null;
+  readonly dkProj: GPUBuffer | null;
   readonly D: GPUBuffer;
   readonly dAct: GPUBuffer;
   readonly dGate: GPUBuffer;
@@ -81,8 +84,6 @@ class Workspace {
   readonly dhSel: GPUBuffer;
   readonly dlogprob: GPUBuffer;
   readonly dentropy: GPUBuffer;
-  /** Per-head q/k norm scratch (qk_norm configs). */
-  readonly qk: QkScratch | null;
   private readonly all: GPUBuffer[] = [];
 
   constructor(
@@ -91,6 +92,7 @@ class Workspace {
     readonly tokens: number,
     readonly responseRows: number,
     readonly attnRows: number,
+    training: boolean,
   ) {
     const hd = headDim(c);
     const qd = c.n_heads * hd;
@@ -111,14 +113,15 @@ class Workspace {
     };
     const N = tokens;
     this.layers = [];
+    // The qk-norm inputs are kept per layer for the backward; inference overwrites one set.
+    const sharedNorm = training ? null : allocQkNorm(c, N, a);
     for (let l = 0; l < c.n_layers; l++) {
+      const norm = training ? allocQkNorm(c, N, a) : sharedNorm;
       this.layers.push({
+        ...qkvBuffers(a(N * qd), a(N * kvd), a(N * kvd), norm),
         xIn: a(N * d),
         h1: a(N * d),
         rstd1: a(N),
-        q: a(N * qd),
-        k: a(N * kvd),
-        v: a(N * kvd),
         attn: a(N * qd),
         lse: a(attnRows * c.n_heads),
         xMid: a(N * d),
@@ -149,6 +152,8 @@ class Workspace {
     this.dq = a(N * qd);
     this.dk = a(N * kvd);
     this.dv = a(N * kvd);
+    this.dqProj = c.qk_norm ? a(N * qd) : null;
+    this.dkProj = c.qk_norm ? a(N * kvd) : null;
     this.D = a(attnRows * c.n_heads);
     this.dAct = a(N * c.d_ff);
     this.dGate = a(N * c.d_ff);
@@ -156,7 +161,6 @@ class Workspace {
     this.dhSel = a(NR * d);
     this.dlogprob = a(NR);
     this.dentropy = a(NR);
-    this.qk = qkScratch(c, N, (n) => a(n));
   }
 
   fits(tokens: number, responseRows: number, attnRows: number): boolean {
@@ -194,23 +198,19 @@ export class GpuModel {
   /** How the weight matrices (embeddings, projections, lm head) are stored; norms and biases stay f32. */
   readonly matrixFormat: WeightFormat;
 
-  /** `training` false: parameters only, no gradient or AdamW-moment buffers (inference, e.g. generation).
-   * `weightFormat` "bf16" or "f16" keeps the matrices in 16 bits (inference only; weights.ts). */
+  /** `params`: flat (paramLayout order) or tensors by name. `training` false: parameters only, no gradient or
+   * AdamW-moment buffers (inference, e.g. generation). `weightFormat` "bf16" or "f16" keeps the matrices in
+   * 16 bits (inference only; weights.ts). */
   constructor(
     readonly ctx: GpuContext,
     readonly config: ModelConfig,
-    flatParams: Float32Array,
+    params: ModelParams,
     readonly training = true,
     options: { weightFormat?: WeightFormat } = {},
   ) {
     this.matrixFormat = options.weightFormat ?? "f32";
     if (training && this.matrixFormat !== "f32")
       throw new ValidationError(`16-bit weights (${this.matrixFormat}) are for inference: training keeps float32`, ["weightFormat"]);
-    if (training && (config.qkv_bias || config.qk_norm))
-      throw new ValidationError(
-        "training models with q/k/v biases or qk-norm (Qwen2, Qwen3) on WebGPU is not supported yet: use the CPU trainer",
-        ["config"],
-      );
     this.layout = paramLayout(config);
     // A tensor is bound whole by the kernels: one over the device's binding limit cannot run at all.
     const limit = Math.min(ctx.device.limits.maxStorageBufferBindingSize, ctx.device.limits.maxBufferSize);
@@ -222,8 +222,9 @@ export class GpuModel {
           ["params", s.name],
         );
     }
+    const views = paramViews(config, params);
     for (const s of this.layout) {
-      this.params[s.name] = this.uploadParam(s, flatParams.subarray(s.offset, s.offset + s.size));
+      this.params[s.name] = this.uploadParam(s, views[s.name]);
       if (!training) continue;
       this.grads[s.name] = ctx.alloc(s.size, `grad.${s.name}`);
       this.m[s.name] = ctx.alloc(s.size, `adam_m.${s.name}`);
@@ -256,10 +257,12 @@ export class GpuModel {
     return this.layout.reduce((a, s) => a + this.storedBytes(s), 0);
   }
 
-  /** Uploads a flat buffer (paramLayout order) into per-tensor buffers (the parameters: packed as stored). */
-  writeFlat(target: ParamBuffers, flat: Float32Array): void {
+  /** Uploads a flat buffer (paramLayout order) or tensors by name into per-tensor buffers (the parameters:
+   * packed as stored). */
+  writeFlat(target: ParamBuffers, params: ModelParams): void {
+    const views = paramViews(this.config, params);
     for (const s of this.layout) {
-      const data = flat.subarray(s.offset, s.offset + s.size);
+      const data = views[s.name];
       const f = target === this.params ? this.formatOf(s) : "f32";
       this.ctx.write(target[s.name], f === "f32" ? data : packWeights(data, f));
     }
@@ -285,7 +288,7 @@ export class GpuModel {
       this.ctx.flush();
       this.workspace?.destroy();
       this.workspace = null;
-      this.workspace = new Workspace(this.ctx, this.config, tokens, responseRows, tokens);
+      this.workspace = new Workspace(this.ctx, this.config, tokens, responseRows, tokens, this.training);
     }
     return this.workspace;
   }
@@ -315,10 +318,10 @@ export class GpuModel {
       const a = ws.layers[l];
       const p = (n: string): GPUBuffer => P[`layers.${l}.${n}`];
       rmsnormForward(ctx, a.xIn, p("attn_norm"), a.h1, a.rstd1, N, d, c.norm_eps);
-      matmul(ctx, a.h1, p("wq"), a.q, { M: N, K: d, N: qd, bFormat });
-      matmul(ctx, a.h1, p("wk"), a.k, { M: N, K: d, N: kvd, bFormat });
+      matmul(ctx, a.h1, p("wq"), a.qProj, { M: N, K: d, N: qd, bFormat });
+      matmul(ctx, a.h1, p("wk"), a.kProj, { M: N, K: d, N: kvd, bFormat });
       matmul(ctx, a.h1, p("wv"), a.v, { M: N, K: d, N: kvd, bFormat });
-      finishQkv(ctx, c, p, a.q, a.k, a.v, N, ws.qk);
+      finishQkv(ctx, c, p, a, N);
       ropeApply(ctx, a.q, ws.positions, this.rope, c.max_seq_len, N, c.n_heads, hd, false);
       ropeApply(ctx, a.k, ws.positions, this.rope, c.max_seq_len, N, c.n_kv_heads, hd, false);
       attentionForward(ctx, a.q, a.k, a.v, ws.mask, a.attn, a.lse, att);
@@ -393,11 +396,13 @@ export class GpuModel {
       );
       ropeApply(ctx, ws.dq, ws.positions, this.rope, c.max_seq_len, N, c.n_heads, hd, true);
       ropeApply(ctx, ws.dk, ws.positions, this.rope, c.max_seq_len, N, c.n_kv_heads, hd, true);
-      matmul(ctx, ws.dq, p("wq"), ws.dh, { M: N, K: qd, N: d, transB: true });
-      matmul(ctx, ws.dk, p("wk"), ws.dh, { M: N, K: kvd, N: d, transB: true, accumulate: true });
+      // q/k/v = finishQkv(h1 @ wq, h1 @ wk, h1 @ wv)
+      const { dq, dk } = finishQkvBackward(ctx, c, p, g, a, ws, N);
+      matmul(ctx, dq, p("wq"), ws.dh, { M: N, K: qd, N: d, transB: true });
+      matmul(ctx, dk, p("wk"), ws.dh, { M: N, K: kvd, N: d, transB: true, accumulate: true });
       matmul(ctx, ws.dv, p("wv"), ws.dh, { M: N, K: kvd, N: d, transB: true, accumulate: true });
-      matmul(ctx, a.h1, ws.dq, g("wq"), { M: d, K: N, N: qd, transA: true, accumulate: true });
-      matmul(ctx, a.h1, ws.dk, g("wk"), { M: d, K: N, N: kvd, transA: true, accumulate: true });
+      matmul(ctx, a.h1, dq, g("wq"), { M: d, K: N, N: qd, transA: true, accumulate: true });
+      matmul(ctx, a.h1, dk, g("wk"), { M: d, K: N, N: kvd, transA: true, accumulate: true });
       matmul(ctx, a.h1, ws.dv, g("wv"), { M: d, K: N, N: kvd, transA: true, accumulate: true });
       rmsnormBackwardWeight(ctx, a.xIn, a.rstd1, ws.dh, g("attn_norm"), N, d);
       rmsnormBackwardInput(ctx, a.xIn, p("attn_norm"), a.rstd1, ws.dh, ws.dx, N, d, true);

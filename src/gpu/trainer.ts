@@ -7,6 +7,7 @@
 import { paramCount, parseModelConfig, type ModelConfig } from "../model/config.ts";
 import { checkResponseTensor, microBatches, resolveResponseMask, rowWidth, sliceRows, validateBatch } from "../model/batch.ts";
 import { initParams } from "../model/init.ts";
+import type { ModelParams } from "../model/params.ts";
 import { resolveOptimizerOptions } from "../model/reference/optim.ts";
 import { aggWeights, normFromMask, resolveLossOptions, type AggNorm } from "../model/ppo-loss.ts";
 import { KL_ALIASES } from "../wasm/types.ts";
@@ -34,8 +35,9 @@ export interface GpuTrainerOptions extends OptimizerOptions {
   config: ModelConfig;
   /** Seed of the initial parameters when `params` is absent [0]. */
   seed?: number;
-  /** Initial flat parameters (paramLayout order), e.g. from a checkpoint. */
-  params?: Float32Array;
+  /** Initial parameters, flat (paramLayout order, e.g. from a checkpoint) or tensors by name (e.g. a loaded
+   * Hugging Face model's weights). */
+  params?: ModelParams;
   /** Optimizer state to resume from. */
   optimizer?: OptimizerState;
   /** A context to share (otherwise one is created, and destroyed by `destroy()`). */
@@ -100,7 +102,7 @@ export class GpuPolicyTrainer implements PolicyTrainer {
   ) {
     this.config = parseModelConfig(options.config);
     const size = paramCount(this.config);
-    if (options.params !== undefined && options.params.length !== size)
+    if (options.params instanceof Float32Array && options.params.length !== size)
       throw new ValidationError(`params has ${options.params.length} elements, the config needs ${size}`, ["params"]);
     this.optim = resolveOptimizerOptions(options);
     this.model = new GpuModel(ctx, this.config, options.params ?? initParams(this.config, options.seed ?? 0));

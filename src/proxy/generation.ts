@@ -5,7 +5,9 @@
  *
  * Stop strings are applied to the decoded text: the output ends with the token that completed the
  * first stop string, and the text is cut before it (the vLLM convention). Because sampling is
- * sequential, cutting a finished sequence gives exactly what stopping early would have given.
+ * sequential, cutting a finished sequence gives exactly what stopping early would have given; the WebGPU
+ * engine stops a sequence on the step whose token completes a stop string, the CPU engine decodes on to
+ * the limit and cuts. The text of each prefix comes from an incremental decoder (detokenize.ts).
  */
 import type { ModelConfig } from "../model/config.ts";
 import { generate } from "../model/generate.ts";
@@ -13,6 +15,7 @@ import type { ModelParams } from "../model/params.ts";
 import { byteTokenizer } from "../model/tokenizer.ts";
 import type { Tokenizer } from "../model/tokenizer-api.ts";
 import { ValidationError } from "../types/errors.ts";
+import { decodeIds, decodeWithOffsets, findStopString } from "./detokenize.ts";
 
 export interface GenerationRequest {
   /** Prompt token ids (at least one). */
@@ -56,18 +59,8 @@ export function applyStopStrings(
   stop: readonly string[],
   tokenizer: Tokenizer = byteTokenizer,
 ): { keep: number; text: string } | null {
-  const needles = stop.filter((s) => s.length > 0);
-  if (needles.length === 0) return null;
-  for (let k = 1; k <= tokens.length; k++) {
-    const text = tokenizer.decode(tokens.slice(0, k));
-    let at = -1;
-    for (const s of needles) {
-      const i = text.indexOf(s);
-      if (i >= 0 && (at < 0 || i < at)) at = i;
-    }
-    if (at >= 0) return { keep: k, text: text.slice(0, at) };
-  }
-  return null;
+  if (!stop.some((s) => s.length > 0)) return null;
+  return findStopString(decodeWithOffsets(tokenizer, tokens), stop);
 }
 
 /** Finishes one raw sample: stop strings, text. */
@@ -80,7 +73,7 @@ export function finishGeneration(
 ): Generation {
   const cut = applyStopStrings(tokens, stop, tokenizer);
   if (cut) return { tokenIds: tokens.slice(0, cut.keep), logprobs: logprobs.slice(0, cut.keep), text: cut.text, finishReason: "stop" };
-  return { tokenIds: tokens, logprobs, text: tokenizer.decode(tokens), finishReason };
+  return { tokenIds: tokens, logprobs, text: decodeIds(tokenizer, tokens), finishReason };
 }
 
 export function validateRequest(config: ModelConfig, r: GenerationRequest, index = 0): void {

@@ -2,7 +2,8 @@
  * Generation on WebGPU. The default path is KV-cached (src/gpu/decode.ts): the batch's prompts are
  * prefilled once, then each step feeds one token per live sequence and attends over the cache. Only the
  * last position's logits of the live rows come back per step; sampling runs on the host with the same
- * sampler and per-request seed stream as the CPU engine, so equal logits give equal tokens.
+ * sampler and per-request seed stream as the CPU engine, so equal logits give equal tokens. A sequence
+ * ends on a stop id, at its limit, or on the step whose token completes a stop string in its text.
  * `kvCache: false` keeps the older path that recomputes the whole (left-padded) prefix every step: the
  * baseline of bench/generate.ts and a cross-check in the tests.
  */
@@ -26,6 +27,7 @@ import {
   type GenerationEngine,
   type GenerationRequest,
 } from "./generation.ts";
+import { IncrementalDecoder } from "./detokenize.ts";
 
 export { logProbOf };
 
@@ -37,6 +39,10 @@ class Live {
   readonly stop: Set<number>;
   readonly rng: Rng;
   finish: FinishReason | null = null;
+  /** The text so far, when stop strings can end the sequence before its limit. */
+  private readonly text: IncrementalDecoder | null;
+  private readonly needles: string[];
+  private readonly longest: number;
 
   constructor(
     readonly req: GenerationRequest,
@@ -46,7 +52,19 @@ class Live {
     this.limit = Math.min(req.maxTokens, config.max_seq_len - req.prompt.length);
     this.stop = new Set(req.stopTokenIds ?? tokenizer.eosTokenIds);
     this.rng = new Rng(req.seed ?? 0);
+    this.needles = (req.stop ?? []).filter((n) => n.length > 0);
+    this.longest = Math.max(0, ...this.needles.map((n) => n.length));
+    this.text = this.needles.length > 0 ? new IncrementalDecoder(tokenizer) : null;
     if (this.limit <= 0) this.finish = "length";
+  }
+
+  /** True once a stop string is in the text: decoding on would only make tokens that get cut. */
+  private stopStringSeen(token: number): boolean {
+    if (this.text === null) return false;
+    const delta = this.text.push(token);
+    if (delta === "") return false;
+    const tail = this.text.text.slice(Math.max(0, this.text.text.length - delta.length - this.longest + 1));
+    return this.needles.some((n) => tail.includes(n));
   }
 
   /** Samples the next token from this sequence's logits row and updates its state. */
@@ -54,7 +72,7 @@ class Live {
     const token = sampleToken(row, { temperature: this.req.temperature, topP: this.req.topP }, this.rng);
     this.tokens.push(token);
     this.logprobs.push(logProbOf(row, token));
-    if (this.stop.has(token)) this.finish = "stop";
+    if (this.stop.has(token) || this.stopStringSeen(token)) this.finish = "stop";
     else if (this.tokens.length >= this.limit) this.finish = "length";
   }
 

@@ -7,3 +7,4 @@ export * from "./policy-server.ts";
 export * from "./gpu-generation.ts";
 export * from "./engine.ts";
 export * from "./batching.ts";
+export * from "./detokenize.ts";

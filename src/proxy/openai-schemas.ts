@@ -4,7 +4,10 @@
  */
 import { z } from "zod";
 
-const TextPart = z.looseObject({ type: z.string(), text: z.string().optional() });
+// The models served read text only: an image, audio or file part is refused rather than dropped.
+const TextPart = z.looseObject({ type: z.string(), text: z.string().optional() }).refine((p) => p.type === "text" && p.text !== undefined, {
+  message: "only text content parts ({ type: 'text', text }) are supported: the model reads text",
+});
 const Content = z.union([z.string(), z.array(TextPart), z.null()]);
 
 const ToolCallInput = z.looseObject({
@@ -66,6 +69,8 @@ export const CompletionRequest = z.looseObject({
   prompt: z.union([z.string(), z.array(z.number().int()).min(1)]),
   logprobs: z.number().int().min(0).max(5).nullable().optional(),
   echo: z.literal(false).nullable().optional(),
+  /** vLLM's: text prompts get what the tokenizer's post-processor adds (e.g. Llama 3's BOS) [true]. */
+  add_special_tokens: z.boolean().nullable().optional(),
 });
 export type CompletionRequest = z.infer<typeof CompletionRequest>;
 

@@ -19,6 +19,7 @@ import type { LLM, ProxyLLM } from "../types/resources.ts";
 import { byteTokenizer } from "../model/tokenizer.ts";
 import type { TemplateMessage, ToolCall, ToolDefinition } from "../model/tokenizer-api.ts";
 import { bearerChallenge, bearerToken, tokensEqual } from "../server/auth.ts";
+import { decodeWithOffsets } from "./detokenize.ts";
 import { llmCallSpans } from "./llm-span.ts";
 import type { Generation } from "./generation.ts";
 import { ChatCompletionRequest, CompletionRequest, contentText, stopList, type ChatMessageInput } from "./openai-schemas.ts";
@@ -138,7 +139,8 @@ function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
     const comp = parse(CompletionRequest, body);
     req = comp;
     if (typeof comp.prompt === "string") {
-      promptIds = policy.tokenizer.encode(comp.prompt);
+      // As vLLM: a text prompt is encoded like HF's `tokenizer(text)`, with the model's BOS if it has one.
+      promptIds = policy.tokenizer.encode(comp.prompt, { addSpecialTokens: comp.add_special_tokens ?? true });
       if (promptIds.length === 0) throw new ValidationError("prompt must not be empty", ["prompt"]);
     } else promptIds = comp.prompt;
     messages = [
@@ -267,20 +269,21 @@ function fullBody(policy: Policy, a: Answer): unknown {
 }
 
 /**
- * Text deltas of one generation: consecutive tokens are grouped until their bytes decode to whole
- * characters, and the deltas add up to exactly `text` (which a stop string may have cut short).
+ * Text deltas of one generation: consecutive tokens are grouped until they add text (whole characters),
+ * and the deltas add up to exactly `text` (which a stop string may have cut short). Linear in the
+ * number of tokens (detokenize.ts).
  */
 export function textDeltas(g: Generation, tokenizer: Policy["tokenizer"] = byteTokenizer): { text: string; tokenIds: number[] }[] {
+  const { ends } = decodeWithOffsets(tokenizer, g.tokenIds);
   const out: { text: string; tokenIds: number[] }[] = [];
   let emitted = 0;
   let pending: number[] = [];
-  for (let k = 1; k <= g.tokenIds.length; k++) {
-    pending.push(g.tokenIds[k - 1]);
-    const t = tokenizer.decode(g.tokenIds.slice(0, k));
-    if (t.endsWith("\uFFFD") && k < g.tokenIds.length) continue; // an incomplete UTF-8 sequence
-    const upto = Math.min(t.length, g.text.length);
-    out.push({ text: g.text.slice(emitted, Math.max(emitted, upto)), tokenIds: pending });
-    emitted = Math.max(emitted, upto);
+  for (let k = 0; k < g.tokenIds.length; k++) {
+    pending.push(g.tokenIds[k]);
+    const upto = Math.max(emitted, Math.min(ends[k], g.text.length));
+    if (upto === emitted && k + 1 < g.tokenIds.length) continue; // no whole character yet
+    out.push({ text: g.text.slice(emitted, upto), tokenIds: pending });
+    emitted = upto;
     pending = [];
   }
   return out;

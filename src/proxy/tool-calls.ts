@@ -36,18 +36,35 @@ function parseJson(text: string): unknown {
   }
 }
 
-const HERMES = /<tool_call>\s*([\s\S]*?)\s*<\/tool_call>/g;
+const OPEN = "<tool_call>";
+const CLOSE = "</tool_call>";
+
+/** The call opened at `open`: the first closing tag after which the body parses (an argument's string
+ * may itself hold "</tool_call>"), or null with the end of the first closing tag when none does. */
+function hermesCall(text: string, open: number): { call: ToolCall | null; end: number } | null {
+  const body = open + OPEN.length;
+  const first = text.indexOf(CLOSE, body);
+  if (first < 0) return null;
+  for (let close = first; close >= 0; close = text.indexOf(CLOSE, close + CLOSE.length)) {
+    const call = callFrom(parseJson(text.slice(body, close).trim()), "arguments");
+    if (call !== null) return { call, end: close + CLOSE.length };
+  }
+  return { call: null, end: first + CLOSE.length };
+}
 
 function parseHermes(text: string): ParsedToolCalls {
   const toolCalls: ToolCall[] = [];
   let content = "";
   let last = 0;
-  for (const m of text.matchAll(HERMES)) {
-    const call = callFrom(parseJson(m[1]), "arguments");
-    if (call === null) continue; // malformed: left in the content below
-    toolCalls.push(call);
-    content += text.slice(last, m.index);
-    last = m.index + m[0].length;
+  for (let open = text.indexOf(OPEN); open >= 0; ) {
+    const found = hermesCall(text, open);
+    if (found === null) break; // never closed: stays in the content
+    if (found.call !== null) {
+      toolCalls.push(found.call);
+      content += text.slice(last, open);
+      last = found.end;
+    } // malformed: left in the content
+    open = text.indexOf(OPEN, found.end);
   }
   content += text.slice(last);
   if (toolCalls.length === 0) return { content: text, toolCalls };

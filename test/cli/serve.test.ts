@@ -6,7 +6,8 @@ import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { runCli } from "../../src/cli/agl.ts";
 import { parseServeArgs, startPolicyServer, type RunningPolicyServer } from "../../src/cli/serve.ts";
 import { parseModelConfig, type ModelConfig } from "../../src/model/config.ts";
 import { generate } from "../../src/model/generate.ts";
@@ -114,7 +115,7 @@ describe("agl serve (in process) with the openai client", () => {
       prompt_token_ids: number[];
       choices: Array<{ text: string; token_ids: number[] }>;
     };
-    expect(a.prompt_token_ids).toEqual(tok().encode("The capital of France is"));
+    expect(a.prompt_token_ids).toEqual(tok().encode("The capital of France is", { addSpecialTokens: true }));
     const b = (await client.completions.create({
       model: "tiny-qwen",
       prompt: a.prompt_token_ids,
@@ -122,6 +123,9 @@ describe("agl serve (in process) with the openai client", () => {
       temperature: 0,
     })) as unknown as typeof a;
     expect(b.choices[0].token_ids).toEqual(a.choices[0].token_ids);
+    // nothing to generate is an empty answer (the HF tokenizer library refuses to decode no ids)
+    const none = await client.completions.create({ model: "tiny-qwen", prompt: "Hi", max_tokens: 0 });
+    expect(none.choices[0]).toMatchObject({ text: "", finish_reason: "length" });
   });
 
   it("stops on a stop id, keeping it, and cuts text at a stop string", async () => {
@@ -273,6 +277,27 @@ describe("agl serve arguments", () => {
     expect(() => parseServeArgs(["--model", "x", "--port", "-1"], () => undefined)).toThrow(/--port/);
     expect(() => parseServeArgs(["--model", "x", "--bogus"], () => undefined)).toThrow(/--bogus/);
     expect(parseServeArgs(["--model", "x"], (n) => (n === "AGL_SERVE_TOKEN" ? "t" : undefined)).token).toBe("t");
+    expect(() => parseServeArgs(["--model", "x", "--port", "65536"], () => undefined)).toThrow(/--port needs an integer from 0 to 65535/);
+    expect(() => parseServeArgs(["--model", "x", "--max-batch", ""], () => undefined)).toThrow(/--max-batch/);
+    expect(() => parseServeArgs(["--model", "x", "--token", " "], () => undefined)).toThrow(/--token must not be empty/);
+  });
+
+  it("through the command line: --help is exit 0 with the usage, a bad flag exit 2 with the reason and the usage", async () => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const log = vi.spyOn(console, "log").mockImplementation((m: unknown) => void out.push(String(m)));
+    const error = vi.spyOn(console, "error").mockImplementation((m: unknown) => void err.push(String(m)));
+    try {
+      expect(await runCli(["serve", "--help"], host)).toBe(0);
+      expect(out.join("\n")).toContain("Usage: agl serve --model DIR");
+      expect(await runCli(["serve", "--model", dir, "--device", "tpu"], host)).toBe(2);
+      expect(err.join("\n")).toMatch(/agl serve: --device must be cpu, webgpu or auto[\s\S]*Usage: agl serve/);
+      expect(await runCli(["serve", "--model", join(dir, "absent")], host)).toBe(1); // not a usage error: the folder is missing
+      expect(err[err.length - 1]).toMatch(/^agl serve: .*absent/);
+    } finally {
+      log.mockRestore();
+      error.mockRestore();
+    }
   });
 
   it("a folder without a tokenizer is refused with its name", async () => {

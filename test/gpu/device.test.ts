@@ -7,7 +7,9 @@ import { attentionForward } from "../../src/gpu/kernels/attention.ts";
 import { createPolicyTrainer } from "../../src/gpu/factory.ts";
 import { CpuTrainer } from "../../src/model/cpu-trainer.ts";
 import * as ops from "../../src/model/reference/ops.ts";
-import { Rng } from "../../src/model/init.ts";
+import { initParams, Rng } from "../../src/model/init.ts";
+import { batchFromTokens } from "../../src/model/batch.ts";
+import { paramViews } from "../../src/model/params.ts";
 import { maxRelError, noGpu, randn } from "./gpu-env.ts";
 
 /** A GPUSupportedLimits-like object with the fields tuningFromLimits reads. */
@@ -94,5 +96,16 @@ describe.skipIf(noGpu)("device acquisition and small-limit kernels", { timeout: 
     expect(auto.backend).toBe("webgpu");
     (auto as { destroy?: () => void }).destroy?.();
     expect(await createPolicyTrainer({ config, backend: "cpu" })).toBeInstanceOf(CpuTrainer);
+    // tensors by name reach either backend as the same weights
+    const flat = initParams(config, 3);
+    const byName = paramViews(config, flat);
+    const batch = batchFromTokens([{ prompt: [1, 2, 3], response: [4, 5] }], { padId: 0 });
+    const want = await new CpuTrainer({ config, params: flat }).logProbs(batch);
+    expect((await (await createPolicyTrainer({ config, backend: "cpu", params: byName })).logProbs(batch)).log_probs).toEqual(
+      want.log_probs,
+    );
+    const gpu = await createPolicyTrainer({ config, backend: "webgpu", params: byName });
+    expect(maxRelError((await gpu.logProbs(batch)).log_probs, want.log_probs)).toBeLessThan(2e-5);
+    (gpu as { destroy?: () => void }).destroy?.();
   });
 });

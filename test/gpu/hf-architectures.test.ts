@@ -77,12 +77,6 @@ describe.skipIf(noGpu)("WebGPU engine: Hugging Face architectures", () => {
     },
     300_000,
   );
-
-  it("refuses to train a Qwen2/Qwen3 model on the GPU instead of dropping the bias and norm gradients", async () => {
-    engine ??= await GpuGenerationEngine.create();
-    const model = await loadPretrained("test/fixtures/hf/qwen3-qknorm-headdim");
-    expect(() => new GpuModel(engine!.ctx, model.config, flattenParams(model.config, model.weights), true)).toThrow(/not supported yet/);
-  });
 });
 
 describe.skipIf(noGpu)("WebGPU engine: 16-bit weights", () => {

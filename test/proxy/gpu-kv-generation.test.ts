@@ -69,6 +69,23 @@ describe.skipIf(noGpu)("KV-cached GPU generation", { timeout: 300_000 }, () => {
     inTwos.destroy();
   });
 
+  it("a stop string ends the sequence on the step that completes it (no decoding on to max_tokens)", async () => {
+    const prompt = [256, 260, 104, 105, 257, 261];
+    const sampling = { prompt, maxTokens: 30, temperature: 1, seed: 5, stopTokenIds: [] };
+    const [free] = await cpuGenerationEngine.generate(config, params, [sampling]);
+    const needle = free.text.slice(3, 5);
+    expect(needle.length).toBe(2);
+    const request: GenerationRequest = { ...sampling, stop: [needle] };
+    const [cpu] = await cpuGenerationEngine.generate(config, params, [request]);
+    expect(cpu.finishReason).toBe("stop");
+    expect(cpu.tokenIds.length).toBeLessThan(free.tokenIds.length);
+    const step = vi.spyOn(GpuDecoder.prototype, "step");
+    expectSame(await cached.generate(config, params, [request]), [cpu]);
+    // one step per token after the first: none past the one that completed the stop string
+    expect(step).toHaveBeenCalledTimes(cpu.tokenIds.length - 1);
+    step.mockRestore();
+  });
+
   it("seeded sampling with temperature and top-p is reproducible and draws the CPU engine's tokens", async () => {
     const prompts = [
       [256, 260, 50, 43, 51, 61, 63, 257, 261],

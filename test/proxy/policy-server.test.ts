@@ -127,10 +127,18 @@ describe("policy server with the openai client", () => {
     const client = clientFor();
     const res = await client.completions.create({ model: "tiny-policy", prompt: "abc", max_tokens: 12, temperature: 1, n: 3, seed: 9 });
     const raw = res as unknown as WithIds;
-    expect(raw.prompt_token_ids).toEqual([97, 98, 99]);
+    // the text is encoded as vLLM does, with the tokenizer's BOS (add_special_tokens: false leaves it out)
+    expect(raw.prompt_token_ids).toEqual([BOS_PROMPT, 97, 98, 99]);
+    const bare = await client.completions.create({
+      model: "tiny-policy",
+      prompt: "abc",
+      max_tokens: 1,
+      add_special_tokens: false,
+    } as never);
+    expect((bare as unknown as WithIds).prompt_token_ids).toEqual([97, 98, 99]);
     expect(res.choices).toHaveLength(3);
     for (const [i, ch] of res.choices.entries()) {
-      const direct = generate(config, params, [97, 98, 99], { maxTokens: 12, temperature: 1, seed: 9 + i });
+      const direct = generate(config, params, [BOS_PROMPT, 97, 98, 99], { maxTokens: 12, temperature: 1, seed: 9 + i });
       expect(raw.choices[i].token_ids).toEqual(direct.tokens);
       expect(ch.index).toBe(i);
     }
@@ -173,6 +181,19 @@ describe("policy server with the openai client", () => {
     await expect(
       client.chat.completions.create({ model: "tiny-policy", messages: [{ role: "user", content: "x".repeat(80) }] }),
     ).rejects.toMatchObject({ status: 400, code: "context_length_exceeded" });
+    // an image part is refused, naming where it is, rather than dropped from the prompt
+    const image = { type: "image_url" as const, image_url: { url: "data:image/png;base64,AAAA" } };
+    const parts = [{ type: "text" as const, text: "What is this?" }, image];
+    await expect(
+      client.chat.completions.create({ model: "tiny-policy", messages: [{ role: "user", content: parts }] }),
+    ).rejects.toMatchObject({
+      status: 400,
+      param: "messages.0.content.1",
+      message: expect.stringMatching(/only text content parts/),
+    });
+    // an empty generation (max_tokens 0) is an empty answer, not an error
+    const none = await clientFor().completions.create({ model: "tiny-policy", prompt: "abc", max_tokens: 0 });
+    expect(none.choices[0]).toMatchObject({ text: "", finish_reason: "length" });
     expect((await store.querySpans(rid)).items).toHaveLength(0);
   });
 

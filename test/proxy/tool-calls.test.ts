@@ -44,3 +44,37 @@ describe("parseToolCalls", () => {
     expect(parseToolCalls(hermesText, null)).toEqual({ content: hermesText, toolCalls: [] });
   });
 });
+
+describe("parseToolCalls: hard cases", () => {
+  it("hermes: an argument holding the closing tag, a malformed call before a good one, whitespace and a JSON-string argument", () => {
+    const tricky = parseToolCalls(
+      '<tool_call>\n{"name": "write", "arguments": {"text": "end with </tool_call> please"}}\n</tool_call> ok',
+      "hermes",
+    );
+    expect(tricky.toolCalls.map((c) => JSON.parse(c.function.arguments))).toEqual([{ text: "end with </tool_call> please" }]);
+    expect(tricky.content).toBe("ok");
+    const after = parseToolCalls(
+      '<tool_call>{oops</tool_call>\n<tool_call>{"name": "b", "arguments": {"n": [1, 2]}}</tool_call>',
+      "hermes",
+    );
+    expect(after.toolCalls.map((c) => c.function.name)).toEqual(["b"]);
+    expect(after.content).toBe("<tool_call>{oops</tool_call>");
+    const spaced = parseToolCalls('<tool_call>  \n\t{"name":"s","arguments":"{\\"q\\":1}"}  \n</tool_call>', "hermes");
+    expect(spaced.toolCalls[0].function.arguments).toBe('{"q":1}');
+    // no arguments at all is a call with empty arguments; a name that is not a string is not a call
+    expect(JSON.parse(parseToolCalls('<tool_call>{"name": "now"}</tool_call>', "hermes").toolCalls[0].function.arguments)).toEqual({});
+    const badName = '<tool_call>{"name": 7, "arguments": {}}</tool_call>';
+    expect(parseToolCalls(badName, "hermes")).toEqual({ content: badName, toolCalls: [] });
+  });
+
+  it("hermes: Qwen3's thinking before a call stays in the content; text with no call is returned untouched", () => {
+    const r = parseToolCalls(
+      '<think>\nI need the weather.\n</think>\n\n<tool_call>\n{"name": "w", "arguments": {}}\n</tool_call>',
+      "hermes",
+    );
+    expect(r.content).toBe("<think>\nI need the weather.\n</think>");
+    expect(r.toolCalls).toHaveLength(1);
+    for (const text of ["", "  plain  ", "a </tool_call> b", "日本語 🌧"])
+      expect(parseToolCalls(text, "hermes")).toEqual({ content: text, toolCalls: [] });
+  });
+});

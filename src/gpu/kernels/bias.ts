@@ -1,5 +1,6 @@
 import { memoKernel, type GpuContext } from "../context.ts";
 import { flatIndex, launch1d } from "./grid.ts";
+import { columnSums } from "./reduce.ts";
 
 const LAYOUT = { n: "u32", cols: "u32" } as const;
 
@@ -23,4 +24,9 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
 `,
   );
   ctx.dispatch(k, { n, cols }, [x, bias], launch1d(ctx, n));
+}
+
+/** dbias[j] += sum over rows of dy[r, j] (the bias gradient, added over micro-batches; deterministic order). */
+export function biasBackward(ctx: GpuContext, dy: GPUBuffer, dbias: GPUBuffer, rows: number, cols: number): void {
+  columnSums(ctx, dy, dbias, rows, cols, 0, true);
 }

@@ -3,10 +3,19 @@ import { treeSumWgsl } from "./reduce-wgsl.ts";
 
 /** Deterministic reductions: fixed thread/stride assignment and tree sums, so repeated runs are bit-identical. */
 
-const COLS = { rows: "u32", cols: "u32", outOffset: "u32" } as const;
+const COLS = { rows: "u32", cols: "u32", outOffset: "u32", accumulate: "u32" } as const;
 
-/** out[outOffset + c] = sum over rows of src[r, c] for a [rows, cols] matrix; one workgroup per column. */
-export function columnSums(ctx: GpuContext, src: GPUBuffer, out: GPUBuffer, rows: number, cols: number, outOffset = 0): void {
+/** out[outOffset + c] (=|+=) sum over rows of src[r, c] for a [rows, cols] matrix; one workgroup per column.
+ * `accumulate` adds into out (gradients summed over micro-batches). */
+export function columnSums(
+  ctx: GpuContext,
+  src: GPUBuffer,
+  out: GPUBuffer,
+  rows: number,
+  cols: number,
+  outOffset = 0,
+  accumulate = false,
+): void {
   const t = ctx.tuning.rowThreads;
   const k = memoKernel(
     ctx.tuning,
@@ -22,11 +31,11 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   var s = 0.0;
   for (var r = lid; r < P.rows; r += THREADS) { s += src[r * P.cols + c]; }
   let total = treeSum(lid, s);
-  if (lid == 0u) { out[P.outOffset + c] = total; }
+  if (lid == 0u) { out[P.outOffset + c] = select(0.0, out[P.outOffset + c], P.accumulate != 0u) + total; }
 }
 `,
   );
-  ctx.dispatch(k, { rows, cols, outOffset }, [src, out], [cols]);
+  ctx.dispatch(k, { rows, cols, outOffset, accumulate: accumulate ? 1 : 0 }, [src, out], [cols]);
 }
 
 const SQ = { n: "u32", slot: "u32", groups: "u32" } as const;
