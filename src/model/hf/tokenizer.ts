@@ -5,10 +5,12 @@
  * `@huggingface/jinja` (chat-template.ts). docs/tokenizers.md says why these two and their limits.
  */
 import { Tokenizer as HfTokenizerImpl } from "@huggingface/tokenizers";
+import { ValidationError } from "../../types/errors.ts";
 import type { ChatTemplateOptions, TemplateMessage, Tokenizer, ToolCallFormat } from "../tokenizer-api.ts";
 import { ChatTemplate, detectToolCallFormat } from "./chat-template.ts";
 import { HfFormatError } from "./errors.ts";
 import { readJson, type ModelFiles } from "./source.ts";
+import { compatTokenizerJson } from "./tokenizer-compat.ts";
 
 export interface HfTokenizerFiles {
   /** Parsed tokenizer.json. */
@@ -17,6 +19,8 @@ export interface HfTokenizerFiles {
   tokenizerConfig: unknown | null;
   /** Ids that end an assistant turn (generation_config.json's); default: the config's eos_token. */
   eosTokenIds?: readonly number[];
+  /** More chat-template variables for every conversation, e.g. `{ enable_thinking: false }` for Qwen3 [none]. */
+  templateVariables?: Record<string, unknown>;
 }
 
 /** A special-token field of tokenizer_config.json: a string or `{ content }`. */
@@ -50,6 +54,7 @@ class HfTokenizer implements Tokenizer {
     json: Record<string, unknown>,
     config: Record<string, unknown>,
     eos: readonly number[] | undefined,
+    templateVariables: Record<string, unknown> | undefined,
   ) {
     this.vocabSize = largestId(json) + 1;
     this.special = new Set([...impl.get_added_tokens_decoder()].filter(([, t]) => t.special).map(([id]) => id));
@@ -63,16 +68,26 @@ class HfTokenizer implements Tokenizer {
     this.padTokenId = idOf("pad_token");
     const specials: Record<string, string | null> = {};
     for (const f of ["bos_token", "eos_token", "pad_token", "unk_token"]) specials[f] = tokenString(config[f]);
-    this.template = new ChatTemplate(config.chat_template, specials);
-    this.toolCallFormat = detectToolCallFormat(this.template.source);
+    this.template = new ChatTemplate(config.chat_template, specials, templateVariables);
+    this.toolCallFormat = detectToolCallFormat(this.template.toolTemplate);
   }
 
   encode(text: string, options: { addSpecialTokens?: boolean } = {}): number[] {
     return this.impl.encode(text, { add_special_tokens: options.addSpecialTokens === true }).ids;
   }
 
+  /**
+   * Ids at or above `vocabSize` (a model's padded vocabulary) decode to nothing, as in Hugging Face's
+   * tokenizers; a negative or fractional id is a caller's bug and refused.
+   */
   decode(ids: ArrayLike<number>, options: { skipSpecialTokens?: boolean } = {}): string {
-    return this.impl.decode(Array.from(ids), { skip_special_tokens: options.skipSpecialTokens !== false });
+    const list = Array.from(ids);
+    list.forEach((id, i) => {
+      if (!Number.isInteger(id) || id < 0) throw new ValidationError(`token id ${id} is not a non-negative integer`, ["ids", i]);
+    });
+    // @huggingface/tokenizers refuses an empty list; Rust's decodes it to "".
+    if (list.length === 0) return "";
+    return this.impl.decode(list, { skip_special_tokens: options.skipSpecialTokens !== false });
   }
 
   isSpecial(id: number): boolean {
@@ -100,11 +115,11 @@ export function createHfTokenizer(
   const config = (files.tokenizerConfig ?? {}) as Record<string, unknown>;
   let impl: HfTokenizerImpl;
   try {
-    impl = new HfTokenizerImpl(json, config);
+    impl = new HfTokenizerImpl(compatTokenizerJson(json as Record<string, unknown>), config);
   } catch (e) {
     throw new HfFormatError("tokenizer.json", null, `cannot be loaded: ${(e as Error).message}`);
   }
-  return new HfTokenizer(impl, json as Record<string, unknown>, config, files.eosTokenIds);
+  return new HfTokenizer(impl, json as Record<string, unknown>, config, files.eosTokenIds, files.templateVariables);
 }
 
 /** The tokenizer of a model folder (tokenizer.json, and tokenizer_config.json when present). */

@@ -124,6 +124,7 @@ describe("the byte tokenizer in Hugging Face form", () => {
       { role: "system", content: "Be brief." },
       { role: "user", content: "2+2=" },
       { role: "assistant", content: "4" },
+      { role: "tool", content: '{"result": 4}' },
       { role: "user", content: "数字 🤗" },
     ];
     expect(hf.applyChatTemplate(chat, { addGenerationPrompt: true })).toEqual(
