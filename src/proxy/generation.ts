@@ -12,6 +12,7 @@
 import type { ModelConfig } from "../model/config.ts";
 import { generate } from "../model/generate.ts";
 import type { ModelParams } from "../model/params.ts";
+import type { LoraWeights } from "../model/reference.ts";
 import { byteTokenizer } from "../model/tokenizer.ts";
 import type { Tokenizer } from "../model/tokenizer-api.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -47,10 +48,17 @@ export interface Generation {
 }
 
 /** Something that turns requests into generations for a given set of weights (and the tokenizer that
- * turns their tokens into text [the byte tokenizer]). */
+ * turns their tokens into text [the byte tokenizer]), optionally with a LoRA adapter applied on top of
+ * them unmerged (so a new adapter version replaces only the adapter, never the base). */
 export interface GenerationEngine {
   readonly backend: "cpu" | "webgpu";
-  generate(config: ModelConfig, params: ModelParams, requests: readonly GenerationRequest[], tokenizer?: Tokenizer): Promise<Generation[]>;
+  generate(
+    config: ModelConfig,
+    params: ModelParams,
+    requests: readonly GenerationRequest[],
+    tokenizer?: Tokenizer,
+    adapter?: LoraWeights,
+  ): Promise<Generation[]>;
 }
 
 /** Cuts `tokens` at the first stop string found in their decoded text; null when none occurs. */
@@ -94,7 +102,7 @@ export function validateRequest(config: ModelConfig, r: GenerationRequest, index
 /** The CPU reference engine: one KV-cached sequence at a time. */
 export const cpuGenerationEngine: GenerationEngine = {
   backend: "cpu",
-  async generate(config, params, requests, tokenizer = byteTokenizer) {
+  async generate(config, params, requests, tokenizer = byteTokenizer, adapter) {
     requests.forEach((r, i) => validateRequest(config, r, i));
     return requests.map((r) => {
       const out = generate(config, params, r.prompt, {
@@ -103,6 +111,7 @@ export const cpuGenerationEngine: GenerationEngine = {
         topP: r.topP,
         stop: [...(r.stopTokenIds ?? tokenizer.eosTokenIds)],
         seed: r.seed,
+        lora: adapter,
       });
       return finishGeneration(out.tokens, out.logprobs, out.finishReason, r.stop, tokenizer);
     });

@@ -16,6 +16,7 @@ import type { ModelConfig } from "../model/config.ts";
 import { logProbOf, sampleToken } from "../model/generate.ts";
 import { Rng } from "../model/init.ts";
 import { flattenParams, type ModelParams } from "../model/params.ts";
+import type { LoraWeights } from "../model/reference.ts";
 import { byteTokenizer } from "../model/tokenizer.ts";
 import type { Tokenizer } from "../model/tokenizer-api.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -132,7 +133,13 @@ export class GpuGenerationEngine implements GenerationEngine {
     params: ModelParams,
     requests: readonly GenerationRequest[],
     tokenizer: Tokenizer = byteTokenizer,
+    adapter?: LoraWeights,
   ): Promise<Generation[]> {
+    if (adapter !== undefined)
+      throw new ValidationError(
+        "the WebGPU generation engine does not apply LoRA adapters yet: merge it (mergeLora) or use the CPU engine",
+        ["adapter"],
+      );
     requests.forEach((r, i) => validateRequest(config, r, i));
     return this.ctx.exclusive(async () => {
       const model = this.modelFor(config, params);

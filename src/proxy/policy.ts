@@ -1,11 +1,14 @@
 /**
  * The policy the server answers with: a model name, a version that changes with every published
  * update, and batched generation. {@link ModelPolicy} serves a model config and flat parameters through
- * a {@link GenerationEngine} (CPU by default); the GRPO loop calls `update` after each step.
+ * a {@link GenerationEngine} (CPU by default); the GRPO loop calls `update` after each step. With a LoRA
+ * adapter the base weights stay as they are and `update` swaps only the adapter: serving a new adapter
+ * version never reloads or copies the base.
  */
 import type { ModelConfig } from "../model/config.ts";
 import { Rng } from "../model/init.ts";
 import { paramViews, type ModelParams } from "../model/params.ts";
+import { loraState, type LoraWeights } from "../model/reference.ts";
 import { byteTokenizer } from "../model/tokenizer.ts";
 import type { Tokenizer } from "../model/tokenizer-api.ts";
 import { cpuGenerationEngine, type Generation, type GenerationEngine, type GenerationRequest } from "./generation.ts";
@@ -31,6 +34,8 @@ export interface ModelPolicyOptions {
   params: ModelParams;
   /** [the byte tokenizer of our presets] */
   tokenizer?: Tokenizer;
+  /** A LoRA adapter applied on top of `params` (then the frozen base); `update` replaces its tensors. */
+  lora?: LoraWeights;
   version?: number;
   engine?: GenerationEngine;
   /** Seed of the stream of per-request seeds [0]. */
@@ -42,6 +47,7 @@ export class ModelPolicy implements Policy {
   readonly config: ModelConfig;
   readonly tokenizer: Tokenizer;
   private params: ModelParams;
+  private lora: LoraWeights | undefined;
   private currentVersion: number;
   private readonly engine: GenerationEngine;
   private readonly seeds: Rng;
@@ -50,6 +56,7 @@ export class ModelPolicy implements Policy {
     this.model = o.model;
     this.config = o.config;
     this.params = checked(o.config, o.params);
+    this.lora = o.lora && checkedAdapter(o.config, o.lora);
     this.tokenizer = o.tokenizer ?? byteTokenizer;
     this.currentVersion = o.version ?? 0;
     this.engine = o.engine ?? cpuGenerationEngine;
@@ -66,19 +73,32 @@ export class ModelPolicy implements Policy {
     return this.engine.backend;
   }
 
-  /** Publishes new weights (copied, so the trainer may keep changing its own). */
+  /** The adapter being served on top of the base, if any. */
+  get adapter(): LoraWeights | undefined {
+    return this.lora;
+  }
+
+  /** Publishes new trained weights (copied, so the trainer may keep changing its own): the whole model's,
+   * or, for a policy serving a LoRA adapter, the adapter's (flat in `loraLayout` order or by name). */
   update(params: ModelParams, version = this.currentVersion + 1): void {
-    this.params = checked(this.config, params);
+    if (this.lora) this.lora = checkedAdapter(this.config, { config: this.lora.config, params });
+    else this.params = checked(this.config, params);
     this.currentVersion = version;
   }
 
   generate(requests: readonly GenerationRequest[]): Promise<Generation[]> {
-    return this.engine.generate(this.config, this.params, requests, this.tokenizer);
+    return this.engine.generate(this.config, this.params, requests, this.tokenizer, this.lora);
   }
 
   nextSeed(): number {
     return this.seeds.nextU32();
   }
+}
+
+/** An adapter checked against the model, its flat buffer copied. */
+function checkedAdapter(config: ModelConfig, lora: LoraWeights): LoraWeights {
+  loraState(config, lora);
+  return { config: lora.config, params: lora.params instanceof Float32Array ? lora.params.slice() : { ...lora.params } };
 }
 
 /** A private copy of flat weights (the trainer keeps changing its own); tensors by name are checked and kept. */
