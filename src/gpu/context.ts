@@ -90,6 +90,7 @@ export class GpuContext {
   private lost = false;
   private errors: string[] = [];
   private tail: Promise<unknown> = Promise.resolve();
+  private allocated = 0;
 
   /** `tuning` overrides the sizes derived from the device limits (tests of small-limit devices). */
   constructor(
@@ -214,8 +215,16 @@ export class GpuContext {
     this.throwErrors();
   }
 
+  /** Bytes of every storage buffer made through {@link alloc} or {@link upload} on this context so far
+   * (destroyed ones included; staging and uniform buffers excluded): what a model, its optimizer and its
+   * workspace take on the device, measured (bench/lora.ts, docs/lora.md). */
+  get allocatedBytes(): number {
+    return this.allocated;
+  }
+
   /** A storage buffer of `elements` 4-byte values, zero-filled. */
   alloc(elements: number, label?: string): GPUBuffer {
+    this.allocated += Math.max(4, elements * 4);
     return this.device.createBuffer({
       size: Math.max(4, elements * 4),
       usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,

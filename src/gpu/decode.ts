@@ -3,7 +3,8 @@
  * go once through the model's forward (prefill); their keys (after RoPE) and values are copied into a
  * per-layer cache of S slots per sequence. Each later step feeds one token per sequence through every
  * layer at M = B rows, appends its k/v to slot n-1 and attends over the n filled slots
- * (kernels/kv-cache.ts). Only the last position's logits ([B, V]) come back per step.
+ * (kernels/kv-cache.ts). Only the last position's logits ([B, V]) come back per step. A model's adapter
+ * (set before the decoder is made) applies to the prefill and every step, unmerged (projection.ts).
  */
 import { headDim, type ModelConfig } from "../model/config.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -15,6 +16,7 @@ import { rmsnormForward } from "./kernels/rmsnorm.ts";
 import { ropeApply } from "./kernels/rope.ts";
 import { swigluForward } from "./kernels/swiglu.ts";
 import type { GpuModel, MicroInputs, MicroShape } from "./model.ts";
+import { projectForward, type ProjectionDims } from "./projection.ts";
 import { allocQkNorm, finishQkv, qkvBuffers, type QkvBuffers } from "./qk.ts";
 
 /** Sequences left-padded to the longest as one forward batch whose predicted rows are the last positions
@@ -74,6 +76,9 @@ export class GpuDecoder {
   private readonly logits: GPUBuffer;
   private readonly ids: GPUBuffer;
   private readonly positions: GPUBuffer;
+  /** x · lora_a of the projection being computed [B, r], when the model has an adapter. */
+  private readonly loraT: GPUBuffer | null;
+  private readonly loraR: number;
   private readonly all: GPUBuffer[] = [];
 
   /** A cache of `slots` slots per prompt (at least the longest prompt). */
@@ -117,6 +122,9 @@ export class GpuDecoder {
     this.logits = a(B * c.vocab_size, "decode.logits");
     this.ids = a(B, "decode.ids");
     this.positions = a(B, "decode.positions");
+    const adapter = model.adapter;
+    this.loraR = adapter?.config.r ?? 0;
+    this.loraT = adapter === null ? null : a(B * this.loraR, "decode.lora_t");
   }
 
   /** Sequences held (fewer after {@link keep}). */
@@ -167,8 +175,8 @@ export class GpuDecoder {
     const ws = this.model.forward(shape, inputs);
     const kvd = c.n_kv_heads * headDim(c);
     for (let l = 0; l < c.n_layers; l++) {
-      kvCacheWrite(this.model.ctx, ws.layers[l].k, this.kCache[l], B, T, this.slots, 0, kvd);
-      kvCacheWrite(this.model.ctx, ws.layers[l].v, this.vCache[l], B, T, this.slots, 0, kvd);
+      kvCacheWrite(this.model.ctx, ws.layer(l).k, this.kCache[l], B, T, this.slots, 0, kvd);
+      kvCacheWrite(this.model.ctx, ws.layer(l).v, this.vCache[l], B, T, this.slots, 0, kvd);
     }
     this.filled = T;
     return this.model.ctx.read(ws.logits, B * c.vocab_size);
@@ -221,14 +229,18 @@ export class GpuDecoder {
     const kvd = c.n_kv_heads * hd;
     const slot = this.filled;
     const bFormat = this.model.matrixFormat;
+    if ((this.model.adapter?.config.r ?? 0) !== this.loraR)
+      throw new ValidationError("the model's adapter changed shape since this decoder was made", ["adapter"]);
     embeddingGather(ctx, this.ids, P.tok_embeddings, this.x, B, d, bFormat);
     for (let l = 0; l < c.n_layers; l++) {
       const p = (n: string): GPUBuffer => P[`layers.${l}.${n}`];
+      const proj = (name: string, x: GPUBuffer, y: GPUBuffer, dims: ProjectionDims): void =>
+        projectForward(ctx, this.model.projection(l, name, true), x, y, this.loraT, dims, linear);
       rmsnormForward(ctx, this.x, p("attn_norm"), this.h, this.rstd, B, d, c.norm_eps);
       const { q, k, v } = this.qkv;
-      linear(ctx, this.h, p("wq"), this.qkv.qProj, { M: B, K: d, N: qd, bFormat });
-      linear(ctx, this.h, p("wk"), this.qkv.kProj, { M: B, K: d, N: kvd, bFormat });
-      linear(ctx, this.h, p("wv"), v, { M: B, K: d, N: kvd, bFormat });
+      proj("wq", this.h, this.qkv.qProj, { M: B, K: d, N: qd });
+      proj("wk", this.h, this.qkv.kProj, { M: B, K: d, N: kvd });
+      proj("wv", this.h, v, { M: B, K: d, N: kvd });
       finishQkv(ctx, c, p, this.qkv, B);
       ropeApply(ctx, q, this.positions, this.model.ropeBuffer, c.max_seq_len, B, c.n_heads, hd, false);
       ropeApply(ctx, k, this.positions, this.model.ropeBuffer, c.max_seq_len, B, c.n_kv_heads, hd, false);
@@ -242,12 +254,12 @@ export class GpuDecoder {
         kvHeads: c.n_kv_heads,
         headDim: hd,
       });
-      linear(ctx, this.attn, p("wo"), this.x, { M: B, K: qd, N: d, accumulate: true, bFormat });
+      proj("wo", this.attn, this.x, { M: B, K: qd, N: d, accumulate: true });
       rmsnormForward(ctx, this.x, p("ffn_norm"), this.h, this.rstd, B, d, c.norm_eps);
-      linear(ctx, this.h, p("w_gate"), this.gate, { M: B, K: d, N: c.d_ff, bFormat });
-      linear(ctx, this.h, p("w_up"), this.up, { M: B, K: d, N: c.d_ff, bFormat });
+      proj("w_gate", this.h, this.gate, { M: B, K: d, N: c.d_ff });
+      proj("w_up", this.h, this.up, { M: B, K: d, N: c.d_ff });
       swigluForward(ctx, this.gate, this.up, this.act, B * c.d_ff);
-      linear(ctx, this.act, p("w_down"), this.x, { M: B, K: c.d_ff, N: d, accumulate: true, bFormat });
+      proj("w_down", this.act, this.x, { M: B, K: c.d_ff, N: d, accumulate: true });
     }
     rmsnormForward(ctx, this.x, P.norm, this.h, this.rstd, B, d, c.norm_eps);
     if (c.tie_embeddings) linear(ctx, this.h, P.tok_embeddings, this.logits, { M: B, K: d, N: c.vocab_size, transB: true, bFormat });

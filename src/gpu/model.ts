@@ -1,10 +1,12 @@
 /**
  * The policy model on the GPU: parameter, gradient and AdamW-moment buffers per tensor (paramLayout order),
- * activation workspaces, and the forward/backward passes encoded as kernel dispatches. The math is the
+ * optionally a LoRA adapter beside the frozen base (lora.ts, docs/lora.md), activation workspaces, and the
+ * forward/backward passes encoded as kernel dispatches. The math is the
  * CPU reference's (src/model/reference.ts); conventions in src/model/config.ts.
  */
 import { headDim, paramLayout, type ModelConfig, type ParamSpec } from "../model/config.ts";
 import { paramViews, type ModelParams } from "../model/params.ts";
+import type { LoraWeights } from "../model/reference.ts";
 import { ValidationError } from "../types/errors.ts";
 import type { GpuContext } from "./context.ts";
 import { matmul } from "./kernels/matmul.ts";
@@ -15,7 +17,12 @@ import { attentionBackward, attentionForward, type AttentionShape } from "./kern
 import { swigluBackward, swigluForward } from "./kernels/swiglu.ts";
 import { logSoftmaxBackward, logSoftmaxForward } from "./kernels/logsoftmax.ts";
 import { allocQkNorm, finishQkv, finishQkvBackward, qkvBuffers, type QkvBuffers } from "./qk.ts";
-import { packWeights, type WeightFormat } from "./kernels/weights.ts";
+import type { WeightFormat } from "./kernels/weights.ts";
+import { GpuAdapter } from "./lora.ts";
+import { adapterInput, projectBackward, projectForward, type ProjectionDims, type ProjectionWeights } from "./projection.ts";
+import { TensorSet, type ParamBuffers } from "./tensors.ts";
+
+export type { ParamBuffers } from "./tensors.ts";
 
 /** One micro-batch as the GPU sees it: B rows of T tokens, of which the last R are response tokens. */
 export interface MicroShape {
@@ -35,10 +42,9 @@ export interface MicroInputs {
   targets: Uint32Array;
 }
 
-/** One layer's saved activations; q, k, v (after bias and qk-norm, before RoPE; RoPE then rotates q and k in
- * place) and the qk-norm inputs as {@link QkvBuffers} describes. */
+/** One layer's activations as the backward reads them; q, k, v (after bias and qk-norm, before RoPE; RoPE
+ * then rotates q and k in place) and the qk-norm inputs as {@link QkvBuffers} describes. */
 interface LayerActivations extends QkvBuffers {
-  xIn: GPUBuffer;
   h1: GPUBuffer;
   rstd1: GPUBuffer;
   attn: GPUBuffer;
@@ -49,12 +55,23 @@ interface LayerActivations extends QkvBuffers {
   gate: GPUBuffer;
   up: GPUBuffer;
   act: GPUBuffer;
+  /** `x · lora_a` [N, r] of each adapted projection, by weight name (wq, w_up, ...). */
+  loraT: Record<string, GPUBuffer>;
 }
+
+/**
+ * What a workspace keeps: "inference" one activation set per layer (the KV-cached decoder's prefill reads
+ * every layer's k and v) without backward buffers; "training" one set per layer and the backward's
+ * scratch; "recompute" (activation checkpointing) one set shared by all layers, refilled from each
+ * layer's input in the backward, so activation memory does not grow with n_layers beyond the inputs.
+ */
+export type WorkspaceMode = "inference" | "training" | "recompute";
 
 /** Buffers sized for up to `tokens` token rows, `responseRows` predicted rows and `attnRows` B*T. */
 class Workspace {
-  readonly layers: LayerActivations[];
-  readonly xOut: GPUBuffer;
+  /** inputs[l]: layer l's input [N, d]; inputs[n_layers]: the last layer's output. */
+  readonly inputs: GPUBuffer[];
+  private readonly sets: LayerActivations[];
   readonly hFinal: GPUBuffer;
   readonly rstdFinal: GPUBuffer;
   readonly hSel: GPUBuffer;
@@ -67,7 +84,7 @@ class Workspace {
   readonly positions: GPUBuffer;
   readonly predictRows: GPUBuffer;
   readonly targets: GPUBuffer;
-  // backward scratch
+  // backward scratch (one element each in inference)
   readonly dx: GPUBuffer;
   readonly dh: GPUBuffer;
   readonly dAttn: GPUBuffer;
@@ -84,6 +101,10 @@ class Workspace {
   readonly dhSel: GPUBuffer;
   readonly dlogprob: GPUBuffer;
   readonly dentropy: GPUBuffer;
+  /** The adapter's dt = scaling · dy · lora_bᵀ [N, r], shared by every projection's backward. */
+  readonly loraDt: GPUBuffer | null;
+  /** Whether the last forward applied the adapter (its backward must match). */
+  adapterUsed = false;
   private readonly all: GPUBuffer[] = [];
 
   constructor(
@@ -92,7 +113,9 @@ class Workspace {
     readonly tokens: number,
     readonly responseRows: number,
     readonly attnRows: number,
-    training: boolean,
+    readonly mode: WorkspaceMode,
+    /** The adapter's rank and projection names, or null: the t buffers' shapes. */
+    readonly lora: { r: number; weights: readonly string[] } | null,
   ) {
     const hd = headDim(c);
     const qd = c.n_heads * hd;
@@ -111,15 +134,19 @@ class Workspace {
       this.all.push(b);
       return b;
     };
+    const training = mode !== "inference";
+    const bw = (n: number): GPUBuffer => a(training ? n : 1);
     const N = tokens;
-    this.layers = [];
-    // The qk-norm inputs are kept per layer for the backward; inference overwrites one set.
+    const loraT = (): Record<string, GPUBuffer> => Object.fromEntries((lora?.weights ?? []).map((w) => [w, a(N * lora!.r)]));
+    this.inputs = Array.from({ length: c.n_layers + 1 }, () => a(N * d));
+    // Inference overwrites one set of qk-norm inputs and adapter t's; training keeps them per set.
     const sharedNorm = training ? null : allocQkNorm(c, N, a);
-    for (let l = 0; l < c.n_layers; l++) {
+    const sharedT = training ? null : loraT();
+    this.sets = [];
+    for (let l = 0; l < (mode === "recompute" ? 1 : c.n_layers); l++) {
       const norm = training ? allocQkNorm(c, N, a) : sharedNorm;
-      this.layers.push({
+      this.sets.push({
         ...qkvBuffers(a(N * qd), a(N * kvd), a(N * kvd), norm),
-        xIn: a(N * d),
         h1: a(N * d),
         rstd1: a(N),
         attn: a(N * qd),
@@ -130,10 +157,10 @@ class Workspace {
         gate: a(N * c.d_ff),
         up: a(N * c.d_ff),
         act: a(N * c.d_ff),
+        loraT: sharedT ?? loraT(),
       });
     }
     const NR = responseRows;
-    this.xOut = a(N * d);
     this.hFinal = a(N * d);
     this.rstdFinal = a(N);
     this.hSel = a(NR * d);
@@ -146,33 +173,48 @@ class Workspace {
     this.positions = a(N);
     this.predictRows = a(NR);
     this.targets = a(NR);
-    this.dx = a(N * d);
-    this.dh = a(N * d);
-    this.dAttn = a(N * qd);
-    this.dq = a(N * qd);
-    this.dk = a(N * kvd);
-    this.dv = a(N * kvd);
-    this.dqProj = c.qk_norm ? a(N * qd) : null;
-    this.dkProj = c.qk_norm ? a(N * kvd) : null;
-    this.D = a(attnRows * c.n_heads);
-    this.dAct = a(N * c.d_ff);
-    this.dGate = a(N * c.d_ff);
-    this.dUp = a(N * c.d_ff);
-    this.dhSel = a(NR * d);
-    this.dlogprob = a(NR);
-    this.dentropy = a(NR);
+    this.dx = bw(N * d);
+    this.dh = bw(N * d);
+    this.dAttn = bw(N * qd);
+    this.dq = bw(N * qd);
+    this.dk = bw(N * kvd);
+    this.dv = bw(N * kvd);
+    this.dqProj = c.qk_norm ? bw(N * qd) : null;
+    this.dkProj = c.qk_norm ? bw(N * kvd) : null;
+    this.D = bw(attnRows * c.n_heads);
+    this.dAct = bw(N * c.d_ff);
+    this.dGate = bw(N * c.d_ff);
+    this.dUp = bw(N * c.d_ff);
+    this.dhSel = bw(NR * d);
+    this.dlogprob = bw(NR);
+    this.dentropy = bw(NR);
+    this.loraDt = training && lora !== null ? a(N * lora.r) : null;
   }
 
-  fits(tokens: number, responseRows: number, attnRows: number): boolean {
-    return tokens <= this.tokens && responseRows <= this.responseRows && attnRows <= this.attnRows;
+  /** Layer l's activation set (the shared one under activation checkpointing). */
+  layer(l: number): LayerActivations {
+    return this.sets[this.sets.length === 1 ? 0 : l];
+  }
+
+  /** The last layer's output (the final norm's input). */
+  get xOut(): GPUBuffer {
+    return this.inputs[this.inputs.length - 1];
+  }
+
+  fits(tokens: number, responseRows: number, attnRows: number, mode: WorkspaceMode, lora: Workspace["lora"]): boolean {
+    return (
+      tokens <= this.tokens &&
+      responseRows <= this.responseRows &&
+      attnRows <= this.attnRows &&
+      mode === this.mode &&
+      JSON.stringify(lora) === JSON.stringify(this.lora)
+    );
   }
 
   destroy(): void {
     for (const b of this.all) b.destroy();
   }
 }
-
-export type ParamBuffers = Record<string, GPUBuffer>;
 
 /** Token ids must index the embedding table and positions the RoPE table (the GPU would read out of range). */
 export function checkTokenRanges(c: ModelConfig, ids: ArrayLike<number>, positions: ArrayLike<number>): void {
@@ -186,51 +228,80 @@ export function checkTokenRanges(c: ModelConfig, ids: ArrayLike<number>, positio
   }
 }
 
+export interface GpuModelOptions {
+  /** How the base's weight matrices are stored: float32 [default], or bf16/f16 when the base is frozen
+   * (inference, or LoRA training: kernels/weights.ts). */
+  weightFormat?: WeightFormat;
+  /** A LoRA adapter applied unmerged on top of the base (docs/lora.md). With `training`, the adapter is what
+   * trains: the base gets no gradient or optimizer buffers and its weight gradients are never formed. */
+  lora?: LoraWeights;
+  /** Training only: keep each layer's input and recompute its activations in the backward (activation
+   * checkpointing) [false]. */
+  recomputeActivations?: boolean;
+}
+
 export class GpuModel {
-  readonly layout: ParamSpec[];
-  readonly params: ParamBuffers = {};
-  readonly grads: ParamBuffers = {};
-  readonly m: ParamBuffers = {};
-  readonly v: ParamBuffers = {};
+  /** The base model's tensors (paramLayout order). */
+  readonly base: TensorSet;
+  /** The adapter, when one is set. */
+  private lora: GpuAdapter | null = null;
   private readonly rope: GPUBuffer;
   private workspace: Workspace | null = null;
-
-  /** How the weight matrices (embeddings, projections, lm head) are stored; norms and biases stay f32. */
-  readonly matrixFormat: WeightFormat;
+  private readonly mode: WorkspaceMode;
 
   /** `params`: flat (paramLayout order) or tensors by name. `training` false: parameters only, no gradient or
-   * AdamW-moment buffers (inference, e.g. generation). `weightFormat` "bf16" or "f16" keeps the matrices in
-   * 16 bits (inference only; weights.ts). */
+   * AdamW-moment buffers (inference, e.g. generation); true: the whole model trains, or with `options.lora`
+   * the adapter alone. */
   constructor(
     readonly ctx: GpuContext,
     readonly config: ModelConfig,
     params: ModelParams,
     readonly training = true,
-    options: { weightFormat?: WeightFormat } = {},
+    options: GpuModelOptions = {},
   ) {
-    this.matrixFormat = options.weightFormat ?? "f32";
-    if (training && this.matrixFormat !== "f32")
-      throw new ValidationError(`16-bit weights (${this.matrixFormat}) are for inference: training keeps float32`, ["weightFormat"]);
-    this.layout = paramLayout(config);
-    // A tensor is bound whole by the kernels: one over the device's binding limit cannot run at all.
-    const limit = Math.min(ctx.device.limits.maxStorageBufferBindingSize, ctx.device.limits.maxBufferSize);
-    for (const s of this.layout) {
-      const bytes = this.storedBytes(s);
-      if (bytes > limit)
-        throw new ValidationError(
-          `tensor ${s.name} (${s.shape.join(" x ")}) needs ${bytes} bytes in ${this.formatOf(s)}, over this device's ${limit}-byte storage binding limit: use the CPU engine or a GPU with a larger limit`,
-          ["params", s.name],
-        );
+    const loraTraining = training && options.lora !== undefined;
+    if (options.recomputeActivations && !training)
+      throw new ValidationError("recomputeActivations is a training option", ["recomputeActivations"]);
+    this.mode = !training ? "inference" : options.recomputeActivations ? "recompute" : "training";
+    this.base = new TensorSet(
+      ctx,
+      paramLayout(config),
+      paramViews(config, params),
+      training && !loraTraining,
+      options.weightFormat ?? "f32",
+    );
+    try {
+      if (options.lora !== undefined) this.lora = new GpuAdapter(ctx, config, options.lora, training);
+      this.rope = ctx.upload(ropeTable(config.max_seq_len, headDim(config), config.rope_theta, config.rope_scaling), "rope_table");
+    } catch (e) {
+      this.base.destroy();
+      this.lora?.destroy();
+      throw e;
     }
-    const views = paramViews(config, params);
-    for (const s of this.layout) {
-      this.params[s.name] = this.uploadParam(s, views[s.name]);
-      if (!training) continue;
-      this.grads[s.name] = ctx.alloc(s.size, `grad.${s.name}`);
-      this.m[s.name] = ctx.alloc(s.size, `adam_m.${s.name}`);
-      this.v[s.name] = ctx.alloc(s.size, `adam_v.${s.name}`);
-    }
-    this.rope = ctx.upload(ropeTable(config.max_seq_len, headDim(config), config.rope_theta, config.rope_scaling), "rope_table");
+  }
+
+  /** The tensors that train: the adapter in LoRA mode, else the whole model. */
+  get trained(): TensorSet {
+    return this.lora?.tensors.training ? this.lora.tensors : this.base;
+  }
+
+  get adapter(): GpuAdapter | null {
+    return this.lora;
+  }
+
+  /** Paramlayout order of the base's tensors. */
+  get layout(): readonly ParamSpec[] {
+    return this.base.layout;
+  }
+
+  /** The base's parameter buffers (packed as stored). */
+  get params(): ParamBuffers {
+    return this.base.params;
+  }
+
+  /** How the base's weight matrices (embeddings, projections, lm head) are stored; norms and biases stay f32. */
+  get matrixFormat(): WeightFormat {
+    return this.base.matrixFormat;
   }
 
   /** The [max_seq_len, hd/2] cos then sin table RoPE reads (shared with KV-cached decoding). */
@@ -238,63 +309,68 @@ export class GpuModel {
     return this.rope;
   }
 
-  /** The format tensor `s` is stored in: matrices in `matrixFormat`, vectors (norms, biases) in f32. */
-  formatOf(s: ParamSpec): WeightFormat {
-    return s.shape.length === 2 ? this.matrixFormat : "f32";
-  }
-
-  private storedBytes(s: ParamSpec): number {
-    return this.formatOf(s) === "f32" ? 4 * s.size : 4 * Math.ceil(s.size / 2);
-  }
-
-  private uploadParam(s: ParamSpec, data: Float32Array): GPUBuffer {
-    const f = this.formatOf(s);
-    return f === "f32" ? this.ctx.upload(data, s.name) : this.ctx.upload(packWeights(data, f), s.name);
-  }
-
-  /** Bytes of the parameter buffers on the device (not gradients or optimizer moments). */
+  /** Bytes of the base's parameter buffers on the device (not gradients, optimizer moments or an adapter). */
   get paramBytes(): number {
-    return this.layout.reduce((a, s) => a + this.storedBytes(s), 0);
+    return this.base.paramBytes;
   }
 
-  /** Uploads a flat buffer (paramLayout order) or tensors by name into per-tensor buffers (the parameters:
-   * packed as stored). */
+  /** Uploads the base's parameters (flat in paramLayout order, or tensors by name) into `target`, one of the
+   * base's buffer sets (parameters packed as stored). */
   writeFlat(target: ParamBuffers, params: ModelParams): void {
-    const views = paramViews(this.config, params);
-    for (const s of this.layout) {
-      const data = views[s.name];
-      const f = target === this.params ? this.formatOf(s) : "f32";
-      this.ctx.write(target[s.name], f === "f32" ? data : packWeights(data, f));
-    }
+    this.base.write(target, paramViews(this.config, params));
   }
 
-  /** Downloads per-tensor buffers into one flat buffer (paramLayout order). */
-  async readFlat(source: ParamBuffers): Promise<Float32Array> {
-    const total = this.layout.reduce((a, s) => a + s.size, 0);
-    const flat = new Float32Array(total);
-    for (const s of this.layout) flat.set(await this.ctx.read(source[s.name], s.size), s.offset);
-    return flat;
+  /** Downloads a set of the base's float32 buffers into one flat buffer (paramLayout order). */
+  readFlat(source: ParamBuffers): Promise<Float32Array> {
+    return this.base.readFlat(source);
+  }
+
+  /**
+   * Inference models: applies `lora` from now on (null: the base alone). An adapter of the same config is
+   * overwritten in place, another replaces the old one's buffers; the base is never touched.
+   */
+  setAdapter(lora: LoraWeights | null): void {
+    if (this.training) throw new ValidationError("a training model's adapter is fixed when it is made", ["lora"]);
+    if (lora !== null && this.lora?.fits(lora)) return this.lora.write(lora);
+    this.ctx.flush(); // encoded work may still read the old adapter
+    this.lora?.destroy();
+    this.lora = null;
+    if (lora !== null) this.lora = new GpuAdapter(this.ctx, this.config, lora, false);
+  }
+
+  /** Layer l's projection `name` (wq, ..., w_down) as a pass uses it: the base weight, its gradient when the
+   * base trains, and the adapter when there is one and `useAdapter`. */
+  projection(l: number, name: string, useAdapter: boolean): ProjectionWeights {
+    const key = `layers.${l}.${name}`;
+    return {
+      w: this.base.params[key],
+      format: this.base.matrixFormat,
+      gw: this.base.training ? this.base.grads[key] : null,
+      lora: useAdapter && this.lora !== null ? this.lora.of(l, name) : null,
+    };
   }
 
   zeroGrads(): void {
-    for (const s of this.layout) this.ctx.clear(this.grads[s.name]);
+    this.trained.zeroGrads();
   }
 
-  /** The workspace for a micro-batch shape, reallocated only when a bigger one is needed. */
+  /** The workspace for a micro-batch shape, reallocated only when a bigger one (or another adapter shape) is needed. */
   private ensureWorkspace(s: MicroShape): Workspace {
     const tokens = s.B * s.T;
     const responseRows = s.B * s.R;
-    if (this.workspace === null || !this.workspace.fits(tokens, responseRows, tokens)) {
+    const lora = this.lora === null ? null : { r: this.lora.config.r, weights: this.lora.weights };
+    if (this.workspace === null || !this.workspace.fits(tokens, responseRows, tokens, this.mode, lora)) {
       this.ctx.flush();
       this.workspace?.destroy();
       this.workspace = null;
-      this.workspace = new Workspace(this.ctx, this.config, tokens, responseRows, tokens, this.training);
+      this.workspace = new Workspace(this.ctx, this.config, tokens, responseRows, tokens, this.mode, lora);
     }
     return this.workspace;
   }
 
-  /** Uploads the inputs and encodes the forward pass; the response log-probs/entropies land in ws.logprob/ws.entropy. */
-  forward(s: MicroShape, inputs: MicroInputs): Workspace {
+  /** Uploads the inputs and encodes the forward pass; the response log-probs/entropies land in ws.logprob/ws.entropy.
+   * `adapter: false` runs the base alone (a LoRA model's reference log-probs). */
+  forward(s: MicroShape, inputs: MicroInputs, options: { adapter?: boolean } = {}): Workspace {
     const c = this.config;
     checkTokenRanges(c, inputs.ids, inputs.positions);
     const ws = this.ensureWorkspace(s);
@@ -308,33 +384,10 @@ export class GpuModel {
     const N = s.B * s.T;
     const NR = s.B * s.R;
     const d = c.d_model;
-    const hd = headDim(c);
-    const qd = c.n_heads * hd;
-    const kvd = c.n_kv_heads * hd;
-    const att: AttentionShape = { batch: s.B, seq: s.T, heads: c.n_heads, kvHeads: c.n_kv_heads, headDim: hd };
     const bFormat = this.matrixFormat;
-    embeddingGather(ctx, ws.ids, P.tok_embeddings, ws.layers[0].xIn, N, d, bFormat);
-    for (let l = 0; l < c.n_layers; l++) {
-      const a = ws.layers[l];
-      const p = (n: string): GPUBuffer => P[`layers.${l}.${n}`];
-      rmsnormForward(ctx, a.xIn, p("attn_norm"), a.h1, a.rstd1, N, d, c.norm_eps);
-      matmul(ctx, a.h1, p("wq"), a.qProj, { M: N, K: d, N: qd, bFormat });
-      matmul(ctx, a.h1, p("wk"), a.kProj, { M: N, K: d, N: kvd, bFormat });
-      matmul(ctx, a.h1, p("wv"), a.v, { M: N, K: d, N: kvd, bFormat });
-      finishQkv(ctx, c, p, a, N);
-      ropeApply(ctx, a.q, ws.positions, this.rope, c.max_seq_len, N, c.n_heads, hd, false);
-      ropeApply(ctx, a.k, ws.positions, this.rope, c.max_seq_len, N, c.n_kv_heads, hd, false);
-      attentionForward(ctx, a.q, a.k, a.v, ws.mask, a.attn, a.lse, att);
-      ctx.copy(a.xIn, a.xMid, N * d * 4);
-      matmul(ctx, a.attn, p("wo"), a.xMid, { M: N, K: qd, N: d, accumulate: true, bFormat });
-      rmsnormForward(ctx, a.xMid, p("ffn_norm"), a.h2, a.rstd2, N, d, c.norm_eps);
-      matmul(ctx, a.h2, p("w_gate"), a.gate, { M: N, K: d, N: c.d_ff, bFormat });
-      matmul(ctx, a.h2, p("w_up"), a.up, { M: N, K: d, N: c.d_ff, bFormat });
-      swigluForward(ctx, a.gate, a.up, a.act, N * c.d_ff);
-      const xNext = l + 1 < c.n_layers ? ws.layers[l + 1].xIn : ws.xOut;
-      ctx.copy(a.xMid, xNext, N * d * 4);
-      matmul(ctx, a.act, p("w_down"), xNext, { M: N, K: c.d_ff, N: d, accumulate: true, bFormat });
-    }
+    ws.adapterUsed = this.lora !== null && options.adapter !== false;
+    embeddingGather(ctx, ws.ids, P.tok_embeddings, ws.inputs[0], N, d, bFormat);
+    for (let l = 0; l < c.n_layers; l++) this.layerForward(ws, s, l, true);
     rmsnormForward(ctx, ws.xOut, P.norm, ws.hFinal, ws.rstdFinal, N, d, c.norm_eps);
     // Only the rows that predict response tokens go through the lm head.
     embeddingGather(ctx, ws.predictRows, ws.hFinal, ws.hSel, NR, d);
@@ -344,12 +397,56 @@ export class GpuModel {
     return ws;
   }
 
-  /** Encodes the backward pass from ws.dlogprob / ws.dentropy (filled by the loss), adding into the gradients. */
+  /**
+   * Layer l from ws.inputs[l] into its activation set and, with `output`, on into ws.inputs[l + 1]. Without
+   * `output` (recomputing for the backward) the residual sum after the MLP is skipped: the backward reads
+   * none of it but the down projection's adapter input.
+   */
+  private layerForward(ws: Workspace, s: MicroShape, l: number, output: boolean): void {
+    const ctx = this.ctx;
+    const c = this.config;
+    const N = s.B * s.T;
+    const d = c.d_model;
+    const hd = headDim(c);
+    const qd = c.n_heads * hd;
+    const kvd = c.n_kv_heads * hd;
+    const att: AttentionShape = { batch: s.B, seq: s.T, heads: c.n_heads, kvHeads: c.n_kv_heads, headDim: hd };
+    const a = ws.layer(l);
+    const xIn = ws.inputs[l];
+    const p = (n: string): GPUBuffer => this.params[`layers.${l}.${n}`];
+    const proj = (name: string, x: GPUBuffer, y: GPUBuffer, dims: ProjectionDims): void =>
+      projectForward(ctx, this.projection(l, name, ws.adapterUsed), x, y, a.loraT[name] ?? null, dims);
+    rmsnormForward(ctx, xIn, p("attn_norm"), a.h1, a.rstd1, N, d, c.norm_eps);
+    proj("wq", a.h1, a.qProj, { M: N, K: d, N: qd });
+    proj("wk", a.h1, a.kProj, { M: N, K: d, N: kvd });
+    proj("wv", a.h1, a.v, { M: N, K: d, N: kvd });
+    finishQkv(ctx, c, p, a, N);
+    ropeApply(ctx, a.q, ws.positions, this.rope, c.max_seq_len, N, c.n_heads, hd, false);
+    ropeApply(ctx, a.k, ws.positions, this.rope, c.max_seq_len, N, c.n_kv_heads, hd, false);
+    attentionForward(ctx, a.q, a.k, a.v, ws.mask, a.attn, a.lse, att);
+    ctx.copy(xIn, a.xMid, N * d * 4);
+    proj("wo", a.attn, a.xMid, { M: N, K: qd, N: d, accumulate: true });
+    rmsnormForward(ctx, a.xMid, p("ffn_norm"), a.h2, a.rstd2, N, d, c.norm_eps);
+    proj("w_gate", a.h2, a.gate, { M: N, K: d, N: c.d_ff });
+    proj("w_up", a.h2, a.up, { M: N, K: d, N: c.d_ff });
+    swigluForward(ctx, a.gate, a.up, a.act, N * c.d_ff);
+    const down: ProjectionDims = { M: N, K: c.d_ff, N: d, accumulate: true };
+    if (!output) return adapterInput(ctx, this.projection(l, "w_down", ws.adapterUsed), a.act, a.loraT.w_down ?? null, down);
+    const xNext = ws.inputs[l + 1];
+    ctx.copy(a.xMid, xNext, N * d * 4);
+    proj("w_down", a.act, xNext, down);
+  }
+
+  /** Encodes the backward pass from ws.dlogprob / ws.dentropy (filled by the loss), adding into the gradients
+   * of what trains: every parameter, or (LoRA) the adapter's alone, the frozen base passing only dx through. */
   backward(s: MicroShape, ws: Workspace): void {
+    if (!this.training) throw new ValidationError("an inference model has no gradients", ["training"]);
+    if (this.lora !== null && !ws.adapterUsed) throw new ValidationError("the forward ran without the adapter being trained", ["adapter"]);
     const ctx = this.ctx;
     const c = this.config;
     const P = this.params;
-    const G = this.grads;
+    const trainBase = this.base.training;
+    const G = this.base.grads;
     const N = s.B * s.T;
     const NR = s.B * s.R;
     const d = c.d_model;
@@ -359,36 +456,37 @@ export class GpuModel {
     const qd = c.n_heads * hd;
     const kvd = c.n_kv_heads * hd;
     const att: AttentionShape = { batch: s.B, seq: s.T, heads: c.n_heads, kvHeads: c.n_kv_heads, headDim: hd };
+    const bFormat = this.matrixFormat;
     logSoftmaxBackward(ctx, ws.logits, ws.targets, ws.stats, ws.dlogprob, ws.dentropy, NR, V);
     const dLogits = ws.logits;
     if (c.tie_embeddings) {
-      matmul(ctx, dLogits, P.tok_embeddings, ws.dhSel, { M: NR, K: V, N: d });
-      matmul(ctx, dLogits, ws.hSel, G.tok_embeddings, { M: V, K: NR, N: d, transA: true, accumulate: true });
+      matmul(ctx, dLogits, P.tok_embeddings, ws.dhSel, { M: NR, K: V, N: d, bFormat });
+      if (trainBase) matmul(ctx, dLogits, ws.hSel, G.tok_embeddings, { M: V, K: NR, N: d, transA: true, accumulate: true });
     } else {
-      matmul(ctx, dLogits, P.lm_head, ws.dhSel, { M: NR, K: V, N: d, transB: true });
-      matmul(ctx, ws.hSel, dLogits, G.lm_head, { M: d, K: NR, N: V, transA: true, accumulate: true });
+      matmul(ctx, dLogits, P.lm_head, ws.dhSel, { M: NR, K: V, N: d, transB: true, bFormat });
+      if (trainBase) matmul(ctx, ws.hSel, dLogits, G.lm_head, { M: d, K: NR, N: V, transA: true, accumulate: true });
     }
     ctx.clear(ws.dh, N * d * 4);
     scatterRows(ctx, ws.predictRows, ws.dhSel, ws.dh, NR, d);
-    rmsnormBackwardWeight(ctx, ws.xOut, ws.rstdFinal, ws.dh, G.norm, N, d);
+    if (trainBase) rmsnormBackwardWeight(ctx, ws.xOut, ws.rstdFinal, ws.dh, G.norm, N, d);
     rmsnormBackwardInput(ctx, ws.xOut, P.norm, ws.rstdFinal, ws.dh, ws.dx, N, d, false);
     for (let l = c.n_layers - 1; l >= 0; l--) {
-      const a = ws.layers[l];
+      if (ws.mode === "recompute") this.layerForward(ws, s, l, false);
+      const a = ws.layer(l);
+      const xIn = ws.inputs[l];
       const p = (n: string): GPUBuffer => P[`layers.${l}.${n}`];
-      const g = (n: string): GPUBuffer => G[`layers.${l}.${n}`];
+      const g = trainBase ? (n: string): GPUBuffer => G[`layers.${l}.${n}`] : null;
+      const back = (name: string, x: GPUBuffer, dy: GPUBuffer, dx: GPUBuffer, dims: ProjectionDims): void =>
+        projectBackward(ctx, this.projection(l, name, true), x, dy, dx, a.loraT[name] ?? null, ws.loraDt, dims);
       // x_{l+1} = xMid + act @ w_down
-      matmul(ctx, ws.dx, p("w_down"), ws.dAct, { M: N, K: d, N: ff, transB: true });
-      matmul(ctx, a.act, ws.dx, g("w_down"), { M: ff, K: N, N: d, transA: true, accumulate: true });
+      back("w_down", a.act, ws.dx, ws.dAct, { M: N, K: ff, N: d });
       swigluBackward(ctx, a.gate, a.up, ws.dAct, ws.dGate, ws.dUp, N * ff);
-      matmul(ctx, ws.dGate, p("w_gate"), ws.dh, { M: N, K: ff, N: d, transB: true });
-      matmul(ctx, ws.dUp, p("w_up"), ws.dh, { M: N, K: ff, N: d, transB: true, accumulate: true });
-      matmul(ctx, a.h2, ws.dGate, g("w_gate"), { M: d, K: N, N: ff, transA: true, accumulate: true });
-      matmul(ctx, a.h2, ws.dUp, g("w_up"), { M: d, K: N, N: ff, transA: true, accumulate: true });
-      rmsnormBackwardWeight(ctx, a.xMid, a.rstd2, ws.dh, g("ffn_norm"), N, d);
+      back("w_gate", a.h2, ws.dGate, ws.dh, { M: N, K: d, N: ff });
+      back("w_up", a.h2, ws.dUp, ws.dh, { M: N, K: d, N: ff, accumulate: true });
+      if (g) rmsnormBackwardWeight(ctx, a.xMid, a.rstd2, ws.dh, g("ffn_norm"), N, d);
       rmsnormBackwardInput(ctx, a.xMid, p("ffn_norm"), a.rstd2, ws.dh, ws.dx, N, d, true);
       // xMid = xIn + attn @ wo
-      matmul(ctx, ws.dx, p("wo"), ws.dAttn, { M: N, K: d, N: qd, transB: true });
-      matmul(ctx, a.attn, ws.dx, g("wo"), { M: qd, K: N, N: d, transA: true, accumulate: true });
+      back("wo", a.attn, ws.dx, ws.dAttn, { M: N, K: qd, N: d });
       attentionBackward(
         ctx,
         { q: a.q, k: a.k, v: a.v, mask: ws.mask, out: a.attn, lse: a.lse, dout: ws.dAttn, dq: ws.dq, dk: ws.dk, dv: ws.dv, D: ws.D },
@@ -398,22 +496,20 @@ export class GpuModel {
       ropeApply(ctx, ws.dk, ws.positions, this.rope, c.max_seq_len, N, c.n_kv_heads, hd, true);
       // q/k/v = finishQkv(h1 @ wq, h1 @ wk, h1 @ wv)
       const { dq, dk } = finishQkvBackward(ctx, c, p, g, a, ws, N);
-      matmul(ctx, dq, p("wq"), ws.dh, { M: N, K: qd, N: d, transB: true });
-      matmul(ctx, dk, p("wk"), ws.dh, { M: N, K: kvd, N: d, transB: true, accumulate: true });
-      matmul(ctx, ws.dv, p("wv"), ws.dh, { M: N, K: kvd, N: d, transB: true, accumulate: true });
-      matmul(ctx, a.h1, dq, g("wq"), { M: d, K: N, N: qd, transA: true, accumulate: true });
-      matmul(ctx, a.h1, dk, g("wk"), { M: d, K: N, N: kvd, transA: true, accumulate: true });
-      matmul(ctx, a.h1, ws.dv, g("wv"), { M: d, K: N, N: kvd, transA: true, accumulate: true });
-      rmsnormBackwardWeight(ctx, a.xIn, a.rstd1, ws.dh, g("attn_norm"), N, d);
-      rmsnormBackwardInput(ctx, a.xIn, p("attn_norm"), a.rstd1, ws.dh, ws.dx, N, d, true);
+      back("wq", a.h1, dq, ws.dh, { M: N, K: d, N: qd });
+      back("wk", a.h1, dk, ws.dh, { M: N, K: d, N: kvd, accumulate: true });
+      back("wv", a.h1, ws.dv, ws.dh, { M: N, K: d, N: kvd, accumulate: true });
+      if (g) rmsnormBackwardWeight(ctx, xIn, a.rstd1, ws.dh, g("attn_norm"), N, d);
+      rmsnormBackwardInput(ctx, xIn, p("attn_norm"), a.rstd1, ws.dh, ws.dx, N, d, true);
     }
-    embeddingScatterAdd(ctx, ws.ids, ws.dx, G.tok_embeddings, N, d, V);
+    if (trainBase) embeddingScatterAdd(ctx, ws.ids, ws.dx, G.tok_embeddings, N, d, V);
   }
 
   destroy(): void {
     this.ctx.flush();
     this.workspace?.destroy();
-    for (const set of [this.params, this.grads, this.m, this.v]) for (const b of Object.values(set)) b.destroy();
+    this.base.destroy();
+    this.lora?.destroy();
     this.rope.destroy();
   }
 }

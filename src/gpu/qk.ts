@@ -75,14 +75,15 @@ export interface QkvGrads {
 }
 
 /**
- * Backward of {@link finishQkv}: adds the q/k-norm weight and bias gradients into `g(...)` and returns the
- * buffers holding the gradients w.r.t. the q and k projections (dq/dk themselves when there is no norm).
+ * Backward of {@link finishQkv}: adds the q/k-norm weight and bias gradients into `g(...)` (none when `g` is
+ * null: a frozen base) and returns the buffers holding the gradients w.r.t. the q and k projections (dq/dk
+ * themselves when there is no norm).
  */
 export function finishQkvBackward(
   ctx: GpuContext,
   c: ModelConfig,
   p: (name: string) => GPUBuffer,
-  g: (name: string) => GPUBuffer,
+  g: ((name: string) => GPUBuffer) | null,
   b: QkvBuffers,
   d: QkvGrads,
   rows: number,
@@ -93,14 +94,14 @@ export function finishQkvBackward(
   if (b.qRstd !== null && b.kRstd !== null && d.dqProj !== null && d.dkProj !== null) {
     const qRows = rows * c.n_heads;
     const kRows = rows * c.n_kv_heads;
-    rmsnormBackwardWeight(ctx, b.qProj, b.qRstd, d.dq, g("q_norm"), qRows, hd);
+    if (g) rmsnormBackwardWeight(ctx, b.qProj, b.qRstd, d.dq, g("q_norm"), qRows, hd);
     rmsnormBackwardInput(ctx, b.qProj, p("q_norm"), b.qRstd, d.dq, d.dqProj, qRows, hd, false);
-    rmsnormBackwardWeight(ctx, b.kProj, b.kRstd, d.dk, g("k_norm"), kRows, hd);
+    if (g) rmsnormBackwardWeight(ctx, b.kProj, b.kRstd, d.dk, g("k_norm"), kRows, hd);
     rmsnormBackwardInput(ctx, b.kProj, p("k_norm"), b.kRstd, d.dk, d.dkProj, kRows, hd, false);
     dq = d.dqProj;
     dk = d.dkProj;
   }
-  if (c.qkv_bias) {
+  if (g && c.qkv_bias) {
     biasBackward(ctx, dq, g("bq"), rows, c.n_heads * hd);
     biasBackward(ctx, dk, g("bk"), rows, c.n_kv_heads * hd);
     biasBackward(ctx, d.dv, g("bv"), rows, c.n_kv_heads * hd);

@@ -3,10 +3,15 @@
  * CPU trainer (src/model/cpu-trainer.ts). Parameters, gradients and AdamW moments live on the GPU for the
  * trainer's lifetime; a step uploads the batch and downloads only the metric sums and the gradient norm.
  * A non-finite loss or gradient norm skips the optimizer update (weights untouched) and says so.
+ *
+ * With `lora`, a LoRA adapter trains on a frozen base (docs/lora.md), as in the CPU trainer: the base has no
+ * gradient or optimizer buffers and may be stored in 16 bits (`weightFormat`), the backward forms only the
+ * adapter's gradients, and AdamW, the gradient norm and the state cover the adapter alone.
  */
 import { paramCount, parseModelConfig, type ModelConfig } from "../model/config.ts";
 import { checkResponseTensor, microBatches, resolveResponseMask, rowWidth, sliceRows, validateBatch } from "../model/batch.ts";
 import { initParams } from "../model/init.ts";
+import { initLora, loraParamCount, parseLoraConfig, type LoraConfig } from "../model/lora.ts";
 import type { ModelParams } from "../model/params.ts";
 import { resolveOptimizerOptions } from "../model/reference/optim.ts";
 import { aggWeights, normFromMask, resolveLossOptions, type AggNorm } from "../model/ppo-loss.ts";
@@ -30,6 +35,7 @@ import { METRIC_COLUMNS, ppoLoss, type PpoParams } from "./kernels/ppo-loss.ts";
 import { columnSums, sumSquares, SUMSQ_GROUPS } from "./kernels/reduce.ts";
 import { adamw, adamwScalars } from "./kernels/adamw.ts";
 import type { GpuDeviceOptions } from "./device.ts";
+import type { WeightFormat } from "./kernels/weights.ts";
 
 export interface GpuTrainerOptions extends OptimizerOptions {
   config: ModelConfig;
@@ -43,6 +49,16 @@ export interface GpuTrainerOptions extends OptimizerOptions {
   /** A context to share (otherwise one is created, and destroyed by `destroy()`). */
   context?: GpuContext;
   device?: GpuDeviceOptions;
+  /** Train a LoRA adapter on frozen `base` weights instead of the whole model; `adapter` (flat, loraLayout
+   * order) resumes one, else PEFT's initialisation from `seed` [0]. `params` and `seed` above are then unused. */
+  lora?: { config: LoraConfig; base: ModelParams; adapter?: Float32Array; seed?: number };
+  /** How the frozen base's weight matrices are stored with `lora`: float32 [default], bf16 or f16 (half the
+   * memory; kernels/weights.ts). Full fine-tuning keeps float32. */
+  weightFormat?: WeightFormat;
+  /** Keep only each layer's input in the forward and recompute the layer's activations in the backward
+   * (activation checkpointing): activation memory stops growing with n_layers, for about one more forward
+   * per step [false]. */
+  recomputeActivations?: boolean;
 }
 
 const MASKED_MEAN_EPS = 1e-8;
@@ -94,6 +110,8 @@ export class GpuPolicyTrainer implements PolicyTrainer {
   private stepCount: number;
   private loss: { buffers: Record<keyof LossInputs | "metrics", GPUBuffer>; rows: number } | null = null;
   private partials: GPUBuffer;
+  /** The adapter's config in LoRA mode. */
+  private readonly lora: LoraConfig | null;
 
   private constructor(
     readonly ctx: GpuContext,
@@ -101,14 +119,32 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     options: GpuTrainerOptions,
   ) {
     this.config = parseModelConfig(options.config);
-    const size = paramCount(this.config);
-    if (options.params instanceof Float32Array && options.params.length !== size)
-      throw new ValidationError(`params has ${options.params.length} elements, the config needs ${size}`, ["params"]);
     this.optim = resolveOptimizerOptions(options);
-    this.model = new GpuModel(ctx, this.config, options.params ?? initParams(this.config, options.seed ?? 0));
+    const modelOptions = { weightFormat: options.weightFormat, recomputeActivations: options.recomputeActivations };
+    if (options.lora !== undefined) {
+      const lora = parseLoraConfig(options.lora.config);
+      const size = loraParamCount(this.config, lora);
+      const given = options.lora.adapter;
+      if (given !== undefined && given.length !== size)
+        throw new ValidationError(`adapter has ${given.length} elements, the config needs ${size}`, ["lora"]);
+      const adapter = given ?? initLora(this.config, lora, options.lora.seed ?? 0);
+      this.lora = lora;
+      this.model = new GpuModel(ctx, this.config, options.lora.base, true, { ...modelOptions, lora: { config: lora, params: adapter } });
+    } else {
+      const size = paramCount(this.config);
+      if (options.params instanceof Float32Array && options.params.length !== size)
+        throw new ValidationError(`params has ${options.params.length} elements, the config needs ${size}`, ["params"]);
+      this.lora = null;
+      this.model = new GpuModel(ctx, this.config, options.params ?? initParams(this.config, options.seed ?? 0), true, modelOptions);
+    }
     this.stepCount = 0;
-    if (options.optimizer !== undefined) this.loadOptimizer(options.optimizer);
-    this.partials = ctx.alloc(this.model.layout.length * SUMSQ_GROUPS + 1, "grad_norm_partials");
+    try {
+      if (options.optimizer !== undefined) this.loadOptimizer(options.optimizer);
+      this.partials = ctx.alloc(this.model.trained.layout.length * SUMSQ_GROUPS + 1, "grad_norm_partials");
+    } catch (e) {
+      this.model.destroy();
+      throw e;
+    }
   }
 
   /** Acquires a device (or uses `options.context`) and uploads the initial parameters. */
@@ -124,11 +160,11 @@ export class GpuPolicyTrainer implements PolicyTrainer {
   }
 
   private loadOptimizer(o: OptimizerState): void {
-    const size = paramCount(this.config);
-    if (o.m.length !== size || o.v.length !== size)
-      throw new ValidationError(`optimizer state has ${o.m.length} elements, the config needs ${size}`, ["optimizer"]);
-    this.model.writeFlat(this.model.m, o.m);
-    this.model.writeFlat(this.model.v, o.v);
+    const t = this.model.trained;
+    if (o.m.length !== t.size || o.v.length !== t.size)
+      throw new ValidationError(`optimizer state has ${o.m.length} elements, the config needs ${t.size}`, ["optimizer"]);
+    t.writeFlat(t.m, o.m, "optimizer");
+    t.writeFlat(t.v, o.v, "optimizer");
     this.stepCount = o.step;
   }
 
@@ -168,7 +204,8 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     const entropy = new Float32Array(n * R);
     for (const [r0, r1] of microBatches(n, options.microBatchSize)) {
       const { shape, inputs } = microInputs(sliceRows(batch, r0, r1));
-      const ws = this.model.forward(shape, inputs);
+      // baseOnly: the frozen base without the adapter, a LoRA run's KL reference
+      const ws = this.model.forward(shape, inputs, { adapter: !(options.baseOnly && this.lora !== null) });
       const rows = (r1 - r0) * R;
       log_probs.set(await this.ctx.read(ws.logprob, rows), r0 * R);
       entropy.set(await this.ctx.read(ws.entropy, rows), r0 * R);
@@ -267,8 +304,8 @@ export class GpuPolicyTrainer implements PolicyTrainer {
       const coef = maxNorm > 0 && maxNorm !== Infinity ? maxNorm / (gradNorm + 1e-6) : 1;
       this.stepCount += 1;
       const scalars = adamwScalars({ ...this.optim, lr: options.lr ?? this.optim.lr }, this.stepCount, coef < 1 ? coef : 1);
-      for (const s of model.layout)
-        adamw(ctx, model.params[s.name], model.grads[s.name], model.m[s.name], model.v[s.name], s.size, scalars);
+      const t = model.trained;
+      for (const s of t.layout) adamw(ctx, t.params[s.name], t.grads[s.name], t.m[s.name], t.v[s.name], s.size, scalars);
       // Wait for the update so tokens_per_second covers the whole step.
       await ctx.drain();
     }
@@ -333,21 +370,27 @@ export class GpuPolicyTrainer implements PolicyTrainer {
       columnSums(ctx, lb.metrics, sums, rows, C, index * C);
       model.backward(shape, ws);
     });
-    model.layout.forEach((s, i) => sumSquares(ctx, model.grads[s.name], s.size, this.partials, i));
-    columnSums(ctx, this.partials, sums, model.layout.length * SUMSQ_GROUPS, 1, micro.length * C);
+    const t = model.trained;
+    t.layout.forEach((s, i) => sumSquares(ctx, t.grads[s.name], s.size, this.partials, i));
+    columnSums(ctx, this.partials, sums, t.layout.length * SUMSQ_GROUPS, 1, micro.length * C);
     return ctx.read(sums);
   }
 
-  /** The last step's accumulated gradient before clipping (flat, paramLayout order); for tests and diagnostics. */
+  /** The last step's accumulated gradient before clipping (flat: paramLayout order, or the adapter's
+   * loraLayout order in LoRA mode); for tests and diagnostics. */
   lastGradients(): Promise<Float32Array> {
-    return this.exclusive(() => this.model.readFlat(this.model.grads));
+    const t = this.model.trained;
+    return this.exclusive(() => t.readFlat(t.grads));
   }
 
+  /** The trained parameters (the adapter's alone in LoRA mode, `lora` then naming its config) and AdamW's state. */
   getState(): Promise<TrainerState> {
+    const t = this.model.trained;
     return this.exclusive(async () => ({
       config: { ...this.config },
-      params: await this.model.readFlat(this.model.params),
-      optimizer: { step: this.stepCount, m: await this.model.readFlat(this.model.m), v: await this.model.readFlat(this.model.v) },
+      params: await t.readFlat(t.params),
+      optimizer: { step: this.stepCount, m: await t.readFlat(t.m), v: await t.readFlat(t.v) },
+      ...(this.lora !== null ? { lora: { ...this.lora } } : {}),
     }));
   }
 
@@ -358,11 +401,13 @@ export class GpuPolicyTrainer implements PolicyTrainer {
   private replaceState(state: TrainerState): void {
     if (JSON.stringify(parseModelConfig(state.config)) !== JSON.stringify(this.config))
       throw new ValidationError("state was saved for a different model config", ["config"]);
-    const size = paramCount(this.config);
-    if (state.params.length !== size)
-      throw new ValidationError(`params has ${state.params.length} elements, the config needs ${size}`, ["params"]);
+    if (JSON.stringify(state.lora ?? null) !== JSON.stringify(this.lora))
+      throw new ValidationError("state was saved for a different LoRA config (or with/without one)", ["lora"]);
+    const t = this.model.trained;
+    if (state.params.length !== t.size)
+      throw new ValidationError(`params has ${state.params.length} elements, the config needs ${t.size}`, ["params"]);
     this.loadOptimizer(state.optimizer);
-    this.model.writeFlat(this.model.params, state.params);
+    t.writeFlat(t.params, state.params, "params");
     this.ctx.flush();
   }
 

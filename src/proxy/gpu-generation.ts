@@ -6,6 +6,8 @@
  * ends on a stop id, at its limit, or on the step whose token completes a stop string in its text.
  * `kvCache: false` keeps the older path that recomputes the whole (left-padded) prefix every step: the
  * baseline of bench/generate.ts and a cross-check in the tests.
+ * A LoRA adapter is applied unmerged on both paths (src/gpu/projection.ts, docs/lora.md); a new adapter
+ * array uploads the adapter alone, never the base.
  */
 import { GpuContext } from "../gpu/context.ts";
 import { GpuDecoder, leftPaddedBatch, maxDecoderBatch } from "../gpu/decode.ts";
@@ -99,6 +101,8 @@ export class GpuGenerationEngine implements GenerationEngine {
   private model: GpuModel | null = null;
   private modelConfig: string | null = null;
   private uploaded: ModelParams | null = null;
+  /** The adapter tensors on the device (their array: re-uploaded when another comes), or null for none. */
+  private uploadedAdapter: LoraWeights["params"] | null = null;
 
   /** `ctx` may be shared with a GPU trainer: generations run through `ctx.exclusive`. */
   constructor(
@@ -115,17 +119,28 @@ export class GpuGenerationEngine implements GenerationEngine {
     return new GpuGenerationEngine(await GpuContext.create(options), options);
   }
 
-  /** The model for `config` with `params` on the device (uploaded again only when a new array comes). */
-  private modelFor(config: ModelConfig, params: ModelParams): GpuModel {
+  /** The model for `config` with `params` and `adapter` on the device (each uploaded again only when a new
+   * array comes). */
+  private modelFor(config: ModelConfig, params: ModelParams, adapter: LoraWeights | undefined): GpuModel {
     const key = JSON.stringify(config);
     if (this.model === null || this.modelConfig !== key) {
       this.model?.destroy();
       this.model = null;
+      this.uploadedAdapter = null;
       this.model = new GpuModel(this.ctx, config, flattenParams(config, params), false, { weightFormat: this.weightFormat });
       this.modelConfig = key;
     } else if (this.uploaded !== params) this.model.writeFlat(this.model.params, flattenParams(config, params));
     this.uploaded = params;
-    return this.model;
+    const model = this.model;
+    if (adapter === undefined) {
+      if (model.adapter !== null) model.setAdapter(null);
+      this.uploadedAdapter = null;
+    } else if (this.uploadedAdapter !== adapter.params || model.adapter === null || !model.adapter.fits(adapter)) {
+      this.uploadedAdapter = null; // a failed upload must not count as done
+      model.setAdapter(adapter);
+      this.uploadedAdapter = adapter.params;
+    }
+    return model;
   }
 
   generate(
@@ -135,14 +150,9 @@ export class GpuGenerationEngine implements GenerationEngine {
     tokenizer: Tokenizer = byteTokenizer,
     adapter?: LoraWeights,
   ): Promise<Generation[]> {
-    if (adapter !== undefined)
-      throw new ValidationError(
-        "the WebGPU generation engine does not apply LoRA adapters yet: merge it (mergeLora) or use the CPU engine",
-        ["adapter"],
-      );
     requests.forEach((r, i) => validateRequest(config, r, i));
     return this.ctx.exclusive(async () => {
-      const model = this.modelFor(config, params);
+      const model = this.modelFor(config, params, adapter);
       const live = requests.map((req) => new Live(req, config, tokenizer));
       if (this.kvCache) await this.runCached(model, live);
       else await this.runUncached(model, live);
@@ -198,9 +208,14 @@ export class GpuGenerationEngine implements GenerationEngine {
     }
   }
 
-  /** Bytes of the weights on the device (0 before the first generation). */
+  /** Bytes of the base's weights on the device (0 before the first generation). */
   get weightBytes(): number {
     return this.model?.paramBytes ?? 0;
+  }
+
+  /** Bytes of the adapter's tensors on the device (0 without one). */
+  get adapterBytes(): number {
+    return this.model?.adapter?.tensors.paramBytes ?? 0;
   }
 
   destroy(): void {

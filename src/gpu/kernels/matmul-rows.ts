@@ -1,5 +1,5 @@
 import { groupsFor, memoKernel, type GpuContext, type GpuTuning } from "../context.ts";
-import { matmul, type MatmulShape } from "./matmul.ts";
+import { matmul, MATMUL_LAYOUT, matmulUniforms, type MatmulShape } from "./matmul.ts";
 import { weightAt, weightDecl } from "./weights.ts";
 
 /**
@@ -9,8 +9,6 @@ import { weightAt, weightDecl } from "./weights.ts";
  * staged in workgroup memory k-chunk by k-chunk, and B is streamed once per row block: reads of B[k, c]
  * by consecutive threads are consecutive (transB reads row c of B[N,K] along k instead).
  */
-
-const LAYOUT = { M: "u32", N: "u32", K: "u32", accumulate: "u32" } as const;
 
 /** Below this many rows the row kernel does less work than the tiled one. */
 export const FEW_ROWS = 16;
@@ -28,7 +26,7 @@ export function matmulRows(ctx: GpuContext, a: GPUBuffer, b: GPUBuffer, c: GPUBu
   const kernel = memoKernel(
     ctx.tuning,
     `matmul_rows_${transB ? "t" : "n"}_${bFormat}`,
-    LAYOUT,
+    MATMUL_LAYOUT,
     () => `
 const W = ${W}u; const KC = ${KC}u;
 @group(0) @binding(1) var<storage, read> A: array<f32>;
@@ -43,7 +41,7 @@ fn readA(r: u32, k: u32) -> f32 {
 fn store(r: u32, c: u32, v: f32) {
   if (r < P.M) {
     let idx = r * P.N + c;
-    C[idx] = select(0.0, C[idx], P.accumulate != 0u) + v;
+    C[idx] = select(0.0, C[idx], P.accumulate != 0u) + P.scale * v;
   }
 }
 @compute @workgroup_size(${W})
@@ -74,12 +72,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
 }
 `,
   );
-  ctx.dispatch(
-    kernel,
-    { M: s.M, N: s.N, K: s.K, accumulate: s.accumulate === true ? 1 : 0 },
-    [a, b, c],
-    [groupsFor(s.N, W), groupsFor(s.M, 4)],
-  );
+  ctx.dispatch(kernel, matmulUniforms(s), [a, b, c], [groupsFor(s.N, W), groupsFor(s.M, 4)]);
 }
 
 /** y = x @ op(W) with the kernel that suits the row count: the row kernel for a few rows, else the tiled one. */

@@ -13,9 +13,16 @@ export interface MatmulShape {
   accumulate?: boolean;
   /** How B is stored: float32 [default] or packed 16-bit frozen weights (weights.ts). */
   bFormat?: WeightFormat;
+  /** Multiplies the product before it is stored or added [1]: LoRA's alpha / r (docs/lora.md). */
+  scale?: number;
 }
 
-const LAYOUT = { M: "u32", N: "u32", K: "u32", accumulate: "u32" } as const;
+export const MATMUL_LAYOUT = { M: "u32", N: "u32", K: "u32", accumulate: "u32", scale: "f32" } as const;
+
+/** The uniform values of a matmul dispatch (shared with the few-rows kernel, matmul-rows.ts). */
+export function matmulUniforms(s: MatmulShape): Record<keyof typeof MATMUL_LAYOUT, number> {
+  return { M: s.M, N: s.N, K: s.K, accumulate: s.accumulate === true ? 1 : 0, scale: s.scale ?? 1 };
+}
 
 /** Register blocking is fixed at 4 x 4 (one vec4 accumulator per output row) so the kernel has no
  * dynamically indexed private arrays, which software adapters (lavapipe) spill to memory. */
@@ -29,7 +36,7 @@ const MICRO = 4;
  */
 export function matmulKernel(t: GpuTuning, transA: boolean, transB: boolean, bFormat: WeightFormat = "f32"): KernelSource {
   const key = `matmul_${transA ? "t" : "n"}${transB ? "t" : "n"}_${bFormat}`;
-  return memoKernel(t, key, LAYOUT, () => {
+  return memoKernel(t, key, MATMUL_LAYOUT, () => {
     const S = t.matmulSide;
     const D = t.matmulDepth;
     const TILE = S * MICRO;
@@ -56,7 +63,7 @@ fn readB(k: u32, c: u32) -> f32 {
 fn store(r: u32, c: u32, v: f32) {
   if (r < P.M && c < P.N) {
     let idx = r * P.N + c;
-    C[idx] = select(0.0, C[idx], P.accumulate != 0u) + v;
+    C[idx] = select(0.0, C[idx], P.accumulate != 0u) + P.scale * v;
   }
 }
 @compute @workgroup_size(${S}, ${S}, 1)
@@ -95,7 +102,7 @@ export function matmul(ctx: GpuContext, a: GPUBuffer, b: GPUBuffer, c: GPUBuffer
   const tile = ctx.tuning.matmulSide * MICRO;
   ctx.dispatch(
     matmulKernel(ctx.tuning, s.transA === true, s.transB === true, s.bFormat),
-    { M: s.M, N: s.N, K: s.K, accumulate: s.accumulate === true ? 1 : 0 },
+    matmulUniforms(s),
     [a, b, c],
     [groupsFor(s.N, tile), groupsFor(s.M, tile)],
   );
