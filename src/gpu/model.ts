@@ -331,7 +331,10 @@ export class GpuModel {
    */
   setAdapter(lora: LoraWeights | null): void {
     if (this.training) throw new ValidationError("a training model's adapter is fixed when it is made", ["lora"]);
-    if (lora !== null && this.lora?.fits(lora)) return this.lora.write(lora);
+    if (lora !== null && this.lora?.fits(lora)) {
+      this.lora.write(lora);
+      return;
+    }
     this.ctx.flush(); // encoded work may still read the old adapter
     this.lora?.destroy();
     this.lora = null;
@@ -431,7 +434,10 @@ export class GpuModel {
     proj("w_up", a.h2, a.up, { M: N, K: d, N: c.d_ff });
     swigluForward(ctx, a.gate, a.up, a.act, N * c.d_ff);
     const down: ProjectionDims = { M: N, K: c.d_ff, N: d, accumulate: true };
-    if (!output) return adapterInput(ctx, this.projection(l, "w_down", ws.adapterUsed), a.act, a.loraT.w_down ?? null, down);
+    if (!output) {
+      adapterInput(ctx, this.projection(l, "w_down", ws.adapterUsed), a.act, a.loraT.w_down ?? null, down);
+      return;
+    }
     const xNext = ws.inputs[l + 1];
     ctx.copy(a.xMid, xNext, N * d * 4);
     proj("w_down", a.act, xNext, down);
