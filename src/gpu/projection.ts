@@ -31,7 +31,7 @@ export interface ProjectionDims {
 /** A matmul dispatcher: the tiled kernel, or `linear` (matmul-rows.ts), which picks a kernel by row count. */
 export type MatmulFn = (ctx: GpuContext, a: GPUBuffer, b: GPUBuffer, c: GPUBuffer, s: Omit<MatmulShape, "transA">) => void;
 
-function needT(p: ProjectionWeights, t: GPUBuffer | null): GPUBuffer {
+function needT(t: GPUBuffer | null): GPUBuffer {
   if (t === null) throw new LightningError("an adapted projection needs a buffer for x · lora_a");
   return t;
 }
@@ -46,7 +46,7 @@ export function adapterInput(
   d: ProjectionDims,
   mm: MatmulFn = matmul,
 ): void {
-  if (p.lora !== null) mm(ctx, x, p.lora.a, needT(p, t), { M: d.M, K: d.K, N: p.lora.r });
+  if (p.lora !== null) mm(ctx, x, p.lora.a, needT(t), { M: d.M, K: d.K, N: p.lora.r });
 }
 
 /** y (=|+=) x · W, then y += scaling · t · lora_b with t = x · lora_a kept in `t`. */
@@ -62,7 +62,7 @@ export function projectForward(
   mm(ctx, x, p.w, y, { M: d.M, K: d.K, N: d.N, accumulate: d.accumulate, bFormat: p.format });
   if (p.lora === null) return;
   adapterInput(ctx, p, x, t, d, mm);
-  mm(ctx, needT(p, t), p.lora.b, y, { M: d.M, K: p.lora.r, N: d.N, accumulate: true, scale: p.lora.scaling });
+  mm(ctx, needT(t), p.lora.b, y, { M: d.M, K: p.lora.r, N: d.N, accumulate: true, scale: p.lora.scaling });
 }
 
 /**
@@ -88,7 +88,7 @@ export function projectBackward(
   if (dt === null) throw new LightningError("an adapted projection's backward needs a buffer for dt");
   const r = a.r;
   matmul(ctx, dy, a.b, dt, { M, K: N, N: r, transB: true, scale: a.scaling });
-  if (a.gb !== null) matmul(ctx, needT(p, t), dy, a.gb, { M: r, K: M, N, transA: true, accumulate: true, scale: a.scaling });
+  if (a.gb !== null) matmul(ctx, needT(t), dy, a.gb, { M: r, K: M, N, transA: true, accumulate: true, scale: a.scaling });
   if (a.ga !== null) matmul(ctx, x, dt, a.ga, { M: K, K: M, N: r, transA: true, accumulate: true });
   matmul(ctx, dt, a.a, dx, { M, K: r, N: K, transB: true, accumulate: true });
 }
