@@ -36,11 +36,15 @@ export class GpuAdapter {
     lora: LoraWeights,
     training: boolean,
   ) {
-    const state = loraState(model, lora);
     this.config = lora.config;
     this.scaling = loraScaling(lora.config);
     this.weights = lora.config.targetModules.map((t) => LORA_TARGET_WEIGHT[t]);
-    this.tensors = new TensorSet(ctx, loraLayout(model, lora.config), state.views as Record<string, Float32Array>, training);
+    this.tensors = new TensorSet(
+      ctx,
+      loraLayout(model, lora.config),
+      () => loraState(model, lora).views as Record<string, Float32Array>,
+      training,
+    );
   }
 
   /** Whether `lora` has this adapter's shapes (same rank and targets, in the same order), so its values can

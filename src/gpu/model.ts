@@ -266,7 +266,7 @@ export class GpuModel {
     this.base = new TensorSet(
       ctx,
       paramLayout(config),
-      paramViews(config, params),
+      () => paramViews(config, params),
       training && !loraTraining,
       options.weightFormat ?? "f32",
     );

@@ -18,12 +18,12 @@ export class TensorSet {
   /** Elements of all tensors together (the flat buffer's length). */
   readonly size: number;
 
-  /** `values`: each layout tensor by name (checked by the caller). `training`: allocate gradient and
-   * moment buffers. `matrixFormat`: how 2-D tensors are stored. */
+  /** `values`: each layout tensor by name (checked by the caller), asked for once the shapes are known to
+   * fit the device. `training`: allocate gradient and moment buffers. `matrixFormat`: how 2-D tensors are stored. */
   constructor(
     readonly ctx: GpuContext,
     readonly layout: readonly ParamSpec[],
-    values: Record<string, Float32Array>,
+    values: () => Record<string, Float32Array>,
     readonly training: boolean,
     readonly matrixFormat: WeightFormat = "f32",
   ) {
@@ -43,9 +43,10 @@ export class TensorSet {
           ["params", s.name],
         );
     }
+    const tensors = values();
     try {
       for (const s of layout) {
-        this.params[s.name] = this.pack(s, values[s.name], s.name);
+        this.params[s.name] = this.pack(s, tensors[s.name], s.name);
         if (!training) continue;
         this.grads[s.name] = ctx.alloc(s.size, `grad.${s.name}`);
         this.m[s.name] = ctx.alloc(s.size, `adam_m.${s.name}`);
