@@ -10,6 +10,7 @@ import type { LoraWeights } from "../model/reference.ts";
 import { ValidationError } from "../types/errors.ts";
 import type { GpuContext } from "./context.ts";
 import { matmul } from "./kernels/matmul.ts";
+import { linear } from "./kernels/matmul-rows.ts";
 import { embeddingGather, embeddingScatterAdd, scatterRows } from "./kernels/embedding.ts";
 import { rmsnormBackwardInput, rmsnormBackwardWeight, rmsnormForward } from "./kernels/rmsnorm.ts";
 import { ropeApply, ropeTable } from "./kernels/rope.ts";
@@ -394,8 +395,8 @@ export class GpuModel {
     rmsnormForward(ctx, ws.xOut, P.norm, ws.hFinal, ws.rstdFinal, N, d, c.norm_eps);
     // Only the rows that predict response tokens go through the lm head.
     embeddingGather(ctx, ws.predictRows, ws.hFinal, ws.hSel, NR, d);
-    if (c.tie_embeddings) matmul(ctx, ws.hSel, P.tok_embeddings, ws.logits, { M: NR, K: d, N: c.vocab_size, transB: true, bFormat });
-    else matmul(ctx, ws.hSel, P.lm_head, ws.logits, { M: NR, K: d, N: c.vocab_size, bFormat });
+    if (c.tie_embeddings) linear(ctx, ws.hSel, P.tok_embeddings, ws.logits, { M: NR, K: d, N: c.vocab_size, transB: true, bFormat });
+    else linear(ctx, ws.hSel, P.lm_head, ws.logits, { M: NR, K: d, N: c.vocab_size, bFormat });
     logSoftmaxForward(ctx, ws.logits, ws.targets, ws.logprob, ws.entropy, ws.stats, NR, c.vocab_size);
     return ws;
   }
@@ -466,10 +467,10 @@ export class GpuModel {
     logSoftmaxBackward(ctx, ws.logits, ws.targets, ws.stats, ws.dlogprob, ws.dentropy, NR, V);
     const dLogits = ws.logits;
     if (c.tie_embeddings) {
-      matmul(ctx, dLogits, P.tok_embeddings, ws.dhSel, { M: NR, K: V, N: d, bFormat });
+      linear(ctx, dLogits, P.tok_embeddings, ws.dhSel, { M: NR, K: V, N: d, bFormat });
       if (trainBase) matmul(ctx, dLogits, ws.hSel, G.tok_embeddings, { M: V, K: NR, N: d, transA: true, accumulate: true });
     } else {
-      matmul(ctx, dLogits, P.lm_head, ws.dhSel, { M: NR, K: V, N: d, transB: true, bFormat });
+      linear(ctx, dLogits, P.lm_head, ws.dhSel, { M: NR, K: V, N: d, transB: true, bFormat });
       if (trainBase) matmul(ctx, ws.hSel, dLogits, G.lm_head, { M: d, K: NR, N: V, transA: true, accumulate: true });
     }
     ctx.clear(ws.dh, N * d * 4);

@@ -8,6 +8,7 @@ import { LightningError } from "../types/errors.ts";
 import type { GpuContext } from "./context.ts";
 import type { AdapterTensors } from "./lora.ts";
 import { matmul, type MatmulShape } from "./kernels/matmul.ts";
+import { linear } from "./kernels/matmul-rows.ts";
 import type { WeightFormat } from "./kernels/weights.ts";
 
 /** The weights of one projection as a pass uses them. */
@@ -28,7 +29,8 @@ export interface ProjectionDims {
   accumulate?: boolean;
 }
 
-/** A matmul dispatcher: the tiled kernel, or `linear` (matmul-rows.ts), which picks a kernel by row count. */
+/** A matmul dispatcher: `linear` (matmul-rows.ts), which picks the few-rows kernel for short inputs and the
+ * tiled one otherwise (a micro-batch of a few tokens would pad the tiled kernel's 64-row tiles), or one kernel. */
 export type MatmulFn = (ctx: GpuContext, a: GPUBuffer, b: GPUBuffer, c: GPUBuffer, s: Omit<MatmulShape, "transA">) => void;
 
 function needT(t: GPUBuffer | null): GPUBuffer {
@@ -57,7 +59,7 @@ export function projectForward(
   y: GPUBuffer,
   t: GPUBuffer | null,
   d: ProjectionDims,
-  mm: MatmulFn = matmul,
+  mm: MatmulFn = linear,
 ): void {
   mm(ctx, x, p.w, y, { M: d.M, K: d.K, N: d.N, accumulate: d.accumulate, bFormat: p.format });
   if (p.lora === null) return;
@@ -81,14 +83,14 @@ export function projectBackward(
   d: ProjectionDims,
 ): void {
   const { M, K, N } = d;
-  matmul(ctx, dy, p.w, dx, { M, K: N, N: K, transB: true, accumulate: d.accumulate, bFormat: p.format });
+  linear(ctx, dy, p.w, dx, { M, K: N, N: K, transB: true, accumulate: d.accumulate, bFormat: p.format });
   if (p.gw !== null) matmul(ctx, x, dy, p.gw, { M: K, K: M, N, transA: true, accumulate: true });
   const a = p.lora;
   if (a === null) return;
   if (dt === null) throw new LightningError("an adapted projection's backward needs a buffer for dt");
   const r = a.r;
-  matmul(ctx, dy, a.b, dt, { M, K: N, N: r, transB: true, scale: a.scaling });
+  linear(ctx, dy, a.b, dt, { M, K: N, N: r, transB: true, scale: a.scaling });
   if (a.gb !== null) matmul(ctx, needT(t), dy, a.gb, { M: r, K: M, N, transA: true, accumulate: true, scale: a.scaling });
   if (a.ga !== null) matmul(ctx, x, dt, a.ga, { M: K, K: M, N: r, transA: true, accumulate: true });
-  matmul(ctx, dt, a.a, dx, { M, K: r, N: K, transB: true, accumulate: true });
+  linear(ctx, dt, a.a, dx, { M, K: r, N: K, transB: true, accumulate: true });
 }
