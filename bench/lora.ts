@@ -165,16 +165,18 @@ async function main(): Promise<void> {
   const steps = num("--steps", 1);
   const long = num("--long", 2048);
   const rows: Row[] = [];
-  let ctxProbe: GpuContext | null = null;
+  /** The device's largest bindable buffer, or null without WebGPU. */
+  let bindLimit: number | null = null;
   if (!argv.includes("--no-gpu")) {
     try {
-      ctxProbe = await GpuContext.create();
-      console.log(`webgpu adapter: ${describeAdapter(ctxProbe.handle!.report)}`);
+      const probe = await GpuContext.create();
+      console.log(`webgpu adapter: ${describeAdapter(probe.handle!.report)}`);
+      bindLimit = Math.min(probe.device.limits.maxStorageBufferBindingSize, probe.device.limits.maxBufferSize);
+      probe.destroy();
     } catch (e) {
       if (!(e instanceof GpuUnavailableError)) throw e;
       console.log(`no WebGPU adapter here: ${e.message.split("\n")[0]}`);
     }
-    ctxProbe?.destroy();
   }
   for (const name of names) {
     const full = SHAPES[name];
@@ -191,7 +193,31 @@ async function main(): Promise<void> {
       rows.push({ shape: label, backend: "cpu", base: "f32", recompute: "-", batch: `${cpuN}x(${P}+${R})`, tokensPerSecond: tps });
       console.log(`lora_step shape=${name} layers=${layers} backend=cpu n=${cpuN} P=${P} R=${R} tokens/s=${tps.toFixed(2)}`);
     }
-    if (ctxProbe === null) continue;
+    // The formula alone for the full shape: at this batch, and one long row (where checkpointing pays).
+    for (const [weightFormat, recompute, N, NR, what] of [
+      ["f32", false, n * (P + R), n * R, `${n}x(${P}+${R})`],
+      ["bf16", false, n * (P + R), n * R, `${n}x(${P}+${R})`],
+      ["bf16", false, long, long / 2, `1x(${long / 2}+${long / 2})`],
+      ["bf16", true, long, long / 2, `1x(${long / 2}+${long / 2})`],
+    ] as const) {
+      const f = loraStepBytes(config, LORA, { baseFormat: weightFormat, recompute, N, NR, microBatches: 1 });
+      console.log(
+        `  formula ${label}, ${what}, ${weightFormat} base, recompute ${recompute}: ${mb(f.base + f.adapter + f.activations + f.other)} = base ${mb(f.base)} + adapter ${mb(f.adapter)} + activations ${mb(f.activations)} + other ${mb(f.other)}`,
+      );
+    }
+    if (bindLimit === null) continue;
+    // A float32 embedding table over the device's binding limit cannot be bound at all (Qwen's 151,936 x 896
+    // on lavapipe's 128 MiB): the WebGPU runs then use the largest vocabulary that fits, and say so.
+    let gpuConfig = config;
+    let gpuLabel = label;
+    let gpuBase = base;
+    if (4 * config.vocab_size * config.d_model > bindLimit) {
+      const vocab = Math.floor(bindLimit / (4 * config.d_model) / 1024) * 1024;
+      gpuConfig = { ...config, vocab_size: vocab };
+      gpuLabel = `${label}, vocab cut to ${vocab} (the ${config.vocab_size}-row embedding is over this device's ${(bindLimit / 2 ** 20).toFixed(0)} MiB binding limit)`;
+      gpuBase = randomWeights(gpuConfig, 1);
+      console.log(`WebGPU runs: ${gpuLabel}`);
+    }
     const variants: Array<[WeightFormat, boolean]> = [
       ["f32", false],
       ["bf16", false],
@@ -200,20 +226,20 @@ async function main(): Promise<void> {
     for (const [weightFormat, recompute] of variants) {
       const ctx = await GpuContext.create();
       const trainer = await GpuPolicyTrainer.create({
-        config,
+        config: gpuConfig,
         lr: 1e-4,
         context: ctx,
-        lora: { config: LORA, base, seed: 0 },
+        lora: { config: LORA, base: gpuBase, seed: 0 },
         weightFormat,
         recomputeActivations: recompute,
       });
-      const batch = fullBatch(config, n, P, R);
+      const batch = fullBatch(gpuConfig, n, P, R);
       const tps = await timeSteps(trainer, batch, steps, n);
       const measured = ctx.allocatedBytes - 4 * steps * (METRIC_COLUMNS.length + 1); // the timed steps' own metric sums (the formula counts one)
-      const formula = loraStepBytes(config, LORA, { baseFormat: weightFormat, recompute, N: n * (P + R), NR: n * R, microBatches: 1 });
+      const formula = loraStepBytes(gpuConfig, LORA, { baseFormat: weightFormat, recompute, N: n * (P + R), NR: n * R, microBatches: 1 });
       const total = Object.values(formula).reduce((a, b) => a + b, 0);
       rows.push({
-        shape: label,
+        shape: gpuLabel,
         backend: "webgpu",
         base: weightFormat,
         recompute: String(recompute),
@@ -227,12 +253,6 @@ async function main(): Promise<void> {
       );
       trainer.destroy();
       ctx.destroy();
-    }
-    for (const recompute of [false, true]) {
-      const f = loraStepBytes(config, LORA, { baseFormat: "bf16", recompute, N: long, NR: long / 2, microBatches: 1 });
-      console.log(
-        `  formula, one row of ${long} tokens (half response), bf16 base, recompute ${recompute}: activations ${mb(f.activations)}, total ${mb(f.base + f.adapter + f.activations + f.other)}`,
-      );
     }
   }
   console.log(
