@@ -16,7 +16,7 @@ import { LlmProxyTraceToTriplet } from "../../src/adapter/index.ts";
 import { openStore } from "../../src/store/index.ts";
 import { Trainer } from "../../src/trainer/index.ts";
 import { calcAgent, MAX_ANSWER_TOKENS } from "./agent.ts";
-import { lineChartSvg } from "./svg.ts";
+import { lineChartSvg } from "../../src/cli/svg.ts";
 import { heldOutTasks, trainTasks, type CalcTask } from "./tasks.ts";
 
 export interface CalcTrainOptions {
