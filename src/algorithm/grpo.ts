@@ -539,7 +539,7 @@ function maskedMean(x: Float32Array, batch: TokenBatch, R: number): number {
 }
 
 /** One set of metrics for several updates: token-weighted means of the taken (not skipped) updates, summed tokens. */
-function combineMetrics(all: StepMetrics[]): StepMetrics {
+export function combineMetrics(all: StepMetrics[]): StepMetrics {
   const taken = all.filter((m) => !m.skipped);
   const use = taken.length > 0 ? taken : all;
   const tokens = use.reduce((a, m) => a + m.tokens, 0);
