@@ -18,6 +18,9 @@ export interface CalcHfOptions {
   batch: number;
   group: number;
   lr: number;
+  /** Late decay of the learning rate, as the main demo: the last `decayShare` of the steps down to `lrFinal` x lr. */
+  decayShare: number;
+  lrFinal: number;
   loraR: number;
   loraAlpha: number;
   valEvery: number;
@@ -34,6 +37,8 @@ export const CALC_HF_DEFAULTS: CalcHfOptions = {
   batch: 16,
   group: 8,
   lr: 5e-3,
+  decayShare: 0.5,
+  lrFinal: 0.1,
   loraR: 8,
   loraAlpha: 16,
   valEvery: 20,
@@ -57,44 +62,28 @@ export async function trainCalcHf(options: Partial<CalcHfOptions> = {}): Promise
   const heldOut = heldOutTasks(o.valTasks);
   await writeFile(`${o.out}/train.jsonl`, jsonl(trainTasks(4096, o.seed + 17, heldOut)));
   await writeFile(`${o.out}/val.jsonl`, jsonl(heldOut));
-  // prettier-ignore
-  const command = [
-    "train",
-    "--model",
-    modelDir,
-    "--agent",
-    "examples/calc/agent.ts",
-    "--data",
-    `${o.out}/train.jsonl`,
-    "--val-data",
-    `${o.out}/val.jsonl`,
-    "--out",
-    `${o.out}/run`,
-    "--lora-r",
-    String(o.loraR),
-    "--lora-alpha",
-    String(o.loraAlpha),
-    "--steps",
-    String(o.steps),
-    "--batch",
-    String(o.batch),
-    "--group",
-    String(o.group),
-    "--lr",
-    String(o.lr),
-    "--max-prompt",
-    "58",
-    "--max-response",
-    "6",
-    "--val-every",
-    String(o.valEvery),
-    "--checkpoint-every",
-    "10",
-    "--seed",
-    String(o.seed),
-    "--device",
-    o.device,
+  const flags: Array<[string, string | number]> = [
+    ["--model", modelDir],
+    ["--agent", "examples/calc/agent.ts"],
+    ["--data", `${o.out}/train.jsonl`],
+    ["--val-data", `${o.out}/val.jsonl`],
+    ["--out", `${o.out}/run`],
+    ["--lora-r", o.loraR],
+    ["--lora-alpha", o.loraAlpha],
+    ["--steps", o.steps],
+    ["--batch", o.batch],
+    ["--group", o.group],
+    ["--lr", o.lr],
+    ["--lr-decay-share", o.decayShare],
+    ["--lr-final", o.lrFinal],
+    ["--max-prompt", 58],
+    ["--max-response", 6],
+    ["--val-every", o.valEvery],
+    ["--checkpoint-every", 10],
+    ["--seed", o.seed],
+    ["--device", o.device],
   ];
+  const command = ["train", ...flags.flatMap(([k, v]) => [k, String(v)])];
   console.log(`calc on the Hugging Face path: agl ${command.join(" ")}`);
   return { code: await runCli(command), command };
 }
@@ -106,6 +95,8 @@ function parseArgs(argv: readonly string[]): Partial<CalcHfOptions> {
     "--batch": "batch",
     "--group": "group",
     "--lr": "lr",
+    "--decay-share": "decayShare",
+    "--lr-final": "lrFinal",
     "--lora-r": "loraR",
     "--lora-alpha": "loraAlpha",
     "--val-every": "valEvery",

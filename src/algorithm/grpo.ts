@@ -515,6 +515,14 @@ async function waitAll(store: LightningStore, ids: string[], timeoutSeconds: num
 
 const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
 
+/** A learning-rate factor: 1 until the last `share` of the steps, then linear down to `final` at the last
+ * step (a late decay keeps what the early steps gained). */
+export function lateDecay(step: number, steps: number, share: number, final: number): number {
+  const start = steps * (1 - share);
+  if (step <= start || steps <= start) return 1;
+  return 1 - (1 - final) * ((step - start) / (steps - start));
+}
+
 /** A seeded Fisher-Yates shuffle of 0..n-1. */
 function permutation(rng: Rng, n: number): number[] {
   const order = Array.from({ length: n }, (_, i) => i);

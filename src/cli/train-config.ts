@@ -37,6 +37,9 @@ export const TrainConfigSchema = z
     /** Rollouts per task (GRPO group size). */
     group: positive.default(8),
     lr: z.number().positive().default(1e-4),
+    /** Share of the steps, at the end, over which the learning rate decays linearly to `lrFinal` x lr [0: constant]. */
+    lrDecayShare: z.number().min(0).max(1).default(0),
+    lrFinal: z.number().min(0).max(1).default(0.1),
     weightDecay: z.number().min(0).default(0),
     /** PPO epochs per step. */
     epochs: positive.default(1),
@@ -83,6 +86,8 @@ const KINDS: Record<Exclude<keyof TrainConfig, "progress">, Kind> = {
   batch: "int",
   group: "int",
   lr: "number",
+  lrDecayShare: "number",
+  lrFinal: "number",
   weightDecay: "number",
   epochs: "int",
   miniBatch: "int",
@@ -131,6 +136,8 @@ Options (defaults in brackets; every option can also come from --config FILE.jso
   --batch N               tasks per step [8]
   --group N               rollouts per task [8]
   --lr X                  learning rate [1e-4]
+  --lr-decay-share S      over the last S (0..1) of the steps the lr decays linearly to --lr-final x lr [0]
+  --lr-final F            the lr factor at the last step when decaying [0.1]
   --weight-decay X        AdamW weight decay [0]
   --epochs N              PPO epochs per step [1]
   --mini-batch N          rows per optimizer update [all]

@@ -16,7 +16,7 @@
  * task order continues where that step left it, and the metrics after it (work lost with the crash)
  * are dropped.
  */
-import { GRPO, type GrpoReport } from "../algorithm/grpo.ts";
+import { GRPO, lateDecay, type GrpoReport } from "../algorithm/grpo.ts";
 import { LlmProxyTraceToTriplet } from "../adapter/proxy-triplet.ts";
 import { LightningStoreClient } from "../client/client.ts";
 import { loadPretrained, type PretrainedModel } from "../model/hf/index.ts";
@@ -270,6 +270,7 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
     batchSize: c.batch,
     nSamples: c.group,
     lr: c.lr,
+    lrSchedule: (step, steps) => c.lr * lateDecay(step, steps, c.lrDecayShare, c.lrFinal),
     ppoEpochs: c.epochs,
     miniBatchSize: c.miniBatch ?? undefined,
     microBatchSize: c.microBatch ?? undefined,
