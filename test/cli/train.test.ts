@@ -4,6 +4,7 @@
  * reward, with real KL and clip-fraction figures; the output folder (adapter in PEFT layout, checkpoints,
  * metrics, reward curve) and resuming a run from it.
  */
+import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,6 +15,7 @@ import { parseTrainArgs, TrainConfigSchema, type TrainConfig } from "../../src/c
 import { exportHf, loadCheckpoint, loadLoraCheckpoint, loadPeftAdapter, loadPretrained } from "../../src/model/index.ts";
 import { UsageError } from "../../src/server/config.ts";
 import { slope, tasksWithSignal } from "../demo/calc-signal.ts";
+import { runtimeCommand, type Runtime } from "../server/processes.ts";
 
 let dir = "";
 const noFile = (): string => {
@@ -141,4 +143,61 @@ describe("agl train on a Hugging Face folder", () => {
     );
     await expect(runTraining(settings({ out, steps: 3, loraR: 4 }), { log: () => {} })).rejects.toThrow(/another run \(loraR differ\)/);
   }, 600_000);
+});
+
+describe("agl train as a command", () => {
+  const run = (cmd: string, args: string[]): Promise<{ code: number; output: string }> =>
+    new Promise((resolve) => {
+      execFile(cmd, args, { timeout: 240_000, env: { ...process.env, NO_COLOR: "1" } }, (err, stdout, stderr) =>
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }),
+      );
+    });
+  const flags = (out: string): string[] => [
+    "train",
+    "--model",
+    join(dir, "model"),
+    "--agent",
+    "examples/calc/agent.ts",
+    "--data",
+    join(dir, "train.jsonl"),
+    "--out",
+    out,
+    "--steps",
+    "1",
+    "--batch",
+    "2",
+    "--group",
+    "2",
+    "--max-prompt",
+    "58",
+    "--max-response",
+    "6",
+    "--device",
+    "cpu",
+    "--no-progress",
+  ];
+
+  it("runs from the npm binary (a TypeScript agent module through tsx) and names a missing model folder", async () => {
+    const ok = await run(process.execPath, ["bin/agl.mjs", ...flags(join(dir, "bin-run"))]);
+    expect(ok.output).toMatch(/done: 1 steps on cpu/);
+    expect(ok.code).toBe(0);
+    const bad = await run(process.execPath, [
+      "bin/agl.mjs",
+      ...flags(join(dir, "bin-bad")).map((a) => (a === join(dir, "model") ? join(dir, "nowhere") : a)),
+    ]);
+    expect(bad.code).toBe(1);
+    expect(bad.output).toMatch(/nowhere/);
+  }, 300_000);
+
+  for (const runtime of ["deno", "bun"] as Runtime[])
+    it(`runs under ${runtime}`, async () => {
+      const [cmd, args] = runtimeCommand(runtime);
+      const r = await run(cmd, [...args, ...flags(join(dir, `${runtime}-run`))]);
+      expect(r.output).toMatch(/done: 1 steps on cpu/);
+      expect(r.code).toBe(0);
+      expect(JSON.parse(await readFile(join(dir, `${runtime}-run`, "progress.json"), "utf8"))).toEqual({
+        step: 1,
+        checkpoint: "checkpoints/step-1",
+      });
+    }, 300_000);
 });
