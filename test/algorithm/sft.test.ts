@@ -10,8 +10,13 @@ import { byteTokenizer, PAD_ID } from "../../src/model/tokenizer.ts";
 import type { Tokenizer } from "../../src/model/tokenizer-api.ts";
 import type { TokenBatch } from "../../src/model/train-types.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
+import { Trainer } from "../../src/trainer/index.ts";
+import { GpuContext } from "../../src/gpu/context.ts";
+import { GpuPolicyTrainer } from "../../src/gpu/trainer.ts";
+import { noGpu } from "../gpu/gpu-env.ts";
 import { ValidationError } from "../../src/types/errors.ts";
 import { lenmlTokenizerFiles } from "../model/hf/qwen-files.ts";
+import { arithmeticAgent } from "../../examples/arithmetic/agent.ts";
 
 const qwen = createHfTokenizer(lenmlTokenizerFiles("qwen2_5"));
 const qwen3 = createHfTokenizer(lenmlTokenizerFiles("qwen3"));
@@ -390,6 +395,34 @@ describe("trainSft", () => {
   });
 });
 
+describe.skipIf(noGpu)("trainSft on the WebGPU trainer", { timeout: 120_000 }, () => {
+  it("takes the same steps as the CPU trainer on the same chat records", async () => {
+    const ctx = await GpuContext.create();
+    try {
+      const gpu = await GpuPolicyTrainer.create({ config, params: baseModel(), context: ctx, lr: 1e-3 });
+      const cpu = new CpuTrainer({ config, params: baseModel(), lr: 1e-3 });
+      const run = (trainer: CpuTrainer | GpuPolicyTrainer) =>
+        trainSft({
+          trainer,
+          tokenizer: byteTokenizer,
+          records: [...records, multiTurn],
+          epochs: 2,
+          batchSize: 3,
+          maxLength: 64,
+          progress: false,
+        });
+      const want = (await run(cpu)).reports.filter((r) => r.kind === "step");
+      const got = (await run(gpu)).reports.filter((r) => r.kind === "step");
+      expect(got.map((r) => r.tokens)).toEqual(want.map((r) => r.tokens));
+      got.forEach((r, i) => expect(Math.abs(r.loss - want[i].loss) / want[i].loss).toBeLessThan(1e-4));
+      expect(got[1].loss).toBeLessThan(got[0].loss);
+      gpu.destroy();
+    } finally {
+      ctx.destroy();
+    }
+  });
+});
+
 describe("SFT algorithm", () => {
   it("trains from datasets of chat records and writes an sft.step span per step and sft.validation spans", async () => {
     const store = new InMemoryLightningStore();
@@ -421,6 +454,29 @@ describe("SFT algorithm", () => {
     expect(stepSpans.map((s) => s.attributes["sft.loss"])).toEqual(stepReports.map((r) => r.loss));
     expect(stepSpans.map((s) => s.attributes["sft.tokens"])).toEqual(stepReports.map((r) => r.tokens));
     expect(sft.reports).toHaveLength(10);
+  });
+
+  it("runs under Trainer.fit with chat records as the datasets (the runners stay idle)", async () => {
+    const store = new InMemoryLightningStore();
+    const sft = new SFT({
+      trainer: new CpuTrainer({ config, lr: 1e-2, lora: { config: LORA, base: baseModel() } }),
+      tokenizer: byteTokenizer,
+      epochs: 2,
+      batchSize: 2,
+      progress: false,
+    });
+    const trainer = new Trainer({
+      algorithm: sft,
+      nRunners: 1,
+      store,
+      runner: { type: "LitAgentRunner", poll_interval: 0.01, heartbeat_interval: 0 },
+    });
+    await trainer.fit(arithmeticAgent as never, records, { valDataset: records });
+    const [metrics] = (await store.queryRollouts()).items;
+    const names = (await store.querySpans(metrics.rollout_id)).items.map((s) => s.name);
+    expect(names).toEqual(["sft.validation", "sft.step", "sft.validation", "sft.step", "sft.validation"]);
+    const steps = sft.reports.filter((r) => r.kind === "step");
+    expect(steps[1].loss).toBeLessThan(steps[0].loss);
   });
 
   it("refuses an empty dataset, and marks its rollout failed when a record is bad", async () => {
