@@ -10,7 +10,7 @@
  * last end-of-turn token (a template may add text after it, such as Qwen's newline, which generation
  * never produces). A template that renders earlier turns differently once later ones follow (Qwen3
  * drops the empty think block) is handled by ending such a turn at its first end-of-turn token in the
- * whole conversation instead.
+ * whole conversation instead. How this differs from transformers/TRL: docs/departures.md#37.
  */
 import { batchFromTokens } from "../model/batch.ts";
 import type { TemplateMessage, Tokenizer, ToolCall, ToolDefinition } from "../model/tokenizer-api.ts";
@@ -234,7 +234,7 @@ export function tokenizeChatRecord(
  * Tokenizes every record. A record longer than `maxLength` loses the start of its prompt (the oldest
  * context: the turn being answered matters most) when its trained tokens, plus one token they are
  * predicted from, still fit; otherwise it is dropped, since a partial answer would teach the model to
- * stop mid-answer. Bad records throw (nothing is dropped silently).
+ * stop mid-answer (docs/departures.md#37). Bad records throw (nothing is dropped silently).
  */
 export function sftRowsFromChats(records: ArrayLike<unknown>, tokenizer: Tokenizer, options: SftBatchOptions): SftRows {
   const { maxLength } = options;
