@@ -135,9 +135,10 @@ export async function trainSft(
     truncated: { train: train.truncated, val: val?.truncated ?? [] },
     dropped: { train: train.dropped, val: val?.dropped ?? [] },
   };
-  if (progress && (train.truncated.length || train.dropped.length))
+  if (progress && (train.truncated.length || train.dropped.length || val?.truncated.length || val?.dropped.length))
     console.log(
-      `sft: ${train.truncated.length} training records cut from the left, ${train.dropped.length} dropped (maxLength ${maxLength})`,
+      `sft: records cut from the left / dropped (maxLength ${maxLength}): training ${train.truncated.length} / ${train.dropped.length}` +
+        (val ? `, validation ${val.truncated.length} / ${val.dropped.length}` : ""),
     );
   const report = async (r: SftReport): Promise<void> => {
     result.reports.push(r);
@@ -219,7 +220,11 @@ export class SFT extends Algorithm {
     if (!trainDataset || trainDataset.length === 0)
       throw new ValidationError("SFT needs a non-empty training dataset of chat records", ["train_dataset"]);
     const store = this.getStore();
-    const started = await store.startRollout({ algorithm: "sft" }, { metadata: { kind: "sft-metrics" } });
+    // Bookkeeping only: no runner heartbeats it, so no unresponsive limit (a long step must not get it retried).
+    const started = await store.startRollout(
+      { algorithm: "sft" },
+      { metadata: { kind: "sft-metrics" }, config: { unresponsive_seconds: null } },
+    );
     const rid = started.rollout_id;
     const aid = started.attempt.attempt_id;
     try {

@@ -469,10 +469,13 @@ describe("SFT algorithm", () => {
       algorithm: sft,
       nRunners: 1,
       store,
-      runner: { type: "LitAgentRunner", poll_interval: 0.01, heartbeat_interval: 0 },
+      runner: { type: "LitAgentRunner", poll_interval: 0.01, heartbeat_interval: 10 },
     });
     await trainer.fit(arithmeticAgent as never, records, { valDataset: records });
     const [metrics] = (await store.queryRollouts()).items;
+    // the Trainer's default unresponsive limit is not applied to the bookkeeping rollout no runner heartbeats
+    expect(metrics.config.unresponsive_seconds).toBeNull();
+    expect(metrics.status).toBe("succeeded");
     const names = (await store.querySpans(metrics.rollout_id)).items.map((s) => s.name);
     expect(names).toEqual(["sft.validation", "sft.step", "sft.validation", "sft.step", "sft.validation"]);
     const steps = sft.reports.filter((r) => r.kind === "step");
