@@ -17,12 +17,6 @@ import type { TemplateMessage, Tokenizer, ToolCall, ToolDefinition } from "../mo
 import type { TokenBatch } from "../model/train-types.ts";
 import { ValidationError } from "../types/errors.ts";
 
-/** A chat record as `TraceToMessages` makes it: OpenAI messages and the tools offered. */
-export interface ChatRecordLike {
-  messages: readonly unknown[];
-  tools?: readonly unknown[] | null;
-}
-
 /** Which assistant turns carry the loss: every one, or only the conversation's last. */
 export type SftTrainOn = "assistant" | "last-assistant";
 
