@@ -142,7 +142,13 @@ async function makeTrainer(
     optimizer: resume?.optimizer,
     lora: { config: lora, base: model.weights, adapter: resume?.adapter, seed: c.seed },
   };
-  if (c.device === "cpu") return new CpuTrainer(common);
+  const cpu = (): CpuTrainer => {
+    if (c.recompute) log("--recompute applies to the WebGPU trainer: the CPU trainer keeps every layer's activations");
+    if (c.gpuWeights !== "f32")
+      log(`--gpu-weights ${c.gpuWeights} applies to the WebGPU trainer: the CPU trainer keeps the base in float32`);
+    return new CpuTrainer(common);
+  };
+  if (c.device === "cpu") return cpu();
   const gpu = await import("../gpu/index.ts");
   if (c.device === "auto") {
     const probe = await gpu.probeGpu();
@@ -150,7 +156,7 @@ async function makeTrainer(
       log(
         `training on the CPU: ${probe.ok ? `the WebGPU adapter is a software one (${gpu.describeAdapter(probe.report)})` : probe.reason}`,
       );
-      return new CpuTrainer(common);
+      return cpu();
     }
   }
   const trainer = await gpu.createPolicyTrainer({
