@@ -259,7 +259,12 @@ export class GRPO extends Algorithm {
   private async loop(server: PolicyEndpoint, train: Dataset<unknown>, val: Dataset<unknown> | null): Promise<void> {
     const o = this.options;
     const store = this.getStore();
-    const started = await store.startRollout({ algorithm: "grpo", steps: o.steps }, { metadata: { kind: "grpo-metrics" } });
+    // Bookkeeping only: no runner heartbeats it, so no unresponsive limit (a step longer than the Trainer's
+    // default limit must not mark it unresponsive).
+    const started = await store.startRollout(
+      { algorithm: "grpo", steps: o.steps },
+      { metadata: { kind: "grpo-metrics" }, config: { unresponsive_seconds: null } },
+    );
     this.metricsRollout = { rid: started.rollout_id, aid: started.attempt.attempt_id };
     let seed = o.seed >>> 0;
     const random = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 4294967296;
@@ -458,7 +463,7 @@ export class GRPO extends Algorithm {
           rows.forEach((r, i) => out.set(a.subarray(r * R, (r + 1) * R), i * R));
           return out;
         };
-        const whole = rows.length === batch.n && start === 0 && epoch === 0 && size === batch.n;
+        const whole = size === batch.n; // one update over every row, in order: no copies
         all.push(
           await o.trainer.policyStep(
             whole ? batch : selectRows(batch, rows),

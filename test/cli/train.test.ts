@@ -14,6 +14,7 @@ import { runTraining } from "../../src/cli/train.ts";
 import { parseTrainArgs, TrainConfigSchema, type TrainConfig } from "../../src/cli/train-config.ts";
 import { exportHf, loadCheckpoint, loadLoraCheckpoint, loadPeftAdapter, loadPretrained } from "../../src/model/index.ts";
 import { UsageError } from "../../src/server/config.ts";
+import { openStore } from "../../src/store/index.ts";
 import { slope, tasksWithSignal } from "../demo/calc-signal.ts";
 import { runtimeCommand, type Runtime } from "../server/processes.ts";
 
@@ -123,6 +124,19 @@ describe("agl train on a Hugging Face folder", () => {
     const lines = (await readFile(join(out, "metrics.jsonl"), "utf8")).trim().split("\n");
     expect(lines.map((l) => JSON.parse(l).step)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     expect((await readFile(r.svgPath, "utf8")).startsWith("<svg")).toBe(true);
+
+    // the store in the folder: one bookkeeping rollout with every step, exempt from the unresponsive limit
+    const store = await openStore(`file:${join(out, "store.db")}`);
+    try {
+      const metrics = (await store.queryRollouts({})).items.filter((x) => (x.metadata as Record<string, unknown>)?.kind === "grpo-metrics");
+      expect(metrics).toHaveLength(1);
+      expect(metrics[0].status).toBe("succeeded");
+      expect(metrics[0].config.unresponsive_seconds).toBeNull();
+      const spans = (await store.querySpans(metrics[0].rollout_id)).items.filter((x) => x.name === "grpo.step");
+      expect(spans.map((x) => x.attributes["grpo.kl_ref"])).toEqual(steps.map((x) => x.kl_ref));
+    } finally {
+      await store.close();
+    }
   }, 600_000);
 
   it("resumes from the last checkpoint and refuses a folder that holds another run", async () => {
