@@ -26,3 +26,6 @@ export async function solve(task: CalcTask, llm: LLM): Promise<{ reply: string; 
 export const calcAgent = llmRollout(async function calc(task: CalcTask, llm: LLM) {
   return (await solve(task, llm)).reward;
 });
+
+/** The agent module `agl train` imports (examples/calc/hf.ts). */
+export default calcAgent;

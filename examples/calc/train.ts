@@ -8,7 +8,7 @@
  *   npx tsx examples/calc/train.ts --steps 100 --batch 16 --n 8 --lr 1e-3 --decay-share 0.5 --lr-final 0.1 --out runs/calc
  */
 import { mkdir, rm, writeFile } from "node:fs/promises";
-import { GRPO, type GrpoReport } from "../../src/algorithm/grpo.ts";
+import { GRPO, lateDecay, type GrpoReport } from "../../src/algorithm/grpo.ts";
 import { CpuTrainer, loadCheckpoint, type PolicyTrainer } from "../../src/model/index.ts";
 import type { GpuPolicyTrainer } from "../../src/gpu/index.ts";
 import { createGenerationEngine, ModelPolicy, PolicyServer } from "../../src/proxy/index.ts";
@@ -16,7 +16,7 @@ import { LlmProxyTraceToTriplet } from "../../src/adapter/index.ts";
 import { openStore } from "../../src/store/index.ts";
 import { Trainer } from "../../src/trainer/index.ts";
 import { calcAgent, MAX_ANSWER_TOKENS } from "./agent.ts";
-import { lineChartSvg } from "./svg.ts";
+import { lineChartSvg } from "../../src/cli/svg.ts";
 import { heldOutTasks, trainTasks, type CalcTask } from "./tasks.ts";
 
 export interface CalcTrainOptions {
@@ -68,13 +68,6 @@ export interface CalcTrainResult {
   svgPath: string;
   backend: string;
   seconds: number;
-}
-
-/** 1 until the last `share` of the steps, then linear down to `final` at the last step. */
-export function lateDecay(step: number, steps: number, share: number, final: number): number {
-  const start = steps * (1 - share);
-  if (step <= start || steps <= start) return 1;
-  return 1 - (1 - final) * ((step - start) / (steps - start));
 }
 
 async function makeTrainer(o: CalcTrainOptions, ckpt: Awaited<ReturnType<typeof loadCheckpoint>>): Promise<PolicyTrainer> {

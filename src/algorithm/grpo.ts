@@ -13,12 +13,24 @@
  * are left out of the update (`dropTiedGroups`, as newer Agent Lightning prefers dropping them), which saves
  * their forward and backward passes. Token-mean aggregation then averages over the kept rows only.
  *
+ * With `ppoEpochs` > 1 or a `miniBatchSize` below the kept rows, the old log-probs are computed once and
+ * the rows are walked `ppoEpochs` times in shuffled mini-batches, one optimizer update each (PPO's
+ * epochs and mini-batches; clip fraction and the PPO KL then measure how far the updates moved the
+ * policy). Inside an update, `microBatchSize` rows go through each forward/backward and the gradients
+ * accumulate. A LoRA trainer gives the KL reference for free: the base with the adapter switched off
+ * (`logProbs(..., { baseOnly: true })`); the KL to it is computed in the Wasm core, reported as
+ * `kl_ref`, and added to the loss with `loss.klLossCoef`. An update whose loss or gradient is not finite
+ * is skipped by the trainer (weights untouched), counted in `skipped_updates` and logged.
+ *
  * Metrics per step go to the console (a progress line) and to the store: each step is a
  * `grpo.step` span, each validation a `grpo.validation` span, under one `grpo` bookkeeping rollout.
  */
 import { buildTrainingBatch, type FinishedRollout, type Triplet } from "../adapter/index.ts";
 import { LlmProxyTraceToTriplet } from "../adapter/proxy-triplet.ts";
+import { resolveResponseMask } from "../model/batch.ts";
 import { saveCheckpoint } from "../model/checkpoint.ts";
+import { saveLoraCheckpoint } from "../model/hf/lora-checkpoint.ts";
+import { Rng } from "../model/init.ts";
 import { PAD_ID } from "../model/tokenizer.ts";
 import type { PolicyLossOptions, PolicyTrainer, StepMetrics, TokenBatch } from "../model/train-types.ts";
 import type { ModelPolicy } from "../proxy/policy.ts";
@@ -26,6 +38,7 @@ import type { PolicyServer } from "../proxy/policy-server.ts";
 import type { LightningStore } from "../store/base.ts";
 import { getLogger } from "../platform/log.ts";
 import { libraryKernels, type BatchTensors, type Kernels } from "../wasm/index.ts";
+import { KL_ALIASES } from "../wasm/types.ts";
 import { spanFromAttributes, type Attributes, type Span } from "../types/span.ts";
 import { RuntimeError } from "../runner/errors.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -55,8 +68,15 @@ export interface GrpoOptions {
   lr?: number;
   /** Learning rate of step `step` (1-based) of `steps`; overrides `lr` (e.g. a late decay that keeps the gains of the early steps). */
   lrSchedule?: (step: number, steps: number) => number;
-  /** Rows per forward/backward pass [all]. */
+  /** Rows per forward/backward pass; gradients accumulate over them up to one update [all]. */
   microBatchSize?: number;
+  /** Rows per optimizer update (PPO mini-batch) [all kept rows: one update per epoch]. */
+  miniBatchSize?: number;
+  /** Passes over each step's rows (PPO epochs) [1]. */
+  ppoEpochs?: number;
+  /** Report the KL to the base (`kl_ref`) even when `loss.klLossCoef` is 0 (one more forward per step;
+   * LoRA trainers only) [false]. */
+  trackKl?: boolean;
   /** PPO loss options (clip ratios, aggregation, entropy bonus). */
   loss?: PolicyLossOptions;
   /** Divide group-centred rewards by the group std (verl's `norm_adv_by_std_in_grpo`) [true]. */
@@ -70,8 +90,13 @@ export interface GrpoOptions {
   checkpointDir?: string | null;
   /** Steps between checkpoints (the last step always writes one when checkpointDir is set) [10]. */
   checkpointEvery?: number;
-  /** Seed of the task order [0]. */
+  /** Seed of the task order and of the mini-batch shuffles [0]. */
   seed?: number;
+  /** Steps already taken (resuming): the loop starts at step `startStep + 1` with the task order a fresh
+   * run would have there [0]. */
+  startStep?: number;
+  /** Writes the trainer's state after step `step` (instead of the built-in checkpoints under checkpointDir). */
+  saveCheckpoint?: (step: number, trainer: PolicyTrainer) => Promise<void>;
   /** Give up on a batch of rollouts after this many seconds [600]. */
   rolloutTimeoutSeconds?: number;
   /** Print a progress line per step and per validation [true]. */
@@ -101,7 +126,13 @@ export interface StepReport {
   zero_variance_group_share: number;
   rows: number;
   trained_rows: number;
+  /** PPO KL (old - new log-prob, masked mean), averaged over the step's updates. */
   kl: number;
+  /** KL of the rollout policy to the base, in the loss's `klLossType` (LoRA trainers; 0 when not computed). */
+  kl_ref: number;
+  /** Optimizer updates taken (epochs x mini-batches) and those skipped as non-finite. */
+  updates: number;
+  skipped_updates: number;
   clip_frac: number;
   entropy: number;
   grad_norm: number;
@@ -119,7 +150,17 @@ export type GrpoReport = ValidationReport | StepReport;
 /** The slice of a PolicyServer the loop uses. */
 type PolicyEndpoint = Pick<PolicyServer, "asResource">;
 
-type OptionalKeys = "checkpointDir" | "onReport" | "kernels" | "lr" | "lrSchedule" | "microBatchSize" | "loss" | "adapter";
+type OptionalKeys =
+  | "checkpointDir"
+  | "onReport"
+  | "kernels"
+  | "lr"
+  | "lrSchedule"
+  | "microBatchSize"
+  | "miniBatchSize"
+  | "loss"
+  | "adapter"
+  | "saveCheckpoint";
 
 const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
 
@@ -153,6 +194,7 @@ export class GRPO extends Algorithm {
   /** Every report, in order. */
   readonly reports: GrpoReport[] = [];
   private metricsRollout: { rid: string; aid: string } | null = null;
+  private shuffle = new Rng(0);
 
   constructor(o: GrpoOptions) {
     super();
@@ -169,14 +211,29 @@ export class GRPO extends Algorithm {
       rewardFillna: 0,
       checkpointEvery: 10,
       seed: 0,
+      startStep: 0,
+      ppoEpochs: 1,
+      trackKl: false,
       rolloutTimeoutSeconds: 600,
       progress: true,
       ...o,
     };
-    for (const k of ["steps", "batchSize", "nSamples"] as const) {
+    for (const k of ["steps", "batchSize", "nSamples", "ppoEpochs"] as const) {
       const v = this.options[k];
       if (!(Number.isInteger(v) && v >= 1)) throw new ValidationError(`${k} must be a positive integer, got ${v}`, [k]);
     }
+    const mb = this.options.miniBatchSize;
+    if (mb !== undefined && !(Number.isInteger(mb) && mb >= 1))
+      throw new ValidationError(`miniBatchSize must be a positive integer, got ${mb}`, ["miniBatchSize"]);
+    const start = this.options.startStep;
+    if (!(Number.isInteger(start) && start >= 0 && start <= this.options.steps))
+      throw new ValidationError(`startStep must be an integer in [0, steps], got ${start}`, ["startStep"]);
+    const wantsRef = (this.options.loss?.klLossCoef ?? 0) !== 0 || this.options.trackKl;
+    if (wantsRef && !this.options.trainer.loraConfig)
+      throw new ValidationError(
+        "a KL to the reference model needs a LoRA trainer (its base is the reference); full fine-tuning keeps no second copy",
+        ["loss", "klLossCoef"],
+      );
   }
 
   get validations(): ValidationReport[] {
@@ -202,24 +259,28 @@ export class GRPO extends Algorithm {
   private async loop(server: PolicyEndpoint, train: Dataset<unknown>, val: Dataset<unknown> | null): Promise<void> {
     const o = this.options;
     const store = this.getStore();
-    const started = await store.startRollout({ algorithm: "grpo", steps: o.steps }, { metadata: { kind: "grpo-metrics" } });
+    // Bookkeeping only: no runner heartbeats it, so no unresponsive limit (a step longer than the Trainer's
+    // default limit must not mark it unresponsive).
+    const started = await store.startRollout(
+      { algorithm: "grpo", steps: o.steps },
+      { metadata: { kind: "grpo-metrics" }, config: { unresponsive_seconds: null } },
+    );
     this.metricsRollout = { rid: started.rollout_id, aid: started.attempt.attempt_id };
     let seed = o.seed >>> 0;
     const random = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 4294967296;
     const batches = batchIterOverDataset(train, o.batchSize, random);
+    // A resumed run sees the task order a fresh one would have from here on.
+    for (let step = 1; step <= o.startStep; step++) batches.next();
+    this.shuffle = new Rng(o.seed + 7919 * (o.startStep + 1));
     try {
-      if (val) await this.validate(server, val, 0);
-      for (let step = 1; step <= o.steps; step++) {
+      if (val && o.startStep === 0) await this.validate(server, val, 0);
+      for (let step = o.startStep + 1; step <= o.steps; step++) {
         await this.trainStep(server, batches.next().value as unknown[], step);
         const last = step === o.steps;
         if (val && (last || (o.valEvery > 0 && step % o.valEvery === 0))) await this.validate(server, val, step);
-        if (o.checkpointDir && (last || step % o.checkpointEvery === 0)) {
-          const state = await o.trainer.getState();
-          await saveCheckpoint(`${o.checkpointDir}/step-${step}`, {
-            config: state.config,
-            params: state.params,
-            optimizer: state.optimizer,
-          });
+        if (last || step % o.checkpointEvery === 0) {
+          if (o.saveCheckpoint) await o.saveCheckpoint(step, o.trainer);
+          else if (o.checkpointDir) await saveTrainerCheckpoint(`${o.checkpointDir}/step-${step}`, o.trainer);
         }
       }
       await store.updateRollout(started.rollout_id, { status: "succeeded" });
@@ -312,6 +373,9 @@ export class GRPO extends Algorithm {
     const t = batch.tensors;
     let metrics: StepMetrics | null = null;
     let trained = 0;
+    let klRef = 0;
+    let updates = 0;
+    let skippedUpdates = 0;
     if (t.n > 0) {
       const kernels = o.kernels ?? libraryKernels();
       const mask = Float32Array.from(t.responseMask);
@@ -328,12 +392,14 @@ export class GRPO extends Algorithm {
         const subAdv = new Float32Array(keep.length * t.R);
         keep.forEach((r, i) => subAdv.set(adv.subarray(r * t.R, (r + 1) * t.R), i * t.R));
         const old = await o.trainer.logProbs(sub, { microBatchSize: o.microBatchSize });
-        metrics = await o.trainer.policyStep(sub, subAdv, old.log_probs, {
-          ...o.loss,
-          lr: o.lrSchedule ? o.lrSchedule(step, o.steps) : o.lr,
-          microBatchSize: o.microBatchSize,
-        });
-        if (!metrics.skipped) {
+        const wantsRef = (o.loss?.klLossCoef ?? 0) !== 0 || o.trackKl;
+        const ref = wantsRef ? (await o.trainer.logProbs(sub, { microBatchSize: o.microBatchSize, baseOnly: true })).log_probs : undefined;
+        if (ref) klRef = maskedMean(kernels.klPenalty(old.log_probs, ref, KL_ALIASES[o.loss?.klLossType ?? "low_var_kl"]), sub, t.R);
+        const result = await this.updates(sub, subAdv, old.log_probs, ref, step);
+        metrics = result.metrics;
+        updates = result.updates;
+        skippedUpdates = result.skipped;
+        if (updates > skippedUpdates) {
           const state = await o.trainer.getState();
           o.policy.update(state.params);
         }
@@ -350,6 +416,9 @@ export class GRPO extends Algorithm {
       rows: t.n,
       trained_rows: trained,
       kl: metrics?.approx_kl ?? 0,
+      kl_ref: klRef,
+      updates,
+      skipped_updates: skippedUpdates,
       clip_frac: metrics?.clip_frac ?? 0,
       entropy: metrics?.entropy ?? 0,
       grad_norm: metrics?.grad_norm ?? 0,
@@ -357,16 +426,60 @@ export class GRPO extends Algorithm {
       train_tokens_per_second: metrics?.tokens_per_second ?? 0,
       rollout_tokens_per_second: rolloutSeconds > 0 ? tokens / rolloutSeconds : 0,
       seconds: (performance.now() - t0) / 1000,
-      skipped: metrics?.skipped ?? true,
+      skipped: updates === 0 || skippedUpdates === updates,
     };
+    if (skippedUpdates > 0)
+      log.warn(`grpo step ${step}: ${skippedUpdates} of ${updates} updates skipped (loss or gradient not finite); weights kept`);
     if (o.progress) {
       console.log(
         `grpo ${progressBar(step, o.steps)} step ${step}/${o.steps} reward ${report.reward.toFixed(3)} acc ${(report.accuracy * 100).toFixed(1)}% ` +
-          `zero-var ${(report.zero_variance_group_share * 100).toFixed(0)}% kl ${report.kl.toExponential(2)} clip ${report.clip_frac.toFixed(3)} ` +
+          `zero-var ${(report.zero_variance_group_share * 100).toFixed(0)}% kl ${report.kl.toExponential(2)}${o.trackKl || (o.loss?.klLossCoef ?? 0) !== 0 ? ` kl_ref ${report.kl_ref.toExponential(2)}` : ""} clip ${report.clip_frac.toFixed(3)} ` +
           `rows ${trained}/${t.n} gen ${report.rollout_tokens_per_second.toFixed(0)} tok/s train ${report.train_tokens_per_second.toFixed(0)} tok/s ${report.seconds.toFixed(1)} s`,
       );
     }
     await this.report(report, "grpo.step");
+  }
+
+  /** `ppoEpochs` passes over the rows in shuffled mini-batches, one policy step each; metrics are the
+   * token-weighted means over the updates that were taken. */
+  private async updates(
+    batch: TokenBatch,
+    advantages: Float32Array,
+    oldLogProbs: Float32Array,
+    refLogProbs: Float32Array | undefined,
+    step: number,
+  ): Promise<{ metrics: StepMetrics; updates: number; skipped: number }> {
+    const o = this.options;
+    const R = batch.R;
+    const size = Math.min(o.miniBatchSize ?? batch.n, batch.n);
+    const lr = o.lrSchedule ? o.lrSchedule(step, o.steps) : o.lr;
+    const all: StepMetrics[] = [];
+    for (let epoch = 0; epoch < o.ppoEpochs; epoch++) {
+      const order = size < batch.n ? permutation(this.shuffle, batch.n) : Array.from({ length: batch.n }, (_, i) => i);
+      for (let start = 0; start < batch.n; start += size) {
+        const rows = order.slice(start, start + size);
+        const pick = (a: Float32Array): Float32Array => {
+          const out = new Float32Array(rows.length * R);
+          rows.forEach((r, i) => out.set(a.subarray(r * R, (r + 1) * R), i * R));
+          return out;
+        };
+        const whole = size === batch.n; // one update over every row, in order: no copies
+        all.push(
+          await o.trainer.policyStep(
+            whole ? batch : selectRows(batch, rows),
+            whole ? advantages : pick(advantages),
+            whole ? oldLogProbs : pick(oldLogProbs),
+            {
+              ...o.loss,
+              lr,
+              microBatchSize: o.microBatchSize,
+              ...(refLogProbs ? { refLogProbs: whole ? refLogProbs : pick(refLogProbs) } : {}),
+            },
+          ),
+        );
+      }
+    }
+    return { metrics: combineMetrics(all), updates: all.length, skipped: all.filter((m) => m.skipped).length };
   }
 
   private async report(report: GrpoReport, name: string): Promise<void> {
@@ -406,3 +519,66 @@ async function waitAll(store: LightningStore, ids: string[], timeoutSeconds: num
 }
 
 const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+
+/** A learning-rate factor: 1 until the last `share` of the steps, then linear down to `final` at the last
+ * step (a late decay keeps what the early steps gained). */
+export function lateDecay(step: number, steps: number, share: number, final: number): number {
+  const start = steps * (1 - share);
+  if (step <= start || steps <= start) return 1;
+  return 1 - (1 - final) * ((step - start) / (steps - start));
+}
+
+/** A seeded Fisher-Yates shuffle of 0..n-1. */
+function permutation(rng: Rng, n: number): number[] {
+  const order = Array.from({ length: n }, (_, i) => i);
+  for (let i = n - 1; i > 0; i--) {
+    const j = Math.floor(rng.uniform() * (i + 1));
+    [order[i], order[j]] = [order[j], order[i]];
+  }
+  return order;
+}
+
+/** Masked mean of a [n, R] per-token tensor over the batch's response tokens. */
+function maskedMean(x: Float32Array, batch: TokenBatch, R: number): number {
+  const mask = resolveResponseMask(batch);
+  let sum = 0;
+  let count = 0;
+  for (let i = 0; i < batch.n * R; i++)
+    if (mask[i] !== 0) {
+      sum += x[i];
+      count++;
+    }
+  return count > 0 ? sum / count : 0;
+}
+
+/** One set of metrics for several updates: token-weighted means of the taken (not skipped) updates, summed tokens. */
+export function combineMetrics(all: StepMetrics[]): StepMetrics {
+  const taken = all.filter((m) => !m.skipped);
+  const use = taken.length > 0 ? taken : all;
+  const tokens = use.reduce((a, m) => a + m.tokens, 0);
+  const avg = (k: "loss" | "pg_loss" | "clip_frac" | "clip_frac_lower" | "approx_kl" | "entropy" | "grad_norm"): number =>
+    tokens > 0 ? use.reduce((a, m) => a + m[k] * m.tokens, 0) / tokens : mean(use.map((m) => m[k]));
+  const seconds = all.reduce((a, m) => a + (m.tokens_per_second > 0 ? m.tokens / m.tokens_per_second : 0), 0);
+  const allTokens = all.reduce((a, m) => a + m.tokens, 0);
+  return {
+    loss: avg("loss"),
+    pg_loss: avg("pg_loss"),
+    clip_frac: avg("clip_frac"),
+    clip_frac_lower: avg("clip_frac_lower"),
+    approx_kl: avg("approx_kl"),
+    entropy: avg("entropy"),
+    grad_norm: avg("grad_norm"),
+    tokens_per_second: seconds > 0 ? allTokens / seconds : 0,
+    tokens: allTokens,
+    skipped: taken.length === 0,
+    step: all[all.length - 1].step,
+  };
+}
+
+/** The built-in checkpoint: the whole model (+ optimizer) as our safetensors checkpoint, or for a LoRA
+ * trainer the adapter in PEFT's layout with its optimizer state. */
+export async function saveTrainerCheckpoint(dir: string, trainer: PolicyTrainer): Promise<void> {
+  const state = await trainer.getState();
+  if (state.lora) await saveLoraCheckpoint(dir, state.config, { config: state.lora, params: state.params }, state.optimizer);
+  else await saveCheckpoint(dir, { config: state.config, params: state.params, optimizer: state.optimizer });
+}

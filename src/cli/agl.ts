@@ -5,13 +5,17 @@
  */
 import { STORE_USAGE, UsageError, parseStoreArgs } from "../server/config.ts";
 import { platformHost, startStoreServer, type ServerHost } from "../server/run.ts";
+import { platform } from "../platform/index.ts";
 import { SERVE_USAGE, parseServeArgs, startPolicyServer } from "./serve.ts";
+import { runTraining } from "./train.ts";
+import { parseTrainArgs, TRAIN_USAGE } from "./train-config.ts";
 
 export const AGL_USAGE = `Usage: agl <command> [options]
 
 Commands:
   store     serve a LightningStore over HTTP (agl store --help)
   serve     serve a Hugging Face model with an OpenAI-compatible API (agl serve --help)
+  train     train a LoRA adapter on a Hugging Face model with GRPO (agl train --help)
 `;
 
 /** Runs a command to its end and returns the process exit code. */
@@ -22,6 +26,7 @@ export async function runCli(argv: readonly string[], host: ServerHost = platfor
     return command === undefined ? 2 : 0;
   }
   if (command === "serve") return runServe(rest, host);
+  if (command === "train") return runTrain(rest, host);
   if (command !== "store") {
     console.error(`agl: unknown command ${JSON.stringify(command)}\n\n${AGL_USAGE}`);
     return 2;
@@ -65,7 +70,42 @@ async function runServe(argv: readonly string[], host: ServerHost): Promise<numb
   }
 }
 
-/** A runtime entry's arguments as a command line: `serve ...` or `store ...` as given, else `store` options. */
+async function runTrain(argv: readonly string[], host: ServerHost): Promise<number> {
+  try {
+    const parsed = parseTrainArgs(argv, (path) => platform.readTextFile(path));
+    if (parsed.help) {
+      console.log(TRAIN_USAGE);
+      return 0;
+    }
+    // Checkpoints are complete or absent at any instant: Ctrl-C ends at once and the same command resumes.
+    host.onShutdownSignal((signal) => {
+      console.error(`[agl train] ${signal}: stopping; run the same command again to resume from the last checkpoint`);
+      host.exit(130);
+    });
+    const r = await runTraining(parsed.config, { cwd: host.cwd() });
+    const steps = r.reports.filter((x) => x.kind === "step");
+    const vals = r.reports.filter((x) => x.kind === "validation");
+    console.log(
+      `[agl train] done: ${steps.length} steps on ${r.backend} in ${r.seconds.toFixed(0)} s` +
+        (vals.length >= 2
+          ? `; validation accuracy ${(vals[0].accuracy * 100).toFixed(1)}% -> ${(vals[vals.length - 1].accuracy * 100).toFixed(1)}%`
+          : "") +
+        `; adapter ${r.adapterDir}, reward curve ${r.svgPath}`,
+    );
+    return 0;
+  } catch (e) {
+    if (e instanceof UsageError) {
+      console.error(
+        `agl train: ${e.message}${e.message.startsWith("unknown option") || e.message.includes("needs a value") ? `\n\n${TRAIN_USAGE}` : ""}`,
+      );
+      return 2;
+    }
+    console.error(`agl train: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  }
+}
+
+/** A runtime entry's arguments as a command line: `serve ...`, `train ...` or `store ...` as given, else `store` options. */
 export function withCommand(args: readonly string[]): string[] {
-  return args[0] === "serve" || args[0] === "store" ? [...args] : ["store", ...args];
+  return args[0] === "serve" || args[0] === "store" || args[0] === "train" ? [...args] : ["store", ...args];
 }

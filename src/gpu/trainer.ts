@@ -53,7 +53,7 @@ export interface GpuTrainerOptions extends OptimizerOptions {
    * order) resumes one, else PEFT's initialisation from `seed` [0]. `params` and `seed` above are then unused. */
   lora?: { config: LoraConfig; base: ModelParams; adapter?: Float32Array; seed?: number };
   /** How the frozen base's weight matrices are stored with `lora`: float32 [default], bf16 or f16 (half the
-   * memory; kernels/weights.ts; docs/departures.md#37). Full fine-tuning keeps float32. */
+   * memory; kernels/weights.ts; docs/departures.md#38). Full fine-tuning keeps float32. */
   weightFormat?: WeightFormat;
   /** Keep only each layer's input in the forward and recompute the layer's activations in the backward
    * (activation checkpointing): activation memory stops growing with n_layers, for about one more forward
@@ -145,6 +145,11 @@ export class GpuPolicyTrainer implements PolicyTrainer {
       this.model.destroy();
       throw e;
     }
+  }
+
+  /** The adapter's config when this trainer trains a LoRA adapter on a frozen base; null otherwise. */
+  get loraConfig(): LoraConfig | null {
+    return this.lora === null ? null : { ...this.lora };
   }
 
   /** Acquires a device (or uses `options.context`) and uploads the initial parameters. */

@@ -109,6 +109,10 @@ export class CpuTrainer implements PolicyTrainer {
     this.optim = resolveOptimizerOptions(options);
   }
 
+  get loraConfig(): LoraConfig | null {
+    return this.lora ? { ...this.lora.config } : null;
+  }
+
   async logProbs(batch: TokenBatch, options: StepOptions = {}): Promise<LogProbsResult> {
     validateBatch(batch);
     const { n, P, R } = batch;

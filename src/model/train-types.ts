@@ -150,6 +150,8 @@ export interface TrainerState {
 export interface PolicyTrainer {
   readonly config: ModelConfig;
   readonly backend: "cpu" | "webgpu";
+  /** The adapter's config when the trainer trains a LoRA adapter on a frozen base; null otherwise. */
+  readonly loraConfig?: LoraConfig | null;
   logProbs(batch: TokenBatch, options?: StepOptions): Promise<LogProbsResult>;
   policyStep(batch: TokenBatch, advantages: Float32Array, oldLogProbs: Float32Array, options?: PolicyStepOptions): Promise<StepMetrics>;
   sftStep(batch: TokenBatch, options?: SftStepOptions): Promise<StepMetrics>;

@@ -3,10 +3,12 @@
  * and agents run many requests at once, so on the GPU the sequences of every call waiting when the
  * engine comes free decode together (one prefill, one step per token for all). A call's tokens do not
  * depend on what it is batched with (per-request seeds; each row's arithmetic is its own), so joining
- * changes only the speed. Calls for other weights than the first waiting one wait for a later batch.
+ * changes only the speed. Calls for other weights (or another adapter version) than the first waiting one
+ * wait for a later batch.
  */
 import type { ModelConfig } from "../model/config.ts";
 import type { ModelParams } from "../model/params.ts";
+import type { LoraWeights } from "../model/reference.ts";
 import type { Tokenizer } from "../model/tokenizer-api.ts";
 import { validateRequest, type Generation, type GenerationEngine, type GenerationRequest } from "./generation.ts";
 
@@ -14,6 +16,7 @@ interface Waiting {
   config: ModelConfig;
   params: ModelParams;
   tokenizer: Tokenizer | undefined;
+  adapter: LoraWeights | undefined;
   requests: readonly GenerationRequest[];
   resolve: (g: Generation[]) => void;
   reject: (e: unknown) => void;
@@ -32,11 +35,17 @@ export class BatchingEngine implements GenerationEngine {
     this.backend = inner.backend;
   }
 
-  generate(config: ModelConfig, params: ModelParams, requests: readonly GenerationRequest[], tokenizer?: Tokenizer): Promise<Generation[]> {
+  generate(
+    config: ModelConfig,
+    params: ModelParams,
+    requests: readonly GenerationRequest[],
+    tokenizer?: Tokenizer,
+    adapter?: LoraWeights,
+  ): Promise<Generation[]> {
     // bad input fails its own call here, never a batch it would have joined
     requests.forEach((r, i) => validateRequest(config, r, i));
     return new Promise((resolve, reject) => {
-      this.waiting.push({ config, params, tokenizer, requests, resolve, reject });
+      this.waiting.push({ config, params, tokenizer, adapter, requests, resolve, reject });
       void this.drain();
     });
   }
@@ -55,6 +64,7 @@ export class BatchingEngine implements GenerationEngine {
             batch[0].params,
             batch.flatMap((w) => w.requests),
             batch[0].tokenizer,
+            batch[0].adapter,
           );
           let at = 0;
           for (const w of batch) {
@@ -78,7 +88,7 @@ export class BatchingEngine implements GenerationEngine {
     for (let i = 0; i < this.waiting.length; ) {
       const w = this.waiting[i];
       const fits = batch.length === 0 || sequences + w.requests.length <= this.maxSequences;
-      if (w.config === head.config && w.params === head.params && w.tokenizer === head.tokenizer && fits) {
+      if (w.config === head.config && w.params === head.params && w.tokenizer === head.tokenizer && w.adapter === head.adapter && fits) {
         batch.push(w);
         sequences += w.requests.length;
         this.waiting.splice(i, 1);

@@ -1,7 +1,7 @@
 /** GRPO's own pieces; the whole loop runs in test/demo/calc.test.ts. */
 import { describe, expect, it } from "vitest";
-import { GRPO, selectRows } from "../../src/algorithm/grpo.ts";
-import { batchFromTokens, CpuTrainer, initParams, PAD_ID, presetConfig } from "../../src/model/index.ts";
+import { combineMetrics, GRPO, selectRows } from "../../src/algorithm/grpo.ts";
+import { batchFromTokens, CpuTrainer, initParams, PAD_ID, presetConfig, type StepMetrics } from "../../src/model/index.ts";
 import { ModelPolicy } from "../../src/proxy/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 
@@ -42,10 +42,56 @@ describe("GRPO", () => {
     expect(() => make({ batchSize: 1.5 })).toThrow(/batchSize/);
   });
 
+  it("rejects bad PPO settings, and a KL term without a LoRA trainer (whose base is the reference)", () => {
+    expect(() => make({ ppoEpochs: 0 })).toThrow(/ppoEpochs/);
+    expect(() => make({ miniBatchSize: 2.5 })).toThrow(/miniBatchSize/);
+    expect(() => make({ startStep: 21 })).toThrow(/startStep/);
+    expect(() => make({ loss: { klLossCoef: 0.1 } })).toThrow(/LoRA trainer/);
+    expect(() => make({ trackKl: true })).toThrow(/LoRA trainer/);
+    const params = initParams(config, 0);
+    const lora = { config: { r: 2, alpha: 4, targetModules: ["q_proj" as const] }, base: params };
+    expect(() => make({ trainer: new CpuTrainer({ config, lora }), loss: { klLossCoef: 0.1 } })).not.toThrow();
+  });
+
   it("needs a training dataset and a policy server as its LLM proxy", async () => {
     const g = make();
     g.setStore(new InMemoryLightningStore());
     await expect(g.run([], null)).rejects.toThrow(/non-empty training dataset/);
     await expect(g.run([{ q: 1 }], null)).rejects.toThrow(/LLM proxy/);
+  });
+});
+
+describe("combineMetrics", () => {
+  const m = (o: Partial<StepMetrics>): StepMetrics => ({
+    loss: 0,
+    pg_loss: 0,
+    clip_frac: 0,
+    clip_frac_lower: 0,
+    approx_kl: 0,
+    entropy: 0,
+    grad_norm: 0,
+    tokens_per_second: 100,
+    tokens: 10,
+    skipped: false,
+    step: 1,
+    ...o,
+  });
+
+  it("averages the taken updates weighted by tokens and leaves skipped ones out", () => {
+    const c = combineMetrics([
+      m({ clip_frac: 0.1, approx_kl: 0.01, tokens: 10, step: 1 }),
+      m({ clip_frac: NaN, loss: NaN, tokens: 20, skipped: true, step: 1 }),
+      m({ clip_frac: 0.4, approx_kl: 0.04, tokens: 30, step: 2 }),
+    ]);
+    expect(c.clip_frac).toBeCloseTo((0.1 * 10 + 0.4 * 30) / 40, 10);
+    expect(c.approx_kl).toBeCloseTo((0.01 * 10 + 0.04 * 30) / 40, 10);
+    expect(c.loss).toBe(0);
+    expect(c.tokens).toBe(60);
+    expect(c.skipped).toBe(false);
+    expect(c.step).toBe(2);
+  });
+
+  it("is skipped only when every update was", () => {
+    expect(combineMetrics([m({ skipped: true }), m({ skipped: true })]).skipped).toBe(true);
   });
 });

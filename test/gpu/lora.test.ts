@@ -375,6 +375,8 @@ describe.skipIf(noGpu)("GpuPolicyTrainer with a LoRA adapter vs the CPU referenc
       await a.policyStep(batch, adv, old);
       const state = await a.getState();
       expect(state.lora).toEqual(QV);
+      expect(a.loraConfig).toEqual(QV);
+      expect(full.loraConfig).toBeNull();
       expect(state.optimizer.step).toBe(1);
       expect(state.params.length).toBe(loraParamCount(config, QV));
       await b.setState(state);

@@ -11,7 +11,8 @@ export const RUNTIMES: readonly Runtime[] = ["node", "deno", "bun"];
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const bin = (name: string): string => `${ROOT}node_modules/.bin/${name}`;
 
-function command(runtime: Runtime): [string, string[]] {
+/** The command line that runs a runtime entry (runtimes/*.ts) under `runtime`. */
+export function runtimeCommand(runtime: Runtime): [string, string[]] {
   switch (runtime) {
     case "node":
       return [process.execPath, ["--import", "tsx", "runtimes/node.ts"]];
@@ -41,7 +42,7 @@ export async function startServerProcess(
   env: Record<string, string> = {},
   ready: RegExp = STORE_READY,
 ): Promise<ServerProcess> {
-  const [cmd, pre] = command(runtime);
+  const [cmd, pre] = runtimeCommand(runtime);
   const proc = spawn(cmd, [...pre, ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env, NO_COLOR: "1" },

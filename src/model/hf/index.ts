@@ -10,3 +10,4 @@ export { hfTensorName, convertTensor, type HfDtype } from "./tensors.ts";
 export { TensorReader, READ_CHUNK_BYTES, type TensorLocation } from "./tensor-reader.ts";
 export type { ModelSource, FileSource } from "./source.ts";
 export { peftAdapterFiles, savePeftAdapter, loadPeftAdapter, mergeLora, peftTensorName, type PeftAdapter } from "./peft.ts";
+export { saveLoraCheckpoint, loadLoraCheckpoint, encodeLoraOptimizer, decodeLoraOptimizer } from "./lora-checkpoint.ts";

@@ -1,4 +1,4 @@
-/** A small SVG line chart (no dependencies): the demo's reward curve. */
+/** A small SVG line chart (no dependencies): the reward curves of `agl train` and the calc demo. */
 export interface Series {
   name: string;
   color: string;

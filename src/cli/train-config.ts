@@ -1,0 +1,218 @@
+/**
+ * The settings of `agl train`: one zod schema (docs/lora.md#agl-train), filled from a JSON config file
+ * (`--config FILE`, keys as below) and then from flags (`--lora-r 16` sets `loraR`), flags winning.
+ */
+import { z } from "zod";
+import { LORA_TARGETS } from "../model/lora.ts";
+import { UsageError } from "../server/config.ts";
+
+const positive = z.number().int().min(1);
+
+export const TrainConfigSchema = z
+  .object({
+    /** Hugging Face model folder (Llama, Qwen2, Qwen3). */
+    model: z.string().min(1),
+    /** Module exporting the agent: a LitAgent, or a rollout function `(task, llm) => reward` (default or `agent` export). */
+    agent: z.string().min(1),
+    /** Training tasks, one JSON value per line. */
+    data: z.string().min(1),
+    /** Validation tasks (JSONL) [none]. */
+    valData: z.string().min(1).nullable().default(null),
+    /** Output folder: adapters, checkpoints, metrics, reward curve, the embedded store. */
+    out: z.string().min(1).default("runs/train"),
+    /** Store URL for `openStore` ("memory", file:..., libsql://..., a libSQL server's http(s)://...) [file:OUT/store.db]. */
+    store: z.string().min(1).nullable().default(null),
+    /** URL of an `agl store` server instead (the HTTP client) [none]. */
+    storeServer: z.string().url().nullable().default(null),
+    device: z.enum(["cpu", "webgpu", "auto"]).default("auto"),
+    loraR: positive.default(16),
+    loraAlpha: z.number().positive().default(32),
+    loraTargets: z
+      .array(z.enum(LORA_TARGETS))
+      .min(1)
+      .default(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]),
+    steps: positive.default(20),
+    /** Tasks per step. */
+    batch: positive.default(8),
+    /** Rollouts per task (GRPO group size). */
+    group: positive.default(8),
+    lr: z.number().positive().default(1e-4),
+    /** Share of the steps, at the end, over which the learning rate decays linearly to `lrFinal` x lr [0: constant]. */
+    lrDecayShare: z.number().min(0).max(1).default(0),
+    lrFinal: z.number().min(0).max(1).default(0.1),
+    weightDecay: z.number().min(0).default(0),
+    /** PPO epochs per step. */
+    epochs: positive.default(1),
+    /** Rows per optimizer update [all of the step's rows]. */
+    miniBatch: positive.nullable().default(null),
+    /** Rows per forward/backward (gradient accumulation) [all of an update's rows]. */
+    microBatch: positive.nullable().default(null),
+    klCoef: z.number().min(0).default(0),
+    klType: z.enum(["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"]).default("low_var_kl"),
+    clipRatio: z.number().positive().default(0.2),
+    maxPrompt: positive.default(512),
+    maxResponse: positive.default(256),
+    temperature: z.number().min(0).default(1),
+    valEvery: z.number().int().min(0).default(5),
+    checkpointEvery: positive.default(5),
+    runners: positive.default(4),
+    seed: z.number().int().min(0).default(0),
+    /** How the frozen base's matrices sit on the GPU (LoRA on WebGPU). */
+    gpuWeights: z.enum(["f32", "bf16", "f16"]).default("f32"),
+    /** Recompute activations in the backward (WebGPU): less memory, one more forward. */
+    recompute: z.boolean().default(false),
+    progress: z.boolean().default(true),
+  })
+  .strict();
+
+export type TrainConfig = z.infer<typeof TrainConfigSchema>;
+
+type Kind = "string" | "int" | "number" | "bool" | "list";
+
+/** Each setting's flag kind; the flag is the key in kebab case (`loraR` → `--lora-r`). */
+const KINDS: Record<Exclude<keyof TrainConfig, "progress">, Kind> = {
+  model: "string",
+  agent: "string",
+  data: "string",
+  valData: "string",
+  out: "string",
+  store: "string",
+  storeServer: "string",
+  device: "string",
+  loraR: "int",
+  loraAlpha: "number",
+  loraTargets: "list",
+  steps: "int",
+  batch: "int",
+  group: "int",
+  lr: "number",
+  lrDecayShare: "number",
+  lrFinal: "number",
+  weightDecay: "number",
+  epochs: "int",
+  miniBatch: "int",
+  microBatch: "int",
+  klCoef: "number",
+  klType: "string",
+  clipRatio: "number",
+  maxPrompt: "int",
+  maxResponse: "int",
+  temperature: "number",
+  valEvery: "int",
+  checkpointEvery: "int",
+  runners: "int",
+  seed: "int",
+  gpuWeights: "string",
+  recompute: "bool",
+};
+
+const kebab = (k: string): string => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+const FLAGS = new Map(Object.entries(KINDS).map(([k, kind]) => [kebab(k), { key: k, kind }]));
+
+export const TRAIN_USAGE = `Usage: agl train --model DIR --agent FILE --data FILE.jsonl [options]
+
+Trains a LoRA adapter on a Hugging Face model (Llama, Qwen2, Qwen3) with GRPO: runners run the agent on
+the tasks against the policy server, the adapter learns from the rewards, and every step's adapter is
+served to the runners without reloading the model. The output folder is resumable: run the same command
+again after Ctrl-C or a crash and it continues from the last checkpoint.
+
+Required:
+  --model DIR             the model folder (config.json, safetensors, tokenizer.json)
+  --agent FILE            module exporting the agent (default or \`agent\` export): a LitAgent, or a
+                          function (task, llm) => reward that calls llm.endpoint with the openai client
+  --data FILE             training tasks, one JSON value per line
+
+Options (defaults in brackets; every option can also come from --config FILE.json, keys in camelCase):
+  --config FILE           JSON file with settings (flags override it)
+  --val-data FILE         validation tasks (JSONL), evaluated greedily every --val-every steps
+  --out DIR               output folder [runs/train]
+  --store URL             store: memory | file:PATH | libsql://... | http(s):// libSQL server [file:OUT/store.db]
+  --store-server URL      an \`agl store\` server instead of a store URL
+  --device D              cpu | webgpu | auto [auto: WebGPU on a hardware adapter, else the CPU]
+  --lora-r N              LoRA rank [16]
+  --lora-alpha X          LoRA alpha [32]
+  --lora-targets LIST     comma-separated: q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj [all]
+  --steps N               GRPO steps [20]
+  --batch N               tasks per step [8]
+  --group N               rollouts per task [8]
+  --lr X                  learning rate [1e-4]
+  --lr-decay-share S      over the last S (0..1) of the steps the lr decays linearly to --lr-final x lr [0]
+  --lr-final F            the lr factor at the last step when decaying [0.1]
+  --weight-decay X        AdamW weight decay [0]
+  --epochs N              PPO epochs per step [1]
+  --mini-batch N          rows per optimizer update [all]
+  --micro-batch N         rows per forward/backward, gradients accumulate [all]
+  --kl-coef X             KL-to-base loss coefficient [0]
+  --kl-type K             k1 | k2 | k3 (kl, mse, low_var_kl, abs) [low_var_kl]
+  --clip-ratio X          PPO clip ratio [0.2]
+  --max-prompt N          prompt tokens kept per row [512]
+  --max-response N        response tokens kept per row [256]
+  --temperature X         sampling temperature of training rollouts [1]
+  --val-every N           validate every N steps (0: before and after only) [5]
+  --checkpoint-every N    steps between checkpoints [5]
+  --runners N             concurrent agent runners [4]
+  --seed N                seed of the task order and the adapter's init [0]
+  --gpu-weights F         f32 | bf16 | f16: the frozen base on the GPU [f32]
+  --recompute             recompute activations in the backward (less GPU memory)
+  --no-progress           no progress lines
+  -h, --help              this text
+
+Output: OUT/adapter (the latest adapter, PEFT layout: agl serve --model DIR --adapter OUT/adapter),
+OUT/checkpoints/step-N (adapter + optimizer), OUT/metrics.jsonl, OUT/reward-curve.svg, OUT/store.db.
+`;
+
+/** Flags (and `--config FILE` through `readText`) → a checked TrainConfig; `help` when asked. */
+export function parseTrainArgs(
+  argv: readonly string[],
+  readText: (path: string) => string,
+): { help: true } | { help: false; config: TrainConfig } {
+  const flags: Record<string, unknown> = {};
+  let file: Record<string, unknown> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i];
+    if (flag === "-h" || flag === "--help") return { help: true };
+    if (flag === "--no-progress") {
+      flags.progress = false;
+      continue;
+    }
+    if (flag === "--recompute") {
+      flags.recompute = true;
+      continue;
+    }
+    const value = (): string => {
+      const v = argv[++i];
+      if (v === undefined) throw new UsageError(`${flag} needs a value`);
+      return v;
+    };
+    if (flag === "--config") {
+      const path = value();
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(readText(path));
+      } catch (e) {
+        throw new UsageError(`--config ${path}: ${(e as Error).message}`);
+      }
+      if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+        throw new UsageError(`--config ${path}: must hold a JSON object`);
+      file = parsed as Record<string, unknown>;
+      continue;
+    }
+    const spec = FLAGS.get(flag);
+    if (!spec) throw new UsageError(`unknown option ${JSON.stringify(flag)}`);
+    const raw = value();
+    if (spec.kind === "int" || spec.kind === "number") {
+      const n = Number(raw);
+      if (raw.trim() === "" || !Number.isFinite(n)) throw new UsageError(`${flag} needs a number, got ${JSON.stringify(raw)}`);
+      flags[spec.key] = n;
+    } else if (spec.kind === "list") flags[spec.key] = raw.split(",").map((s) => s.trim());
+    else flags[spec.key] = raw;
+  }
+  const parsed = TrainConfigSchema.safeParse({ ...file, ...flags });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const key = String(issue.path[0] ?? "");
+    const where = key in KINDS ? kebab(key) : key || "config";
+    throw new UsageError(`${where}${issue.path.length > 1 ? `[${issue.path.slice(1).join(".")}]` : ""}: ${issue.message}`);
+  }
+  return { help: false, config: parsed.data };
+}

@@ -1,0 +1,319 @@
+/**
+ * `agl train`: GRPO with a LoRA adapter on a Hugging Face model, from flags or a config file
+ * (docs/lora.md#agl-train). The pieces are the library's: `loadPretrained`, a LoRA policy trainer
+ * (WebGPU or CPU), a ModelPolicy serving base + adapter behind the policy server, the Trainer's runners
+ * running the user's agent module, the GRPO algorithm. What this file adds is the run's folder:
+ *
+ *   OUT/run.json              the settings that define the run (a different run needs another folder)
+ *   OUT/progress.json         the last completed checkpoint, written after it is complete
+ *   OUT/checkpoints/step-N/   adapter (PEFT layout, float32) + optimizer state; written as step-N.tmp, then renamed
+ *   OUT/adapter/              the latest adapter, for `agl serve --adapter`
+ *   OUT/metrics.jsonl         one line per step and validation report
+ *   OUT/reward-curve.svg      training reward and validation accuracy
+ *   OUT/store.db              the embedded store (unless --store / --store-server)
+ *
+ * Running the same command again resumes: the adapter and optimizer come from the last checkpoint, the
+ * task order continues where that step left it, and the metrics after it (work lost with the crash)
+ * are dropped.
+ */
+import { GRPO, lateDecay, type GrpoReport } from "../algorithm/grpo.ts";
+import { LlmProxyTraceToTriplet } from "../adapter/proxy-triplet.ts";
+import { LightningStoreClient } from "../client/client.ts";
+import { loadPretrained, type PretrainedModel } from "../model/hf/index.ts";
+import { loadLoraCheckpoint, saveLoraCheckpoint } from "../model/hf/lora-checkpoint.ts";
+import { savePeftAdapter } from "../model/hf/peft.ts";
+import { parseLoraConfig, type LoraConfig } from "../model/lora.ts";
+import { CpuTrainer } from "../model/cpu-trainer.ts";
+import type { OptimizerState, PolicyTrainer } from "../model/train-types.ts";
+import { platform } from "../platform/index.ts";
+import type { GpuContext } from "../gpu/context.ts";
+import { createGenerationEngine } from "../proxy/engine.ts";
+import { ModelPolicy } from "../proxy/policy.ts";
+import { PolicyServer } from "../proxy/policy-server.ts";
+import { llmRollout } from "../runner/functional.ts";
+import type { LitAgent } from "../runner/litagent.ts";
+import { UsageError } from "../server/config.ts";
+import type { LightningStore } from "../store/base.ts";
+import { openStore } from "../store/libsql/open.ts";
+import { Trainer } from "../trainer/trainer.ts";
+import { lineChartSvg } from "./svg.ts";
+import type { TrainConfig } from "./train-config.ts";
+
+export interface TrainRunResult {
+  /** Steps already done when this run started (0 for a fresh folder). */
+  startStep: number;
+  /** Every report of the run's folder, resumed ones included, in order. */
+  reports: GrpoReport[];
+  backend: "cpu" | "webgpu";
+  adapterDir: string;
+  svgPath: string;
+  seconds: number;
+}
+
+/** The settings that make two invocations the same run (others, e.g. steps or lr, may change on resume). */
+function runIdentity(c: TrainConfig): Record<string, unknown> {
+  return {
+    model: c.model,
+    loraR: c.loraR,
+    loraAlpha: c.loraAlpha,
+    loraTargets: [...c.loraTargets].sort(),
+    seed: c.seed,
+    batch: c.batch,
+    data: c.data,
+  };
+}
+
+const join = (dir: string, name: string): string => (dir.endsWith("/") ? dir + name : `${dir}/${name}`);
+
+async function readJsonIfThere(path: string): Promise<unknown | null> {
+  const io = platform.files();
+  if (!(await io.exists(path))) return null;
+  const text = new TextDecoder().decode(await io.readFile(path));
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new UsageError(`${path} is not JSON (${(e as Error).message}): the output folder is damaged; use another --out`);
+  }
+}
+
+/** Writes a file whole under a temporary name, then renames it, so a crash never leaves half of it. */
+async function writeAtomic(path: string, text: string): Promise<void> {
+  const io = platform.files();
+  await io.writeFile(`${path}.tmp`, new TextEncoder().encode(text));
+  await io.rename(`${path}.tmp`, path);
+}
+
+/** Tasks of a JSONL file (blank lines skipped); a bad line is named by file and line number. */
+export function readJsonl(path: string): unknown[] {
+  let text: string;
+  try {
+    text = platform.readTextFile(path);
+  } catch (e) {
+    throw new UsageError(`cannot read ${path}: ${(e as Error).message}`);
+  }
+  const tasks: unknown[] = [];
+  text.split("\n").forEach((line, i) => {
+    if (line.trim() === "") return;
+    try {
+      tasks.push(JSON.parse(line));
+    } catch (e) {
+      throw new UsageError(`${path}:${i + 1}: not JSON (${(e as Error).message})`);
+    }
+  });
+  if (tasks.length === 0) throw new UsageError(`${path} holds no tasks`);
+  return tasks;
+}
+
+/** The agent a module exports (default or `agent`): a LitAgent as it is, a function as an LLM rollout. */
+export async function importAgent(path: string, cwd: string): Promise<LitAgent<unknown>> {
+  const url = new URL(path, `file://${cwd.endsWith("/") ? cwd : `${cwd}/`}`).href;
+  let mod: Record<string, unknown>;
+  try {
+    mod = (await import(url)) as Record<string, unknown>;
+  } catch (e) {
+    throw new UsageError(`cannot import the agent module ${path}: ${(e as Error).message}`);
+  }
+  const agent = mod.default ?? mod.agent;
+  // duck-typed: the module may import the library from another copy (the package vs its sources)
+  // (a FunctionalLitAgent is itself callable, so look for the method before treating it as a function)
+  if (
+    (typeof agent === "object" || typeof agent === "function") &&
+    agent !== null &&
+    typeof (agent as LitAgent).trainingRollout === "function"
+  )
+    return agent as LitAgent<unknown>;
+  if (typeof agent === "function") return llmRollout(agent as Parameters<typeof llmRollout>[0]) as LitAgent<unknown>;
+  throw new UsageError(
+    `${path} must export (as default or \`agent\`) a LitAgent or a rollout function (task, llm) => reward; it exports ${Object.keys(mod).join(", ") || "nothing"}`,
+  );
+}
+
+async function makeTrainer(
+  c: TrainConfig,
+  model: PretrainedModel,
+  lora: LoraConfig,
+  resume: { adapter: Float32Array; optimizer?: OptimizerState } | null,
+  log: (m: string) => void,
+): Promise<PolicyTrainer> {
+  const common = {
+    config: model.config,
+    lr: c.lr,
+    weightDecay: c.weightDecay,
+    optimizer: resume?.optimizer,
+    lora: { config: lora, base: model.weights, adapter: resume?.adapter, seed: c.seed },
+  };
+  const cpu = (): CpuTrainer => {
+    if (c.recompute) log("--recompute applies to the WebGPU trainer: the CPU trainer keeps every layer's activations");
+    if (c.gpuWeights !== "f32")
+      log(`--gpu-weights ${c.gpuWeights} applies to the WebGPU trainer: the CPU trainer keeps the base in float32`);
+    return new CpuTrainer(common);
+  };
+  if (c.device === "cpu") return cpu();
+  const gpu = await import("../gpu/index.ts");
+  if (c.device === "auto") {
+    const probe = await gpu.probeGpu();
+    if (!probe.ok || probe.report.software) {
+      log(
+        `training on the CPU: ${probe.ok ? `the WebGPU adapter is a software one (${gpu.describeAdapter(probe.report)})` : probe.reason}`,
+      );
+      return cpu();
+    }
+  }
+  const trainer = await gpu.createPolicyTrainer({
+    ...common,
+    backend: "webgpu",
+    weightFormat: c.gpuWeights,
+    recomputeActivations: c.recompute,
+  } as Parameters<typeof gpu.createPolicyTrainer>[0]);
+  if (!trainer.loraConfig) throw new UsageError("this WebGPU trainer does not train LoRA adapters: use --device cpu");
+  return trainer;
+}
+
+async function openRunStore(c: TrainConfig): Promise<LightningStore> {
+  if (c.storeServer !== null) return new LightningStoreClient(c.storeServer);
+  return openStore(c.store ?? `file:${join(c.out, "store.db")}`);
+}
+
+function rewardCurve(reports: readonly GrpoReport[], steps: number): string {
+  const stepReports = reports.filter((r) => r.kind === "step");
+  const vals = reports.filter((r) => r.kind === "validation");
+  return lineChartSvg(
+    "agl train: training reward and validation accuracy",
+    [
+      { name: "training reward (mean of the step's rollouts)", color: "#1f77b4", points: stepReports.map((s) => [s.step, s.reward]) },
+      { name: "validation accuracy (greedy)", color: "#d62728", points: vals.map((v) => [v.step, v.accuracy]) },
+    ],
+    steps,
+    "GRPO step",
+    "reward / accuracy",
+  );
+}
+
+/** Runs (or resumes) the training the config describes, to its last step. */
+export async function runTraining(c: TrainConfig, options: { log?: (m: string) => void; cwd?: string } = {}): Promise<TrainRunResult> {
+  const started = performance.now();
+  const log = options.log ?? ((m: string) => console.log(`[agl train] ${m}`));
+  const io = platform.files();
+  await io.mkdir(join(c.out, "checkpoints"));
+  const runPath = join(c.out, "run.json");
+  const identity = runIdentity(c);
+  const previous = (await readJsonIfThere(runPath)) as Record<string, unknown> | null;
+  if (previous !== null && JSON.stringify(previous) !== JSON.stringify(identity))
+    throw new UsageError(
+      `${c.out} holds another run (${Object.keys(identity)
+        .filter((k) => JSON.stringify(previous[k]) !== JSON.stringify(identity[k]))
+        .join(", ")} differ): use another --out`,
+    );
+  await writeAtomic(runPath, `${JSON.stringify(identity, null, 2)}\n`);
+
+  const model = await loadPretrained(c.model);
+  if (model.tokenizer === null) throw new UsageError(`${c.model} has no tokenizer.json: training needs the model's tokenizer`);
+  const lora = parseLoraConfig({ r: c.loraR, alpha: c.loraAlpha, targetModules: c.loraTargets });
+  const progress = (await readJsonIfThere(join(c.out, "progress.json"))) as { step: number; checkpoint: string } | null;
+  let startStep = 0;
+  let resume: { adapter: Float32Array; optimizer?: OptimizerState } | null = null;
+  if (progress !== null) {
+    const ckpt = await loadLoraCheckpoint(join(c.out, progress.checkpoint), model.config);
+    resume = { adapter: ckpt.adapter.params, optimizer: ckpt.optimizer };
+    startStep = progress.step;
+    log(`resuming after step ${startStep} from ${join(c.out, progress.checkpoint)}`);
+  }
+  if (startStep >= c.steps) log(`${c.out} already holds ${startStep} steps (--steps ${c.steps}): nothing to train`);
+
+  const metricsPath = join(c.out, "metrics.jsonl");
+  const reports: GrpoReport[] = [];
+  if (startStep > 0 && (await io.exists(metricsPath)))
+    for (const line of new TextDecoder().decode(await io.readFile(metricsPath)).split("\n"))
+      if (line.trim() !== "") {
+        const r = JSON.parse(line) as GrpoReport;
+        if (r.step <= startStep) reports.push(r);
+      }
+
+  const train = readJsonl(c.data);
+  const val = c.valData !== null ? readJsonl(c.valData) : null;
+  const agent = await importAgent(c.agent, options.cwd ?? platform.cwd());
+  const trainer = await makeTrainer(c, model, lora, resume, log);
+  const state = await trainer.getState();
+  const engine = await createGenerationEngine({
+    backend: trainer.backend === "webgpu" ? "webgpu" : "cpu",
+    context: (trainer as { ctx?: GpuContext }).ctx,
+  });
+  const policy = new ModelPolicy({
+    model: model.name,
+    config: model.config,
+    params: model.weights,
+    tokenizer: model.tokenizer,
+    lora: { config: lora, params: state.params },
+    version: startStep,
+    engine,
+    seed: c.seed,
+  });
+  const server = new PolicyServer({ policy });
+  const store = await openRunStore(c);
+  const svgPath = join(c.out, "reward-curve.svg");
+  const adapterDir = join(c.out, "adapter");
+
+  // The folder's record of the run so far, rewritten whole after each report (small), never half a line.
+  const persist = async (): Promise<void> => {
+    await writeAtomic(metricsPath, reports.map((r) => `${JSON.stringify(r)}\n`).join(""));
+    await writeAtomic(svgPath, rewardCurve(reports, c.steps));
+  };
+  let pending: Promise<void> = Promise.resolve();
+  const saveCheckpoint = async (step: number, t: PolicyTrainer): Promise<void> => {
+    const s = await t.getState();
+    const adapter = { config: lora, params: s.params };
+    const name = `checkpoints/step-${step}`;
+    await saveLoraCheckpoint(join(c.out, `${name}.tmp`), model.config, adapter, s.optimizer, { baseModel: c.model });
+    await io.rename(join(c.out, `${name}.tmp`), join(c.out, name));
+    await writeAtomic(join(c.out, "progress.json"), `${JSON.stringify({ step, checkpoint: name })}\n`);
+    await savePeftAdapter(adapterDir, model.config, adapter, { baseModel: c.model, dtype: "F32" });
+  };
+  const grpo = new GRPO({
+    trainer,
+    policy,
+    steps: c.steps,
+    startStep: Math.min(startStep, c.steps),
+    batchSize: c.batch,
+    nSamples: c.group,
+    lr: c.lr,
+    lrSchedule: (step, steps) => c.lr * lateDecay(step, steps, c.lrDecayShare, c.lrFinal),
+    ppoEpochs: c.epochs,
+    miniBatchSize: c.miniBatch ?? undefined,
+    microBatchSize: c.microBatch ?? undefined,
+    loss: { klLossCoef: c.klCoef, klLossType: c.klType, clipRatio: c.clipRatio },
+    trackKl: true,
+    maxPromptLength: c.maxPrompt,
+    maxResponseLength: c.maxResponse,
+    temperature: c.temperature,
+    valEvery: c.valEvery,
+    checkpointEvery: c.checkpointEvery,
+    seed: c.seed,
+    progress: c.progress,
+    adapter: new LlmProxyTraceToTriplet(),
+    saveCheckpoint,
+    onReport: (r) => {
+      reports.push(r);
+      pending = pending.then(persist);
+    },
+  });
+  const lightning = new Trainer({
+    algorithm: grpo,
+    llmProxy: server,
+    store,
+    nRunners: c.runners,
+    strategy: { type: "shm", main_thread: "algorithm" },
+    runner: { type: "LitAgentRunner", poll_interval: 0.01, heartbeat_interval: 5 },
+  });
+  log(
+    `${model.name} (${model.architecture}) + LoRA r=${lora.r} alpha=${lora.alpha} on ${lora.targetModules.join(",")}: ${c.steps} steps x ${c.batch} tasks x ${c.group} rollouts, trainer ${trainer.backend}, out ${c.out}`,
+  );
+  try {
+    if (startStep < c.steps) await lightning.fit(agent, train, { valDataset: val });
+    await pending;
+    await persist();
+  } finally {
+    await store.close();
+    (trainer as { destroy?: () => void }).destroy?.();
+  }
+  return { startStep, reports, backend: trainer.backend, adapterDir, svgPath, seconds: (performance.now() - started) / 1000 };
+}

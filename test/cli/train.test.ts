@@ -1,0 +1,217 @@
+/**
+ * `agl train`: settings from flags and a config file; a LoRA-GRPO run on a Hugging Face folder (the
+ * calc SFT model exported with exportHf, loaded back through the HF loader) that raises the training
+ * reward, with real KL and clip-fraction figures; the output folder (adapter in PEFT layout, checkpoints,
+ * metrics, reward curve) and resuming a run from it.
+ */
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runCli } from "../../src/cli/agl.ts";
+import { runTraining } from "../../src/cli/train.ts";
+import { parseTrainArgs, TrainConfigSchema, type TrainConfig } from "../../src/cli/train-config.ts";
+import { exportHf, loadCheckpoint, loadLoraCheckpoint, loadPeftAdapter, loadPretrained } from "../../src/model/index.ts";
+import { UsageError } from "../../src/server/config.ts";
+import { openStore } from "../../src/store/index.ts";
+import { slope, tasksWithSignal } from "../demo/calc-signal.ts";
+import { runtimeCommand, type Runtime } from "../server/processes.ts";
+
+let dir = "";
+const noFile = (): string => {
+  throw new Error("no config file in this test");
+};
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "agl-train-"));
+  const ckpt = await loadCheckpoint("examples/calc/checkpoint-sft", undefined, { optimizer: false });
+  await exportHf(join(dir, "model"), { config: ckpt.config, params: ckpt.params });
+  const tasks = await tasksWithSignal(4);
+  await writeFile(join(dir, "train.jsonl"), tasks.map((t) => JSON.stringify(t)).join("\n"));
+});
+afterAll(async () => {
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe("agl train settings", () => {
+  it("reads flags in kebab case, a JSON config file under them, and fills the defaults", () => {
+    const file = JSON.stringify({ model: "m", agent: "a.ts", data: "d.jsonl", loraR: 4, lr: 0.5, loraTargets: ["q_proj"] });
+    const r = parseTrainArgs(
+      ["--config", "c.json", "--lr", "0.01", "--lora-targets", "q_proj,down_proj", "--recompute", "--no-progress"],
+      () => file,
+    );
+    if (r.help) throw new Error("not help");
+    expect(r.config).toMatchObject({
+      model: "m",
+      loraR: 4,
+      lr: 0.01,
+      loraTargets: ["q_proj", "down_proj"],
+      recompute: true,
+      progress: false,
+    });
+    expect(r.config.steps).toBe(20);
+    expect(r.config.out).toBe("runs/train");
+    expect(parseTrainArgs(["-h"], noFile)).toEqual({ help: true });
+  });
+
+  it("names the flag of a bad value and refuses unknown ones", () => {
+    const base = ["--model", "m", "--agent", "a", "--data", "d"];
+    expect(() => parseTrainArgs([...base, "--lora-targets", "q_proj,lm_head"], noFile)).toThrow(/--lora-targets\[1\]/);
+    expect(() => parseTrainArgs([...base, "--steps", "0"], noFile)).toThrow(/--steps/);
+    expect(() => parseTrainArgs([...base, "--lr", "fast"], noFile)).toThrow(/--lr needs a number/);
+    expect(() => parseTrainArgs([...base, "--device", "tpu"], noFile)).toThrow(/--device/);
+    expect(() => parseTrainArgs([...base, "--bogus", "1"], noFile)).toThrow(UsageError);
+    expect(() => parseTrainArgs(["--agent", "a", "--data", "d"], noFile)).toThrow(/--model/);
+    expect(() => parseTrainArgs(["--config", "c.json"], () => "[1]")).toThrow(/JSON object/);
+    expect(() => parseTrainArgs(["--config", "c.json"], () => '{"model": "m", "agent": "a", "data": "d", "typo": 1}')).toThrow(/typo/);
+  });
+
+  it("answers --help with 0 and a bad command line with 2", async () => {
+    expect(await runCli(["train", "--help"])).toBe(0);
+    expect(await runCli(["train", "--model"])).toBe(2);
+  });
+});
+
+describe("agl train on a Hugging Face folder", () => {
+  const settings = (over: Partial<TrainConfig>): TrainConfig =>
+    TrainConfigSchema.parse({
+      model: join(dir, "model"),
+      agent: "examples/calc/agent.ts",
+      data: join(dir, "train.jsonl"),
+      device: "cpu",
+      loraR: 8,
+      loraAlpha: 16,
+      batch: 4,
+      group: 8,
+      maxPrompt: 58,
+      maxResponse: 6,
+      valEvery: 0,
+      runners: 4,
+      progress: false,
+      ...over,
+    });
+
+  it("raises the training reward with LoRA-GRPO and reports real KL and clip figures", async () => {
+    const out = join(dir, "run-a");
+    const r = await runTraining(settings({ out, steps: 8, lr: 1e-2, epochs: 2, miniBatch: 16, klCoef: 0.01, seed: 1 }), { log: () => {} });
+    const steps = r.reports.filter((x) => x.kind === "step");
+    expect(steps).toHaveLength(8);
+    const rewards = steps.map((s) => s.reward);
+    console.log(`[agl train] step rewards: ${rewards.map((x) => x.toFixed(3)).join(" ")}`);
+    expect(slope(rewards)).toBeGreaterThan(0);
+    const trained = steps.filter((s) => s.updates > 0);
+    expect(trained.length).toBeGreaterThan(4);
+    // epochs x mini-batches: several updates per step, so the second epoch sees a moved policy
+    for (const s of trained) expect(s.updates).toBe(2 * Math.ceil(s.trained_rows / 16));
+    expect(trained.some((s) => s.clip_frac > 0)).toBe(true);
+    expect(trained.some((s) => s.kl !== 0)).toBe(true);
+    // the first step samples from the base itself (B = 0): no KL to it; later steps drift away
+    expect(steps[0].kl_ref).toBe(0);
+    expect(steps[steps.length - 1].kl_ref).toBeGreaterThan(0);
+
+    // the folder: the last adapter in PEFT layout equals the last checkpoint's
+    const model = await loadPretrained(join(dir, "model"));
+    const latest = await loadPeftAdapter(r.adapterDir, model.config);
+    const ckpt = await loadLoraCheckpoint(join(out, "checkpoints/step-8"), model.config);
+    expect(latest.config).toEqual({
+      r: 8,
+      alpha: 16,
+      targetModules: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    });
+    expect(Array.from(latest.params)).toEqual(Array.from(ckpt.adapter.params));
+    expect(ckpt.optimizer?.step).toBe(steps.reduce((a, s) => a + s.updates - s.skipped_updates, 0));
+    const lines = (await readFile(join(out, "metrics.jsonl"), "utf8")).trim().split("\n");
+    expect(lines.map((l) => JSON.parse(l).step)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    expect((await readFile(r.svgPath, "utf8")).startsWith("<svg")).toBe(true);
+
+    // the store in the folder: one bookkeeping rollout with every step, exempt from the unresponsive limit
+    const store = await openStore(`file:${join(out, "store.db")}`);
+    try {
+      const metrics = (await store.queryRollouts({})).items.filter((x) => (x.metadata as Record<string, unknown>)?.kind === "grpo-metrics");
+      expect(metrics).toHaveLength(1);
+      expect(metrics[0].status).toBe("succeeded");
+      expect(metrics[0].config.unresponsive_seconds).toBeNull();
+      const spans = (await store.querySpans(metrics[0].rollout_id)).items.filter((x) => x.name === "grpo.step");
+      expect(spans.map((x) => x.attributes["grpo.kl_ref"])).toEqual(steps.map((x) => x.kl_ref));
+    } finally {
+      await store.close();
+    }
+  }, 600_000);
+
+  it("resumes from the last checkpoint and refuses a folder that holds another run", async () => {
+    const out = join(dir, "run-b");
+    const first = await runTraining(settings({ out, steps: 2, checkpointEvery: 1, lr: 1e-2 }), { log: () => {} });
+    expect(first.startStep).toBe(0);
+    const atTwo = await loadLoraCheckpoint(join(out, "checkpoints/step-2"), (await loadPretrained(join(dir, "model"))).config);
+    const logs: string[] = [];
+    const second = await runTraining(settings({ out, steps: 3, checkpointEvery: 1, lr: 1e-2 }), { log: (m) => logs.push(m) });
+    expect(second.startStep).toBe(2);
+    expect(logs.join("\n")).toMatch(/resuming after step 2/);
+    expect(second.reports.filter((x) => x.kind === "step").map((x) => x.step)).toEqual([1, 2, 3]);
+    // the resumed optimizer continued from the checkpoint's step count
+    const atThree = await loadLoraCheckpoint(join(out, "checkpoints/step-3"), (await loadPretrained(join(dir, "model"))).config);
+    const third = second.reports.find((x) => x.kind === "step" && x.step === 3);
+    expect(atThree.optimizer?.step).toBe(
+      (atTwo.optimizer?.step ?? 0) + (third?.kind === "step" ? third.updates - third.skipped_updates : 0),
+    );
+    await expect(runTraining(settings({ out, steps: 3, loraR: 4 }), { log: () => {} })).rejects.toThrow(/another run \(loraR differ\)/);
+  }, 600_000);
+});
+
+describe("agl train as a command", () => {
+  const run = (cmd: string, args: string[]): Promise<{ code: number; output: string }> =>
+    new Promise((resolve) => {
+      execFile(cmd, args, { timeout: 240_000, env: { ...process.env, NO_COLOR: "1" } }, (err, stdout, stderr) =>
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }),
+      );
+    });
+  const flags = (out: string): string[] => [
+    "train",
+    "--model",
+    join(dir, "model"),
+    "--agent",
+    "examples/calc/agent.ts",
+    "--data",
+    join(dir, "train.jsonl"),
+    "--out",
+    out,
+    "--steps",
+    "1",
+    "--batch",
+    "2",
+    "--group",
+    "2",
+    "--max-prompt",
+    "58",
+    "--max-response",
+    "6",
+    "--device",
+    "cpu",
+    "--no-progress",
+  ];
+
+  it("runs from the npm binary (a TypeScript agent module through tsx) and names a missing model folder", async () => {
+    const ok = await run(process.execPath, ["bin/agl.mjs", ...flags(join(dir, "bin-run"))]);
+    expect(ok.output).toMatch(/done: 1 steps on cpu/);
+    expect(ok.code).toBe(0);
+    const bad = await run(process.execPath, [
+      "bin/agl.mjs",
+      ...flags(join(dir, "bin-bad")).map((a) => (a === join(dir, "model") ? join(dir, "nowhere") : a)),
+    ]);
+    expect(bad.code).toBe(1);
+    expect(bad.output).toMatch(/nowhere/);
+  }, 300_000);
+
+  for (const runtime of ["deno", "bun"] as Runtime[])
+    it(`runs under ${runtime}`, async () => {
+      const [cmd, args] = runtimeCommand(runtime);
+      const r = await run(cmd, [...args, ...flags(join(dir, `${runtime}-run`))]);
+      expect(r.output).toMatch(/done: 1 steps on cpu/);
+      expect(r.code).toBe(0);
+      expect(JSON.parse(await readFile(join(dir, `${runtime}-run`, "progress.json"), "utf8"))).toEqual({
+        step: 1,
+        checkpoint: "checkpoints/step-1",
+      });
+    }, 300_000);
+});
