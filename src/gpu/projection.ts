@@ -39,14 +39,15 @@ function needT(t: GPUBuffer | null): GPUBuffer {
 }
 
 /** t = x · lora_a: the adapter's half of the forward that the backward needs (recomputed on its own by
- * activation checkpointing for the one projection whose output it does not need). */
+ * activation checkpointing for the one projection whose output it does not need; with the forward's `mm`,
+ * so the recomputed t is bit for bit the forward's). */
 export function adapterInput(
   ctx: GpuContext,
   p: ProjectionWeights,
   x: GPUBuffer,
   t: GPUBuffer | null,
   d: ProjectionDims,
-  mm: MatmulFn = matmul,
+  mm: MatmulFn = linear,
 ): void {
   if (p.lora !== null) mm(ctx, x, p.lora.a, needT(t), { M: d.M, K: d.K, N: p.lora.r });
 }

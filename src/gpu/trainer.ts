@@ -308,7 +308,7 @@ export class GpuPolicyTrainer implements PolicyTrainer {
       const maxNorm = this.optim.maxGradNorm;
       const coef = maxNorm > 0 && maxNorm !== Infinity ? maxNorm / (gradNorm + 1e-6) : 1;
       this.stepCount += 1;
-      const scalars = adamwScalars({ ...this.optim, lr: options.lr ?? this.optim.lr }, this.stepCount, coef < 1 ? coef : 1);
+      const scalars = adamwScalars({ ...this.optim, lr: options.lr ?? this.optim.lr }, this.stepCount, Math.min(coef, 1));
       const t = model.trained;
       for (const s of t.layout) adamw(ctx, t.params[s.name], t.grads[s.name], t.m[s.name], t.v[s.name], s.size, scalars);
       // Wait for the update so tokens_per_second covers the whole step.

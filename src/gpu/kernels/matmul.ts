@@ -42,7 +42,6 @@ export function matmulKernel(t: GpuTuning, transA: boolean, transB: boolean, bFo
     const TILE = S * MICRO;
     // Consecutive threads load consecutive addresses of the source layout.
     const loadA = transA ? `let r = e % TILE; let k = e / TILE;` : `let k = e % D; let r = e / D;`;
-    const loadB = transB ? `let k = e % D; let c = e / D;` : `let c = e % TILE; let k = e / TILE;`;
     const rows = [0, 1, 2, 3];
     return `
 const S = ${S}u; const D = ${D}u; const TILE = ${TILE}u; const TILE4 = ${TILE / 4}u;
