@@ -6,7 +6,7 @@
  * (greedy, the same 100 held-out problems as the main demo) and the `agl train` command it ran.
  *
  *   npm run demo:hf                   # = npx tsx examples/calc/hf.ts
- *   npx tsx examples/calc/hf.ts --steps 60 --lr 5e-3 --out runs/calc-hf
+ *   npx tsx examples/calc/hf.ts --steps 100 --lr 5e-3 --out runs/calc-hf
  */
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { runCli } from "../../src/cli/agl.ts";
@@ -23,6 +23,9 @@ export interface CalcHfOptions {
   lrFinal: number;
   loraR: number;
   loraAlpha: number;
+  /** PPO epochs per step and rows per update (0: all rows, one update per epoch). */
+  epochs: number;
+  miniBatch: number;
   valEvery: number;
   valTasks: number;
   seed: number;
@@ -33,7 +36,7 @@ export interface CalcHfOptions {
 }
 
 export const CALC_HF_DEFAULTS: CalcHfOptions = {
-  steps: 60,
+  steps: 100,
   batch: 16,
   group: 8,
   lr: 5e-3,
@@ -41,6 +44,8 @@ export const CALC_HF_DEFAULTS: CalcHfOptions = {
   lrFinal: 0.1,
   loraR: 8,
   loraAlpha: 16,
+  epochs: 1,
+  miniBatch: 0,
   valEvery: 20,
   valTasks: 100,
   seed: 0,
@@ -76,6 +81,8 @@ export async function trainCalcHf(options: Partial<CalcHfOptions> = {}): Promise
     ["--lr", o.lr],
     ["--lr-decay-share", o.decayShare],
     ["--lr-final", o.lrFinal],
+    ["--epochs", o.epochs],
+    ...(o.miniBatch > 0 ? ([["--mini-batch", o.miniBatch]] as Array<[string, number]>) : []),
     ["--max-prompt", 58],
     ["--max-response", 6],
     ["--val-every", o.valEvery],
@@ -99,6 +106,8 @@ function parseArgs(argv: readonly string[]): Partial<CalcHfOptions> {
     "--lr-final": "lrFinal",
     "--lora-r": "loraR",
     "--lora-alpha": "loraAlpha",
+    "--epochs": "epochs",
+    "--mini-batch": "miniBatch",
     "--val-every": "valEvery",
     "--val-tasks": "valTasks",
     "--seed": "seed",

@@ -164,8 +164,7 @@ async function makeTrainer(
     backend: "webgpu",
     weightFormat: c.gpuWeights,
     recomputeActivations: c.recompute,
-  } as Parameters<typeof gpu.createPolicyTrainer>[0]);
-  if (!trainer.loraConfig) throw new UsageError("this WebGPU trainer does not train LoRA adapters: use --device cpu");
+  });
   return trainer;
 }
 

@@ -12,10 +12,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../../src/cli/agl.ts";
 import { runTraining } from "../../src/cli/train.ts";
 import { parseTrainArgs, TrainConfigSchema, type TrainConfig } from "../../src/cli/train-config.ts";
-import { exportHf, loadCheckpoint, loadLoraCheckpoint, loadPeftAdapter, loadPretrained } from "../../src/model/index.ts";
+import { exportHf, loadCheckpoint, loadLoraCheckpoint, loadPeftAdapter, loadPretrained, loraLayout } from "../../src/model/index.ts";
 import { UsageError } from "../../src/server/config.ts";
 import { openStore } from "../../src/store/index.ts";
 import { slope, tasksWithSignal } from "../demo/calc-signal.ts";
+import { noGpu } from "../gpu/gpu-env.ts";
 import { runtimeCommand, type Runtime } from "../server/processes.ts";
 
 let dir = "";
@@ -156,6 +157,48 @@ describe("agl train on a Hugging Face folder", () => {
       (atTwo.optimizer?.step ?? 0) + (third?.kind === "step" ? third.updates - third.skipped_updates : 0),
     );
     await expect(runTraining(settings({ out, steps: 3, loraR: 4 }), { log: () => {} })).rejects.toThrow(/another run \(loraR differ\)/);
+  }, 600_000);
+});
+
+describe.skipIf(noGpu)("agl train on WebGPU", () => {
+  it("trains the adapter on the WebGPU trainer (bf16 base, recomputed activations) and serves it through the WebGPU engine", async () => {
+    const out = join(dir, "run-gpu");
+    const r = await runTraining(
+      TrainConfigSchema.parse({
+        model: join(dir, "model"),
+        agent: "examples/calc/agent.ts",
+        data: join(dir, "train.jsonl"),
+        out,
+        device: "webgpu",
+        gpuWeights: "bf16",
+        recompute: true,
+        loraR: 4,
+        loraAlpha: 8,
+        steps: 2,
+        batch: 2,
+        group: 8,
+        lr: 1e-2,
+        maxPrompt: 58,
+        maxResponse: 6,
+        valEvery: 0,
+        runners: 2,
+        progress: false,
+      }),
+      { log: () => {} },
+    );
+    expect(r.backend).toBe("webgpu");
+    const steps = r.reports.filter((x) => x.kind === "step");
+    expect(steps).toHaveLength(2);
+    const model = await loadPretrained(join(dir, "model"));
+    const adapter = await loadPeftAdapter(r.adapterDir, model.config);
+    const taken = steps.reduce((a, s) => a + s.updates - s.skipped_updates, 0);
+    expect(taken).toBeGreaterThan(0);
+    // B starts at zero: the updates moved it
+    const bValues = loraLayout(model.config, adapter.config)
+      .filter((t) => t.name.endsWith("lora_b"))
+      .flatMap((t) => Array.from(adapter.params.subarray(t.offset, t.offset + t.size)));
+    expect(bValues.some((x) => x !== 0)).toBe(true);
+    expect((await loadLoraCheckpoint(join(out, "checkpoints/step-2"), model.config)).optimizer?.step).toBe(taken);
   }, 600_000);
 });
 
