@@ -7,43 +7,16 @@
  * bench/torch/hf_generate.py (same shapes).
  * Run: `npm run bench -- hf` or `npx tsx bench/hf.ts [--shape smollm2-135m|qwen2.5-0.5b] [--prompt N] [--decode N] [--no-gpu] [--dir D]`.
  */
+import { SHAPES } from "./_shapes.ts";
 import { spawnSync } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, rmSync, statSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { paramLayout, parseModelConfig, type ModelConfig } from "../src/model/config.ts";
+import { paramLayout, type ModelConfig } from "../src/model/config.ts";
 import { toHfConfig } from "../src/model/hf/config.ts";
 import { hfTensorName } from "../src/model/hf/tensors.ts";
 import type { Tokenizer } from "../src/model/tokenizer-api.ts";
-
-const SHAPES: Record<string, ModelConfig> = {
-  "smollm2-135m": parseModelConfig({
-    vocab_size: 49152,
-    d_model: 576,
-    n_layers: 30,
-    n_heads: 9,
-    n_kv_heads: 3,
-    d_ff: 1536,
-    max_seq_len: 8192,
-    rope_theta: 100000,
-    norm_eps: 1e-5,
-    tie_embeddings: true,
-  }),
-  "qwen2.5-0.5b": parseModelConfig({
-    vocab_size: 151936,
-    d_model: 896,
-    n_layers: 24,
-    n_heads: 14,
-    n_kv_heads: 2,
-    d_ff: 4864,
-    max_seq_len: 32768,
-    rope_theta: 1000000,
-    norm_eps: 1e-6,
-    tie_embeddings: true,
-    qkv_bias: true,
-  }),
-};
 
 const argv = process.argv.slice(2);
 const arg = (name: string): string | undefined => {

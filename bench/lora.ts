@@ -8,6 +8,7 @@
  * Run: `npm run bench -- lora` or `npx tsx bench/lora.ts [--shape smollm2-135m|qwen2.5-0.5b] [--layers N]
  * [--n 2 --P 8 --R 8] [--cpu-n 1] [--no-cpu] [--no-gpu] [--steps 1] [--long 2048]`.
  */
+import { SHAPES } from "./_shapes.ts";
 import { GpuContext } from "../src/gpu/context.ts";
 import { describeAdapter, GpuUnavailableError } from "../src/gpu/device.ts";
 import { METRIC_COLUMNS } from "../src/gpu/kernels/ppo-loss.ts";
@@ -15,39 +16,11 @@ import { SUMSQ_GROUPS } from "../src/gpu/kernels/reduce.ts";
 import type { WeightFormat } from "../src/gpu/kernels/weights.ts";
 import { GpuPolicyTrainer } from "../src/gpu/trainer.ts";
 import { sliceRows } from "../src/model/batch.ts";
-import { headDim, paramLayout, parseModelConfig, type ModelConfig } from "../src/model/config.ts";
+import { headDim, paramLayout, type ModelConfig } from "../src/model/config.ts";
 import { CpuTrainer } from "../src/model/cpu-trainer.ts";
 import { loraLayout, loraParamCount, parseLoraConfig, type LoraConfig } from "../src/model/lora.ts";
 import type { ModelWeights } from "../src/model/params.ts";
 import type { PolicyTrainer, TokenBatch } from "../src/model/train-types.ts";
-
-const SHAPES: Record<string, ModelConfig> = {
-  "smollm2-135m": parseModelConfig({
-    vocab_size: 49152,
-    d_model: 576,
-    n_layers: 30,
-    n_heads: 9,
-    n_kv_heads: 3,
-    d_ff: 1536,
-    max_seq_len: 8192,
-    rope_theta: 100000,
-    norm_eps: 1e-5,
-    tie_embeddings: true,
-  }),
-  "qwen2.5-0.5b": parseModelConfig({
-    vocab_size: 151936,
-    d_model: 896,
-    n_layers: 24,
-    n_heads: 14,
-    n_kv_heads: 2,
-    d_ff: 4864,
-    max_seq_len: 32768,
-    rope_theta: 1000000,
-    norm_eps: 1e-6,
-    tie_embeddings: true,
-    qkv_bias: true,
-  }),
-};
 
 const LORA = parseLoraConfig({
   r: 16,

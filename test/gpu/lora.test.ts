@@ -15,18 +15,16 @@ import { roundWeights } from "../../src/gpu/kernels/weights.ts";
 import { GpuPolicyTrainer } from "../../src/gpu/trainer.ts";
 import { cpuGenerationEngine, type GenerationRequest } from "../../src/proxy/generation.ts";
 import { GpuGenerationEngine } from "../../src/proxy/gpu-generation.ts";
-import { resolveResponseMask } from "../../src/model/batch.ts";
 import { paramCount, paramLayout, type ModelConfig } from "../../src/model/config.ts";
 import { CpuTrainer } from "../../src/model/cpu-trainer.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { initLora, loraParamCount, parseLoraConfig, type LoraConfig } from "../../src/model/lora.ts";
-import { normFromMask, ppoPolicyLoss } from "../../src/model/ppo-loss.ts";
-import { backwardLora, forward } from "../../src/model/reference.ts";
+import { forward } from "../../src/model/reference.ts";
 import * as ops from "../../src/model/reference/ops.ts";
-import type { PolicyStepOptions, TokenBatch } from "../../src/model/train-types.ts";
+import type { PolicyStepOptions } from "../../src/model/train-types.ts";
 import { ValidationError } from "../../src/types/errors.ts";
 import { maxRelError, noGpu, randn } from "./gpu-env.ts";
-import { fullCols, makeBatch, randomAdvantages, responseCols } from "./policy-reference.ts";
+import { makeBatch, randomAdvantages, referenceGradients, responseCols } from "./policy-reference.ts";
 
 const LLAMA: ModelConfig = {
   vocab_size: 37,
@@ -82,37 +80,6 @@ function randomBase(config: ModelConfig, seed: number): Float32Array {
 /** An adapter with every tensor random (lora_b non-zero), so the adapter changes the outputs. */
 function randomAdapter(config: ModelConfig, lora: LoraConfig, seed: number): Float32Array {
   return randn(new Rng(seed), loraParamCount(config, lora), 0.15);
-}
-
-/** The CPU reference's PPO loss and adapter gradient in float64. */
-function referenceLoraGradients(
-  config: ModelConfig,
-  lora: LoraConfig,
-  base: Float32Array,
-  adapter: Float32Array,
-  batch: TokenBatch,
-  adv: Float32Array,
-  old: Float32Array,
-  options: PolicyStepOptions,
-) {
-  const b64 = Float64Array.from(base);
-  const out = forward(config, b64, batch, { lora: { config: lora, params: Float64Array.from(adapter) } });
-  const mask = resolveResponseMask(batch);
-  const loss = ppoPolicyLoss(
-    {
-      rows: batch.n,
-      cols: batch.R,
-      logProbs: responseCols(out.logprob, batch),
-      oldLogProbs: old,
-      advantages: adv,
-      responseMask: mask,
-      entropy: responseCols(out.entropy, batch),
-      refLogProbs: options.refLogProbs,
-    },
-    options,
-    normFromMask(mask, batch.n, batch.R),
-  );
-  return { loss, grads: backwardLora(config, b64, out.cache, fullCols(loss.dLogProbs, batch), fullCols(loss.dEntropy, batch)) };
 }
 
 /** [rows, cols] -> [cols, rows]. */
@@ -192,7 +159,7 @@ describe.skipIf(noGpu)("GpuPolicyTrainer with a LoRA adapter vs the CPU referenc
       const ref = got.log_probs.map((x) => x + 0.2 * rng.normal());
       const options: PolicyStepOptions = { microBatchSize: 2, entropyCoeff: 0.01, klLossCoef: 0.1, refLogProbs: ref, lr: 0 };
       const metrics = await gpu.policyStep(batch, adv, old, options);
-      const r = referenceLoraGradients(config, lora, base, adapter, batch, adv, old, options);
+      const r = referenceGradients(config, base, batch, adv, old, options, { config: lora, adapter });
       const grads = await gpu.lastGradients();
       expect(grads.length).toBe(loraParamCount(config, lora));
       expect(maxRelError(grads, r.grads)).toBeLessThan(1e-4);

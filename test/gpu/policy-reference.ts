@@ -1,5 +1,6 @@
 /** The CPU reference's policy gradient and batches for the GPU trainer tests (shared by test/gpu/*trainer*). */
-import { backward, forward } from "../../src/model/reference.ts";
+import { backward, backwardLora, forward } from "../../src/model/reference.ts";
+import type { LoraConfig } from "../../src/model/lora.ts";
 import type { Rng } from "../../src/model/init.ts";
 import { batchFromTokens, resolveResponseMask } from "../../src/model/batch.ts";
 import { normFromMask, ppoPolicyLoss } from "../../src/model/ppo-loss.ts";
@@ -29,7 +30,8 @@ export function fullCols(x: ArrayLike<number>, b: TokenBatch): Float64Array {
   return out;
 }
 
-/** The PPO gradient of the CPU reference (float64 model), the oracle for the GPU backward. */
+/** The PPO loss and gradient of the CPU reference (float64 model), the oracle for the GPU backward: the whole
+ * model's gradient, or with `lora` the adapter's only (the base frozen). */
 export function referenceGradients(
   config: ModelConfig,
   params: Float32Array,
@@ -37,9 +39,11 @@ export function referenceGradients(
   adv: Float32Array,
   old: Float32Array,
   options: PolicyStepOptions,
+  lora?: { config: LoraConfig; adapter: Float32Array },
 ) {
   const p64 = Float64Array.from(params);
-  const out = forward(config, p64, batch);
+  const adapter = lora && { config: lora.config, params: Float64Array.from(lora.adapter) };
+  const out = forward(config, p64, batch, adapter ? { lora: adapter } : {});
   const mask = resolveResponseMask(batch);
   const loss = ppoPolicyLoss(
     {
@@ -55,7 +59,12 @@ export function referenceGradients(
     options,
     normFromMask(mask, batch.n, batch.R),
   );
-  return { loss, grads: backward(config, p64, out.cache, fullCols(loss.dLogProbs, batch), fullCols(loss.dEntropy, batch)) };
+  const dLogProbs = fullCols(loss.dLogProbs, batch);
+  const dEntropy = fullCols(loss.dEntropy, batch);
+  return {
+    loss,
+    grads: adapter ? backwardLora(config, p64, out.cache, dLogProbs, dEntropy) : backward(config, p64, out.cache, dLogProbs, dEntropy),
+  };
 }
 
 export function randomAdvantages(rng: Rng, n: number): Float32Array {
