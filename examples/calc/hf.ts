@@ -6,7 +6,7 @@
  * (greedy, the same 100 held-out problems as the main demo) and the `agl train` command it ran.
  *
  *   npm run demo:hf                   # = npx tsx examples/calc/hf.ts
- *   npx tsx examples/calc/hf.ts --steps 100 --lr 5e-3 --out runs/calc-hf
+ *   npx tsx examples/calc/hf.ts --steps 100 --lr 3e-3 --lora-r 32 --lora-alpha 32 --out runs/calc-hf
  */
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { runCli } from "../../src/cli/agl.ts";
@@ -39,11 +39,11 @@ export const CALC_HF_DEFAULTS: CalcHfOptions = {
   steps: 100,
   batch: 16,
   group: 8,
-  lr: 5e-3,
+  lr: 3e-3,
   decayShare: 0.5,
   lrFinal: 0.1,
-  loraR: 8,
-  loraAlpha: 16,
+  loraR: 32,
+  loraAlpha: 32,
   epochs: 1,
   miniBatch: 0,
   valEvery: 20,
