@@ -208,7 +208,10 @@ class CallSpan {
       log.error(`Could not record the ${this.request.model ?? ""} LLM call on its span`, err);
       this.span.setStatus({ code: SpanStatusCode.ERROR, message: `recording failed: ${err instanceof Error ? err.message : String(err)}` });
     }
-    this.span.end();
+    // Wall-clock milliseconds, as the emitters' spans start: a reward emitted right after the call then never
+    // seems to start before the call ended (the SDK's default end adds a sub-millisecond duration to a start
+    // rounded down to the millisecond, which can pass a later reward's start).
+    this.span.end(Date.now());
   }
 }
 
