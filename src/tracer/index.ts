@@ -29,3 +29,4 @@ export {
   type OpenAIClientLike,
   type TraceOpenAIOptions,
 } from "./openai.ts";
+export { assembleStream, contentAsText, openAiCallAttributes, type JsonObject, type OpenAiCall } from "./gen-ai.ts";

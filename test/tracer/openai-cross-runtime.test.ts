@@ -3,7 +3,7 @@ import { execFileSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { PROMPT_IDS, TEXT_IDS, TEXT_PIECES } from "./openai-upstream.ts";
+import { PROMPT_IDS, TEXT_IDS, TEXT_PIECES, TOOL_CALL } from "./openai-upstream.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const script = join(root, "test/tracer/openai-cross-runtime.ts");
@@ -51,8 +51,14 @@ describe("traced openai calls across runtimes", () => {
           [user, { role: "assistant", content: TEXT_PIECES.join("") }],
           [user, { role: "assistant", content: TEXT_PIECES.join("") }],
         ]);
-        expect(r.messages[2]![0]).toEqual(user);
-        expect(r.messages[2]![1]).toMatchObject({ role: "assistant", content: null });
+        expect(r.messages[2]).toEqual([
+          user,
+          {
+            role: "assistant",
+            content: null,
+            tool_calls: [{ id: TOOL_CALL.id, type: "function", function: { name: TOOL_CALL.name, arguments: TOOL_CALL.arguments } }],
+          },
+        ]);
       });
     }, 90_000);
   }
