@@ -130,6 +130,11 @@ function tracedCall(original: CreateFn, self: unknown, args: unknown[], endpoint
     kind: SpanKind.CLIENT,
     attributes: { "gen_ai.operation.name": endpoint.operation, "gen_ai.system": "openai" },
   });
+  if (!span.isRecording()) {
+    // No tracer provider (or a sampler said no): nothing to record, so nothing to assemble.
+    span.end();
+    return original.call(self, request, ...rest);
+  }
   const call = new CallSpan(span, request);
   let result: unknown;
   try {

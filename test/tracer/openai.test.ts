@@ -295,6 +295,14 @@ describe("traceOpenAI with a scripted upstream", () => {
     }
   });
 
+  it("answers the same outside any rollout (nothing to store the span in)", async () => {
+    const res = await traceOpenAI(scriptedClient()).chat.completions.create({
+      model: "script-text",
+      messages: [{ role: "user", content: "hi" }],
+    });
+    expect(res.choices[0]!.message.content).toBe(TEXT_PIECES.join(""));
+  });
+
   it("refuses what is not an openai client", () => {
     expect(() => traceOpenAI({} as never)).toThrow(ValidationError);
     expect(() => instrumentOpenAI({} as never)).toThrow(/OpenAI.Chat.Completions/);
