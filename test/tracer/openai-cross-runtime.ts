@@ -1,5 +1,5 @@
 /**
- * Run under Node (tsx), Deno and Bun by openai-cross-runtime.test.ts: a runner's agent makes traced
+ * Run under Node (tsx), Deno and Bun by cross-runtime.test.ts: a runner's agent makes traced
  * `openai` calls (ESM import of the real client, no loader hook) to the scripted upstream (plain,
  * streamed, a tool call), and the adapters turn the stored spans into triplets and chat records. Prints
  * one JSON report line.
