@@ -17,8 +17,9 @@ import { getLogger } from "../platform/log.ts";
 const log = getLogger("agentlightning.tracer");
 
 type JsonObject = Record<string, unknown>;
-// biome-ignore lint/suspicious/noExplicitAny: the SDK's overloaded create() is only assignable to an any-typed signature
-type CreateFn = (...args: any[]) => unknown;
+/** Any `create` method: its overloads accept `never`, so the SDK's are assignable; calls go through `invoke`. */
+type CreateFn = (...args: never[]) => unknown;
+const invoke = (fn: CreateFn, self: unknown, args: unknown[]): unknown => (fn as (...a: unknown[]) => unknown).apply(self, args);
 
 /** What `traceOpenAI` needs of a client: the `create` methods it wraps (an `openai` v6 `OpenAI` instance fits). */
 export interface OpenAIClientLike {
@@ -124,7 +125,7 @@ const isApiPromise = (v: unknown): v is ApiPromiseLike =>
 function tracedCall(original: CreateFn, self: unknown, args: unknown[], endpoint: Endpoint, options: TraceOpenAIOptions): unknown {
   const [body, ...rest] = args;
   // Not a request body: the SDK reports the mistake itself.
-  if (!isObject(body)) return original.apply(self, args);
+  if (!isObject(body)) return invoke(original, self, args);
   const request = options.returnTokenIds && body.return_token_ids === undefined ? { ...body, return_token_ids: true } : body;
   const span = trace.getTracer(options.tracerName ?? "agentlightning.openai").startSpan(endpoint.spanName, {
     kind: SpanKind.CLIENT,
@@ -133,13 +134,13 @@ function tracedCall(original: CreateFn, self: unknown, args: unknown[], endpoint
   if (!span.isRecording()) {
     // No tracer provider (or a sampler said no): nothing to record, so nothing to assemble.
     span.end();
-    return original.call(self, request, ...rest);
+    return invoke(original, self, [request, ...rest]);
   }
   const call = new CallSpan(span, request);
   let result: unknown;
   try {
     // The span is the parent of whatever the SDK traces while it sends (fetch instrumentation, retries).
-    result = context.with(trace.setSpan(context.active(), span), () => original.call(self, request, ...rest));
+    result = context.with(trace.setSpan(context.active(), span), () => invoke(original, self, [request, ...rest]));
   } catch (err) {
     call.fail(err);
     throw err;
@@ -168,6 +169,10 @@ const isThenable = (v: unknown): v is PromiseLike<unknown> =>
 const isAsyncIterable = (v: unknown): v is AsyncIterable<unknown> =>
   typeof v === "object" && v !== null && typeof (v as AsyncIterable<unknown>)[Symbol.asyncIterator] === "function";
 
+/** The answer to record: a body, none, or how to get it (a stream's chunks folded together). */
+type Answer = JsonObject | null | (() => JsonObject | null);
+const answer = (a: Answer): JsonObject | null => (typeof a === "function" ? a() : a);
+
 /** One traced call: ends its span once, with the call's attributes. */
 class CallSpan {
   private ended = false;
@@ -180,20 +185,21 @@ class CallSpan {
     return this.ended;
   }
 
-  succeed(response: JsonObject | null, extra: Attributes = {}): void {
+  /** `response` may be a function, so that assembling a stream's answer is guarded like the rest of the recording. */
+  succeed(response: Answer, extra: Attributes = {}): void {
     this.end(() => {
-      this.span.setAttributes({ ...openAiCallAttributes({ request: this.request, response }), ...extra });
+      this.span.setAttributes({ ...openAiCallAttributes({ request: this.request, response: answer(response) }), ...extra });
     });
   }
 
-  fail(err: unknown, partial: JsonObject | null = null): void {
+  fail(err: unknown, partial: Answer = null): void {
     const status = (err as { status?: unknown } | null)?.status;
     const message = err instanceof Error ? err.message : String(err);
     this.end(() => {
       this.span.setAttributes({
         ...openAiCallAttributes({
           request: this.request,
-          response: partial,
+          response: answer(partial),
           error: { status: typeof status === "number" ? status : null, message },
         }),
         ...formatExceptionAttributes(err),
@@ -243,10 +249,10 @@ async function* recordChunks(source: AsyncIterator<unknown>, call: CallSpan): As
     }
     complete = true;
   } catch (err) {
-    call.fail(err, chunks.length > 0 ? assembleStream(chunks) : null);
+    call.fail(err, () => (chunks.length > 0 ? assembleStream(chunks) : null));
     throw err;
   } finally {
     // Also reached when the caller breaks out of its loop (return() at a yield).
-    if (!call.isEnded) call.succeed(assembleStream(chunks), complete ? {} : { [STREAM_ENDED_EARLY_ATTRIBUTE]: true });
+    if (!call.isEnded) call.succeed(() => assembleStream(chunks), complete ? {} : { [STREAM_ENDED_EARLY_ATTRIBUTE]: true });
   }
 }

@@ -2,7 +2,8 @@
  * A scripted OpenAI-compatible upstream for the traced-client tests (and their cross-runtime script): the
  * model name picks the answer. `script-text` answers "Hello there" (with vLLM-style token ids only when the
  * body asks `return_token_ids: true`), `script-tools` calls a `get_weather` tool, `script-error` is refused
- * with a 400. Streams split the answer into chunks as vLLM does. Request bodies are kept in `bodies`.
+ * with a 400, `script-broken` streams one chunk and then an error event. Streams split the answer into chunks
+ * as vLLM does. Request bodies are kept in `bodies`.
  */
 import { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
@@ -96,7 +97,11 @@ export function scriptedUpstreamApp(bodies: Json[] = []): Hono {
         ...(ids ? { prompt_token_ids: PROMPT_IDS } : {}),
       });
     }
-    const chunks = chunksFor(model, ids, base);
+    // A stream that breaks after its first chunk: the error event the SDK turns into an APIError.
+    const chunks =
+      model === "script-broken"
+        ? [chunksFor("script-text", ids, base)[0]!, { error: { message: "the upstream died" } }]
+        : chunksFor(model, ids, base);
     if ((body.stream_options as Json | undefined)?.include_usage === true)
       chunks.push({ ...base, object: "chat.completion.chunk", choices: [], usage });
     return streamSSE(c, async (s) => {

@@ -243,6 +243,28 @@ describe("traceOpenAI with a scripted upstream", () => {
     expect(spans[0]!.attributes).toMatchObject({ [STREAM_ENDED_EARLY_ATTRIBUTE]: true, "gen_ai.completion.0.content": TEXT_PIECES[0] });
   });
 
+  it("marks a stream that breaks ERROR, keeps what came before, and hands the caller the SDK's error", async () => {
+    const read: string[] = [];
+    let seen: unknown;
+    const spans = await traced(async () => {
+      const stream = await traceOpenAI(scriptedClient()).chat.completions.create({
+        model: "script-broken",
+        messages: [{ role: "user", content: "hi" }],
+        stream: true,
+      });
+      try {
+        for await (const chunk of stream) read.push(chunk.choices[0]?.delta.content ?? "");
+      } catch (err) {
+        seen = err;
+      }
+    });
+    expect(read).toEqual([TEXT_PIECES[0]]);
+    expect(seen).toBeInstanceOf(OpenAI.APIError);
+    expect((seen as Error).message).toContain("the upstream died");
+    expect(spans[0]!.status).toEqual({ status_code: "ERROR", description: (seen as Error).message });
+    expect(spans[0]!.attributes["gen_ai.completion.0.content"]).toBe(TEXT_PIECES[0]);
+  });
+
   it("returnTokenIds asks the server for token ids without changing the caller's body", async () => {
     const ask = { model: "script-text", messages: [{ role: "user" as const, content: "hi" }] };
     const before = upstream.bodies.length;
