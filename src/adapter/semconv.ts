@@ -65,12 +65,13 @@ function imagePart(p: Obj): Obj | null {
  * One semconv message to items of the indexed shape. Text parts are joined; image parts make the content
  * a list of OpenAI content parts; `tool_call` parts become `tool_calls` ({id, name, arguments}); each
  * `tool_call_response` part becomes its own `tool` message. Other parts (reasoning, files) have no place
- * in a chat message and are left out.
+ * in a chat message and are left out. A message without `parts` is taken to be in OpenAI's shape.
  */
 function toItems(m: unknown, where: (string | number)[]): Obj[] {
   if (typeof m !== "object" || m === null || Array.isArray(m)) throw new ValidationError("a message must be an object", where);
   const msg = m as Obj;
-  const parts = Array.isArray(msg.parts) ? (msg.parts as Obj[]) : [];
+  if (!Array.isArray(msg.parts)) return [fromOpenAiMessage(msg)];
+  const parts = msg.parts as Obj[];
   const texts: string[] = [];
   const media: Obj[] = [];
   const calls: Obj[] = [];
@@ -94,6 +95,18 @@ function toItems(m: unknown, where: (string | number)[]): Obj[] {
   if (typeof msg.name === "string") item.name = msg.name;
   if (msg.finish_reason !== undefined) item.finish_reason = msg.finish_reason;
   return [item, ...items];
+}
+
+/** A message without `parts`, as some instrumentations write it: OpenAI's own message shape. */
+function fromOpenAiMessage(msg: Obj): Obj {
+  const item: Obj = { ...msg, content: msg.content ?? null };
+  if (Array.isArray(msg.tool_calls)) {
+    item.tool_calls = (msg.tool_calls as Obj[]).map((c) => {
+      const fn = (typeof c?.function === "object" && c.function !== null ? c.function : c) as Obj;
+      return { id: c?.id ?? null, name: fn.name, arguments: fn.arguments === undefined ? "" : asText(fn.arguments) };
+    });
+  }
+  return item;
 }
 
 /** `gen_ai.system_instructions`: a JSON part list, or (as some instrumentations write it) plain text. */

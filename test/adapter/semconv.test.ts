@@ -167,6 +167,23 @@ describe("GenAI semantic-convention spans", () => {
     ]);
   });
 
+  it("take messages without parts to be in OpenAI's shape", () => {
+    const span = instrumented("m", 1, 2, {
+      "gen_ai.input.messages": JSON.stringify([
+        { role: "user", content: "Weather?" },
+        { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "w", arguments: '{"x":1}' } }] },
+        { role: "tool", tool_call_id: "c1", content: "sunny" },
+      ]),
+      "gen_ai.output.messages": JSON.stringify([{ role: "assistant", content: "Sunny." }]),
+    });
+    expect(new TraceToMessages().adapt([span])[0]!.messages).toEqual([
+      { role: "user", content: "Weather?" },
+      { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "w", arguments: '{"x":1}' } }] },
+      { role: "tool", content: "sunny", tool_call_id: "c1" },
+      { role: "assistant", content: "Sunny." },
+    ]);
+  });
+
   it("reject message attributes that are not JSON arrays, naming the attribute", () => {
     const bad = (v: string) => () => new TraceToMessages().adapt([instrumented("m", 1, 2, { "gen_ai.input.messages": v })]);
     expect(bad("[{")).toThrow(ValidationError);
