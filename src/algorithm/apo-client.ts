@@ -8,6 +8,9 @@ import { RuntimeError } from "../runner/errors.ts";
 import { ValidationError } from "../types/errors.ts";
 import type { ChatMessage } from "./apo-prompts.ts";
 
+/** The optional peer dependency, imported by name so bundlers and the published types do not require it. */
+const OPENAI = "openai";
+
 export interface ChatCompletionBody {
   model: string;
   messages: ChatMessage[];
@@ -52,8 +55,7 @@ export async function createOpenAiClient(options: OpenAiClientOptions = {}): Pro
     );
   let OpenAI: new (o: Record<string, unknown>) => ChatCompletionsClient;
   try {
-    // Optional peer dependency: loaded only when a default client is wanted.
-    OpenAI = (await import("openai")).default as unknown as typeof OpenAI;
+    OpenAI = ((await import(OPENAI)) as { default: typeof OpenAI }).default;
   } catch (e) {
     throw new RuntimeError("the 'openai' package is needed for a default chat client: npm install openai (or pass your own client)", {
       cause: e,

@@ -1,5 +1,5 @@
 /**
- * Rendering a PromptTemplate resource with its engine (docs/resources.md#prompt-templates):
+ * Rendering a PromptTemplate resource with its engine (docs/training.md#prompt-template-engines):
  * `f-string` is Python's `str.format` for named fields (`{name}`, `{{` and `}}` for literal braces),
  * `jinja` goes through @huggingface/jinja with undefined top-level names refused, and `poml` is
  * refused with UnsupportedTemplateEngineError (it needs Microsoft's POML renderer, which has no
