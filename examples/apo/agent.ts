@@ -1,13 +1,13 @@
 /**
  * The agent APO tunes: it fills the `prompt` template with the ticket, asks the `main_llm` model
  * (any OpenAI-compatible endpoint) which team should handle it, and earns 1 for an exact match. The
- * call is recorded as a span with gen_ai attributes, so the TraceToMessages adapter gives APO's critic
- * the conversation.
+ * call is recorded as a span with the gen_ai attributes of `openAiCallAttributes`, so the
+ * TraceToMessages adapter gives APO's critic the conversation.
  */
 import { trace } from "@opentelemetry/api";
 import OpenAI from "openai";
 import { LitAgent } from "../../src/runner/index.ts";
-import { emitReward } from "../../src/tracer/index.ts";
+import { emitReward, openAiCallAttributes } from "../../src/tracer/index.ts";
 import { renderPromptTemplate, type LLM, type NamedResources, type PromptTemplate } from "../../src/types/index.ts";
 import { reward, type Ticket } from "./tickets.ts";
 
@@ -22,15 +22,12 @@ export class TicketAgent extends LitAgent<Ticket> {
     const reply = await otel.startActiveSpan("openai.chat.completions", async (span) => {
       try {
         const response = await client.chat.completions.create(request);
-        const content = response.choices[0]?.message.content ?? "";
-        span.setAttributes({
-          "gen_ai.request.model": llm.model,
-          "gen_ai.prompt.0.role": "user",
-          "gen_ai.prompt.0.content": prompt,
-          "gen_ai.completion.0.role": "assistant",
-          "gen_ai.completion.0.content": content,
-        });
-        return content;
+        span.setAttributes(openAiCallAttributes({ request, response: response as unknown as Record<string, unknown> }));
+        return response.choices[0]?.message.content ?? "";
+      } catch (e) {
+        const status = (e as { status?: number }).status ?? null;
+        span.setAttributes(openAiCallAttributes({ request, error: { status, message: (e as Error).message } }));
+        throw e;
       } finally {
         span.end();
       }

@@ -8,7 +8,7 @@ import { Hono } from "hono";
 import type { AddressInfo } from "node:net";
 import type { ChatCompletionBody, ChatCompletionsClient } from "../../src/algorithm/index.ts";
 import { promptRollout } from "../../src/runner/index.ts";
-import { emitReward } from "../../src/tracer/index.ts";
+import { emitReward, openAiCallAttributes } from "../../src/tracer/index.ts";
 import { renderPromptTemplate, type PromptTemplate } from "../../src/types/index.ts";
 
 /** The words a prompt must say to earn reward: half a point each. */
@@ -91,12 +91,12 @@ const otel = trace.getTracer("test.apo");
 export const keywordAgent = promptRollout(async function keywords(task: QuestionTask, prompt_template: PromptTemplate) {
   const prompt = renderPromptTemplate(prompt_template, { question: task.question });
   otel.startActiveSpan("openai.chat.completion", (span) => {
-    span.setAttributes({
-      "gen_ai.prompt.0.role": "user",
-      "gen_ai.prompt.0.content": prompt,
-      "gen_ai.completion.0.role": "assistant",
-      "gen_ai.completion.0.content": `answer to ${task.question}`,
-    });
+    span.setAttributes(
+      openAiCallAttributes({
+        request: { model: "agent", messages: [{ role: "user", content: prompt }] },
+        response: { choices: [{ index: 0, message: { role: "assistant", content: `answer to ${task.question}` } }] },
+      }),
+    );
     span.end();
   });
   emitReward(rewardOf(prompt));

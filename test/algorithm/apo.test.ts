@@ -93,6 +93,16 @@ describe("APO beam search", () => {
     expect(work.filter((r) => r.mode === "train")).toHaveLength(16);
     expect(work.every((r) => r.status === "succeeded")).toBe(true);
     expect(book.status).toBe("succeeded");
+    // Round 1's selection (after the seed's 4 and the 8 train rollouts): every candidate scored on the same 3 val tasks.
+    const selection = work.slice(12, 27);
+    expect(selection.every((r) => r.mode === "val")).toBe(true);
+    const inputsOf = (version: string) =>
+      selection
+        .filter((r) => r.resources_id === version)
+        .map((r) => (r.input as QuestionTask).question)
+        .sort();
+    expect(inputsOf("v0")).toHaveLength(3);
+    for (const v of ["v1", "v2", "v3", "v4"]) expect(inputsOf(v)).toEqual(inputsOf("v0"));
 
     // Every candidate, with its score, round and parent; the seed first.
     const candidates = named(spans, "apo.candidate");
@@ -109,6 +119,9 @@ describe("APO beam search", () => {
     }
     expect(candidates.slice(1, 5).map((c) => c["apo.round"])).toEqual([1, 1, 1, 1]);
     expect(candidates.slice(1, 5).every((c) => c["apo.parent_version"] === "v0")).toBe(true);
+    // A new train batch per branch: the first three of round 1 make one shuffled pass over the 6 train tasks.
+    const batches = candidates.slice(1, 4).flatMap((c) => (JSON.parse(c["apo.batch"] as string) as QuestionTask[]).map((t) => t.question));
+    expect(batches.sort()).toEqual(["t0", "t1", "t2", "t3", "t4", "t5"]);
     expect(candidates.slice(5).every((c) => ["v1", "v3"].includes(c["apo.parent_version"] as string))).toBe(true);
     // The in-memory record matches the spans.
     expect(apo.candidates.map((c) => [c.version, c.parentVersion, c.round, c.score])).toEqual(
