@@ -119,7 +119,7 @@ export class ApoModelError extends RuntimeError {
   override readonly errorType: string = "ApoModelError";
 }
 
-type Required_ = Required<Omit<ApoOptions, "random" | "sleep" | "now" | "rolloutConfig" | "seed">>;
+type ResolvedApoOptions = Required<Omit<ApoOptions, "random" | "sleep" | "now" | "rolloutConfig" | "seed">>;
 
 const POSITIVE_INTEGERS = ["gradientBatchSize", "valBatchSize", "beamWidth", "branchFactor", "beamRounds"] as const;
 const RENDERABLE = new Set(["f-string", "jinja"]);
@@ -138,7 +138,7 @@ const mean = (xs: readonly (number | null)[]): number => xs.reduce<number>((a, x
 const toList = <T>(d: Dataset<T>): T[] => Array.from({ length: d.length }, (_, i) => d[i]!);
 
 export class APO<T = unknown> extends Algorithm {
-  readonly options: Required_;
+  readonly options: ResolvedApoOptions;
   /** Every candidate in creation order (the `apo.candidate` spans carry the same). */
   readonly candidates: ApoCandidate[] = [];
   readonly rounds: ApoRound[] = [];

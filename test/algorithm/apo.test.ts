@@ -154,6 +154,22 @@ describe("APO beam search", () => {
     expect(runs[1]).toEqual(runs[0]);
   });
 
+  it("optimises a jinja seed (children keep its engine); without the initial validation the first leader is the best", async () => {
+    const jinjaSeed = { resource_type: "prompt_template", template: "Answer: {{ question }}", engine: "jinja" } as const;
+    const apo = new APO<QuestionTask>(scriptedChat().client, { ...small, beamRounds: 1, runInitialValidation: false });
+    const store = await fit(apo, { resources: { prompt: jinjaSeed } });
+    const best = apo.getBestPrompt();
+    expect(best).toEqual({ ...jinjaSeed, template: "Answer: {{ question }} CONCISE." });
+    expect(apo.getBestScore()).toBe(0.5);
+    const { spans, work } = await history(store);
+    expect(work).toHaveLength(2 * 2 * 2 + (1 + 4) * 3 + 4);
+    const seed = named(spans, "apo.candidate")[0]!;
+    expect(seed["apo.engine"]).toBe("jinja");
+    expect(seed["apo.score"]).toBeUndefined();
+    // The leader scored 0.5 on the whole validation set, above the unscored seed's -Infinity.
+    expect(named(spans, "apo.round")[0]).toMatchObject({ "apo.leader_score": 0.5, "apo.improved": true, "apo.best_version": "v1" });
+  });
+
   it("keeps the seed when every rollout fails (rewards count as 0, no strict improvement)", async () => {
     const apo = new APO<QuestionTask>(scriptedChat().client, { ...small, beamRounds: 1 });
     const store = await fit(apo, { agent: failingAgent });
