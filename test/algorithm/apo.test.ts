@@ -4,7 +4,7 @@
  * what its rendered prompt says, so the search has a known best prompt to find.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { APO, ApoModelError, createOpenAiClient, type ApoOptions } from "../../src/algorithm/index.ts";
+import { APO, ApoModelError, CRITIQUE_PROMPTS, createOpenAiClient, EDIT_PROMPTS, type ApoOptions } from "../../src/algorithm/index.ts";
 import { TraceToMessages, TracerTraceToTriplet } from "../../src/adapter/index.ts";
 import { InMemoryLightningStore } from "../../src/store/index.ts";
 import { Trainer } from "../../src/trainer/index.ts";
@@ -366,5 +366,38 @@ describe("createOpenAiClient", () => {
       throw new Error("Cannot find package 'openai'");
     });
     await expect(createOpenAiClient({ baseURL: "http://127.0.0.1:9/v1" })).rejects.toThrow(/npm install openai/);
+  });
+});
+
+describe("APO prompts", () => {
+  const experiment = {
+    status: "succeeded",
+    final_reward: 0,
+    spans: [{ name: "s" }],
+    messages: [{ messages: [{ role: "user", content: "hi" }] }],
+  };
+
+  it("critique variant 1 is one user message that starts as upstream's; every variant shows the template and the runs", () => {
+    const first = CRITIQUE_PROMPTS[0]!("Answer: {q}", [experiment]);
+    expect(first).toHaveLength(1);
+    expect(first[0]!.role).toBe("user");
+    expect(first[0]!.content.startsWith("You optimize a prompt template.")).toBe(true);
+    for (const variant of CRITIQUE_PROMPTS) {
+      const text = variant("Answer: {q}", [experiment])
+        .map((m) => m.content)
+        .join("\n");
+      expect(text).toContain("<prompt_template>\nAnswer: {q}\n</prompt_template>");
+      expect(text).toContain("Final reward: 0");
+      expect(text).toContain('"content": "hi"');
+    }
+    // Only variant 2 shows the spans.
+    expect(CRITIQUE_PROMPTS.map((v) => v("t", [experiment]).some((m) => m.content.includes('"name": "s"')))).toEqual([false, true, false]);
+    for (const variant of EDIT_PROMPTS) {
+      const text = variant("Answer: {q}", "- be brief")
+        .map((m) => m.content)
+        .join("\n");
+      expect(text).toContain("<critique>\n- be brief\n</critique>");
+      expect(text).toMatch(/Keep every placeholder/);
+    }
   });
 });
