@@ -55,15 +55,15 @@ export interface PageServer {
  * Serves `routes` (path → body, for generated pages and bundles) and files under `mounts` (URL prefix →
  * folder) on 127.0.0.1.
  */
-export async function servePages(
-  routes: Record<string, string | (() => string)>,
-  mounts: Record<string, string> = {},
-): Promise<PageServer> {
+export type Body = string | Uint8Array;
+
+export async function servePages(routes: Record<string, Body | (() => Body)>, mounts: Record<string, string> = {}): Promise<PageServer> {
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     const path = decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname);
-    const route = routes[path];
+    const route = path === "/favicon.ico" ? "" : routes[path];
     if (route !== undefined) {
-      res.writeHead(200, { "content-type": TYPES[extname(path)] ?? TYPES[".html"], "cache-control": "no-store" });
+      const type = TYPES[extname(path)] ?? (path.endsWith("/") ? TYPES[".html"] : "application/octet-stream");
+      res.writeHead(200, { "content-type": type, "cache-control": "no-store" });
       res.end(typeof route === "function" ? route() : route);
       return;
     }

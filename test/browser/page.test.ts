@@ -14,6 +14,9 @@ import { startInProcess } from "../server/in-process.ts";
 import { launchChromium, noChromium, openPage, type PageServer, servePages } from "./chromium.ts";
 import { clientRun, type GpuStepResult, gpuStep, wasmNumbers } from "./scenarios.ts";
 
+/** What the page's bundle sets (page.evaluate sends the function's text, so each call names it inline). */
+type InPage = { scenarios: typeof import("./scenarios.ts") };
+
 const here = dirname(fileURLToPath(import.meta.url));
 
 /** The scenarios bundled for the page, exposed as `globalThis.scenarios`. */
@@ -51,13 +54,13 @@ describe.skipIf(noChromium)("the browser entry in Chromium (bundled)", { timeout
   });
 
   it("runs the Wasm kernels with the numbers Node gets, bit for bit", async () => {
-    const inPage = await page.evaluate(() => (globalThis as any).scenarios.wasmNumbers());
+    const inPage = await page.evaluate(() => (globalThis as unknown as InPage).scenarios.wasmNumbers());
     expect(inPage).toEqual(wasmNumbers());
     expect(inPage.grpo.some((x: number) => x !== 0)).toBe(true);
   });
 
   it("takes a GRPO update on the tab's WebGPU device with the numbers Node's Dawn gets", async () => {
-    const inPage: GpuStepResult = await page.evaluate(() => (globalThis as any).scenarios.gpuStep());
+    const inPage: GpuStepResult = await page.evaluate(() => (globalThis as unknown as InPage).scenarios.gpuStep());
     console.log(`[browser] page adapter: ${inPage.adapter} (software: ${inPage.software}); ${inPage.tokensPerSecond.toFixed(0)} tokens/s`);
     expect(inPage.trainedRows).toBeGreaterThan(0);
     expect(Number.isFinite(inPage.loss)).toBe(true);
@@ -88,7 +91,7 @@ describe.skipIf(noChromium)("the browser entry in Chromium (bundled)", { timeout
 
     it("runs a conformance subset from the page as it does from Node (CORS preflights, token, typed errors)", async () => {
       const inPage = await withServer((url) =>
-        page.evaluate(([u, t]) => (globalThis as any).scenarios.clientRun(u, t), [url, token] as const),
+        page.evaluate(([u, t]) => (globalThis as unknown as InPage).scenarios.clientRun(u, t), [url, token] as const),
       );
       const inNode = await withServer((url) => clientRun(url, token));
       expect(inPage).toEqual(inNode);
@@ -102,7 +105,7 @@ describe.skipIf(noChromium)("the browser entry in Chromium (bundled)", { timeout
         (url) =>
           page.evaluate(async (u) => {
             try {
-              await (globalThis as any).scenarios.clientRun(u, "x");
+              await (globalThis as unknown as InPage).scenarios.clientRun(u, "x");
               return "no error";
             } catch (e) {
               return `${(e as Error).name}: ${(e as Error).message}`;
