@@ -75,6 +75,11 @@ describe.skipIf(noChromium)("the browser entry in Chromium (bundled)", { timeout
     expect(maxRelError(inPage.sample, inNode.sample)).toBeLessThan(1e-4);
   });
 
+  it("survives losing the tab's GPU device: each later call throws GpuDeviceLostError", async () => {
+    const got = await page.evaluate(() => (globalThis as unknown as InPage).scenarios.deviceLoss());
+    expect(got).toEqual({ stepBefore: true, errors: Array(3).fill("GpuDeviceLostError destroyed") });
+  });
+
   describe("the store client against a server on another origin", () => {
     const token = "page-token-123";
     /** A fresh store behind a server that allows the test page's origin. */

@@ -5,8 +5,11 @@
  */
 import {
   type FinishedRollout,
+  GpuDeviceLostError,
   GpuPolicyTrainer,
   grpoUpdate,
+  batchFromTokens,
+  PAD_ID,
   LightningStoreClient,
   libraryKernels,
   type ModelConfig,
@@ -149,4 +152,24 @@ export async function clientRun(url: string, token: string): Promise<Record<stri
   }
   await refused.close();
   return seen;
+}
+
+/**
+ * Loses the trainer's device mid-run (destroyed under it: WebGPU then resolves `device.lost` as a driver
+ * reset would) and reports how each later call fails.
+ */
+export async function deviceLoss(): Promise<{ stepBefore: boolean; errors: string[] }> {
+  const trainer = await GpuPolicyTrainer.create({ config: TINY, seed: 3, lr: 1e-2 });
+  // A forward pass works before the loss (forward only: each new device compiles its kernels again).
+  const before = await trainer.logProbs(batchFromTokens([{ prompt: [1, 2, 3], response: [4, 5] }], { padId: PAD_ID }));
+  trainer.ctx.device.destroy();
+  await trainer.ctx.device.lost;
+  const errors: string[] = [];
+  const describe = (e: unknown) =>
+    errors.push(e instanceof GpuDeviceLostError ? `${e.name} ${e.reason}` : `not a GpuDeviceLostError: ${String(e)}`);
+  await grpoUpdate(trainer, syntheticRollouts(), { maxPromptLength: 8, maxResponseLength: 8 }).catch(describe);
+  await trainer.getState().catch(describe);
+  await GpuPolicyTrainer.create({ config: TINY, context: trainer.ctx }).catch(describe);
+  trainer.destroy();
+  return { stepBefore: before.log_probs.every(Number.isFinite), errors };
 }
