@@ -24,7 +24,19 @@ export const PromptTemplate = z.object({
 });
 export type PromptTemplate = z.infer<typeof PromptTemplate>;
 
-export const Resource = z.discriminatedUnion("resource_type", [LLM, ProxyLLM, PromptTemplate]);
+/**
+ * A policy's weights carried in the store (a Lightning TS resource, docs/browser.md): an algorithm that
+ * cannot serve HTTP (a browser tab) publishes them, and the runners' side serves them. `data` is the
+ * base64 of a `lightning-ts` checkpoint file (src/model/checkpoint.ts: config, parameters and step).
+ */
+export const PolicyWeights = z.object({
+  resource_type: z.literal("model_weights"),
+  format: z.literal("lightning-ts"),
+  data: z.string(),
+});
+export type PolicyWeights = z.infer<typeof PolicyWeights>;
+
+export const Resource = z.discriminatedUnion("resource_type", [LLM, ProxyLLM, PromptTemplate, PolicyWeights]);
 export type Resource = z.infer<typeof Resource>;
 
 export const NamedResources = z.record(z.string(), Resource);
