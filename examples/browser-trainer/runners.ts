@@ -13,7 +13,8 @@ import { LightningStoreClient } from "../../src/client/index.ts";
 import { initParams } from "../../src/model/init.ts";
 import { TOKENIZER_VOCAB_SIZE } from "../../src/model/tokenizer.ts";
 import type { ModelConfig } from "../../src/model/config.ts";
-import { fromPolicyWeights, policyWeightsResource } from "../../src/model/weights-resource.ts";
+import { initLora, type LoraConfig } from "../../src/model/lora.ts";
+import { fromLoraWeights, fromPolicyWeights, policyWeightsResource } from "../../src/model/weights-resource.ts";
 import { type Generation, type GenerationRequest, ModelPolicy, type Policy, PolicyServer, type ServeFn } from "../../src/proxy/index.ts";
 import { LitAgentRunner, llmRollout } from "../../src/runner/index.ts";
 import { createStoreApp } from "../../src/server/index.ts";
@@ -82,6 +83,7 @@ export class StoreFollowingPolicy implements Policy {
     readonly inner: ModelPolicy,
     private readonly store: LightningStore,
     private readonly resourceName = "policy",
+    private readonly adapterName = "policy_adapter",
   ) {}
   get model() {
     return this.inner.model;
@@ -104,12 +106,16 @@ export class StoreFollowingPolicy implements Policy {
   /** One sync at a time: concurrent requests wait for the same load. */
   sync(): Promise<void> {
     this.syncing = this.syncing.then(async () => {
-      const weights = (await this.store.getLatestResources())?.resources[this.resourceName];
-      if (weights?.resource_type !== "model_weights") return;
-      const { params, step } = fromPolicyWeights(weights);
-      if (step <= this.servedStep) return;
-      this.inner.update(params, step);
-      this.servedStep = step;
+      const resources = (await this.store.getLatestResources())?.resources ?? {};
+      const adapter = resources[this.adapterName];
+      const weights = resources[this.resourceName];
+      if (this.inner.adapter && adapter?.resource_type === "model_weights" && adapter.step > this.servedStep) {
+        this.inner.update((await fromLoraWeights(adapter, this.inner.config)).params, adapter.step);
+        this.servedStep = adapter.step;
+      } else if (!this.inner.adapter && weights?.resource_type === "model_weights" && weights.step > this.servedStep) {
+        this.inner.update(fromPolicyWeights(weights).params, weights.step);
+        this.servedStep = weights.step;
+      }
     });
     return this.syncing;
   }
@@ -148,6 +154,8 @@ export async function startRunnersSide(o: {
   nRunners?: number;
   seed?: number;
   port?: number;
+  /** Serve the base with this LoRA adapter on top, following the tab's `policy_adapter` versions. */
+  lora?: LoraConfig;
 }): Promise<RunnersSide> {
   const store = new InMemoryLightningStore();
   const app = createStoreApp(store, { token: o.token, corsOrigins: o.corsOrigins });
@@ -156,7 +164,12 @@ export async function startRunnersSide(o: {
   });
   const storeUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const params = initParams(DEMO_CONFIG, o.seed ?? 1);
-  const policy = new StoreFollowingPolicy(new ModelPolicy({ model: "letters", config: DEMO_CONFIG, params, seed: o.seed ?? 1 }), store);
+  // An untrained adapter (B = 0) leaves the model as it is, whatever its A.
+  const lora = o.lora ? { config: o.lora, params: initLora(DEMO_CONFIG, o.lora, 0) } : undefined;
+  const policy = new StoreFollowingPolicy(
+    new ModelPolicy({ model: "letters", config: DEMO_CONFIG, params, lora, seed: o.seed ?? 1 }),
+    store,
+  );
   const policyServer = new PolicyServer({ policy, store, serve: syncedServe(() => policy.sync()) });
   await policyServer.start();
   await store.addResources({ main_llm: policyServer.asResource(), policy: policyWeightsResource(DEMO_CONFIG, params, 0) });

@@ -14,6 +14,8 @@ import {
   grpoUpdate,
   LightningStoreClient,
   LlmProxyTraceToTriplet,
+  type LoraConfig,
+  loraWeightsResource,
   type NamedResources,
   policyWeightsResource,
   StoreConnectionError,
@@ -33,8 +35,11 @@ export interface TabOptions {
   /** Seconds to wait for one step's rollouts [120]. */
   rolloutTimeoutSeconds?: number;
   onStep?: (report: TabStepReport) => void;
-  /** Resource names: the weights, and the LLM the agents call ["policy", "main_llm"]. */
+  /** The resource holding the whole model ["policy"]. */
   weightsResource?: string;
+  /** Train a LoRA adapter on the frozen model instead, published as `adapterResource` ["policy_adapter"]. */
+  lora?: LoraConfig;
+  adapterResource?: string;
 }
 
 export interface TabStepReport {
@@ -122,11 +127,19 @@ export async function runTrainingTab(o: TabOptions): Promise<TabStepReport[]> {
     let resources: NamedResources = latest.resources;
     let resourcesId = latest.resources_id;
     const initial = fromPolicyWeights(weights);
-    trainer = await GpuPolicyTrainer.create({ config: initial.config, params: initial.params, lr: o.lr ?? 1e-2, weightDecay: 0 });
+    const adapterName = o.adapterResource ?? "policy_adapter";
+    trainer = await GpuPolicyTrainer.create({
+      config: initial.config,
+      ...(o.lora ? { lora: { config: o.lora, base: initial.params } } : { params: initial.params }),
+      lr: o.lr ?? 1e-2,
+      weightDecay: 0,
+    });
     const report = trainer.ctx.handle?.report;
     const adapter = report ? `${report.vendor} ${report.architecture}${report.software ? " (software)" : ""}` : "unknown";
     const adapt = new LlmProxyTraceToTriplet();
-    for (let step = initial.step + 1; step <= initial.step + o.steps; step++) {
+    const first = (o.lora ? latest.resources[adapterName] : weights) as { step?: number } | undefined;
+    const start = first?.step ?? initial.step;
+    for (let step = start + 1; step <= start + o.steps; step++) {
       const t0 = performance.now();
       const requests = o.tasks.flatMap((input, i) =>
         Array.from({ length: o.nSamples ?? 4 }, () => ({
@@ -160,7 +173,9 @@ export async function runTrainingTab(o: TabOptions): Promise<TabStepReport[]> {
       if (u.changed) {
         // Read back whole before publishing: a device lost here publishes nothing, the last version stays.
         const { params } = await trainer.getState();
-        resources = { ...resources, [weightsName]: policyWeightsResource(initial.config, params, step) };
+        resources = o.lora
+          ? { ...resources, [adapterName]: loraWeightsResource(initial.config, { config: o.lora, params }, step) }
+          : { ...resources, [weightsName]: policyWeightsResource(initial.config, params, step) };
         published = (await client.addResources(resources)).resources_id;
         resourcesId = published;
       }

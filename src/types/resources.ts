@@ -26,13 +26,17 @@ export type PromptTemplate = z.infer<typeof PromptTemplate>;
 
 /**
  * A policy's weights carried in the store (a Lightning TS resource, docs/browser.md): an algorithm that
- * cannot serve HTTP (a browser tab) publishes them, and the runners' side serves them. `data` is the
- * base64 of a `lightning-ts` checkpoint file (src/model/checkpoint.ts: config, parameters and step).
+ * cannot serve HTTP (a browser tab) publishes them, and the runners' side serves them. `data` is base64:
+ * for `lightning-ts`, a whole-model checkpoint file (src/model/checkpoint.ts: config, parameters); for
+ * `peft`, a LoRA adapter's `adapter_model.safetensors`, its `adapter_config.json` in `adapter_config`.
+ * `step` orders versions: a runner loads weights newer than the ones it serves.
  */
 export const PolicyWeights = z.object({
   resource_type: z.literal("model_weights"),
-  format: z.literal("lightning-ts"),
+  format: z.enum(["lightning-ts", "peft"]),
   data: z.string(),
+  adapter_config: z.string().nullable().default(null),
+  step: z.number().int().nonnegative().default(0),
 });
 export type PolicyWeights = z.infer<typeof PolicyWeights>;
 

@@ -8,8 +8,10 @@ import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bundle, here } from "../../examples/browser-trainer/bundle.ts";
-import { LETTER_TASKS, type RunnersSide, startRunnersSide } from "../../examples/browser-trainer/runners.ts";
-import { fromPolicyWeights } from "../../src/model/weights-resource.ts";
+import { DEMO_CONFIG, LETTER_TASKS, type RunnersSide, startRunnersSide } from "../../examples/browser-trainer/runners.ts";
+import { initLora, type LoraConfig } from "../../src/model/lora.ts";
+import { fromLoraWeights, fromPolicyWeights } from "../../src/model/weights-resource.ts";
+import type { PolicyWeights } from "../../src/types/resources.ts";
 import { LLM_CALL_SPAN_NAME, POLICY_VERSION_ATTRIBUTE } from "../../src/proxy/llm-span.ts";
 import { launchChromium, noChromium, type PageServer, servePages } from "./chromium.ts";
 
@@ -20,11 +22,13 @@ describe.skipIf(noChromium)("the training tab (examples/browser-trainer)", { tim
   const token = "tab-token-42";
 
   beforeAll(async () => {
-    const [main, b] = await Promise.all([bundle("main.ts"), launchChromium()]);
+    const [main, tab, b] = await Promise.all([bundle("main.ts"), bundle("tab.ts"), launchChromium()]);
     browser = b;
     pages = await servePages({
       "/": readFileSync(join(here, "index.html"), "utf8"),
       "/main.js": main,
+      "/tab.js": tab,
+      "/bare.html": `<!doctype html><script type="module">import * as t from "/tab.js"; window.tab = t; window.ready = true;</script>`,
       "/tasks.json": JSON.stringify(LETTER_TASKS),
     });
     side = await startRunnersSide({ token, corsOrigins: [pages.url], nRunners: 2 });
@@ -101,4 +105,46 @@ describe.skipIf(noChromium)("the training tab (examples/browser-trainer)", { tim
     expect(status).toMatch(/no WebGPU adapter/);
     await page.close();
   });
+
+  it("trains a LoRA adapter instead, published as policy_adapter versions the runners put on their base", async () => {
+    const lora = { r: 4, alpha: 8, targetModules: ["q_proj", "v_proj"] as LoraConfig["targetModules"] };
+    const loraSide = await startRunnersSide({ token, corsOrigins: [pages.url], nRunners: 2, lora });
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${pages.url}/bare.html`);
+      await page.waitForFunction(() => (window as { ready?: boolean }).ready === true);
+      const reports = await page.evaluate(
+        ([url, t, tasks, l]) =>
+          (window as unknown as { tab: typeof import("../../examples/browser-trainer/tab.ts") }).tab.runTrainingTab({
+            storeUrl: url,
+            token: t,
+            tasks,
+            steps: 2,
+            lora: l,
+            lr: 5e-2,
+          }),
+        [loraSide.storeUrl, token, LETTER_TASKS, lora] as const,
+      );
+      expect(reports.map((r) => [r.step, r.resourcesId !== null])).toEqual([
+        [1, true],
+        [2, true],
+      ]);
+      const resources = (await loadLatest(loraSide)).resources;
+      expect(resources.policy).toMatchObject({ format: "lightning-ts", step: 0 }); // the base, untouched
+      expect(resources.policy_adapter).toMatchObject({ format: "peft", step: 2 });
+      await loraSide.policy.sync();
+      expect(loraSide.policy.servedStep).toBe(2);
+      const served = loraSide.policy.inner.adapter!.params as Float32Array;
+      const published = await fromLoraWeights(resources.policy_adapter as PolicyWeights, DEMO_CONFIG);
+      expect(served).toEqual(published.params);
+      expect(served).not.toEqual(initLora(DEMO_CONFIG, lora, 0)); // the tab's steps moved it
+    } finally {
+      await page.close();
+      await loraSide.stop();
+    }
+  });
 });
+
+async function loadLatest(side: RunnersSide) {
+  return (await side.store.getLatestResources())!;
+}
