@@ -3,6 +3,7 @@ export * from "./generation.ts";
 export * from "./policy.ts";
 export * from "./llm-span.ts";
 export * from "./openai-schemas.ts";
+export * from "./openai-http.ts";
 export * from "./policy-server.ts";
 export * from "./gpu-generation.ts";
 export * from "./engine.ts";
