@@ -120,6 +120,14 @@ export class TraceToMessages extends TraceAdapter<ChatRecord[]> {
             const call = (t.call ?? {}) as Obj;
             return { id: call.id, type: call.type, function: { name: t.name, arguments: t.parameters } };
           });
+        } else if (Array.isArray(item.tool_calls)) {
+          // Calls recorded on the completion itself (gen_ai.completion.N.tool_calls.M.*, as the LLM proxy and the
+          // traced openai client write them) when no child tool spans exist (docs/departures.md).
+          m.tool_calls = (item.tool_calls as Obj[]).map((c) => ({
+            id: c.id,
+            type: c.type ?? "function",
+            function: { name: c.name, arguments: c.arguments },
+          }));
         }
         messages.push(m);
       }

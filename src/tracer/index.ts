@@ -19,3 +19,4 @@ export * from "./otel.ts";
 export { parameterInfo, parameterNames, type ParamInfo } from "./params.ts";
 export { LightningSpanProcessor, lightningSpanProcessor, lightningTracing } from "./processor.ts";
 export { RolloutScope, type ScopeOptions } from "./scope.ts";
+export { assembleStream, contentAsText, openAiCallAttributes, type JsonObject, type OpenAiCall } from "./gen-ai.ts";
