@@ -9,3 +9,6 @@ export * from "./gpu-generation.ts";
 export * from "./engine.ts";
 export * from "./batching.ts";
 export * from "./detokenize.ts";
+export * from "./llm-proxy-config.ts";
+export * from "./upstream-call.ts";
+export * from "./llm-proxy.ts";

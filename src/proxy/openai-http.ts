@@ -100,13 +100,34 @@ export type ServeFn = (
   at: { hostname: string; port: number },
 ) => Promise<{ port: number; stop(): Promise<void> }>;
 
+type NodeServer = {
+  close(cb: (e?: Error) => void): void;
+  closeIdleConnections(): void;
+};
+
+/**
+ * Closes a Node server once its requests are answered. `close()` closes the connections idle at that
+ * moment only; one whose answer is still being written would then sit in keep-alive for minutes, so
+ * idle connections are closed again until the server is closed.
+ */
+function closeServer(server: NodeServer): Promise<void> {
+  return new Promise<void>((done, fail) => {
+    const sweep = setInterval(() => server.closeIdleConnections(), 20);
+    server.close((e) => {
+      clearInterval(sweep);
+      if (e) fail(e);
+      else done();
+    });
+  });
+}
+
 /** Node's server through @hono/node-server, with long keep-alive. */
 export async function nodeServe(): Promise<ServeFn> {
   const { serve } = await import("@hono/node-server");
   return (fetch, { hostname, port }) =>
     new Promise((resolve, reject) => {
       const server = serve({ fetch, hostname, port }, (info) =>
-        resolve({ port: info.port, stop: () => new Promise<void>((done, fail) => server.close((e) => (e ? fail(e) : done()))) }),
+        resolve({ port: info.port, stop: () => closeServer(server as unknown as NodeServer) }),
       );
       server.once("error", reject);
       // Agents reuse pooled connections across training steps; a step can block the event loop for

@@ -49,7 +49,6 @@ export interface PolicyAppOptions {
 
 type Kind = "chat" | "completion";
 
-
 const CHAT_ROLES: Record<ChatMessageInput["role"], string> = {
   system: "system",
   developer: "system",
@@ -393,7 +392,6 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
   }
   return app;
 }
-
 
 export interface PolicyServerOptions extends PolicyAppOptions {
   hostname?: string;
