@@ -86,14 +86,25 @@ function upstreamErrorMessage(status: number, text: string): string {
   return `upstream answered ${status}${text.trim() ? `: ${text.trim().slice(0, 500)}` : ""}`;
 }
 
-/** Aborted when either is (with its reason); a plain controller, as AbortSignal.any is not on every runtime we serve on. */
-function eitherSignal(x: AbortSignal, y: AbortSignal): AbortSignal {
+/**
+ * Aborted when either is (with its reason); `release` removes the listeners, which would otherwise pile
+ * up on the proxy's long-lived signal. (A plain controller: AbortSignal.any is not on every runtime.)
+ */
+function eitherSignal(x: AbortSignal, y: AbortSignal): { signal: AbortSignal; release(): void } {
   const c = new AbortController();
-  for (const s of [x, y]) {
-    if (s.aborted) c.abort(s.reason);
-    else s.addEventListener("abort", () => c.abort(s.reason), { once: true });
-  }
-  return c.signal;
+  const onX = () => c.abort(x.reason);
+  const onY = () => c.abort(y.reason);
+  if (x.aborted) onX();
+  else if (y.aborted) onY();
+  x.addEventListener("abort", onX, { once: true });
+  y.addEventListener("abort", onY, { once: true });
+  return {
+    signal: c.signal,
+    release: () => {
+      x.removeEventListener("abort", onX);
+      y.removeEventListener("abort", onY);
+    },
+  };
 }
 
 interface CallRecord {
@@ -248,79 +259,86 @@ export class LLMProxy {
 
     // Gone callers and a stopping proxy both cancel the upstream call.
     const cancel = eitherSignal(this.stopping.signal, c.req.raw.signal);
-    let answer: Awaited<ReturnType<typeof callUpstream>>;
+    let streaming = false;
     try {
-      answer = await callUpstream({
-        model,
-        path,
-        body: JSON.stringify(request),
-        pickUpstream: this.pickUpstream(model),
-        signal: cancel,
-        stream,
-        retryDelay: this.retryDelay,
-        fetch: this.options.fetch ?? fetch,
-      });
-    } catch (e) {
-      const status = e instanceof UpstreamUnavailableError ? e.status : e instanceof OpenAiError ? e.status : null;
-      const message = e instanceof Error ? e.message : String(e);
-      await record({
-        response: null,
-        error: { status, message },
-        upstream: e instanceof UpstreamUnavailableError ? e.upstream : null,
-        attempts: e instanceof UpstreamUnavailableError ? e.attempts : 0,
-      });
-      if (e instanceof UpstreamUnavailableError)
-        return c.json(errorBodyOf(message, "upstream_error", e.status === 504 ? "upstream_timeout" : "upstream_unreachable"), e.status);
-      throw e;
-    }
-    const { response, upstream, attempts } = answer;
-    const contentType = response.headers.get("content-type") ?? "application/json";
+      let answer: Awaited<ReturnType<typeof callUpstream>>;
+      try {
+        answer = await callUpstream({
+          model,
+          path,
+          body: JSON.stringify(request),
+          pickUpstream: this.pickUpstream(model),
+          signal: cancel.signal,
+          stream,
+          retryDelay: this.retryDelay,
+          fetch: this.options.fetch ?? fetch,
+        });
+      } catch (e) {
+        const status = e instanceof UpstreamUnavailableError ? e.status : e instanceof OpenAiError ? e.status : null;
+        const message = e instanceof Error ? e.message : String(e);
+        await record({
+          response: null,
+          error: { status, message },
+          upstream: e instanceof UpstreamUnavailableError ? e.upstream : null,
+          attempts: e instanceof UpstreamUnavailableError ? e.attempts : 0,
+        });
+        if (e instanceof UpstreamUnavailableError)
+          return c.json(errorBodyOf(message, "upstream_error", e.status === 504 ? "upstream_timeout" : "upstream_unreachable"), e.status);
+        throw e;
+      }
+      const { response, upstream, attempts } = answer;
+      const contentType = response.headers.get("content-type") ?? "application/json";
 
-    if (answer.text !== null) {
-      // A whole answer (or an error the caller gets as the upstream gave it).
-      let body: JsonObject | null = null;
-      let error: CallRecord["error"] = null;
-      if (response.ok) {
-        try {
-          body = JSON.parse(answer.text) as JsonObject;
-        } catch {
-          error = { status: 502, message: "the upstream's answer is not JSON" };
-        }
-      } else error = { status: response.status, message: upstreamErrorMessage(response.status, answer.text) };
-      await record({ response: body, error, upstream, attempts });
-      if (error?.status === 502 && response.ok)
-        return c.json(errorBodyOf(`${error.message} (${upstream})`, "upstream_error", "upstream_bad_response"), 502);
-      return new Response(answer.text, { status: response.status, headers: { "content-type": contentType } });
-    }
+      if (answer.text !== null) {
+        // A whole answer (or an error the caller gets as the upstream gave it).
+        let body: JsonObject | null = null;
+        let error: CallRecord["error"] = null;
+        if (response.ok) {
+          try {
+            body = JSON.parse(answer.text) as JsonObject;
+          } catch {
+            error = { status: 502, message: "the upstream's answer is not JSON" };
+          }
+        } else error = { status: response.status, message: upstreamErrorMessage(response.status, answer.text) };
+        await record({ response: body, error, upstream, attempts });
+        if (error?.status === 502 && response.ok)
+          return c.json(errorBodyOf(`${error.message} (${upstream})`, "upstream_error", "upstream_bad_response"), 502);
+        return new Response(answer.text, { status: response.status, headers: { "content-type": contentType } });
+      }
 
-    // A stream: relayed event by event; the span is written once it ends.
-    if (response.body === null) {
-      answer.done();
-      await record({ response: null, error: { status: 502, message: "the upstream's stream has no body" }, upstream, attempts });
-      return c.json(errorBodyOf("the upstream's stream has no body", "upstream_error", "upstream_bad_response"), 502);
-    }
-    const relay = relaySse(response.body, {
-      onData: answer.touch,
-      describeFailure: (err) =>
-        answer.signal.reason instanceof UpstreamTimeoutError || answer.signal.reason instanceof OpenAiError
-          ? (answer.signal.reason as Error).message
-          : err instanceof Error
-            ? err.message
-            : String(err),
-    });
-    this.track(
-      relay.outcome.then(async (o) => {
+      // A stream: relayed event by event; the span is written once it ends.
+      if (response.body === null) {
         answer.done();
-        const assembled = o.chunks.length > 0 ? assembleStream(o.chunks) : null;
-        try {
-          await record({ response: assembled, error: o.error, upstream, attempts });
-        } catch (e) {
-          // The caller has its answer already; the failed write must still be seen.
-          log.error(`could not store the span of a streamed call: ${e instanceof Error ? e.message : String(e)}`);
-        }
-      }),
-    );
-    return new Response(relay.body, { status: response.status, headers: { ...SSE_HEADERS, "content-type": contentType } });
+        await record({ response: null, error: { status: 502, message: "the upstream's stream has no body" }, upstream, attempts });
+        return c.json(errorBodyOf("the upstream's stream has no body", "upstream_error", "upstream_bad_response"), 502);
+      }
+      const relay = relaySse(response.body, {
+        onData: answer.touch,
+        describeFailure: (err) =>
+          answer.signal.reason instanceof UpstreamTimeoutError || answer.signal.reason instanceof OpenAiError
+            ? (answer.signal.reason as Error).message
+            : err instanceof Error
+              ? err.message
+              : String(err),
+      });
+      this.track(
+        relay.outcome.then(async (o) => {
+          answer.done();
+          cancel.release();
+          const assembled = o.chunks.length > 0 ? assembleStream(o.chunks) : null;
+          try {
+            await record({ response: assembled, error: o.error, upstream, attempts });
+          } catch (e) {
+            // The caller has its answer already; the failed write must still be seen.
+            log.error(`could not store the span of a streamed call: ${e instanceof Error ? e.message : String(e)}`);
+          }
+        }),
+      );
+      streaming = true;
+      return new Response(relay.body, { status: response.status, headers: { ...SSE_HEADERS, "content-type": contentType } });
+    } finally {
+      if (!streaming) cancel.release();
+    }
   }
 
   private async recordSpan(store: LightningStore, r: CallRecord): Promise<void> {

@@ -19,6 +19,7 @@ import type { LLM, ProxyLLM } from "../types/resources.ts";
 import { byteTokenizer } from "../model/tokenizer.ts";
 import type { TemplateMessage, ToolCall, ToolDefinition } from "../model/tokenizer-api.ts";
 import { decodeWithOffsets } from "./detokenize.ts";
+import type { JsonObject } from "../tracer/gen-ai.ts";
 import { llmCallSpans } from "./llm-span.ts";
 import {
   installOpenAiBasics,
@@ -59,7 +60,8 @@ const CHAT_ROLES: Record<ChatMessageInput["role"], string> = {
 
 interface Prepared {
   kind: Kind;
-  messages: { role: string; content: string }[];
+  /** A completion's prompt as text (a token-id prompt decoded), for the span; null for a chat. */
+  promptText: string | null;
   promptIds: number[];
   /** Tools offered (chat only): the model's output is parsed for calls when there are some. */
   tools: ToolDefinition[] | null;
@@ -85,7 +87,7 @@ function parse<T>(
 }
 
 function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
-  let messages: { role: string; content: string }[];
+  let promptText: string | null = null;
   let promptIds: number[];
   let tools: ToolDefinition[] | null = null;
   let logprobs: boolean;
@@ -107,7 +109,6 @@ function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
       ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}),
       ...(m.name !== undefined ? { name: m.name } : {}),
     }));
-    messages = turns.map((t) => ({ role: t.role, content: t.content ?? "" }));
     tools = chat.tools?.length && chat.tool_choice !== "none" ? (chat.tools as ToolDefinition[]) : null;
     promptIds = policy.tokenizer.applyChatTemplate(turns, { addGenerationPrompt: true, ...(tools ? { tools } : {}) });
     logprobs = chat.logprobs === true;
@@ -120,12 +121,7 @@ function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
       promptIds = policy.tokenizer.encode(comp.prompt, { addSpecialTokens: comp.add_special_tokens ?? true });
       if (promptIds.length === 0) throw new ValidationError("prompt must not be empty", ["prompt"]);
     } else promptIds = comp.prompt;
-    messages = [
-      {
-        role: "user",
-        content: typeof comp.prompt === "string" ? comp.prompt : policy.tokenizer.decode(comp.prompt, { skipSpecialTokens: false }),
-      },
-    ];
+    promptText = typeof comp.prompt === "string" ? comp.prompt : policy.tokenizer.decode(comp.prompt, { skipSpecialTokens: false });
     logprobs = (comp.logprobs ?? 0) > 0;
     maxTokens = comp.max_tokens ?? 16; // the OpenAI default for completions
   }
@@ -153,7 +149,7 @@ function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
     );
   return {
     kind,
-    messages,
+    promptText,
     promptIds,
     tools,
     temperature: req.temperature ?? 1,
@@ -330,7 +326,8 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
   const complete = (kind: Kind) => async (c: Context) => {
     const routed = routedAttempt(c);
     const startTime = clock.now();
-    const prepared = prepare(policy, kind, await readJson(c));
+    const body = await readJson(c);
+    const prepared = prepare(policy, kind, body);
     // One sequence id per request, taken when it arrives (upstream's RolloutAttemptMiddleware).
     const sequenceId = routed !== null && store !== null ? await store.getNextSpanSequenceId(routed.rolloutId, routed.attemptId) : null;
     const baseSeed = prepared.seed ?? policy.nextSeed();
@@ -353,30 +350,31 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
       choices,
       version,
     };
+    const full = fullBody(policy, answer) as JsonObject;
     if (sequenceId !== null) {
+      const request: JsonObject = {
+        ...(body as JsonObject),
+        model: policy.model,
+        temperature: prepared.temperature,
+        top_p: prepared.topP,
+        max_tokens: prepared.maxTokens,
+        n: prepared.n,
+        ...(prepared.promptText !== null ? { prompt: prepared.promptText } : {}),
+      };
       const spans = llmCallSpans({
         rolloutId: routed!.rolloutId,
         attemptId: routed!.attemptId,
         sequenceId,
-        messages: prepared.messages,
-        request: {
-          model: policy.model,
-          temperature: prepared.temperature,
-          top_p: prepared.topP,
-          max_tokens: prepared.maxTokens,
-          n: prepared.n,
-        },
-        responseId: answer.id,
-        model: policy.model,
+        request,
+        response: full,
         policyVersion: version,
-        promptTokenIds: prepared.promptIds,
         choices,
         startTime,
         endTime: clock.now(),
       });
       await store!.addManySpans(spans);
     }
-    return prepared.stream ? sseResponse(streamChunks(policy, answer)) : c.json(fullBody(policy, answer));
+    return prepared.stream ? sseResponse(streamChunks(policy, answer)) : c.json(full);
   };
 
   for (const prefix of ROUTE_PREFIXES) {
