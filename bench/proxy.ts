@@ -12,11 +12,13 @@
  */
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { availableParallelism, loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import { Hono } from "hono";
 import { LLMProxy } from "../src/proxy/llm-proxy.ts";
 import { nodeServe } from "../src/proxy/openai-http.ts";
 import { InMemoryLightningStore } from "../src/store/memory.ts";
+import { runnerFetch } from "../src/trainer/runner-fetch.ts";
 
 const GOAL_MS = 1;
 const CHUNKS = 32;
@@ -70,7 +72,12 @@ async function runUpstream(): Promise<void> {
 async function runProxy(upstream: string): Promise<void> {
   const store = new InMemoryLightningStore();
   const r = await store.startRollout({ bench: true });
-  const proxy = new LLMProxy({ models: [{ name: "bench", upstreams: [upstream], params: { return_token_ids: true } }], store });
+  // As `agl proxy` runs it: whole answers over undici's pools on Node.
+  const proxy = new LLMProxy({
+    models: [{ name: "bench", upstreams: [upstream], params: { return_token_ids: true } }],
+    store,
+    fetchWhole: runnerFetch(),
+  });
   await proxy.start();
   // The floor: the same extra hop with nothing done, the body forwarded with fetch and the answer returned as it came.
   const bare = new Hono();
@@ -162,7 +169,8 @@ async function main(): Promise<void> {
     proxy.kill();
     upstream.kill();
   }
-  console.log(`LLM proxy overhead, ${calls} calls each way, one at a time (ms)\n`);
+  const load = loadavg()[0]!.toFixed(1);
+  console.log(`LLM proxy overhead, ${calls} calls each way, one at a time (ms); load average ${load} on ${availableParallelism()} cores\n`);
   console.log("| call | path | latency median / p90 | added median / p90 | CPU per call in the middle process |");
   console.log("|---|---|---|---|---|");
   for (const r of rows) console.log(r);

@@ -11,6 +11,7 @@ import { UsageError } from "../server/config.ts";
 import { normaliseDb } from "../server/open-store.ts";
 import type { ServerHost } from "../server/run.ts";
 import type { LightningStore } from "../store/base.ts";
+import { runnerFetch } from "../trainer/runner-fetch.ts";
 
 export const PROXY_USAGE = `Usage: agl proxy --config FILE [options]
 
@@ -91,6 +92,7 @@ export async function startLlmProxy(args: ProxyArgs, host: ServerHost): Promise<
     store,
     env: (n) => host.env(n),
     serve: platformServe,
+    fetchWhole: runnerFetch(),
   });
   await proxy.start();
   const log = (m: string): void => console.log(`[agl proxy] ${m}`);

@@ -65,6 +65,11 @@ export interface LLMProxyOptions {
   env?: (name: string) => string | undefined;
   /** The fetch that reaches upstreams (the runtime's by default). */
   fetch?: typeof fetch;
+  /**
+   * The fetch for non-streamed calls, whose answers are read whole (default: `fetch`). `agl proxy` gives
+   * undici's pools on Node (trainer/runner-fetch.ts), which cost less CPU per call than the global fetch.
+   */
+  fetchWhole?: typeof fetch;
   /** Backoff between attempts (exponentialBackoff() by default; tests give a fixed one). */
   retryDelay?: RetryDelay;
 }
@@ -272,6 +277,7 @@ export class LLMProxy {
           stream,
           retryDelay: this.retryDelay,
           fetch: this.options.fetch ?? fetch,
+          fetchWhole: this.options.fetchWhole ?? this.options.fetch ?? fetch,
         });
       } catch (e) {
         const status = e instanceof UpstreamUnavailableError ? e.status : e instanceof OpenAiError ? e.status : null;

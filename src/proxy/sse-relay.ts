@@ -82,12 +82,14 @@ export function relaySse(
           return;
         }
         o.onData();
+        const startsClean = pending === "";
         pending += decoder.decode(read.value, { stream: true });
         const events = pending.split(/\r?\n\r?\n/);
         pending = events.pop()!;
         if (events.length === 0) continue;
         for (const e of events) keep(e);
-        controller.enqueue(encoder.encode(events.map((e) => `${e}\n\n`).join("")));
+        // The usual case, a read of whole events, goes on as the bytes that came; otherwise the whole events so far.
+        controller.enqueue(startsClean && pending === "" ? read.value : encoder.encode(events.map((e) => `${e}\n\n`).join("")));
         return;
       }
     },

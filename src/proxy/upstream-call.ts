@@ -78,7 +78,10 @@ export interface UpstreamCallOptions {
   /** Streaming: the body is left unread and the timer keeps running until `done()`. */
   stream: boolean;
   retryDelay: RetryDelay;
+  /** Reaches the upstream for a stream (the body is read as it comes). */
   fetch: typeof fetch;
+  /** Reaches the upstream for a whole answer (may collect the body itself, e.g. over undici's pools). */
+  fetchWhole: typeof fetch;
 }
 
 const retryable = (status: number): boolean => status === 429 || status >= 500;
@@ -130,7 +133,8 @@ export async function callUpstream(o: UpstreamCallOptions): Promise<UpstreamAnsw
     let response: Response;
     let text: string | null = null;
     try {
-      response = await o.fetch(`${upstream}${o.path}`, { method: "POST", headers, body: o.body, signal: a.signal });
+      const send = o.stream ? o.fetch : o.fetchWhole;
+      response = await send(`${upstream}${o.path}`, { method: "POST", headers, body: o.body, signal: a.signal });
       if (!o.stream || !response.ok) text = await response.text();
     } catch (e) {
       a.done();
