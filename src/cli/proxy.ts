@@ -10,6 +10,7 @@ import { platformServe } from "../proxy/openai-http.ts";
 import { UsageError } from "../server/config.ts";
 import { normaliseDb } from "../server/open-store.ts";
 import type { ServerHost } from "../server/run.ts";
+import { positiveInt } from "./serve.ts";
 import type { LightningStore } from "../store/base.ts";
 import { runnerFetch } from "../trainer/runner-fetch.ts";
 
@@ -49,13 +50,8 @@ export function parseProxyArgs(argv: readonly string[]): ProxyArgs {
     else if (flag === "--config") a.config = value();
     else if (flag === "--host") a.host = value();
     else if (flag === "--store") a.store = value();
-    else if (flag === "--port") {
-      const v = value();
-      const n = Number(v);
-      if (v.trim() === "" || !Number.isInteger(n) || n < 0 || n > 65535)
-        throw new UsageError(`--port needs an integer from 0 to 65535, got ${JSON.stringify(v)}`);
-      a.port = n;
-    } else throw new UsageError(`unknown option ${JSON.stringify(flag)}`);
+    else if (flag === "--port") a.port = positiveInt(flag, value(), 0, 65535);
+    else throw new UsageError(`unknown option ${JSON.stringify(flag)}`);
   }
   if (!a.help && a.config === "") throw new UsageError("--config FILE is required");
   return a;

@@ -45,7 +45,8 @@ export interface ServeConfig {
   help: boolean;
 }
 
-function positiveInt(flag: string, v: string | undefined, min = 1, max = Number.MAX_SAFE_INTEGER): number {
+/** An integer flag value from `min` to `max`, else a UsageError naming the flag. */
+export function positiveInt(flag: string, v: string | undefined, min = 1, max = Number.MAX_SAFE_INTEGER): number {
   const n = Number(v);
   if (v === undefined || v.trim() === "" || !Number.isInteger(n) || n < min || n > max)
     throw new UsageError(

@@ -9,7 +9,7 @@ import { runCli } from "../../src/cli/agl.ts";
 import { parseProxyArgs, startLlmProxy } from "../../src/cli/proxy.ts";
 import type { ServerHost } from "../../src/server/run.ts";
 import { openStore } from "../../src/store/libsql/open.ts";
-import { chatAnswer, type ScriptedUpstream, startScriptedUpstream } from "../proxy/scripted-upstream.ts";
+import { chatAnswer, chatChunk, type ScriptedUpstream, startScriptedUpstream } from "../proxy/scripted-upstream.ts";
 import { RUNTIMES, startServerProcess } from "../server/processes.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "agl-proxy-"));
@@ -104,6 +104,19 @@ describe.each(RUNTIMES)("agl proxy as a process under %s", (runtime) => {
       const res = await c.chat.completions.create({ model: "m", messages: [{ role: "user", content: "hello" }] });
       expect(res.choices[0].message.content).toBe("from upstream");
       expect((await c.models.list()).data.map((m) => m.id)).toEqual(["m"]);
+      upstream.script.push({
+        kind: "sse",
+        events: [
+          chatChunk({ role: "assistant", content: "" }),
+          chatChunk({ content: "stre" }),
+          chatChunk({ content: "amed" }),
+          chatChunk({}, "stop"),
+        ],
+      });
+      let text = "";
+      const stream = await c.chat.completions.create({ model: "m", messages: [{ role: "user", content: "hello" }], stream: true });
+      for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+      expect(text).toBe("streamed");
     } finally {
       expect(await proc.stop("SIGTERM")).toBe(0);
     }

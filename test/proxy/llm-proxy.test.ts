@@ -503,4 +503,26 @@ describe("LLM proxy configuration and lifecycle", () => {
     await expect(fetch(`${endpoint.slice(0, -3)}/health`)).rejects.toThrow();
     expect(b.received).toHaveLength(0);
   });
+
+  it("stops with a stream in flight: the caller gets an error event, the span what arrived", async () => {
+    const proxy = await startProxy({ models: [{ name: "scripted", upstreams: [a.url] }] });
+    const ids = await attempt();
+    a.script.push({ kind: "sse", events: [chatChunk({ role: "assistant", content: "" }), chatChunk({ content: "par" })], stallAfter: 2 });
+    let partial = "";
+    const s = await client(proxy, ids).chat.completions.create({
+      model: "scripted",
+      messages: [{ role: "user", content: "x" }],
+      stream: true,
+    });
+    const reading = (async () => {
+      for await (const chunk of s) partial += chunk.choices[0]?.delta.content ?? "";
+    })().catch((e: unknown) => e);
+    while (partial === "") await new Promise((r) => setTimeout(r, 5));
+    await proxy.stop();
+    expect(((await reading) as Error).message).toMatch(/stopping/);
+    expect(partial).toBe("par");
+    const [span] = await spansOf(ids.rid);
+    expect(span.status.status_code).toBe("ERROR");
+    expect(span.attributes["gen_ai.completion.0.content"]).toBe("par");
+  });
 });

@@ -61,7 +61,9 @@ export async function startScriptedUpstream(defaultStep: Step = { kind: "json", 
     const step = script.shift() ?? defaultStep;
     if (step.kind === "json") return c.json(step.body as object, (step.status ?? 200) as 200, step.headers);
     if (step.kind === "stall")
-      return new Promise<Response>((_, reject) => c.req.raw.signal.addEventListener("abort", () => reject(new Error("aborted"))));
+      return new Promise<Response>((resolve) =>
+        c.req.raw.signal.addEventListener("abort", () => resolve(new Response(null, { status: 499 }))),
+      );
     let sent = 0;
     const body = new ReadableStream<Uint8Array>({
       async pull(controller) {
@@ -73,7 +75,7 @@ export async function startScriptedUpstream(defaultStep: Step = { kind: "json", 
         }
         if (step.stallAfter !== undefined && sent === step.stallAfter) {
           await new Promise((r) => c.req.raw.signal.addEventListener("abort", r));
-          controller.error(new Error("aborted"));
+          controller.close();
           return;
         }
         if (sent === step.events.length) {
