@@ -29,13 +29,30 @@ function eventData(event: string): string | null {
   return lines.length > 0 ? lines.join("\n") : null;
 }
 
+/** The JSON objects of the events' `data:` payloads (`[DONE]` and payloads that are not JSON objects left out). */
+function parseEvents(events: string[]): JsonObject[] {
+  const chunks: JsonObject[] = [];
+  for (const event of events) {
+    const data = eventData(event);
+    if (data === null || data.trim() === "[DONE]") continue;
+    try {
+      const parsed: unknown = JSON.parse(data);
+      if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)) chunks.push(parsed as JsonObject);
+    } catch {
+      // Not JSON: forwarded to the caller all the same; the span records what could be read.
+    }
+  }
+  return chunks;
+}
+
 export function relaySse(
   upstream: ReadableStream<Uint8Array>,
   o: RelayOptions,
 ): { body: ReadableStream<Uint8Array>; outcome: Promise<RelayOutcome> } {
   const reader = upstream.getReader();
   const decoder = new TextDecoder();
-  const chunks: JsonObject[] = [];
+  /** The events received, parsed only once the stream has ended: no JSON work between two chunks. */
+  const events: string[] = [];
   let pending = "";
   let finish!: (r: RelayOutcome) => void;
   const outcome = new Promise<RelayOutcome>((r) => (finish = r));
@@ -43,18 +60,9 @@ export function relaySse(
   const end = (error: RelayOutcome["error"]) => {
     if (finished) return;
     finished = true;
-    finish({ chunks, error });
+    finish({ chunks: parseEvents(events), error });
   };
-  const keep = (event: string) => {
-    const data = eventData(event);
-    if (data === null || data.trim() === "[DONE]") return;
-    try {
-      const parsed: unknown = JSON.parse(data);
-      if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)) chunks.push(parsed as JsonObject);
-    } catch {
-      // Not JSON: forwarded to the caller all the same; the span records what could be read.
-    }
-  };
+  const keep = (event: string) => void events.push(event);
   const body = new ReadableStream<Uint8Array>({
     // Reads until a whole event can be forwarded (a pull that enqueues nothing would not be called again).
     async pull(controller) {
@@ -84,12 +92,12 @@ export function relaySse(
         o.onData();
         const startsClean = pending === "";
         pending += decoder.decode(read.value, { stream: true });
-        const events = pending.split(/\r?\n\r?\n/);
-        pending = events.pop()!;
-        if (events.length === 0) continue;
-        for (const e of events) keep(e);
+        const whole = pending.split(/\r?\n\r?\n/);
+        pending = whole.pop()!;
+        if (whole.length === 0) continue;
+        for (const e of whole) keep(e);
         // The usual case, a read of whole events, goes on as the bytes that came; otherwise the whole events so far.
-        controller.enqueue(startsClean && pending === "" ? read.value : encoder.encode(events.map((e) => `${e}\n\n`).join("")));
+        controller.enqueue(startsClean && pending === "" ? read.value : encoder.encode(whole.map((e) => `${e}\n\n`).join("")));
         return;
       }
     },
