@@ -1,0 +1,245 @@
+/**
+ * The dashboard in a real headless Chromium against `agl store` (Node, a libSQL file) seeded through the
+ * HTTP API: what a person sees on each page, the click from a rollout to its spans, a `<script>` in a
+ * span attribute shown as text, live refresh, and the size of the first load.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startServerProcess, type ServerProcess } from "../server/processes.ts";
+import { launchBrowser, openPage, screenshot } from "./browser.ts";
+import { STEPS, VALIDATIONS, XSS, seedStore, type Seeded } from "./seed.ts";
+
+let dir: string;
+let server: ServerProcess;
+let seeded: Seeded;
+let browser: Browser;
+let page: Page;
+let errors: string[];
+
+const api = async (path: string, init?: RequestInit): Promise<any> => (await fetch(`${server.url}/v1/agl/${path}`, init)).json();
+const go = async (hash: string): Promise<void> => {
+  await page.goto(`${server.url}/#/${hash}`);
+};
+const texts = (selector: string): Promise<string[]> => page.locator(selector).allInnerTexts();
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "agl-dashboard-"));
+  server = await startServerProcess("node", ["--port", "0", "--db", `file:${join(dir, "store.db")}`, "--log-level", "warning"]);
+  seeded = await seedStore(server.url);
+  browser = await launchBrowser();
+  ({ page, errors } = await openPage(browser));
+}, 90_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
+  it("loads in at most 300 KB on a first visit", async () => {
+    // Live refresh slowed down, so the network goes idle once the page has loaded.
+    const { page: fresh } = await openPage(browser, { refreshMs: 60_000 });
+    const responses: Promise<number>[] = [];
+    fresh.on("requestfinished", (request) => responses.push(request.sizes().then((s) => s.responseBodySize + s.responseHeadersSize)));
+    await fresh.goto(`${server.url}/`);
+    await fresh.locator("[data-testid=rollouts-table] tbody tr[data-rollout]").first().waitFor();
+    await fresh.waitForLoadState("networkidle");
+    const bytes = (await Promise.all(responses)).reduce((a, b) => a + b, 0);
+    console.log(`[dashboard] first load: ${responses.length} responses, ${(bytes / 1024).toFixed(1)} KB`);
+    expect(bytes).toBeGreaterThan(10_000);
+    expect(bytes).toBeLessThanOrEqual(300 * 1024);
+    await fresh.context().close();
+  });
+
+  it("Rollouts: every rollout, counts per status, filters by status, mode and id, sorts", async () => {
+    await go("rollouts");
+    const counts = await api("statistics/rollouts");
+    await expect.poll(() => page.getByTestId("rollouts-total").innerText()).toBe(`${counts.total} in all`);
+    expect(counts.total).toBe(seeded.rollouts);
+    for (const [status, n] of Object.entries(counts.by_status as Record<string, number>))
+      expect(await page.locator(`[data-status=${status}] b`).innerText()).toBe(String(n));
+    const rows = page.locator("[data-testid=rollouts-table] tbody tr[data-rollout]");
+    await expect.poll(() => rows.count()).toBe(Math.min(50, counts.total));
+    await screenshot(page, "rollouts");
+
+    await page.locator("[data-status=failed]").click();
+    await expect.poll(() => rows.count()).toBe(counts.by_status.failed);
+    expect(new Set(await texts("[data-testid=rollouts-table] tbody tr td:nth-child(2)"))).toEqual(new Set(["failed"]));
+    await page.locator("[data-status=failed]").click();
+
+    await page.getByLabel("Mode").selectOption("val");
+    const val = await api("rollouts?mode_in=val&limit=0");
+    await expect.poll(() => rows.count()).toBe(val.total);
+    expect(new Set(await texts("[data-testid=rollouts-table] tbody tr td:nth-child(3)"))).toEqual(new Set(["val"]));
+    await page.getByLabel("Mode").selectOption("");
+
+    await page.getByLabel("Search rollout id").fill(seeded.showcase);
+    await expect.poll(() => rows.count()).toBe(1);
+    expect(await rows.first().getAttribute("data-rollout")).toBe(seeded.showcase);
+    await page.getByLabel("Search rollout id").fill("");
+
+    await page.locator("th", { hasText: "Rollout" }).click();
+    await expect.poll(async () => (await rows.first().getAttribute("data-rollout")) ?? "").not.toBe("");
+    const ids = await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-rollout")!));
+    expect(ids).toEqual([...ids].sort());
+  });
+
+  it("Rollouts refresh live: a rollout enqueued now shows up without a reload", async () => {
+    await go("rollouts");
+    const rows = page.locator("[data-testid=rollouts-table] tbody tr[data-rollout]");
+    await rows.first().waitFor();
+    const before = (await api("statistics/rollouts")).total;
+    const [added] = await api("queues/rollouts/enqueue", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ rollouts: [{ input: { live: true }, mode: "test" }] }),
+    });
+    seeded.rollouts++;
+    await page.locator(`tr[data-rollout="${added.rollout_id}"]`).waitFor();
+    await expect.poll(() => page.getByTestId("rollouts-total").innerText()).toBe(`${before + 1} in all`);
+  });
+
+  it("Rollout detail: click through to the waterfall, a span's attributes, rewards; <script> shows as text", async () => {
+    await go("rollouts");
+    await page.getByLabel("Search rollout id").fill(seeded.showcase);
+    await page.locator(`a[href="#/rollouts/${seeded.showcase}"]`).click();
+    await expect.poll(() => page.getByTestId("rollout-id").innerText()).toBe(seeded.showcase);
+    const bars = page.locator("[data-testid=waterfall] .wf-row");
+    await expect.poll(() => bars.count()).toBe(5);
+    expect(
+      await bars.evaluateAll((rows) => rows.map((r) => [r.querySelector(".wf-label")!.textContent, r.getAttribute("data-depth")])),
+    ).toEqual([
+      ["agent.run", "0"],
+      ["openai.chat.completion", "1"],
+      ["tool.check", "1"],
+      ["agentlightning.annotation", "1"],
+      ["agentlightning.reward", "1"],
+    ]);
+    expect(await page.locator(".wf-row.reward").count()).toBe(1);
+    expect(await page.locator(".wf-row.annotation").count()).toBe(1);
+    expect(await page.locator(".wf-row.err .wf-label").innerText()).toBe("tool.check");
+    expect(await page.getByTestId("rewards").innerText()).toContain("correct: 1");
+    expect(await page.getByTestId("attempts-table").locator("tbody tr").count()).toBe(1);
+
+    await bars.filter({ hasText: "tool.check" }).click();
+    const detail = page.getByTestId("span-detail");
+    await detail.getByText("tool.input").waitFor();
+    expect(await detail.locator("tr", { hasText: "tool.input" }).locator("td pre").innerText()).toBe(XSS);
+    expect(await detail.innerText()).toContain("the checker failed");
+    expect(await detail.locator("script, img").count()).toBe(0);
+    expect(await page.evaluate(() => (window as { __xss?: number }).__xss)).toBeUndefined();
+    await screenshot(page, "rollout-trace");
+
+    // Collapsing the root hides its children.
+    await bars.first().locator("button.twisty").click();
+    await expect.poll(() => bars.count()).toBe(1);
+    await bars.first().locator("button.twisty").click();
+    await expect.poll(() => bars.count()).toBe(5);
+  });
+
+  it("Rollout detail: LLM calls with messages and token counts, and the adapter's triplets", async () => {
+    await go(`rollouts/${seeded.showcase}`);
+    await page.getByRole("tab", { name: /LLM calls/ }).click();
+    await page.locator("details.card summary").first().click();
+    const call = page.getByTestId("llm-call").first();
+    expect(await call.innerText()).toContain("prompt 17 tokens · completion 1 tokens");
+    expect(await call.locator(".msg pre").allInnerTexts()).toEqual(["You add numbers.", "What is 2 plus 3?", "5"]);
+    await screenshot(page, "rollout-llm-calls");
+
+    await page.getByRole("tab", { name: "Triplets" }).click();
+    const triplets = page.getByTestId("triplets");
+    await expect.poll(() => triplets.innerText()).toContain("1 triplets from 5 spans");
+    expect(await triplets.locator(".triplet").count()).toBe(1);
+    expect(await triplets.locator(".triplet .reward-pill").innerText()).toBe("reward: 1");
+    expect(await triplets.locator(".triplet pre").first().innerText()).toContain('"token_ids": [\n    11,');
+  });
+
+  it("Rollout detail: a retried rollout lists both attempts", async () => {
+    await go(`rollouts/${seeded.retried}`);
+    const attempts = page.getByTestId("attempts-table").locator("tbody tr");
+    await expect.poll(() => attempts.count()).toBe(2);
+    expect(await attempts.nth(0).innerText()).toContain("failed");
+    expect(await attempts.nth(1).innerText()).toMatch(/retry 1[\s\S]*succeeded[\s\S]*worker-2/);
+  });
+
+  it("Resources: each version with its templates and endpoints, and a diff", async () => {
+    await go("resources");
+    const cards = page.locator("[data-testid=resources-list] .version");
+    await expect.poll(() => cards.count()).toBe(2);
+    const newest = cards.first();
+    expect(await newest.getAttribute("data-resources")).toBe(seeded.resourceIds[1]);
+    expect(await newest.innerText()).toMatch(/version 2[\s\S]*Answer with a number only\.[\s\S]*policy-v3/);
+    const diff = page.getByTestId("resources-diff");
+    expect(await diff.locator(".del").allInnerTexts()).toEqual(
+      expect.arrayContaining([
+        expect.stringContaining('"model": "policy-v1"'),
+        expect.stringContaining('"template": "Compute {a} + {b}."'),
+      ]),
+    );
+    expect(await diff.locator(".add").allInnerTexts()).toEqual(expect.arrayContaining([expect.stringContaining('"model": "policy-v3"')]));
+    await screenshot(page, "resources");
+  });
+
+  it("Workers: status, current rollout, heartbeat stats, and offline detection", async () => {
+    await go("workers");
+    const row = (id: string) => page.locator(`[data-testid=workers-table] tr[data-worker="${id}"]`);
+    await row("worker-4").waitFor();
+    expect(await row("worker-4").locator("a").innerText()).toBe(seeded.busyRollout);
+    expect(await row("worker-4").innerText()).toMatch(/busy[\s\S]*cpu_percent 55/);
+    expect(await row("worker-1").innerText()).toContain("rollouts_done 10");
+    // worker-3 only ran a rollout started for it and never sent a heartbeat.
+    expect(await row("worker-3").locator(".s-offline").count()).toBe(1);
+    expect(await row("worker-1").locator(".s-offline").count()).toBe(0);
+    expect(await page.getByTestId("workers-summary").innerText()).toBe("4 workers, 3 online");
+    await screenshot(page, "workers");
+  });
+
+  it("Training: a chart per numeric attribute of grpo.step, grpo.validation and apo.* spans, with every point", async () => {
+    await go("training");
+    const group = (name: string) => page.locator(`.chart-group[data-span-name="${name}"]`);
+    await group("grpo.step").waitFor();
+    const stepCharts = group("grpo.step").getByTestId("chart");
+    expect(await stepCharts.evaluateAll((cs) => cs.map((c) => [c.getAttribute("data-title"), c.getAttribute("data-points")]))).toEqual([
+      ["grpo.reward", String(STEPS)],
+      ["grpo.accuracy", String(STEPS)],
+      ["grpo.kl", String(STEPS)],
+      ["grpo.clip_fraction", String(STEPS)],
+      ["grpo.tokens_per_second", String(STEPS)],
+    ]);
+    await expect.poll(() => stepCharts.locator("canvas").count()).toBe(5);
+    expect(await group("grpo.validation").getByTestId("chart").first().getAttribute("data-points")).toBe(String(VALIDATIONS));
+    expect(await group("apo.round").getByTestId("chart").getAttribute("data-title")).toBe("apo.score");
+    await screenshot(page, "training");
+
+    // The span names are a configurable list: only grpo.step now.
+    await page.getByLabel("Span names").fill("grpo.step");
+    await page.getByLabel("Span names").press("Enter");
+    await expect.poll(() => page.locator(".chart-group").count()).toBe(1);
+    await page.getByLabel("Span names").fill("grpo.step, grpo.validation, apo.*, sft.*");
+    await page.getByLabel("Span names").press("Enter");
+  });
+
+  it("Store: statistics and the server's health", async () => {
+    await go("store");
+    const stats = page.getByTestId("store-statistics");
+    await expect.poll(() => stats.innerText()).toContain(`total rollouts\t${seeded.rollouts}`);
+    const health = page.getByTestId("server-health");
+    await expect.poll(() => health.innerText()).toMatch(/ok[\s\S]*runtime\tnode v/);
+    await screenshot(page, "store");
+  });
+
+  it("has a dark look too, and raised no page errors", async () => {
+    const { page: dark, errors: darkErrors } = await openPage(browser, { dark: true });
+    await dark.goto(`${server.url}/#/rollouts/${seeded.showcase}`);
+    await dark.locator("[data-testid=waterfall] .wf-row").first().waitFor();
+    const bg = await dark.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    expect(bg).toBe("rgb(17, 20, 26)");
+    await screenshot(dark, "rollout-trace-dark");
+    await dark.context().close();
+    expect([...errors, ...darkErrors]).toEqual([]);
+  });
+});
