@@ -144,6 +144,12 @@ describe("dashboard API routes", () => {
     const res = await get("/v1/agl/rollouts?mode_in=train&status_in=queuing");
     expect(res.body.items.map((r: { input: number }) => r.input)).toEqual([2]);
     expect((await get("/v1/agl/rollouts?mode_in=val")).body.total).toBe(2);
+    const searched = await app.request("/v1/agl/rollouts/search", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ mode_in: ["train"], limit: 0 }),
+    });
+    expect(((await searched.json()) as { total: number }).total).toBe(2);
   });
 
   it("answers 400 with the issue path for bad filters", async () => {

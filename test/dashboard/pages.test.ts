@@ -133,6 +133,9 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     expect(await detail.locator("script, img").count()).toBe(0);
     expect(await page.evaluate(() => (window as { __xss?: number }).__xss)).toBeUndefined();
     await screenshot(page, "rollout-trace");
+    await bars.filter({ hasText: "openai.chat.completion" }).click();
+    await detail.getByTestId("llm-call").waitFor();
+    await screenshot(page, "rollout-llm-span");
 
     // Collapsing the root hides its children.
     await bars.first().locator("button.twisty").click();

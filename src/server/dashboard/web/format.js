@@ -9,6 +9,7 @@ export function fmtTime(seconds) {
 
 export function fmtDuration(seconds) {
   if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "–";
+  if (seconds === 0) return "0 s";
   if (seconds < 0.001) return `${(seconds * 1e6).toFixed(0)} µs`;
   if (seconds < 1) return `${(seconds * 1000).toFixed(seconds < 0.01 ? 2 : 0)} ms`;
   if (seconds < 60) return `${seconds.toFixed(seconds < 10 ? 2 : 1)} s`;
