@@ -4,7 +4,8 @@
  * transaction, sequence ids assigned server-side), `POST /v1/agl/attempts/finish` (an attempt's last spans,
  * final update and the next claim in one request), `POST /v1/agl/spans/next/many`, a long-polling
  * `POST /v1/agl/waits/rollouts`, Prometheus text at `GET /metrics`, and `Idempotency-Key` on the write
- * routes (idempotency.ts, docs/departures.md#23). Runtime-neutral: each runtime
+ * routes (idempotency.ts, docs/departures.md#23), and the dashboard at `/` with the routes it reads
+ * (dashboard/, docs/dashboard.md). Runtime-neutral: each runtime
  * serves `app.fetch` with its own server (runtimes/*.ts).
  */
 import { Hono } from "hono";
@@ -40,7 +41,7 @@ export const MAX_WAIT_SECONDS = 30;
 export const WAIT_SETTLED_HEADER = "agl-wait-settled";
 
 export interface StoreAppOptions {
-  /** When set, every route but `GET /v1/agl/health` needs `Authorization: Bearer <token>`. */
+  /** When set, every route but `GET /v1/agl/health` and the dashboard's files needs `Authorization: Bearer <token>`. */
   token?: string | null;
   /** Allowed CORS origins; `*` allows any. None: no CORS headers. */
   corsOrigins?: readonly string[];
