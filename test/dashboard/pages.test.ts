@@ -83,9 +83,12 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     await page.getByLabel("Search rollout id").fill("");
 
     await page.locator("th", { hasText: "Rollout" }).click();
-    await expect.poll(async () => (await rows.first().getAttribute("data-rollout")) ?? "").not.toBe("");
-    const ids = await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-rollout")!));
-    expect(ids).toEqual([...ids].sort());
+    const ids = () => rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-rollout")!));
+    const sortedIds = (await api(`rollouts?sort_by=rollout_id&sort_order=asc&limit=50`)).items.map(
+      (r: { rollout_id: string }) => r.rollout_id,
+    );
+    await expect.poll(ids).toEqual(sortedIds);
+    expect(sortedIds).toEqual([...sortedIds].sort());
   });
 
   it("Rollouts refresh live: a rollout enqueued now shows up without a reload", async () => {
@@ -159,6 +162,41 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     expect(await triplets.locator(".triplet").count()).toBe(1);
     expect(await triplets.locator(".triplet .reward-pill").innerText()).toBe("reward: 1");
     expect(await triplets.locator(".triplet pre").first().innerText()).toContain('"token_ids": [\n    11,');
+  });
+
+  it("Rollout detail refreshes live while the rollout runs: new spans join the waterfall", async () => {
+    await go(`rollouts/${seeded.busyRollout}`);
+    const bars = page.locator("[data-testid=waterfall] .wf-row");
+    await page.getByText("No spans for this attempt.").waitFor();
+    const attempt = (await api(`rollouts/${seeded.busyRollout}`)).attempt;
+    const add = async (n: number) =>
+      api("spans/batch", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          spans: Array.from({ length: n }, (_, i) => ({
+            rollout_id: seeded.busyRollout,
+            attempt_id: attempt.attempt_id,
+            trace_id: "d".repeat(32),
+            span_id: `live-${Date.now()}-${i}`,
+            parent_id: null,
+            name: `live step ${i}`,
+            status: { status_code: "OK", description: null },
+            attributes: {},
+            events: [],
+            links: [],
+            start_time: attempt.start_time + i,
+            end_time: attempt.start_time + i + 0.5,
+            context: null,
+            parent: null,
+            resource: { attributes: {}, schema_url: "" },
+          })),
+        }),
+      });
+    await add(2);
+    await expect.poll(() => bars.count()).toBe(2);
+    await add(3);
+    await expect.poll(() => bars.count()).toBe(5);
   });
 
   it("Rollout detail: a retried rollout lists both attempts", async () => {

@@ -55,11 +55,11 @@ export async function api(path, { query, body, signal } = {}) {
   return payload;
 }
 
-/** Every item of a list route, page after page (`pageSize` per request), up to `max`. */
-export async function apiAll(path, query = {}, { pageSize = 1000, max = 50_000, signal } = {}) {
+/** Every item of a list route from `start`, page after page (`pageSize` per request), up to `max`. */
+export async function apiAll(path, query = {}, { pageSize = 1000, max = 50_000, start = 0, signal } = {}) {
   const items = [];
   let total = 0;
-  for (let offset = 0; ; ) {
+  for (let offset = start; ; ) {
     const page = await api(path, { query: { ...query, limit: pageSize, offset }, signal });
     items.push(...page.items);
     total = page.total;

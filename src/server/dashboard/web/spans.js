@@ -26,20 +26,32 @@ export function treeRows(spans, collapsed = new Set()) {
   const byStart = (a, b) => a.start_time - b.start_time || a.sequence_id - b.sequence_id;
   const rows = [];
   const seen = new Set();
-  // An explicit stack, not recursion: a 5,000-deep chain must not overflow.
-  const stack = roots
-    .sort(byStart)
-    .reverse()
-    .map((span) => ({ span, depth: 0 }));
-  while (stack.length > 0) {
-    const { span, depth } = stack.pop();
-    if (seen.has(span.span_id)) continue;
-    seen.add(span.span_id);
-    const kids = (children.get(span.span_id) ?? []).sort(byStart);
-    rows.push({ span, depth, children: kids.length });
-    if (!collapsed.has(span.span_id)) for (let i = kids.length - 1; i >= 0; i--) stack.push({ span: kids[i], depth: depth + 1 });
-  }
+  const walk = (root) => {
+    // An explicit stack, not recursion: a 5,000-deep chain must not overflow.
+    const stack = [{ span: root, depth: 0 }];
+    while (stack.length > 0) {
+      const { span, depth } = stack.pop();
+      if (seen.has(span.span_id)) continue;
+      seen.add(span.span_id);
+      const kids = (children.get(span.span_id) ?? []).sort(byStart);
+      rows.push({ span, depth, children: kids.length });
+      if (!collapsed.has(span.span_id)) for (let i = kids.length - 1; i >= 0; i--) stack.push({ span: kids[i], depth: depth + 1 });
+    }
+  };
+  for (const root of roots.sort(byStart)) walk(root);
+  // Spans whose parents form a cycle have no root above them: each such loop starts at its earliest span.
+  for (const s of [...spans].sort(byStart)) if (!seen.has(s.span_id) && !isHiddenBelow(s, collapsed, byId)) walk(s);
   return rows;
+}
+
+/** Whether a collapsed span is above `span` (walking up at most once around a cycle). */
+function isHiddenBelow(span, collapsed, byId) {
+  const visited = new Set();
+  for (let p = byId.get(span.parent_id); p && !visited.has(p.span_id); p = byId.get(p.parent_id)) {
+    if (collapsed.has(p.span_id)) return true;
+    visited.add(p.span_id);
+  }
+  return false;
 }
 
 /** The first and last instants of the spans, in seconds. */

@@ -37,7 +37,7 @@ export function useLoad(load, deps, { live = false } = {}) {
       if (document.visibilityState === "visible") reload();
     }, refreshMs());
     return () => clearInterval(timer);
-  }, deps);
+  }, [...deps, live]);
   return { ...state, reload };
 }
 

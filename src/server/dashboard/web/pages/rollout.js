@@ -1,6 +1,6 @@
 // One rollout: its attempts, the span waterfall with a span's attributes, LLM calls, rewards and
 // annotations, the triplets an adapter makes from it, and the rollout's own input and metadata.
-import { useMemo, useState } from "preact/hooks";
+import { useMemo, useRef, useState } from "preact/hooks";
 import { api, apiAll } from "../api.js";
 import { fmtDuration, fmtInt, fmtNumber, fmtTime, pretty, preview } from "../format.js";
 import { isAnnotation, isError, isLlmCall, isReward, llmCall, rewardValues, timeRange, treeRows } from "../spans.js";
