@@ -69,6 +69,13 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     await page.locator("[data-status=failed]").click();
     await expect.poll(() => rows.count()).toBe(counts.by_status.failed);
     expect(new Set(await texts("[data-testid=rollouts-table] tbody tr td:nth-child(2)"))).toEqual(new Set(["failed"]));
+    // The filter lives in the address: back from a rollout, it is still on.
+    expect(new URL(page.url()).hash).toBe("#/rollouts?status=failed");
+    await rows.first().locator("a").click();
+    await page.getByTestId("rollout-id").waitFor();
+    await page.goBack();
+    await expect.poll(() => rows.count()).toBe(counts.by_status.failed);
+    expect(await page.locator("[data-status=failed]").getAttribute("aria-pressed")).toBe("true");
     await page.locator("[data-status=failed]").click();
 
     await page.getByLabel("Mode").selectOption("val");

@@ -70,7 +70,7 @@ function App() {
   if (!checked) body = html`<p class="muted">Connecting to the store…</p>`;
   else if (needToken) body = html`<${TokenForm} onDone=${() => setNeedToken(false)} />`;
   else if (page === "rollouts" && parts[1]) body = html`<${RolloutPage} key=${parts[1]} rolloutId=${parts[1]} params=${params} />`;
-  else if (page === "rollouts") body = html`<${RolloutsPage} />`;
+  else if (page === "rollouts") body = html`<${RolloutsPage} params=${params} />`;
   else if (page === "resources") body = html`<${ResourcesPage} />`;
   else if (page === "workers") body = html`<${WorkersPage} />`;
   else if (page === "training") body = html`<${TrainingPage} />`;

@@ -1,5 +1,5 @@
 // Rollouts: counts per status, filters (status, mode, id), sortable columns, paging, live refresh.
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { fmtDuration, fmtInt, fmtTime } from "../format.js";
 import { ErrorBox, Pager, Status, html, rolloutHref, useLoad } from "../ui.js";
@@ -19,12 +19,33 @@ const COLUMNS = [
   ["resources_id", "Resources"],
 ];
 
-export function RolloutsPage() {
-  const [status, setStatus] = useState([]);
-  const [mode, setMode] = useState("");
-  const [search, setSearch] = useState("");
-  const [sort, setSort] = useState({ by: "start_time", order: "desc" });
-  const [offset, setOffset] = useState(0);
+/** The filters in the address (`#/rollouts?status=failed&mode=val&q=…&sort=…&order=…&offset=…`), so Back returns to them. */
+function useFiltersInHash(status, mode, search, sort, offset) {
+  useEffect(() => {
+    const p = new URLSearchParams();
+    if (status.length > 0) p.set("status", status.join(","));
+    if (mode) p.set("mode", mode);
+    if (search) p.set("q", search);
+    if (sort.by !== "start_time" || sort.order !== "desc") p.set("sort", `${sort.by}:${sort.order}`);
+    if (offset > 0) p.set("offset", String(offset));
+    const hash = `#/rollouts${p.size > 0 ? `?${p}` : ""}`;
+    // replaceState: no hashchange, no new history entry per keystroke.
+    if (location.hash !== hash) history.replaceState(null, "", hash);
+  }, [status.join(), mode, search, sort.by, sort.order, offset]);
+}
+
+export function RolloutsPage({ params = new URLSearchParams() }) {
+  const [status, setStatus] = useState(() => (params.get("status") ?? "").split(",").filter((s) => ROLLOUT_STATUSES.includes(s)));
+  const [mode, setMode] = useState(() => (MODES.includes(params.get("mode")) ? params.get("mode") : ""));
+  const [search, setSearch] = useState(() => params.get("q") ?? "");
+  const [sort, setSort] = useState(() => {
+    const [by, order] = (params.get("sort") ?? "").split(":");
+    return COLUMNS.some(([key]) => key && key === by) && (order === "asc" || order === "desc")
+      ? { by, order }
+      : { by: "start_time", order: "desc" };
+  });
+  const [offset, setOffset] = useState(() => Math.max(0, Number(params.get("offset")) || 0));
+  useFiltersInHash(status, mode, search, sort, offset);
   const filters = { mode_in: mode || undefined, rollout_id_contains: search.trim() || undefined };
   const counts = useLoad(() => api("statistics/rollouts", { query: filters }), [mode, search], { live: true });
   const rows = useLoad(

@@ -90,6 +90,8 @@ function Chart({ title, xs, ys, xLabel }) {
 
 export function TrainingPage() {
   const [text, setText] = useState(() => localStorage.getItem(PATTERNS_KEY) || DEFAULT_PATTERNS);
+  // What is typed (kept across live refreshes) is applied on Enter or when the field loses focus.
+  const [draft, setDraft] = useState(text);
   const [runId, setRunId] = useState(null);
   const runs = useLoad(() => api("training/runs"), [], { live: true });
   const items = runs.data?.items ?? [];
@@ -109,10 +111,11 @@ export function TrainingPage() {
         ${items.map((r) => html`<option key=${r.rollout_id} value=${r.rollout_id}>${r.kind} · ${fmtTime(r.start_time)} · ${r.rollout_id}</option>`)}
       </select></label>
       ${run && html`<${Status} value=${run.status} />`}
-      <label class="grow">Span names <input aria-label="Span names" value=${text} onChange=${(e) => {
-        localStorage.setItem(PATTERNS_KEY, e.currentTarget.value);
-        setText(e.currentTarget.value);
-      }} /></label>
+      <label class="grow">Span names <input aria-label="Span names" value=${draft} onInput=${(e) => setDraft(e.currentTarget.value)}
+        onChange=${(e) => {
+          localStorage.setItem(PATTERNS_KEY, e.currentTarget.value);
+          setText(e.currentTarget.value);
+        }} /></label>
     </div>
     <${ErrorBox} error=${runs.error || spans.error} />
     ${

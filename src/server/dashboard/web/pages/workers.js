@@ -25,8 +25,9 @@ export function WorkersPage() {
       <h1>Workers</h1>
       <span class="muted" data-testid="workers-summary">${fmtInt(workers.length)} workers, ${fmtInt(online)} online</span>
       <label class="right">Offline after <input type="number" min="1" aria-label="Offline after seconds" value=${offlineAfter}
-        onChange=${(e) => {
-          const v = Math.max(1, Number(e.currentTarget.value) || 60);
+        onInput=${(e) => {
+          const v = Number(e.currentTarget.value);
+          if (!Number.isFinite(v) || v < 1) return; // mid-edit (empty): keep the last good value
           localStorage.setItem(OFFLINE_KEY, String(v));
           setOfflineAfter(v);
         }} /> s without a heartbeat</label>
