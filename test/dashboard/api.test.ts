@@ -9,6 +9,7 @@ import { parseStoreArgs } from "../../src/server/config.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { spanFromAttributes } from "../../src/types/span.ts";
 import { DASHBOARD_ASSETS } from "../../src/server/dashboard/assets.generated.ts";
+import { TrainingRunIndex } from "../../src/server/dashboard/api.ts";
 
 const TOKEN = "s3cret-dashboard-token";
 
@@ -188,9 +189,22 @@ describe("dashboard API routes", () => {
     expect(first.body.items.map((r: { rollout_id: string }) => r.rollout_id)).toEqual([metricsRollout]);
     expect(first.body.items[0]).toMatchObject({ kind: "grpo-metrics", status: "preparing", input: { algorithm: "grpo" } });
     const later = await store.startRollout({ algorithm: "apo" }, { metadata: { kind: "apo-metrics" } });
-    const second = await get("/v1/agl/training/runs");
+    // Calls at the same time share one scan (and so agree).
+    const [second, third] = await Promise.all([get("/v1/agl/training/runs"), get("/v1/agl/training/runs")]);
+    expect(third.body).toEqual(second.body);
     expect(second.body.items.map((r: { kind: string }) => r.kind).sort()).toEqual(["apo-metrics", "grpo-metrics"]);
     expect(second.body.items.some((r: { rollout_id: string }) => r.rollout_id === later.rollout_id)).toBe(true);
+  });
+
+  it("scans a store larger than one page once, even when asked twice at the same time", async () => {
+    const big = new InMemoryLightningStore();
+    await big.enqueueManyRollouts(Array.from({ length: 4_500 }, (_, i) => ({ input: i })));
+    const run = await big.startRollout({ algorithm: "grpo" }, { metadata: { kind: "grpo-metrics" } });
+    const index = new TrainingRunIndex(big);
+    const [a, b] = await Promise.all([index.list(), index.list()]);
+    expect(a.map((r) => r.rollout_id)).toEqual([run.rollout_id]);
+    expect(b).toEqual(a);
+    await big.close();
   });
 
   it("GET /server reports the runtime, uptime and the store's latency", async () => {

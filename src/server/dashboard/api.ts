@@ -51,9 +51,16 @@ const SCAN_PAGE = 2_000;
 export class TrainingRunIndex {
   private scanned = 0;
   private runs = new Map<string, TrainingRun>();
+  private inFlight: Promise<TrainingRun[]> | null = null;
   constructor(private readonly store: LightningStore) {}
 
-  async list(): Promise<TrainingRun[]> {
+  /** One scan at a time: callers that arrive during a scan share its answer (two would skip each other's pages). */
+  list(): Promise<TrainingRun[]> {
+    this.inFlight ??= this.scan().finally(() => (this.inFlight = null));
+    return this.inFlight;
+  }
+
+  private async scan(): Promise<TrainingRun[]> {
     let total = (await this.store.queryRollouts({ limit: 0 })).total;
     if (total < this.scanned) {
       // Fewer rollouts than already read: the store was reset; start over.
