@@ -202,8 +202,18 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
       });
     await add(2);
     await expect.poll(() => bars.count()).toBe(2);
+    // From now on a refresh asks only for the spans after the two it has.
+    const offsets: string[] = [];
+    const onRequest = (r: { url(): string }) => {
+      const url = new URL(r.url());
+      if (url.pathname === "/v1/agl/spans") offsets.push(url.searchParams.get("offset") ?? "");
+    };
+    page.on("request", onRequest);
     await add(3);
     await expect.poll(() => bars.count()).toBe(5);
+    page.off("request", onRequest);
+    expect(offsets).toContain("2");
+    expect(offsets).not.toContain("0");
   });
 
   it("Rollout detail: a retried rollout lists both attempts", async () => {
@@ -255,10 +265,11 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
       ["grpo.reward", String(STEPS)],
       ["grpo.accuracy", String(STEPS)],
       ["grpo.kl", String(STEPS)],
-      ["grpo.clip_fraction", String(STEPS)],
-      ["grpo.tokens_per_second", String(STEPS)],
+      ["grpo.clip_frac", String(STEPS)],
+      ["grpo.train_tokens_per_second", String(STEPS)],
+      ["grpo.version", String(STEPS)],
     ]);
-    await expect.poll(() => stepCharts.locator("canvas").count()).toBe(5);
+    await expect.poll(() => stepCharts.locator("canvas").count()).toBe(6);
     expect(await group("grpo.validation").getByTestId("chart").first().getAttribute("data-points")).toBe(String(VALIDATIONS));
     expect(await group("apo.round").getByTestId("chart").getAttribute("data-title")).toBe("apo.score");
     await screenshot(page, "training");

@@ -148,13 +148,16 @@ export async function seedStore(url: string, token?: string): Promise<Seeded> {
           start_time: t0 + step,
           end_time: t0 + step,
           attributes: {
+            // As GRPO's report() writes a StepReport (a few of its fields).
             "grpo.kind": "step",
             "grpo.step": step,
+            "grpo.version": step,
             "grpo.reward": 0.2 + step * 0.05,
             "grpo.accuracy": 0.1 + step * 0.04,
             "grpo.kl": 0.01 * step,
-            "grpo.clip_fraction": 0.1,
-            "grpo.tokens_per_second": 1000 + step,
+            "grpo.clip_frac": 0.1,
+            "grpo.train_tokens_per_second": 1000 + step,
+            "grpo.skipped": false,
           },
         }),
       );
@@ -164,7 +167,12 @@ export async function seedStore(url: string, token?: string): Promise<Seeded> {
             name: "grpo.validation",
             start_time: t0 + step,
             end_time: t0 + step,
-            attributes: { "grpo.step": step, "grpo.reward": 0.3 + step * 0.03, "grpo.accuracy": 0.2 + step * 0.03 },
+            attributes: {
+              "grpo.kind": "validation",
+              "grpo.step": step,
+              "grpo.reward": 0.3 + step * 0.03,
+              "grpo.accuracy": 0.2 + step * 0.03,
+            },
           }),
         );
     }

@@ -16,12 +16,26 @@ export function RolloutPage({ rolloutId }) {
     live,
   });
   const [attemptId, setAttemptId] = useState("latest");
+  const known = useRef(null);
   const spans = useLoad(
-    () => apiAll("spans", { rollout_id: rolloutId, attempt_id: attemptId }, { pageSize: 2000 }),
-    [rolloutId, attemptId],
-    {
-      live,
+    async () => {
+      const query = { rollout_id: rolloutId, attempt_id: attemptId };
+      const had = known.current?.attemptId === attemptId ? known.current.data : null;
+      // Spans come in sequence order: a live refresh reads only those after the ones already here, and
+      // everything again when that does not add up (the latest attempt changed, or spans arrived out of order).
+      let data = had;
+      if (had) {
+        const more = await apiAll("spans", query, { pageSize: 2000, start: had.items.length });
+        const sameAttempt = more.items.length === 0 || had.items.length === 0 || more.items[0].attempt_id === had.items[0].attempt_id;
+        if (!sameAttempt || had.items.length + more.items.length !== more.total) data = null;
+        else if (more.items.length > 0) data = { items: [...had.items, ...more.items], total: more.total };
+      }
+      data ??= await apiAll("spans", query, { pageSize: 2000 });
+      known.current = { attemptId, data };
+      return data;
     },
+    [rolloutId, attemptId],
+    { live },
   );
   const [tab, setTab] = useState("trace");
   const r = rollout.data;
@@ -134,6 +148,9 @@ function Trace({ spans }) {
         <span class="muted">${fmtInt(rows.length)} rows · ${fmtDuration(range.end - range.start)}</span>
         <span class="legend"><i class="llm"></i>LLM call <i class="reward"></i>reward <i class="annotation"></i>annotation <i class="err"></i>error</span>
       </div>
+      <div class="wf-axis" aria-hidden="true"><div class="muted">span</div><div class="wf-ticks">${[0, 0.25, 0.5, 0.75, 1].map(
+        (f) => html`<span key=${f} style=${{ left: `${f * 100}%` }}>${fmtDuration(f * (range.end - range.start))}</span>`,
+      )}</div></div>
       <${VirtualList} items=${rows} rowHeight=${ROW} height=${Math.min(560, Math.max(rows.length * ROW, ROW * 4))} renderRow=${renderRow} className="waterfall" testId="waterfall" />
     </div>
     <aside class="span-detail" data-testid="span-detail">${selected ? html`<${SpanDetail} span=${selected} />` : html`<p class="muted">Select a span to see its attributes.</p>`}</aside>
