@@ -133,6 +133,7 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     expect(await page.locator(".wf-row.annotation").count()).toBe(1);
     expect(await page.locator(".wf-row.err .wf-label").innerText()).toBe("tool.check");
     expect(await page.getByTestId("rewards").innerText()).toContain("correct: 1");
+    expect(await page.getByTestId("annotations").innerText()).toBe("agentlightning.tag.0: arithmetic");
     expect(await page.getByTestId("attempts-table").locator("tbody tr").count()).toBe(1);
 
     await bars.filter({ hasText: "tool.check" }).click();

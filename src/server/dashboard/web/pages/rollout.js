@@ -45,6 +45,7 @@ export function RolloutPage({ rolloutId }) {
     return html`<section><h1>Rollout not found</h1><p class="mono">${rolloutId}</p><a href="#/rollouts">All rollouts</a></section>`;
   const list = spans.data?.items ?? [];
   const rewards = list.filter(isReward);
+  const annotations = list.filter(isAnnotation);
   return html`<section>
     <div class="page-head">
       <h1><a href="#/rollouts" class="muted">Rollouts</a> / <span class="mono" data-testid="rollout-id">${r.rollout_id}</span></h1>
@@ -56,7 +57,7 @@ export function RolloutPage({ rolloutId }) {
         ["started", fmtTime(r.start_time)],
         ["ended", fmtTime(r.end_time)],
         ["duration", r.end_time ? fmtDuration(r.end_time - r.start_time) : "–"],
-        ["resources", r.resources_id ?? "–"],
+        ["resources", r.resources_id ? html`<a class="mono" href="#/resources">${r.resources_id}</a>` : "–"],
         ["attempts", `${attempts.data?.total ?? "–"} of at most ${r.config?.max_attempts ?? 1}`],
         ["spans", spans.data ? fmtInt(spans.data.total) : "…"],
       ]} />
@@ -64,6 +65,15 @@ export function RolloutPage({ rolloutId }) {
         <h3>Rewards</h3>
         ${rewards.length === 0 && html`<p class="muted">No reward spans.</p>`}
         ${rewards.flatMap((s) => rewardValues(s).map((d) => html`<div class="reward-pill" key=${s.span_id + d.name}>${d.name}: <b>${fmtNumber(d.value)}</b></div>`))}
+        <h3>Annotations</h3>
+        <div data-testid="annotations">
+          ${annotations.length === 0 && html`<p class="muted">No annotation spans.</p>`}
+          ${annotations.flatMap((s) =>
+            Object.entries(s.attributes ?? {})
+              .filter(([k]) => !k.startsWith("agentlightning.reward."))
+              .map(([k, v]) => html`<div class="annotation-pill" key=${s.span_id + k}>${k}: <b>${preview(v, 60)}</b></div>`),
+          )}
+        </div>
       </div>
     </div>
     <${AttemptsTable} attempts=${attempts.data?.items ?? []} selected=${attemptId} onSelect=${setAttemptId} />
