@@ -184,15 +184,16 @@ describe("dashboard API routes", () => {
     expect(empty.body.triplets).toEqual([]);
   });
 
-  it("GET /training/runs lists the bookkeeping rollouts (metadata.kind ending in -metrics), and finds new ones", async () => {
+  it("GET /training/runs lists the bookkeeping rollouts (metadata.kind ending in -metrics or -history), and finds new ones", async () => {
     const first = await get("/v1/agl/training/runs");
     expect(first.body.items.map((r: { rollout_id: string }) => r.rollout_id)).toEqual([metricsRollout]);
     expect(first.body.items[0]).toMatchObject({ kind: "grpo-metrics", status: "preparing", input: { algorithm: "grpo" } });
-    const later = await store.startRollout({ algorithm: "apo" }, { metadata: { kind: "apo-metrics" } });
+    const later = await store.startRollout({ algorithm: "apo" }, { metadata: { kind: "apo-history" } });
+    await store.startRollout({ algorithm: "none" }, { metadata: { kind: "history-of-metrics-not" } });
     // Calls at the same time share one scan (and so agree).
     const [second, third] = await Promise.all([get("/v1/agl/training/runs"), get("/v1/agl/training/runs")]);
     expect(third.body).toEqual(second.body);
-    expect(second.body.items.map((r: { kind: string }) => r.kind).sort()).toEqual(["apo-metrics", "grpo-metrics"]);
+    expect(second.body.items.map((r: { kind: string }) => r.kind).sort()).toEqual(["apo-history", "grpo-metrics"]);
     expect(second.body.items.some((r: { rollout_id: string }) => r.rollout_id === later.rollout_id)).toBe(true);
   });
 

@@ -10,7 +10,7 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startServerProcess, type ServerProcess } from "../server/processes.ts";
 import { launchBrowser, openPage, screenshot } from "./browser.ts";
-import { STEPS, VALIDATIONS, XSS, seedStore, type Seeded } from "./seed.ts";
+import { APO_ROUNDS, STEPS, VALIDATIONS, XSS, seedStore, type Seeded } from "./seed.ts";
 
 let dir: string;
 let server: ServerProcess;
@@ -260,6 +260,19 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
   it("Training: a chart per numeric attribute of grpo.step, grpo.validation and apo.* spans, with every point", async () => {
     await go("training");
     const group = (name: string) => page.locator(`.chart-group[data-span-name="${name}"]`);
+    // The newest run first: APO's rounds against apo.round, its candidates (two a round) against their rank.
+    await group("apo.round").waitFor();
+    const apoRound = group("apo.round").getByTestId("chart");
+    expect(await apoRound.evaluateAll((cs) => cs.map((c) => [c.getAttribute("data-title"), c.getAttribute("data-points")]))).toEqual([
+      ["apo.best_score", String(APO_ROUNDS)],
+      ["apo.leader_score", String(APO_ROUNDS)],
+    ]);
+    expect(await group("apo.candidate").getByTestId("chart").first().getAttribute("data-points")).toBe(String(APO_ROUNDS * 2));
+    expect(await apoRound.first().getAttribute("data-x")).toBe("apo.round");
+    expect(await group("apo.candidate").getByTestId("chart").first().getAttribute("data-x")).toBe("index");
+    await screenshot(page, "training-apo");
+
+    await page.getByLabel("Run").selectOption(seeded.metricsRollout);
     await group("grpo.step").waitFor();
     const stepCharts = group("grpo.step").getByTestId("chart");
     expect(await stepCharts.evaluateAll((cs) => cs.map((c) => [c.getAttribute("data-title"), c.getAttribute("data-points")]))).toEqual([
@@ -272,7 +285,6 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     ]);
     await expect.poll(() => stepCharts.locator("canvas").count()).toBe(6);
     expect(await group("grpo.validation").getByTestId("chart").first().getAttribute("data-points")).toBe(String(VALIDATIONS));
-    expect(await group("apo.round").getByTestId("chart").getAttribute("data-title")).toBe("apo.score");
     await screenshot(page, "training");
 
     // The span names are a configurable list: only grpo.step now.

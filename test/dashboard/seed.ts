@@ -1,8 +1,9 @@
 /**
  * A store with something on every dashboard page, written through the real server's HTTP API by
  * LightningStoreClient: two resource versions, rollouts in every state (one retried), workers, a
- * rollout with a traced LLM call, a reward, an annotation and a `<script>` in an attribute, and a GRPO
- * bookkeeping rollout with `grpo.step` / `grpo.validation` / `apo.round` spans.
+ * rollout with a traced LLM call, a reward, an annotation and a `<script>` in an attribute, a GRPO
+ * bookkeeping rollout with `grpo.step` / `grpo.validation` spans and an APO one with `apo.round` /
+ * `apo.candidate` spans.
  */
 import { LightningStoreClient } from "../../src/client/index.ts";
 import { spanFromAttributes, type Attributes, type Span } from "../../src/types/span.ts";
@@ -10,12 +11,14 @@ import { spanFromAttributes, type Attributes, type Span } from "../../src/types/
 export const XSS = `<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">`;
 export const STEPS = 12;
 export const VALIDATIONS = 4;
+export const APO_ROUNDS = 3;
 
 export interface Seeded {
   busyRollout: string;
   showcase: string;
   retried: string;
   metricsRollout: string;
+  apoRollout: string;
   resourceIds: string[];
   rollouts: number;
 }
@@ -176,11 +179,42 @@ export async function seedStore(url: string, token?: string): Promise<Seeded> {
           }),
         );
     }
-    for (let round = 1; round <= 3; round++)
-      spans.push(
-        span(mid, maid, seq++, { name: "apo.round", start_time: t0 + round, end_time: t0 + round, attributes: { "apo.score": round / 4 } }),
-      );
     await store.addManySpans(spans);
+
+    // An APO run, started later (so the training page shows it first), as APO records its rounds and candidates.
+    const apo = await store.startRollout({ algorithm: "apo", beam_rounds: APO_ROUNDS }, { metadata: { kind: "apo-history" } });
+    const apoSpans: Span[] = [];
+    for (let round = 1; round <= APO_ROUNDS; round++) {
+      for (let c = 0; c < 2; c++)
+        apoSpans.push(
+          span(apo.rollout_id, apo.attempt.attempt_id, apoSpans.length + 1, {
+            name: "apo.candidate",
+            start_time: t0 + round,
+            end_time: t0 + round,
+            attributes: {
+              "apo.round": round,
+              "apo.version": round * 2 + c,
+              "apo.score": round / 4 + c / 10,
+              "apo.prompt": `prompt ${round}.${c}`,
+            },
+          }),
+        );
+      apoSpans.push(
+        span(apo.rollout_id, apo.attempt.attempt_id, apoSpans.length + 1, {
+          name: "apo.round",
+          start_time: t0 + round,
+          end_time: t0 + round,
+          attributes: {
+            "apo.round": round,
+            "apo.leader_score": round / 4,
+            "apo.best_score": round / 4 + 0.1,
+            "apo.improved": true,
+            "apo.beam": [1, 2],
+          },
+        }),
+      );
+    }
+    await store.addManySpans(apoSpans);
 
     // A worker busy with a rollout right now.
     const [busy] = await store.dequeueManyRollouts({ limit: 1, worker_id: "worker-4" });
@@ -192,8 +226,9 @@ export async function seedStore(url: string, token?: string): Promise<Seeded> {
       showcase: rid,
       retried: retried.rollout_id,
       metricsRollout: mid,
+      apoRollout: apo.rollout_id,
       resourceIds: [v1.resources_id, v3.resources_id],
-      rollouts: enqueued.length + 3,
+      rollouts: enqueued.length + 4,
     };
   } finally {
     await store.close();

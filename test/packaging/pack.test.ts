@@ -28,6 +28,7 @@ interface InstalledReport {
   runtime: string;
   exports: Record<string, string[]>;
   store: { claimed: boolean; input: unknown };
+  dashboard: { page: number; type: string | null; uplot: boolean };
   grpoAdvantages: number[];
 }
 

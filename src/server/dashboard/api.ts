@@ -31,7 +31,7 @@ export interface RolloutCounts {
 
 export interface TrainingRun {
   rollout_id: string;
-  /** The bookkeeping rollout's `metadata.kind`, e.g. `grpo-metrics`. */
+  /** The bookkeeping rollout's `metadata.kind`, e.g. `grpo-metrics`, `apo-history`. */
   kind: string;
   status: RolloutStatus;
   start_time: number;
@@ -39,8 +39,11 @@ export interface TrainingRun {
   input: unknown;
 }
 
-/** `metadata.kind` of the rollouts algorithms keep their metrics spans under ends with this. */
-export const TRAINING_KIND_SUFFIX = "-metrics";
+/**
+ * `metadata.kind` of the bookkeeping rollouts algorithms keep their progress spans under: GRPO's and
+ * SFT's `grpo-metrics` / `sft-metrics`, APO's `apo-history`.
+ */
+export const TRAINING_KIND = /-(?:metrics|history)$/;
 
 const SCAN_PAGE = 2_000;
 
@@ -82,7 +85,7 @@ export class TrainingRunIndex {
 
   private remember(r: Rollout): void {
     const kind = r.metadata?.kind;
-    if (typeof kind !== "string" || !kind.endsWith(TRAINING_KIND_SUFFIX)) return;
+    if (typeof kind !== "string" || !TRAINING_KIND.test(kind)) return;
     this.runs.set(r.rollout_id, {
       rollout_id: r.rollout_id,
       kind,

@@ -9,7 +9,8 @@ import { ErrorBox, Status, html, useLoad } from "../ui.js";
 const PATTERNS_KEY = "agl.dashboard.trainingSpans";
 export const DEFAULT_PATTERNS = "grpo.step, grpo.validation, apo.*, sft.*";
 /** Charts of these come first, in this order. */
-const FIRST = [/reward/, /accuracy/, /(^|\.)kl/, /clip/, /tokens?_per_s|tokens_s|throughput/, /loss/];
+const FIRST = [/reward/, /accuracy/, /score/, /(^|\.)kl/, /clip/, /tokens?_per_s|tokens_s|throughput/, /loss/];
+const WHOLE_STEPS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10000];
 
 const globToRegExp = (glob) => new RegExp(`^${glob.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*")}$`);
 export const patternsOf = (text) =>
@@ -30,9 +31,13 @@ export function seriesOf(spans, patterns) {
   const out = [];
   for (const [name, list] of groups) {
     list.sort((a, b) => a.sequence_id - b.sequence_id);
-    const stepKey = Object.keys(list[0].attributes ?? {}).find(
-      (k) => (k === "step" || k.endsWith(".step")) && typeof list[0].attributes[k] === "number",
-    );
+    // The x axis: a step (or round) attribute that increases from span to span; else the span's rank.
+    const increasing = (k) =>
+      list.every((s, i) => typeof s.attributes?.[k] === "number" && (i === 0 || s.attributes[k] > list[i - 1].attributes[k]));
+    const stepKey = Object.keys(list[0].attributes ?? {})
+      .filter((k) => k === "step" || k.endsWith(".step") || k.endsWith(".round"))
+      .sort((a, b) => Number(a.endsWith(".round")) - Number(b.endsWith(".round")))
+      .find(increasing);
     const xs = list.map((s, i) => (stepKey && typeof s.attributes[stepKey] === "number" ? s.attributes[stepKey] : i + 1));
     const keys = new Set();
     for (const s of list) for (const [k, v] of Object.entries(s.attributes ?? {})) if (typeof v === "number" && k !== stepKey) keys.add(k);
@@ -67,7 +72,8 @@ function Chart({ title, xs, ys, xLabel }) {
           cursor: { drag: { x: false, y: false } },
           scales: { x: { time: false } },
           axes: [
-            { ...axis, label: xLabel },
+            // Steps and rounds are whole numbers: no ticks between them.
+            { ...axis, label: xLabel, ...(xs.every(Number.isInteger) ? { incrs: WHOLE_STEPS } : {}) },
             { ...axis, size: 60 },
           ],
           series: [{}, { label: title, stroke: css.getPropertyValue("--accent").trim() || "#3b82f6", width: 2, points: { size: 5 } }],
@@ -82,7 +88,7 @@ function Chart({ title, xs, ys, xLabel }) {
     };
   }, [title, xLabel, JSON.stringify(xs), JSON.stringify(ys)]);
   const last = [...ys].reverse().find((v) => v !== null);
-  return html`<div class="card chart" data-testid="chart" data-title=${title} data-points=${xs.length}>
+  return html`<div class="card chart" data-testid="chart" data-title=${title} data-points=${xs.length} data-x=${xLabel}>
     <div class="chart-head"><b>${title}</b> <span class="muted">last ${last === undefined ? "–" : fmtNumber(last)} · ${xs.length} points</span></div>
     <div ref=${box} class="chart-box"></div>
   </div>`;
@@ -121,7 +127,7 @@ export function TrainingPage() {
     ${
       runs.data &&
       items.length === 0 &&
-      html`<p class="muted">No training runs yet. Algorithms write their metrics as spans under a rollout whose <code>metadata.kind</code> ends in <code>-metrics</code> (GRPO: <code>grpo-metrics</code>).</p>`
+      html`<p class="muted">No training runs yet. Algorithms write their metrics as spans under a rollout whose <code>metadata.kind</code> ends in <code>-metrics</code> or <code>-history</code> (GRPO: <code>grpo-metrics</code>, APO: <code>apo-history</code>).</p>`
     }
     ${spans.data && groups.length === 0 && html`<p class="muted">No spans of this run match the span names above.</p>`}
     ${groups.map(
