@@ -88,6 +88,8 @@ describe(`dashboard on ${ROLLOUTS.toLocaleString("en-US")} rollouts and a ${SPAN
       "rollouts, mode val, by id": "rollouts?limit=50&mode_in=val&sort_by=rollout_id&sort_order=asc",
       "rollouts, id search": "rollouts?limit=50&rollout_id_contains=ffff",
       "counts per status": "statistics/rollouts",
+      "store statistics": "statistics",
+      "server health": "server",
       "training runs (after the first scan)": "training/runs",
       "spans of the 5,000-span rollout (2,000 a page)": `spans?rollout_id=${big}&limit=2000`,
     };

@@ -206,12 +206,20 @@ function LlmCall({ span }) {
   </div>`;
 }
 
+const LLM_PAGE = 100;
+
 function LlmCalls({ spans }) {
+  const [shown, setShown] = useState(LLM_PAGE);
   if (spans.length === 0) return html`<p class="muted">No LLM-call spans (gen_ai.* attributes) in this attempt.</p>`;
-  return html`<div class="llm-list">${spans.map(
-    (s) =>
-      html`<details key=${s.span_id} class="card"><summary><b>${s.name}</b> <span class="muted">${fmtTime(s.start_time)} · ${fmtDuration((s.end_time ?? s.start_time) - s.start_time)} · ${preview(llmCall(s).completion[0]?.content ?? "", 60)}</span></summary><${LlmCall} span=${s} /></details>`,
-  )}</div>`;
+  const more = spans.length - shown;
+  return html`<div class="llm-list">${spans
+    .slice(0, shown)
+    .map(
+      (s) =>
+        html`<details key=${s.span_id} class="card"><summary><b>${s.name}</b> <span class="muted">${fmtTime(s.start_time)} · ${fmtDuration((s.end_time ?? s.start_time) - s.start_time)} · ${preview(llmCall(s).completion[0]?.content ?? "", 60)}</span></summary><${LlmCall} span=${s} /></details>`,
+    )}
+  ${more > 0 && html`<button onClick=${() => setShown(shown + LLM_PAGE)}>Show ${Math.min(more, LLM_PAGE)} more of ${more}</button>`}
+  </div>`;
 }
 
 function Triplets({ rolloutId, attemptId }) {
