@@ -147,8 +147,9 @@ function Trace({ spans }) {
             : html`<span class="twisty"></span>`
         }
         <span class="wf-label">${span.name}</span>
+        <span class="wf-dur">${fmtDuration(dur)}</span>
       </div>
-      <div class="wf-track"><div class="wf-bar" style=${{ left: `${left}%`, width: `${width}%` }}></div><span class="wf-dur">${fmtDuration(dur)}</span></div>
+      <div class="wf-track"><div class="wf-bar" style=${{ left: `${left}%`, width: `${width}%` }}></div></div>
     </div>`;
   };
   return html`<div class="trace">
