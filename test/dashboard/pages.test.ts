@@ -9,7 +9,7 @@ import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startServerProcess, type ServerProcess } from "../server/processes.ts";
-import { launchBrowser, openPage, screenshot } from "./browser.ts";
+import { launchBrowser, openPage, poll, screenshot } from "./browser.ts";
 import { APO_ROUNDS, STEPS, VALIDATIONS, XSS, seedStore, type Seeded } from "./seed.ts";
 
 let dir: string;
@@ -58,34 +58,34 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
   it("Rollouts: every rollout, counts per status, filters by status, mode and id, sorts", async () => {
     await go("rollouts");
     const counts = await api("statistics/rollouts");
-    await expect.poll(() => page.getByTestId("rollouts-total").innerText()).toBe(`${counts.total} in all`);
+    await poll(() => page.getByTestId("rollouts-total").innerText()).toBe(`${counts.total} in all`);
     expect(counts.total).toBe(seeded.rollouts);
     for (const [status, n] of Object.entries(counts.by_status as Record<string, number>))
       expect(await page.locator(`[data-status=${status}] b`).innerText()).toBe(String(n));
     const rows = page.locator("[data-testid=rollouts-table] tbody tr[data-rollout]");
-    await expect.poll(() => rows.count()).toBe(Math.min(50, counts.total));
+    await poll(() => rows.count()).toBe(Math.min(50, counts.total));
     await screenshot(page, "rollouts");
 
     await page.locator("[data-status=failed]").click();
-    await expect.poll(() => rows.count()).toBe(counts.by_status.failed);
+    await poll(() => rows.count()).toBe(counts.by_status.failed);
     expect(new Set(await texts("[data-testid=rollouts-table] tbody tr td:nth-child(2)"))).toEqual(new Set(["failed"]));
     // The filter lives in the address: back from a rollout, it is still on.
     expect(new URL(page.url()).hash).toBe("#/rollouts?status=failed");
     await rows.first().locator("a").click();
     await page.getByTestId("rollout-id").waitFor();
     await page.goBack();
-    await expect.poll(() => rows.count()).toBe(counts.by_status.failed);
+    await poll(() => rows.count()).toBe(counts.by_status.failed);
     expect(await page.locator("[data-status=failed]").getAttribute("aria-pressed")).toBe("true");
     await page.locator("[data-status=failed]").click();
 
     await page.getByLabel("Mode").selectOption("val");
     const val = await api("rollouts?mode_in=val&limit=0");
-    await expect.poll(() => rows.count()).toBe(val.total);
+    await poll(() => rows.count()).toBe(val.total);
     expect(new Set(await texts("[data-testid=rollouts-table] tbody tr td:nth-child(3)"))).toEqual(new Set(["val"]));
     await page.getByLabel("Mode").selectOption("");
 
     await page.getByLabel("Search rollout id").fill(seeded.showcase);
-    await expect.poll(() => rows.count()).toBe(1);
+    await poll(() => rows.count()).toBe(1);
     expect(await rows.first().getAttribute("data-rollout")).toBe(seeded.showcase);
     await page.getByLabel("Search rollout id").fill("");
 
@@ -94,7 +94,7 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     const sortedIds = (await api(`rollouts?sort_by=rollout_id&sort_order=asc&limit=50`)).items.map(
       (r: { rollout_id: string }) => r.rollout_id,
     );
-    await expect.poll(ids).toEqual(sortedIds);
+    await poll(ids).toEqual(sortedIds);
     expect(sortedIds).toEqual([...sortedIds].sort());
   });
 
@@ -110,16 +110,16 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     });
     seeded.rollouts++;
     await page.locator(`tr[data-rollout="${added.rollout_id}"]`).waitFor();
-    await expect.poll(() => page.getByTestId("rollouts-total").innerText()).toBe(`${before + 1} in all`);
+    await poll(() => page.getByTestId("rollouts-total").innerText()).toBe(`${before + 1} in all`);
   });
 
   it("Rollout detail: click through to the waterfall, a span's attributes, rewards; <script> shows as text", async () => {
     await go("rollouts");
     await page.getByLabel("Search rollout id").fill(seeded.showcase);
     await page.locator(`a[href="#/rollouts/${seeded.showcase}"]`).click();
-    await expect.poll(() => page.getByTestId("rollout-id").innerText()).toBe(seeded.showcase);
+    await poll(() => page.getByTestId("rollout-id").innerText()).toBe(seeded.showcase);
     const bars = page.locator("[data-testid=waterfall] .wf-row");
-    await expect.poll(() => bars.count()).toBe(5);
+    await poll(() => bars.count()).toBe(5);
     expect(
       await bars.evaluateAll((rows) => rows.map((r) => [r.querySelector(".wf-label")!.textContent, r.getAttribute("data-depth")])),
     ).toEqual([
@@ -150,9 +150,9 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
 
     // Collapsing the root hides its children.
     await bars.first().locator("button.twisty").click();
-    await expect.poll(() => bars.count()).toBe(1);
+    await poll(() => bars.count()).toBe(1);
     await bars.first().locator("button.twisty").click();
-    await expect.poll(() => bars.count()).toBe(5);
+    await poll(() => bars.count()).toBe(5);
   });
 
   it("Rollout detail: LLM calls with messages and token counts, and the adapter's triplets", async () => {
@@ -166,7 +166,7 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
 
     await page.getByRole("tab", { name: "Triplets" }).click();
     const triplets = page.getByTestId("triplets");
-    await expect.poll(() => triplets.innerText()).toContain("1 triplets from 5 spans");
+    await poll(() => triplets.innerText()).toContain("1 triplets from 5 spans");
     expect(await triplets.locator(".triplet").count()).toBe(1);
     expect(await triplets.locator(".triplet .reward-pill").innerText()).toBe("reward: 1");
     expect(await triplets.locator(".triplet pre").first().innerText()).toContain('"token_ids": [\n    11,');
@@ -202,7 +202,7 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
         }),
       });
     await add(2);
-    await expect.poll(() => bars.count()).toBe(2);
+    await poll(() => bars.count()).toBe(2);
     // From now on a refresh asks only for the spans after the two it has.
     const offsets: string[] = [];
     const onRequest = (r: { url(): string }) => {
@@ -211,7 +211,7 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     };
     page.on("request", onRequest);
     await add(3);
-    await expect.poll(() => bars.count()).toBe(5);
+    await poll(() => bars.count()).toBe(5);
     page.off("request", onRequest);
     expect(offsets).toContain("2");
     expect(offsets).not.toContain("0");
@@ -220,7 +220,7 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
   it("Rollout detail: a retried rollout lists both attempts", async () => {
     await go(`rollouts/${seeded.retried}`);
     const attempts = page.getByTestId("attempts-table").locator("tbody tr");
-    await expect.poll(() => attempts.count()).toBe(2);
+    await poll(() => attempts.count()).toBe(2);
     expect(await attempts.nth(0).innerText()).toContain("failed");
     expect(await attempts.nth(1).innerText()).toMatch(/retry 1[\s\S]*succeeded[\s\S]*worker-2/);
   });
@@ -228,7 +228,7 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
   it("Resources: each version with its templates and endpoints, and a diff", async () => {
     await go("resources");
     const cards = page.locator("[data-testid=resources-list] .version");
-    await expect.poll(() => cards.count()).toBe(2);
+    await poll(() => cards.count()).toBe(2);
     const newest = cards.first();
     expect(await newest.getAttribute("data-resources")).toBe(seeded.resourceIds[1]);
     expect(await newest.innerText()).toMatch(/version 2[\s\S]*Answer with a number only\.[\s\S]*policy-v3/);
@@ -283,14 +283,14 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
       ["grpo.train_tokens_per_second", String(STEPS)],
       ["grpo.version", String(STEPS)],
     ]);
-    await expect.poll(() => stepCharts.locator("canvas").count()).toBe(6);
+    await poll(() => stepCharts.locator("canvas").count()).toBe(6);
     expect(await group("grpo.validation").getByTestId("chart").first().getAttribute("data-points")).toBe(String(VALIDATIONS));
     await screenshot(page, "training");
 
     // The span names are a configurable list: only grpo.step now.
     await page.getByLabel("Span names").fill("grpo.step");
     await page.getByLabel("Span names").press("Enter");
-    await expect.poll(() => page.locator(".chart-group").count()).toBe(1);
+    await poll(() => page.locator(".chart-group").count()).toBe(1);
     await page.getByLabel("Span names").fill("grpo.step, grpo.validation, apo.*, sft.*");
     await page.getByLabel("Span names").press("Enter");
   });
@@ -298,9 +298,9 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
   it("Store: statistics and the server's health", async () => {
     await go("store");
     const stats = page.getByTestId("store-statistics");
-    await expect.poll(() => stats.innerText()).toContain(`total rollouts\t${seeded.rollouts}`);
+    await poll(() => stats.innerText()).toContain(`total rollouts\t${seeded.rollouts}`);
     const health = page.getByTestId("server-health");
-    await expect.poll(() => health.innerText()).toMatch(/ok[\s\S]*runtime\tnode v/);
+    await poll(() => health.innerText()).toMatch(/ok[\s\S]*runtime\tnode v/);
     await screenshot(page, "store");
   });
 

@@ -2,7 +2,7 @@
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startServerProcess, type Runtime } from "../server/processes.ts";
-import { launchBrowser, openPage, screenshot } from "./browser.ts";
+import { launchBrowser, openPage, poll, screenshot } from "./browser.ts";
 import { seedStore } from "./seed.ts";
 
 let browser: Browser;
@@ -21,11 +21,11 @@ describe.each(["deno", "bun"] as Runtime[])("dashboard served by %s", (runtime) 
       const { page, errors } = await openPage(browser);
       await page.goto(`${server.url}/`);
       const rows = page.locator("[data-testid=rollouts-table] tbody tr[data-rollout]");
-      await expect.poll(() => rows.count()).toBe(seeded.rollouts);
+      await poll(() => rows.count()).toBe(seeded.rollouts);
       await page.locator(`a[href="#/rollouts/${seeded.showcase}"]`).click();
-      await expect.poll(() => page.locator("[data-testid=waterfall] .wf-row").count()).toBe(5);
+      await poll(() => page.locator("[data-testid=waterfall] .wf-row").count()).toBe(5);
       await page.goto(`${server.url}/#/store`);
-      await expect.poll(() => page.getByTestId("server-health").innerText()).toContain(`runtime\t${runtime}`);
+      await poll(() => page.getByTestId("server-health").innerText()).toContain(`runtime\t${runtime}`);
       await screenshot(page, `store-${runtime}`);
       expect(errors).toEqual([]);
       await page.context().close();

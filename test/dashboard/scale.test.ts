@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LightningStoreClient } from "../../src/client/index.ts";
 import { spanFromAttributes, type Span } from "../../src/types/span.ts";
 import { startServerProcess, type ServerProcess } from "../server/processes.ts";
-import { launchBrowser, openPage, screenshot } from "./browser.ts";
+import { launchBrowser, openPage, poll, screenshot } from "./browser.ts";
 
 const ROLLOUTS = 100_000;
 const SPANS = 5_000;
@@ -106,10 +106,10 @@ describe(`dashboard on ${ROLLOUTS.toLocaleString("en-US")} rollouts and a ${SPAN
     const { page, errors } = await openPage(browser, { refreshMs: 5_000 });
     await page.goto(`${server.url}/`);
     const total = (ROLLOUTS + 1).toLocaleString("en-US");
-    await expect.poll(() => page.getByTestId("pager-range").innerText()).toBe(`1–50 of ${total}`);
+    await poll(() => page.getByTestId("pager-range").innerText()).toBe(`1–50 of ${total}`);
     expect(await page.locator("[data-testid=rollouts-table] tbody tr[data-rollout]").count()).toBe(50);
     await page.getByRole("button", { name: "Next ›" }).click();
-    await expect.poll(() => page.getByTestId("pager-range").innerText()).toBe(`51–100 of ${total}`);
+    await poll(() => page.getByTestId("pager-range").innerText()).toBe(`51–100 of ${total}`);
     await screenshot(page, "scale-rollouts");
     expect(errors).toEqual([]);
     await page.context().close();
@@ -119,7 +119,7 @@ describe(`dashboard on ${ROLLOUTS.toLocaleString("en-US")} rollouts and a ${SPAN
     const { page, errors } = await openPage(browser, { refreshMs: 5_000 });
     await page.goto(`${server.url}/#/rollouts/${big}`);
     const list = page.getByTestId("waterfall");
-    await expect.poll(() => list.getAttribute("data-rows")).toBe(String(SPANS));
+    await poll(() => list.getAttribute("data-rows")).toBe(String(SPANS));
     const rendered = await list.locator(".wf-row").count();
     expect(rendered).toBeGreaterThan(10);
     expect(rendered).toBeLessThan(100);
