@@ -113,9 +113,20 @@ describe("dashboard API routes", () => {
           "gen_ai.prompt.0.content": "hi",
         },
       }),
+      // What the policy server records for the same call (LlmProxyTraceToTriplet reads these).
       spanFromAttributes({
         ...base,
         sequence_id: 3,
+        span_id: "p",
+        parent_id: null,
+        name: "litellm_request",
+        start_time: 2,
+        end_time: 3,
+        attributes: { prompt_token_ids: [7, 8], response_token_ids: [9] },
+      }),
+      spanFromAttributes({
+        ...base,
+        sequence_id: 4,
         span_id: "3",
         parent_id: "1",
         name: "agentlightning.reward",
@@ -171,17 +182,51 @@ describe("dashboard API routes", () => {
   it("GET /rollouts/{id}/triplets runs the trace adapter on the server", async () => {
     const res = await get(`/v1/agl/rollouts/${withSpans}/triplets`);
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ adapter: "tracer", attempt_id: "latest", spans: 3, error: null });
+    expect(res.body).toMatchObject({ adapter: "tracer", attempt_id: "latest", spans: 4, error: null });
     expect(res.body.triplets).toHaveLength(1);
     expect(res.body.triplets[0]).toMatchObject({ prompt: { token_ids: [1, 2, 3] }, response: { token_ids: [4] }, reward: 0.5 });
-    // The proxy adapter reads the policy server's LLM-call spans, of which this trace has none.
+    // The proxy adapter reads the policy server's spans instead.
     const proxy = await get(`/v1/agl/rollouts/${withSpans}/triplets?adapter=proxy`);
-    expect(proxy.body).toMatchObject({ adapter: "proxy", triplets: [] });
+    expect(proxy.body).toMatchObject({ adapter: "proxy", error: null });
+    expect(proxy.body.triplets).toHaveLength(1);
+    expect(proxy.body.triplets[0]).toMatchObject({ prompt: { token_ids: [7, 8] }, response: { token_ids: [9] }, reward: 0.5 });
+    // Another attempt by id: this rollout has one, so an unknown attempt id has no spans.
+    const other = await get(`/v1/agl/rollouts/${withSpans}/triplets?attempt_id=at-nope`);
+    expect(other.body).toMatchObject({ attempt_id: "at-nope", spans: 0, triplets: [] });
     // No spans: no triplets; a trace the adapter refuses is reported, not a failed request.
     const empty = await get(`/v1/agl/rollouts/ro-unknown/triplets`);
     expect(empty.status).toBe(200);
     expect(empty.body.spans).toBe(0);
     expect(empty.body.triplets).toEqual([]);
+  });
+
+  it("GET /rollouts/{id}/triplets reports a trace the adapter refuses in `error`, with 200", async () => {
+    const r = await store.startRollout({ q: "bad reward" });
+    const base = { rollout_id: r.rollout_id, attempt_id: r.attempt.attempt_id, trace_id: "e".repeat(32) };
+    await store.addManySpans([
+      spanFromAttributes({
+        ...base,
+        sequence_id: 1,
+        span_id: "1",
+        name: "openai.chat.completion",
+        start_time: 1,
+        end_time: 2,
+        attributes: { prompt_token_ids: [1], response_token_ids: [2] },
+      }),
+      spanFromAttributes({
+        ...base,
+        sequence_id: 2,
+        span_id: "2",
+        name: "agentlightning.reward",
+        start_time: 3,
+        end_time: 3,
+        attributes: { "agentlightning.reward.0.name": "r", "agentlightning.reward.0.value": "lots" },
+      }),
+    ]);
+    const res = await get(`/v1/agl/rollouts/${r.rollout_id}/triplets`);
+    expect(res.status).toBe(200);
+    expect(res.body.triplets).toEqual([]);
+    expect(res.body.error).toMatch(/reward value must be a number/);
   });
 
   it("GET /training/runs lists the bookkeeping rollouts (metadata.kind ending in -metrics or -history), and finds new ones", async () => {
