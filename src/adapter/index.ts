@@ -8,6 +8,15 @@ export { TraceTripletAdapter, TracerTraceToTriplet, type TraceTripletOptions } f
 export { LlmProxyTraceToTriplet, proxyTokenIds } from "./proxy-triplet.ts";
 export { TraceToMessages, groupGenai, type ChatRecord } from "./messages.ts";
 export {
+  GEN_AI_LLM_OPERATIONS,
+  isGenAiLlmCall,
+  semconvInputMessages,
+  semconvOutputMessages,
+  semconvToolDefinitions,
+  tokenUsage,
+  type TokenUsage,
+} from "./semconv.ts";
+export {
   buildTrainingBatch,
   finalReward,
   rolloutFromSpans,

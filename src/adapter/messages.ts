@@ -1,6 +1,7 @@
 /** TraceToMessages: spans -> OpenAI chat fine-tuning records `{messages, tools}` (docs/adapters.md#tracetomessages). */
 import { ValidationError } from "../types/errors.ts";
 import type { Span } from "../types/span.ts";
+import { semconvInputMessages, semconvOutputMessages, semconvToolDefinitions } from "./semconv.ts";
 import { TraceAdapter } from "./types.ts";
 
 type Obj = Record<string, unknown>;
@@ -78,8 +79,11 @@ export class TraceToMessages extends TraceAdapter<ChatRecord[]> {
         }
         return v as Obj;
       };
-      const promptItems = list(prompt, "gen_ai.prompt"),
+      // Semantic-convention JSON messages only where the indexed keys (upstream's) are absent.
+      let promptItems = list(prompt, "gen_ai.prompt"),
         completionItems = list(completion, "gen_ai.completion");
+      if (promptItems.length === 0) promptItems = semconvInputMessages(attrs) ?? [];
+      if (completionItems.length === 0) completionItems = semconvOutputMessages(attrs) ?? [];
       const req = dict(request, "gen_ai.request"),
         resp = dict(response, "gen_ai.response");
       if (promptItems.length === 0 && completionItems.length === 0 && isEmpty(req) && isEmpty(resp)) continue;
@@ -133,7 +137,7 @@ export class TraceToMessages extends TraceAdapter<ChatRecord[]> {
       }
       messages.forEach(validateMessage);
 
-      const functions = req.functions;
+      const functions = req.functions ?? semconvToolDefinitions(attrs);
       const toolDefs = Array.isArray(functions)
         ? (functions as Obj[]).map((fn) => ({
             type: "function",

@@ -5,6 +5,7 @@
 import { filterAndUnflatten, isEmptyNested } from "../types/attributes.ts";
 import type { Span } from "../types/span.ts";
 import { tokenIds } from "./python-literal.ts";
+import { semconvInputMessages, semconvOutputMessages, tokenUsage } from "./semconv.ts";
 import type { Triplet } from "./types.ts";
 
 const PROMPT_TOKEN_KEYS = ["prompt_token_ids", "agentlightning.operation.output.prompt_token_ids"];
@@ -87,25 +88,29 @@ export function imageUrls(raw: unknown): string[] {
 
 export function spanToTriplet(span: Span, agent: string | null): Triplet {
   const attrs = span.attributes;
-  const promptRaw = firstNonEmpty(attrs, ["gen_ai.prompt", "agentlightning.operation.input.messages"]);
+  // Semantic-convention JSON messages only where the indexed keys (upstream's) are absent.
+  const promptRaw = firstNonEmpty(attrs, ["gen_ai.prompt", "agentlightning.operation.input.messages"]) ?? semconvInputMessages(attrs);
   const response: Record<string, unknown> = {
     token_ids: responseTokenIds(span),
-    raw_content: firstNonEmpty(attrs, ["gen_ai.completion", "agentlightning.operation.output.choices"]),
+    raw_content: firstNonEmpty(attrs, ["gen_ai.completion", "agentlightning.operation.output.choices"]) ?? semconvOutputMessages(attrs),
   };
   if (typeof attrs["logprobs.content"] === "string") response.logprobs = JSON.parse(attrs["logprobs.content"]);
+  const metadata: Record<string, unknown> = {
+    request: withoutKeys(firstNonEmpty(attrs, ["gen_ai.request", "agentlightning.operation.input"]), ["messages"]),
+    response: withoutKeys(firstNonEmpty(attrs, ["gen_ai.response", "agentlightning.operation.output"]), [
+      "choices",
+      "prompt_token_ids",
+      "response_token_ids",
+    ]),
+    response_id: responseIdOf(span),
+    agent_name: agent,
+  };
+  const usage = tokenUsage(attrs);
+  if (usage !== null) metadata.usage = usage;
   return {
     prompt: { token_ids: promptTokenIds(span), raw_content: promptRaw, image_urls: imageUrls(promptRaw) },
     response,
     reward: null,
-    metadata: {
-      request: withoutKeys(firstNonEmpty(attrs, ["gen_ai.request", "agentlightning.operation.input"]), ["messages"]),
-      response: withoutKeys(firstNonEmpty(attrs, ["gen_ai.response", "agentlightning.operation.output"]), [
-        "choices",
-        "prompt_token_ids",
-        "response_token_ids",
-      ]),
-      response_id: responseIdOf(span),
-      agent_name: agent,
-    },
+    metadata,
   };
 }

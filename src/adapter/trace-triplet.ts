@@ -9,6 +9,7 @@ import type { Span } from "../types/span.ts";
 import { libraryKernels, TRACE_FLAG as F, TRACE_OPT as O, type EncodedTrace, type Kernels } from "../wasm/index.ts";
 import { agentName } from "./agent-name.ts";
 import { getRewardValue, isRewardOperation } from "./reward.ts";
+import { isGenAiLlmCall } from "./semconv.ts";
 import { promptTokenIds, responseIdOf, responseTokenIds, spanToTriplet } from "./span-triplet.ts";
 import { buildTree, type FlatTree } from "./tree.ts";
 import { RewardMatchPolicy, TraceAdapter, type Triplet } from "./types.ts";
@@ -18,6 +19,11 @@ export interface TraceTripletOptions {
   repairHierarchy?: boolean;
   /** regex searched in span names (default `openai\.chat\.completion`) */
   llmCallMatch?: string | RegExp;
+  /**
+   * also count spans whose `gen_ai.operation.name` is `chat` or `text_completion` (the GenAI semantic
+   * conventions) as LLM calls, whatever their name (default true; false is upstream's rule)
+   */
+  matchGenAiOperations?: boolean;
   /** only calls inside an agent whose name matches (default: any, label "*") */
   agentMatch?: string | RegExp | null;
   /** ignore LLM calls made inside a reward subtree (default true) */
@@ -47,6 +53,7 @@ export class TraceTripletAdapter extends TraceAdapter<Triplet[]> {
     this.options = {
       repairHierarchy: o.repairHierarchy ?? true,
       llmCallMatch: toRegExp(o.llmCallMatch ?? "openai\\.chat\\.completion"),
+      matchGenAiOperations: o.matchGenAiOperations ?? true,
       agentMatch: o.agentMatch == null ? null : toRegExp(o.agentMatch),
       excludeLlmCallInReward: o.excludeLlmCallInReward ?? true,
       dedupLlmCall: o.dedupLlmCall ?? true,
@@ -89,7 +96,7 @@ export class TraceTripletAdapter extends TraceAdapter<Triplet[]> {
       const reward = getRewardValue(span);
       t.reward[i] = reward ?? NaN;
       let f = 0;
-      if (o.llmCallMatch.test(span.name)) {
+      if (o.llmCallMatch.test(span.name) || (o.matchGenAiOperations && isGenAiLlmCall(span))) {
         f |= F.LLM;
         const rid = responseIdOf(span);
         if (rid !== null) {

@@ -39,10 +39,11 @@ import type { LightningStore } from "../store/base.ts";
 import { getLogger } from "../platform/log.ts";
 import { libraryKernels, type BatchTensors, type Kernels } from "../wasm/index.ts";
 import { KL_ALIASES } from "../wasm/types.ts";
-import { spanFromAttributes, type Attributes, type Span } from "../types/span.ts";
+import type { Attributes, Span } from "../types/span.ts";
 import { RuntimeError } from "../runner/errors.ts";
 import { ValidationError } from "../types/errors.ts";
 import { Algorithm, batchIterOverDataset, withLlmProxy, type Dataset } from "./base.ts";
+import { BookkeepingRollout } from "./bookkeeping.ts";
 
 const log = getLogger("agentlightning.algorithm.grpo");
 
@@ -193,7 +194,7 @@ export class GRPO extends Algorithm {
   readonly options: Required<Omit<GrpoOptions, OptionalKeys>> & Pick<GrpoOptions, OptionalKeys>;
   /** Every report, in order. */
   readonly reports: GrpoReport[] = [];
-  private metricsRollout: { rid: string; aid: string } | null = null;
+  private metricsRollout: BookkeepingRollout | null = null;
   private shuffle = new Rng(0);
 
   constructor(o: GrpoOptions) {
@@ -259,20 +260,15 @@ export class GRPO extends Algorithm {
   private async loop(server: PolicyEndpoint, train: Dataset<unknown>, val: Dataset<unknown> | null): Promise<void> {
     const o = this.options;
     const store = this.getStore();
-    // Bookkeeping only: no runner heartbeats it, so no unresponsive limit (a step longer than the Trainer's
-    // default limit must not mark it unresponsive).
-    const started = await store.startRollout(
-      { algorithm: "grpo", steps: o.steps },
-      { metadata: { kind: "grpo-metrics" }, config: { unresponsive_seconds: null } },
-    );
-    this.metricsRollout = { rid: started.rollout_id, aid: started.attempt.attempt_id };
+    const metrics = await BookkeepingRollout.start(store, { algorithm: "grpo", steps: o.steps }, "grpo-metrics");
+    this.metricsRollout = metrics;
     let seed = o.seed >>> 0;
     const random = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 4294967296;
     const batches = batchIterOverDataset(train, o.batchSize, random);
     // A resumed run sees the task order a fresh one would have from here on.
     for (let step = 1; step <= o.startStep; step++) batches.next();
     this.shuffle = new Rng(o.seed + 7919 * (o.startStep + 1));
-    try {
+    await metrics.around(async () => {
       if (val && o.startStep === 0) await this.validate(server, val, 0);
       for (let step = o.startStep + 1; step <= o.steps; step++) {
         await this.trainStep(server, batches.next().value as unknown[], step);
@@ -283,11 +279,7 @@ export class GRPO extends Algorithm {
           else if (o.checkpointDir) await saveTrainerCheckpoint(`${o.checkpointDir}/step-${step}`, o.trainer);
         }
       }
-      await store.updateRollout(started.rollout_id, { status: "succeeded" });
-    } catch (e) {
-      await store.updateRollout(started.rollout_id, { status: "failed" });
-      throw e;
-    }
+    });
   }
 
   /** Enqueues `tasks` (each `n` times), waits for them, and adapts each rollout's latest spans. */
@@ -485,24 +477,11 @@ export class GRPO extends Algorithm {
   private async report(report: GrpoReport, name: string): Promise<void> {
     this.reports.push(report);
     this.options.onReport?.(report);
-    const m = this.metricsRollout;
-    if (!m) return;
-    const store = this.getStore();
+    if (!this.metricsRollout) return;
     const attributes: Attributes = {};
     for (const [k, v] of Object.entries(report))
       if (typeof v === "number" || typeof v === "boolean" || typeof v === "string") attributes[`grpo.${k}`] = v;
-    const now = Date.now() / 1000;
-    await store.addSpan(
-      spanFromAttributes({
-        rollout_id: m.rid,
-        attempt_id: m.aid,
-        sequence_id: await store.getNextSpanSequenceId(m.rid, m.aid),
-        name,
-        attributes,
-        start_time: now,
-        end_time: now,
-      }),
-    );
+    await this.metricsRollout.record(name, attributes);
   }
 }
 

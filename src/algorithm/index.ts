@@ -12,3 +12,22 @@ export {
   type SftValidationReport,
 } from "./sft.ts";
 export * from "./sft-batch.ts";
+export {
+  APO,
+  ApoModelError,
+  type ApoCandidate,
+  type ApoOptions,
+  type ApoRound,
+  type CandidateOrigin,
+  type RolloutResultForApo,
+  type VersionedPromptTemplate,
+} from "./apo.ts";
+export {
+  completionText,
+  createOpenAiClient,
+  type ChatCompletionBody,
+  type ChatCompletionsClient,
+  type OpenAiClientOptions,
+} from "./apo-client.ts";
+export { CRITIQUE_PROMPTS, EDIT_PROMPTS, type ApoExperiment, type ChatMessage } from "./apo-prompts.ts";
+export { BookkeepingRollout } from "./bookkeeping.ts";

@@ -19,4 +19,14 @@ export * from "./otel.ts";
 export { parameterInfo, parameterNames, type ParamInfo } from "./params.ts";
 export { LightningSpanProcessor, lightningSpanProcessor, lightningTracing } from "./processor.ts";
 export { RolloutScope, type ScopeOptions } from "./scope.ts";
+export {
+  instrumentOpenAI,
+  OPENAI_CHAT_SPAN_NAME,
+  OPENAI_COMPLETION_SPAN_NAME,
+  STREAM_ENDED_EARLY_ATTRIBUTE,
+  traceOpenAI,
+  type OpenAIClassLike,
+  type OpenAIClientLike,
+  type TraceOpenAIOptions,
+} from "./openai.ts";
 export { assembleStream, contentAsText, openAiCallAttributes, type JsonObject, type OpenAiCall } from "./gen-ai.ts";

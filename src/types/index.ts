@@ -4,6 +4,7 @@ export * from "./errors.ts";
 export * from "./ids.ts";
 export * from "./pagination.ts";
 export * from "./resources.ts";
+export * from "./prompt-template.ts";
 export * from "./rollout.ts";
 export * from "./span.ts";
 export * from "./statistics.ts";

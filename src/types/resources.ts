@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ValidationError } from "./errors.ts";
+import { formatFString } from "./prompt-template.ts";
 
 const llmFields = {
   endpoint: z.string(),
@@ -60,17 +61,11 @@ export function proxyLlmForAttempt(llm: ProxyLLM, rolloutId: string, attemptId: 
   return { ...llm, resource_type: "llm", endpoint: proxyBaseUrl(llm.endpoint, rolloutId, attemptId) };
 }
 
-/** Formats an `f-string` template with Python `str.format` semantics for named fields (`{name}`, `{{`, `}}`). */
+/** Formats an `f-string` template with Python `str.format` semantics for named fields (`{name}`, `{{`, `}}`).
+ * `renderPromptTemplate` (prompt-template.ts) also renders `jinja`. */
 export function formatPromptTemplate(t: PromptTemplate, values: Record<string, unknown>): string {
   if (t.engine !== "f-string") {
     throw new ValidationError(`prompt template engine '${t.engine}' cannot be formatted; only 'f-string' is supported`, ["engine"]);
   }
-  return t.template.replace(/\{\{|\}\}|\{([^{}]*)\}/g, (m, name: string | undefined) => {
-    if (m === "{{") return "{";
-    if (m === "}}") return "}";
-    const key = (name ?? "").trim();
-    if (!(key in values)) throw new ValidationError(`missing value for template field '${key}'`, [key]);
-    const v = values[key];
-    return typeof v === "string" ? v : JSON.stringify(v);
-  });
+  return formatFString(t.template, values);
 }
