@@ -10,6 +10,7 @@ import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { spanFromAttributes } from "../../src/types/span.ts";
 import { DASHBOARD_ASSETS } from "../../src/server/dashboard/assets.generated.ts";
 import { TrainingRunIndex } from "../../src/server/dashboard/api.ts";
+import { BookkeepingRollout } from "../../src/algorithm/bookkeeping.ts";
 
 const TOKEN = "s3cret-dashboard-token";
 
@@ -240,6 +241,18 @@ describe("dashboard API routes", () => {
     expect(third.body).toEqual(second.body);
     expect(second.body.items.map((r: { kind: string }) => r.kind).sort()).toEqual(["apo-history", "grpo-metrics"]);
     expect(second.body.items.some((r: { rollout_id: string }) => r.rollout_id === later.rollout_id)).toBe(true);
+  });
+
+  it("lists the runs the algorithms' own bookkeeping rollouts start (GRPO, APO, SFT kinds)", async () => {
+    const own = new InMemoryLightningStore();
+    const runs = await Promise.all(
+      ["grpo-metrics", "apo-history", "sft-metrics"].map((kind) => BookkeepingRollout.start(own, { algorithm: kind }, kind)),
+    );
+    await runs[0]!.record("grpo.step", { "grpo.step": 1, "grpo.reward": 0.5 });
+    const listed = await new TrainingRunIndex(own).list();
+    expect(listed.map((r) => r.kind).sort()).toEqual(["apo-history", "grpo-metrics", "sft-metrics"]);
+    expect(new Set(listed.map((r) => r.rollout_id))).toEqual(new Set(runs.map((r) => r.rolloutId)));
+    await own.close();
   });
 
   it("scans a store larger than one page once, even when asked twice at the same time", async () => {
