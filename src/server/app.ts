@@ -383,7 +383,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     return c.json(done);
   });
 
-  registerDashboardApi(api, store);
+  registerDashboardApi(api, store, metrics);
   app.route(API_PREFIX, api);
   if (dashboardOn) registerDashboardFiles(app);
 

@@ -273,5 +273,11 @@ describe("dashboard API routes", () => {
     expect(res.body.uptime_seconds).toBeGreaterThanOrEqual(0);
     expect(res.body.store_latency_ms).toBeGreaterThanOrEqual(0);
     expect(typeof res.body.system).toBe("object");
+    // Counted by the server's Prometheus counters: the 400s answered above are among them.
+    expect(res.body.requests.total).toBeGreaterThan(10);
+    expect(res.body.requests.client_errors).toBeGreaterThanOrEqual(4);
+    expect(res.body.requests.server_errors).toBe(0);
+    const quiet = createStoreApp(store, { metrics: false });
+    expect(((await (await quiet.request("/v1/agl/server")).json()) as { requests: unknown }).requests).toBeNull();
   });
 });

@@ -300,7 +300,7 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     const stats = page.getByTestId("store-statistics");
     await poll(() => stats.innerText()).toContain(`total rollouts\t${seeded.rollouts}`);
     const health = page.getByTestId("server-health");
-    await poll(() => health.innerText()).toMatch(/ok[\s\S]*runtime\tnode v/);
+    await poll(() => health.innerText()).toMatch(/ok[\s\S]*runtime\tnode v[\s\S]*requests answered\t[\d,]+ \([\d,]+ 4xx, 0 5xx\)/);
     await screenshot(page, "store");
   });
 

@@ -10,6 +10,7 @@ import { TraceTripletAdapter } from "../../adapter/trace-triplet.ts";
 import { platform } from "../../platform/index.ts";
 import type { LightningStore } from "../../store/base.ts";
 import { RolloutMode, RolloutStatus, type Rollout } from "../../types/index.ts";
+import type { ServerMetrics } from "../metrics.ts";
 import { queryParams } from "../query-params.ts";
 
 export const RolloutCountsQuery = z.strictObject({
@@ -97,7 +98,17 @@ export class TrainingRunIndex {
   }
 }
 
-export function registerDashboardApi(api: Hono, store: LightningStore): void {
+/** The requests this server answered, by class of status (from its Prometheus counters). */
+function requestCounts(metrics: ServerMetrics): { total: number; client_errors: number; server_errors: number } {
+  const startsWith = (d: string) => (l: Record<string, string>) => (l.status ?? "").startsWith(d);
+  return {
+    total: metrics.httpTotal.sum(),
+    client_errors: metrics.httpTotal.sum(startsWith("4")),
+    server_errors: metrics.httpTotal.sum(startsWith("5")),
+  };
+}
+
+export function registerDashboardApi(api: Hono, store: LightningStore, metrics: ServerMetrics | null = null): void {
   const runs = new TrainingRunIndex(store);
   const startedAt = Date.now() / 1000;
 
@@ -136,6 +147,8 @@ export function registerDashboardApi(api: Hono, store: LightningStore): void {
       started_at: startedAt,
       uptime_seconds: Date.now() / 1000 - startedAt,
       store_latency_ms: storeLatencyMs,
+      // null when the app runs without metrics (createStoreApp's `metrics: false`).
+      requests: metrics ? requestCounts(metrics) : null,
       system: platform.systemSnapshot(),
     });
   });

@@ -33,6 +33,14 @@ export function StorePage() {
             ["started", fmtTime(s.started_at)],
             ["uptime", fmtDuration(s.uptime_seconds)],
             ["store query latency", fmtDuration(s.store_latency_ms / 1000)],
+            ...(s.requests
+              ? [
+                  [
+                    "requests answered",
+                    `${fmtInt(s.requests.total)} (${fmtInt(s.requests.client_errors)} 4xx, ${fmtInt(s.requests.server_errors)} 5xx)`,
+                  ],
+                ]
+              : []),
             ...Object.entries(s.system ?? {}).map(([k, v]) => [
               label(k),
               typeof v === "number" && k.includes("mem") ? fmtBytes(v) : preview(v, 80),
