@@ -287,6 +287,45 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     expect(await group("grpo.validation").getByTestId("chart").first().getAttribute("data-points")).toBe(String(VALIDATIONS));
     await screenshot(page, "training");
 
+    // A step written now joins the curves without a reload.
+    const run = await api(`rollouts/${seeded.metricsRollout}`);
+    const spans = await api(`spans?rollout_id=${seeded.metricsRollout}&limit=0`);
+    await api("spans/batch", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        spans: [
+          {
+            rollout_id: seeded.metricsRollout,
+            attempt_id: run.attempt.attempt_id,
+            sequence_id: spans.total + 1,
+            trace_id: "f".repeat(32),
+            span_id: "step-13",
+            parent_id: null,
+            name: "grpo.step",
+            status: { status_code: "OK", description: null },
+            attributes: {
+              "grpo.step": STEPS + 1,
+              "grpo.reward": 0.9,
+              "grpo.accuracy": 0.7,
+              "grpo.kl": 0.1,
+              "grpo.clip_frac": 0.1,
+              "grpo.train_tokens_per_second": 1,
+              "grpo.version": STEPS + 1,
+            },
+            events: [],
+            links: [],
+            start_time: run.start_time + 100,
+            end_time: run.start_time + 100,
+            context: null,
+            parent: null,
+            resource: { attributes: {}, schema_url: "" },
+          },
+        ],
+      }),
+    });
+    await poll(() => stepCharts.first().getAttribute("data-points")).toBe(String(STEPS + 1));
+
     // The span names are a configurable list: only grpo.step now.
     await page.getByLabel("Span names").fill("grpo.step");
     await page.getByLabel("Span names").press("Enter");

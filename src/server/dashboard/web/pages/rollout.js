@@ -1,7 +1,8 @@
 // One rollout: its attempts, the span waterfall with a span's attributes, LLM calls, rewards and
 // annotations, the triplets an adapter makes from it, and the rollout's own input and metadata.
-import { useMemo, useRef, useState } from "preact/hooks";
-import { api, apiAll } from "../api.js";
+import { useMemo, useState } from "preact/hooks";
+import { api } from "../api.js";
+import { useSpans } from "../live-spans.js";
 import { fmtDuration, fmtInt, fmtNumber, fmtTime, pretty, preview } from "../format.js";
 import { isAnnotation, isError, isLlmCall, isReward, llmCall, rewardValues, timeRange, treeRows } from "../spans.js";
 import { ErrorBox, Json, KeyValues, Status, Tabs, VirtualList, html, useLoad } from "../ui.js";
@@ -16,27 +17,7 @@ export function RolloutPage({ rolloutId }) {
     live,
   });
   const [attemptId, setAttemptId] = useState("latest");
-  const known = useRef(null);
-  const spans = useLoad(
-    async () => {
-      const query = { rollout_id: rolloutId, attempt_id: attemptId };
-      const had = known.current?.attemptId === attemptId ? known.current.data : null;
-      // Spans come in sequence order: a live refresh reads only those after the ones already here, and
-      // everything again when that does not add up (the latest attempt changed, or spans arrived out of order).
-      let data = had;
-      if (had) {
-        const more = await apiAll("spans", query, { pageSize: 2000, start: had.items.length });
-        const sameAttempt = more.items.length === 0 || had.items.length === 0 || more.items[0].attempt_id === had.items[0].attempt_id;
-        if (!sameAttempt || had.items.length + more.items.length !== more.total) data = null;
-        else if (more.items.length > 0) data = { items: [...had.items, ...more.items], total: more.total };
-      }
-      data ??= await apiAll("spans", query, { pageSize: 2000 });
-      known.current = { attemptId, data };
-      return data;
-    },
-    [rolloutId, attemptId],
-    { live },
-  );
+  const spans = useSpans(rolloutId, attemptId, { live });
   const [tab, setTab] = useState("trace");
   const r = rollout.data;
   if (rollout.error) return html`<${ErrorBox} error=${rollout.error} />`;

@@ -2,7 +2,8 @@
 // rollouts (GRPO's `grpo.step` / `grpo.validation`, APO's `apo.*`, ...), one uPlot chart per attribute.
 // Which span names are charted is a list of patterns (`*` matches anything), kept in localStorage.
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, apiAll } from "../api.js";
+import { api } from "../api.js";
+import { useSpans } from "../live-spans.js";
 import { fmtNumber, fmtTime } from "../format.js";
 import { ErrorBox, Status, html, useLoad } from "../ui.js";
 
@@ -102,13 +103,7 @@ export function TrainingPage() {
   const runs = useLoad(() => api("training/runs"), [], { live: true });
   const items = runs.data?.items ?? [];
   const run = items.find((r) => r.rollout_id === runId) ?? items[0] ?? null;
-  const spans = useLoad(
-    () => (run ? apiAll("spans", { rollout_id: run.rollout_id }, { pageSize: 5000 }) : Promise.resolve(null)),
-    [run?.rollout_id],
-    {
-      live: true,
-    },
-  );
+  const spans = useSpans(run?.rollout_id ?? null, null, { live: true });
   const groups = spans.data ? seriesOf(spans.data.items, patternsOf(text)) : [];
   return html`<section>
     <div class="page-head"><h1>Training</h1></div>
