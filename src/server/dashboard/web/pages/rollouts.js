@@ -19,33 +19,54 @@ const COLUMNS = [
   ["resources_id", "Resources"],
 ];
 
-/** The filters in the address (`#/rollouts?status=failed&mode=val&q=…&sort=…&order=…&offset=…`), so Back returns to them. */
-function useFiltersInHash(status, mode, search, sort, offset) {
+const DEFAULT_SORT = { by: "start_time", order: "desc" };
+
+/** The filters as written in the address: `#/rollouts?status=failed,running&mode=val&q=…&sort=rollout_id:asc&offset=50`. */
+function filtersFromParams(params) {
+  const [by, order] = (params.get("sort") ?? "").split(":");
+  const sortable = COLUMNS.some(([key]) => key && key === by) && (order === "asc" || order === "desc");
+  return {
+    status: (params.get("status") ?? "").split(",").filter((s) => ROLLOUT_STATUSES.includes(s)),
+    mode: MODES.includes(params.get("mode")) ? params.get("mode") : "",
+    search: params.get("q") ?? "",
+    sort: sortable ? { by, order } : DEFAULT_SORT,
+    offset: Math.max(0, Math.floor(Number(params.get("offset"))) || 0),
+  };
+}
+
+function hashOf(f) {
+  const p = new URLSearchParams();
+  if (f.status.length > 0) p.set("status", f.status.join(","));
+  if (f.mode) p.set("mode", f.mode);
+  if (f.search) p.set("q", f.search);
+  if (f.sort.by !== DEFAULT_SORT.by || f.sort.order !== DEFAULT_SORT.order) p.set("sort", `${f.sort.by}:${f.sort.order}`);
+  if (f.offset > 0) p.set("offset", String(f.offset));
+  return `#/rollouts${p.size > 0 ? `?${p}` : ""}`;
+}
+
+/**
+ * The filters live in the address, so Back (or a shared link) returns to them: each change replaces the
+ * address (no history entry per keystroke), and an address the user navigates to replaces the filters.
+ */
+function useFiltersInAddress(params) {
+  const [f, setF] = useState(() => filtersFromParams(params));
+  const asked = params.toString();
   useEffect(() => {
-    const p = new URLSearchParams();
-    if (status.length > 0) p.set("status", status.join(","));
-    if (mode) p.set("mode", mode);
-    if (search) p.set("q", search);
-    if (sort.by !== "start_time" || sort.order !== "desc") p.set("sort", `${sort.by}:${sort.order}`);
-    if (offset > 0) p.set("offset", String(offset));
-    const hash = `#/rollouts${p.size > 0 ? `?${p}` : ""}`;
-    // replaceState: no hashchange, no new history entry per keystroke.
+    const next = filtersFromParams(params);
+    if (hashOf(next) !== hashOf(f)) setF(next);
+  }, [asked]);
+  useEffect(() => {
+    const hash = hashOf(f);
     if (location.hash !== hash) history.replaceState(null, "", hash);
-  }, [status.join(), mode, search, sort.by, sort.order, offset]);
+  }, [hashOf(f)]);
+  // Any change but paging starts again at the first page.
+  const update = (patch) => setF({ ...f, offset: 0, ...patch });
+  return [f, update];
 }
 
 export function RolloutsPage({ params = new URLSearchParams() }) {
-  const [status, setStatus] = useState(() => (params.get("status") ?? "").split(",").filter((s) => ROLLOUT_STATUSES.includes(s)));
-  const [mode, setMode] = useState(() => (MODES.includes(params.get("mode")) ? params.get("mode") : ""));
-  const [search, setSearch] = useState(() => params.get("q") ?? "");
-  const [sort, setSort] = useState(() => {
-    const [by, order] = (params.get("sort") ?? "").split(":");
-    return COLUMNS.some(([key]) => key && key === by) && (order === "asc" || order === "desc")
-      ? { by, order }
-      : { by: "start_time", order: "desc" };
-  });
-  const [offset, setOffset] = useState(() => Math.max(0, Number(params.get("offset")) || 0));
-  useFiltersInHash(status, mode, search, sort, offset);
+  const [{ status, mode, search, sort, offset }, update] = useFiltersInAddress(params);
+  const setOffset = (o) => update({ offset: o });
   const filters = { mode_in: mode || undefined, rollout_id_contains: search.trim() || undefined };
   const counts = useLoad(() => api("statistics/rollouts", { query: filters }), [mode, search], { live: true });
   const rows = useLoad(
@@ -56,14 +77,11 @@ export function RolloutsPage({ params = new URLSearchParams() }) {
     [status.join(), mode, search, sort.by, sort.order, offset],
     { live: true },
   );
-  const toggleStatus = (s) => {
-    setOffset(0);
-    setStatus(status.includes(s) ? status.filter((x) => x !== s) : [...status, s]);
-  };
-  const sortBy = (by) => {
-    setOffset(0);
-    setSort(sort.by === by ? { by, order: sort.order === "asc" ? "desc" : "asc" } : { by, order: by === "start_time" ? "desc" : "asc" });
-  };
+  const toggleStatus = (s) => update({ status: status.includes(s) ? status.filter((x) => x !== s) : [...status, s] });
+  const sortBy = (by) =>
+    update({
+      sort: sort.by === by ? { by, order: sort.order === "asc" ? "desc" : "asc" } : { by, order: by === "start_time" ? "desc" : "asc" },
+    });
   const byStatus = counts.data?.by_status ?? {};
   const page = rows.data;
   return html`<section>
@@ -79,8 +97,8 @@ export function RolloutsPage({ params = new URLSearchParams() }) {
     </div>
     <div class="toolbar">
       <input type="search" placeholder="Search rollout id" aria-label="Search rollout id" value=${search}
-        onInput=${(e) => (setOffset(0), setSearch(e.currentTarget.value))} />
-      <label>Mode <select aria-label="Mode" value=${mode} onChange=${(e) => (setOffset(0), setMode(e.currentTarget.value))}>
+        onInput=${(e) => update({ search: e.currentTarget.value })} />
+      <label>Mode <select aria-label="Mode" value=${mode} onChange=${(e) => update({ mode: e.currentTarget.value })}>
         <option value="">all</option>${MODES.map((m) => html`<option key=${m} value=${m}>${m}</option>`)}
       </select></label>
       ${page && html`<${Pager} offset=${offset} limit=${PAGE} total=${page.total} onChange=${setOffset} />`}
