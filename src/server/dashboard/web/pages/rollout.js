@@ -26,7 +26,12 @@ export function RolloutPage({ rolloutId }) {
     return html`<section><h1>Rollout not found</h1><p class="mono">${rolloutId}</p><a href="#/rollouts">All rollouts</a></section>`;
   const list = spans.data?.items ?? [];
   const rewards = list.filter(isReward);
-  const annotations = list.filter(isAnnotation);
+  // What annotation spans say besides a reward (emitReward also writes annotation spans; those show above).
+  const annotations = list.filter(isAnnotation).flatMap((s) =>
+    Object.entries(s.attributes ?? {})
+      .filter(([k]) => !k.startsWith("agentlightning.reward."))
+      .map(([k, v]) => [s.span_id + k, k, v]),
+  );
   return html`<section>
     <div class="page-head">
       <h1><a href="#/rollouts" class="muted">Rollouts</a> / <span class="mono" data-testid="rollout-id">${r.rollout_id}</span></h1>
@@ -48,12 +53,8 @@ export function RolloutPage({ rolloutId }) {
         ${rewards.flatMap((s) => rewardValues(s).map((d) => html`<div class="reward-pill" key=${s.span_id + d.name}>${d.name}: <b>${fmtNumber(d.value)}</b></div>`))}
         <h3>Annotations</h3>
         <div data-testid="annotations">
-          ${annotations.length === 0 && html`<p class="muted">No annotation spans.</p>`}
-          ${annotations.flatMap((s) =>
-            Object.entries(s.attributes ?? {})
-              .filter(([k]) => !k.startsWith("agentlightning.reward."))
-              .map(([k, v]) => html`<div class="annotation-pill" key=${s.span_id + k}>${k}: <b>${preview(v, 60)}</b></div>`),
-          )}
+          ${annotations.length === 0 && html`<p class="muted">No annotations.</p>`}
+          ${annotations.map(([key, k, v]) => html`<div class="annotation-pill" key=${key}>${k}: <b>${preview(v, 60)}</b></div>`)}
         </div>
       </div>
     </div>
