@@ -35,7 +35,9 @@ export const fmtInt = (n) => (typeof n === "number" ? n.toLocaleString("en-US") 
 export function fmtNumber(n) {
   if (typeof n !== "number") return String(n);
   if (Number.isInteger(n)) return fmtInt(n);
-  return Math.abs(n) >= 1000 || Math.abs(n) < 0.001 ? n.toExponential(3) : n.toFixed(4).replace(/0+$/, "").replace(/\.$/, "");
+  if (!Number.isFinite(n)) return String(n);
+  if (Math.abs(n) >= 1e15 || (n !== 0 && Math.abs(n) < 0.001)) return n.toExponential(3);
+  return n.toLocaleString("en-US", { maximumFractionDigits: Math.abs(n) >= 1000 ? 1 : 4 });
 }
 
 /** JSON, indented, for a <pre>; strings stay strings. */

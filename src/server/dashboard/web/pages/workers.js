@@ -11,6 +11,17 @@ function statText(v) {
   return typeof v === "number" ? fmtNumber(v) : preview(v, 40);
 }
 
+/** What the runner's system snapshot says about the machine rather than its load: folded away. */
+const MACHINE_KEYS = new Set(["timestamp", "host", "os", "cpu_name", "cpu_cores", "cpu_threads", "mem_total_gb", "disk_total_gb"]);
+
+function Stats({ stats }) {
+  const entries = Object.entries(stats);
+  const stat = ([k, v]) => html`<span key=${k} class="stat"><span class="muted">${k}</span> ${statText(v)}</span>`;
+  const machine = entries.filter(([k]) => MACHINE_KEYS.has(k));
+  return html`${entries.filter(([k]) => !MACHINE_KEYS.has(k)).map(stat)}
+    ${machine.length > 0 && html`<details class="machine"><summary class="muted">machine</summary>${machine.map(stat)}</details>`}`;
+}
+
 export function WorkersPage() {
   const [offlineAfter, setOfflineAfter] = useState(() => Number(localStorage.getItem(OFFLINE_KEY)) || 60);
   const res = useLoad(() => apiAll("workers", { sort_by: "worker_id", sort_order: "asc" }, { pageSize: 1000, max: 10_000 }), [], {
@@ -42,7 +53,7 @@ export function WorkersPage() {
           <td>${w.current_rollout_id ? html`<a class="mono" href=${rolloutHref(w.current_rollout_id)}>${w.current_rollout_id}</a>` : "–"}</td>
           <td title=${fmtTime(w.last_heartbeat_time)}>${fmtAge(w.last_heartbeat_time, now)}</td>
           <td>${fmtAge(w.last_dequeue_time, now)}</td>
-          <td class="stats">${Object.entries(w.heartbeat_stats ?? {}).map(([k, v]) => html`<span key=${k} class="stat"><span class="muted">${k}</span> ${statText(v)}</span>`)}</td>
+          <td class="stats"><${Stats} stats=${w.heartbeat_stats ?? {}} /></td>
         </tr>`,
       )}
       ${res.data && workers.length === 0 && html`<tr><td colspan="6" class="muted empty">No workers have reported yet.</td></tr>`}
