@@ -1,0 +1,328 @@
+/**
+ * The model ops on the Wasm SIMD kernels (assembly/cpu/, loaded by src/wasm/cpu/), with exactly the
+ * signatures of the plain-TS reference (`reference/ops.ts`, `reference/optim.ts`), so a forward/backward can
+ * take either as its ops backend. Float32 inputs run in Wasm (copied into the instance's memory, results
+ * copied out into fresh arrays: nothing returned aliases Wasm memory); Float64 inputs (finite-difference
+ * checks) go to the reference, which stays the oracle. Accumulation rules and tolerances: src/wasm/README.md.
+ */
+import { ValidationError } from "../types/errors.ts";
+import { cpuCore, GEMM_FORM, type CpuCore } from "../wasm/cpu/index.ts";
+import { ropeInvFreq } from "./config.ts";
+import * as ref from "./reference/ops.ts";
+import type { Arr, AttentionDims, MatDims, NormDims, RopeDims, VocabDims } from "./reference/ops.ts";
+import { adamwStep as refAdamwStep } from "./reference/optim.ts";
+import type { OptimizerOptions, OptimizerState } from "./train-types.ts";
+
+/** The ops a backend provides (the reference's own functions are one backend). */
+export type ModelOps = Pick<
+  typeof ref,
+  | "matmul"
+  | "matmulABt"
+  | "matmulAtB"
+  | "matmulBackward"
+  | "rmsnorm"
+  | "rmsnormBackward"
+  | "rope"
+  | "ropeBackward"
+  | "attention"
+  | "attentionBackward"
+  | "attentionDecode"
+  | "swiglu"
+  | "swigluBackward"
+  | "logSoftmaxGatherEntropy"
+  | "logSoftmaxGatherEntropyBackward"
+> & { adamwStep: typeof refAdamwStep };
+
+/** The plain-TS backend: the reference itself. */
+export const referenceOps: ModelOps = { ...ref, adamwStep: refAdamwStep };
+
+/** RoPE dims plus the pair convention: `interleaved` rotates (2i, 2i+1) instead of (i, i + hd/2). */
+export interface WasmRopeDims extends RopeDims {
+  interleaved?: boolean;
+}
+
+/** The Wasm backend: every ModelOps op, RoPE with the choice of pair convention. */
+export interface WasmModelOps extends ModelOps {
+  rope(x: Arr, positions: ArrayLike<number>, dims: WasmRopeDims): Arr;
+  ropeBackward(dy: Arr, positions: ArrayLike<number>, dims: WasmRopeDims): Arr;
+}
+
+type Ctor = Float32ArrayConstructor | Float64ArrayConstructor | Int32ArrayConstructor;
+
+function checkLength(name: string, a: ArrayLike<number>, expected: number): void {
+  if (a.length !== expected) throw new ValidationError(`${name} has ${a.length} elements, expected ${expected}`, [name]);
+}
+
+function checkInt(name: string, value: number, lo: number, hi: number): void {
+  if (!(Number.isInteger(value) && value >= lo && value < hi)) throw new ValidationError(`${name} ${value} outside [${lo}, ${hi})`, [name]);
+}
+
+const isF64 = (x: Arr): x is Float64Array => x instanceof Float64Array;
+
+/**
+ * One kernel call: allocate every input and output first (growth detaches views), then copy inputs in,
+ * run, and copy outputs out.
+ */
+class Call {
+  /** [pointer, contents (null: zeros), element type, length] */
+  private readonly fills: [number, ArrayLike<number> | null, Ctor, number][] = [];
+  constructor(private readonly core: CpuCore) {
+    core.begin();
+  }
+  in(x: ArrayLike<number>, ctor: Ctor = Float32Array): number {
+    const ptr = this.core.alloc(x.length * ctor.BYTES_PER_ELEMENT);
+    this.fills.push([ptr, x, ctor, x.length]);
+    return ptr;
+  }
+  out(n: number, ctor: Ctor = Float32Array): number {
+    return this.core.alloc(n * ctor.BYTES_PER_ELEMENT);
+  }
+  zeros(n: number, ctor: Ctor = Float32Array): number {
+    const ptr = this.out(n, ctor);
+    this.fills.push([ptr, null, ctor, n]);
+    return ptr;
+  }
+  run(kernel: () => void): void {
+    for (const [ptr, x, ctor, n] of this.fills) {
+      const v = this.core.view(ctor as Float32ArrayConstructor, ptr, n);
+      if (x) v.set(x);
+      else v.fill(0);
+    }
+    kernel();
+  }
+  f32(ptr: number, n: number): Float32Array {
+    return this.core.view(Float32Array, ptr, n).slice();
+  }
+  f64(ptr: number, n: number): Float64Array {
+    return this.core.view(Float64Array, ptr, n).slice();
+  }
+  /** Copies Wasm memory back into an existing array (in-place ops). */
+  into(ptr: number, target: Float32Array): void {
+    target.set(this.core.view(Float32Array, ptr, target.length));
+  }
+}
+
+function i32(x: ArrayLike<number>): Int32Array {
+  return x instanceof Int32Array ? x : Int32Array.from(x as ArrayLike<number>);
+}
+
+/** The Wasm backend over `core` (default: the process's shared instance, created on first use). */
+export function wasmOps(core?: CpuCore): WasmModelOps {
+  let c = core;
+  const get = () => (c ??= cpuCore());
+
+  function gemm(form: number, a: Arr, b: Arr, { m, k, n }: MatDims, aLen: number, bLen: number): Float32Array {
+    checkLength("a", a, aLen);
+    checkLength("b", b, bLen);
+    const core = get();
+    const call = new Call(core);
+    const pa = call.in(a);
+    const pb = call.in(b);
+    const py = call.out(m * n);
+    const scratch = call.out(core.exports.gemmScratchBytes() / 4);
+    call.run(() => core.exports.gemm(form, pa, pb, py, m, k, n, 0, n, scratch));
+    return call.f32(py, m * n);
+  }
+
+  const matmul = (a: Arr, b: Arr, d: MatDims): Arr => (isF64(a) ? ref.matmul(a, b, d) : gemm(GEMM_FORM.AB, a, b, d, d.m * d.k, d.k * d.n));
+  const matmulABt = (a: Arr, b: Arr, d: MatDims): Arr =>
+    isF64(a) ? ref.matmulABt(a, b, d) : gemm(GEMM_FORM.ABT, a, b, d, d.m * d.k, d.n * d.k);
+  const matmulAtB = (a: Arr, b: Arr, d: MatDims): Arr =>
+    isF64(a) ? ref.matmulAtB(a, b, d) : gemm(GEMM_FORM.ATB, a, b, d, d.k * d.m, d.k * d.n);
+
+  function rotate(x: Arr, positions: ArrayLike<number>, dims: WasmRopeDims, sign: 1 | -1): Arr {
+    const { rows, heads, headDim, theta, scaling, interleaved } = dims;
+    checkLength("x", x, rows * heads * headDim);
+    checkLength("positions", positions, rows);
+    const core = get();
+    const call = new Call(core);
+    const px = call.in(x);
+    const pp = call.in(i32(positions), Int32Array);
+    const pf = call.in(ropeInvFreq(headDim, theta, scaling), Float64Array);
+    const py = call.out(x.length);
+    call.run(() => core.exports.rope(px, py, pp, pf, rows, heads, headDim, sign, interleaved ? 1 : 0));
+    return call.f32(py, x.length);
+  }
+
+  return {
+    matmul,
+    matmulABt,
+    matmulAtB,
+    matmulBackward(x, w, dy, { m, k, n }) {
+      return { dx: matmulABt(dy, w, { m, k: n, n: k }), dw: matmulAtB(x, dy, { m: k, k: m, n }) };
+    },
+
+    rmsnorm(x, w, dims: NormDims) {
+      if (isF64(x)) return ref.rmsnorm(x, w, dims);
+      const { rows, dim, eps } = dims;
+      checkLength("x", x, rows * dim);
+      checkLength("w", w, dim);
+      const core = get();
+      const call = new Call(core);
+      const px = call.in(x);
+      const pw = call.in(w);
+      const py = call.out(rows * dim);
+      const pr = call.out(rows);
+      call.run(() => core.exports.rmsnorm(px, pw, py, pr, rows, dim, eps));
+      return { y: call.f32(py, rows * dim), rstd: call.f32(pr, rows) };
+    },
+
+    rmsnormBackward(x, w, rstd, dy, dims) {
+      if (isF64(x)) return ref.rmsnormBackward(x, w, rstd, dy, dims);
+      const { rows, dim } = dims;
+      checkLength("x", x, rows * dim);
+      checkLength("w", w, dim);
+      checkLength("rstd", rstd, rows);
+      checkLength("dy", dy, rows * dim);
+      const core = get();
+      const call = new Call(core);
+      const [px, pw, pr, pdy] = [call.in(x), call.in(w), call.in(rstd), call.in(dy)];
+      const pdx = call.out(rows * dim);
+      const pacc = call.zeros(dim, Float64Array);
+      call.run(() => core.exports.rmsnormBackward(px, pw, pr, pdy, pdx, pacc, 0, rows, dim));
+      return { dx: call.f32(pdx, rows * dim), dw: Float32Array.from(call.f64(pacc, dim)) };
+    },
+
+    rope: (x: Arr, positions: ArrayLike<number>, dims: WasmRopeDims) =>
+      isF64(x) && !dims.interleaved ? ref.rope(x, positions, dims) : rotate(x, positions, dims, 1),
+    ropeBackward: (dy: Arr, positions: ArrayLike<number>, dims: WasmRopeDims) =>
+      isF64(dy) && !dims.interleaved ? ref.ropeBackward(dy, positions, dims) : rotate(dy, positions, dims, -1),
+
+    attention(q, k, v, mask, dims: AttentionDims, keepProbs = true) {
+      if (isF64(q)) return ref.attention(q, k, v, mask, dims, keepProbs);
+      const { batch: B, seq: T, heads: H, kvHeads: KV, headDim: hd } = dims;
+      checkLength("q", q, B * T * H * hd);
+      checkLength("k", k, B * T * KV * hd);
+      checkLength("v", v, B * T * KV * hd);
+      checkLength("attention_mask", mask, B * T);
+      if (H % KV !== 0) throw new ValidationError(`heads ${H} is not a multiple of kvHeads ${KV}`, ["kvHeads"]);
+      const core = get();
+      const call = new Call(core);
+      const [pq, pk, pv] = [call.in(q), call.in(k), call.in(v)];
+      const pm = call.in(
+        Int32Array.from(mask as ArrayLike<number>, (x) => (x === 1 ? 1 : 0)),
+        Int32Array,
+      );
+      const po = call.out(B * T * H * hd);
+      const nProbs = keepProbs ? B * H * T * T : 0;
+      const pp = call.out(nProbs);
+      const ps = call.out(T);
+      call.run(() => core.exports.attention(pq, pk, pv, pm, po, pp, keepProbs ? 1 : 0, ps, B, T, H, KV, hd));
+      return { out: call.f32(po, B * T * H * hd), probs: call.f32(pp, nProbs) };
+    },
+
+    attentionBackward(q, k, v, probs, dout, dims) {
+      if (isF64(q)) return ref.attentionBackward(q, k, v, probs, dout, dims);
+      const { batch: B, seq: T, heads: H, kvHeads: KV, headDim: hd } = dims;
+      checkLength("q", q, B * T * H * hd);
+      checkLength("k", k, B * T * KV * hd);
+      checkLength("v", v, B * T * KV * hd);
+      checkLength("probs", probs, B * H * T * T);
+      checkLength("dout", dout, B * T * H * hd);
+      const core = get();
+      const call = new Call(core);
+      const [pq, pk, pv, pp, pd] = [call.in(q), call.in(k), call.in(v), call.in(probs), call.in(dout)];
+      const [dq, dk, dv] = [call.out(q.length), call.out(k.length), call.out(v.length)];
+      const ps = call.out(T);
+      call.run(() => core.exports.attentionBackward(pq, pk, pv, pp, pd, dq, dk, dv, ps, B, T, H, KV, hd));
+      return { dq: call.f32(dq, q.length), dk: call.f32(dk, k.length), dv: call.f32(dv, v.length) };
+    },
+
+    attentionDecode(q, kCache, vCache, len, dims) {
+      if (isF64(q)) return ref.attentionDecode(q, kCache, vCache, len, dims);
+      const { heads: H, kvHeads: KV, headDim: hd } = dims;
+      checkLength("q", q, H * hd);
+      const n = len * KV * hd;
+      if (kCache.length < n) throw new ValidationError(`kCache has ${kCache.length} elements, fewer than ${len} positions`, ["kCache"]);
+      if (vCache.length < n) throw new ValidationError(`vCache has ${vCache.length} elements, fewer than ${len} positions`, ["vCache"]);
+      const core = get();
+      const call = new Call(core);
+      const pq = call.in(q);
+      const pk = call.in(kCache.subarray(0, n));
+      const pv = call.in(vCache.subarray(0, n));
+      const po = call.out(H * hd);
+      const ps = call.out(len);
+      call.run(() => core.exports.attentionDecode(pq, pk, pv, po, ps, len, H, KV, hd));
+      return call.f32(po, H * hd);
+    },
+
+    swiglu(gate, up) {
+      if (isF64(gate)) return ref.swiglu(gate, up);
+      checkLength("up", up, gate.length);
+      const core = get();
+      const call = new Call(core);
+      const [pg, pu, py] = [call.in(gate), call.in(up), call.out(gate.length)];
+      call.run(() => core.exports.swiglu(pg, pu, py, gate.length));
+      return call.f32(py, gate.length);
+    },
+
+    swigluBackward(gate, up, dy) {
+      if (isF64(gate)) return ref.swigluBackward(gate, up, dy);
+      checkLength("up", up, gate.length);
+      checkLength("dy", dy, gate.length);
+      const n = gate.length;
+      const core = get();
+      const call = new Call(core);
+      const [pg, pu, pd, dg, du] = [call.in(gate), call.in(up), call.in(dy), call.out(n), call.out(n)];
+      call.run(() => core.exports.swigluBackward(pg, pu, pd, dg, du, n));
+      return { dgate: call.f32(dg, n), dup: call.f32(du, n) };
+    },
+
+    logSoftmaxGatherEntropy(logits, targets, dims: VocabDims) {
+      if (isF64(logits)) return ref.logSoftmaxGatherEntropy(logits, targets, dims);
+      const { rows, vocab } = dims;
+      checkLength("logits", logits, rows * vocab);
+      checkLength("targets", targets, rows);
+      for (let r = 0; r < rows; r++) checkInt("targets", targets[r], 0, vocab);
+      const core = get();
+      const call = new Call(core);
+      const [pz, pt] = [call.in(logits), call.in(i32(targets), Int32Array)];
+      const [pl, pe, ps] = [call.out(rows), call.out(rows), call.out(rows)];
+      call.run(() => core.exports.logSoftmaxGatherEntropy(pz, pt, pl, pe, ps, rows, vocab));
+      return { logprob: call.f32(pl, rows), entropy: call.f32(pe, rows), lse: call.f32(ps, rows) };
+    },
+
+    logSoftmaxGatherEntropyBackward(logits, targets, lse, entropy, dlogprob, dentropy, dims) {
+      if (isF64(logits)) return ref.logSoftmaxGatherEntropyBackward(logits, targets, lse, entropy, dlogprob, dentropy, dims);
+      const { rows, vocab } = dims;
+      checkLength("logits", logits, rows * vocab);
+      for (const [name, a] of [
+        ["targets", targets],
+        ["lse", lse],
+        ["entropy", entropy],
+        ["dlogprob", dlogprob],
+        ["dentropy", dentropy],
+      ] as const)
+        checkLength(name, a, rows);
+      for (let r = 0; r < rows; r++) checkInt("targets", targets[r], 0, vocab);
+      const core = get();
+      const call = new Call(core);
+      const pz = call.in(logits);
+      const pt = call.in(i32(targets), Int32Array);
+      const [pl, pe, pgl, pge] = [call.in(lse), call.in(entropy), call.in(dlogprob), call.in(dentropy)];
+      const pdz = call.out(rows * vocab);
+      call.run(() => core.exports.logSoftmaxGatherEntropyBackward(pz, pt, pl, pe, pgl, pge, pdz, rows, vocab));
+      return call.f32(pdz, rows * vocab);
+    },
+
+    adamwStep(params: Float32Array, grads: ArrayLike<number>, state: OptimizerState, o: Required<OptimizerOptions>): void {
+      const n = params.length;
+      checkLength("grads", grads, n);
+      checkLength("m", state.m, n);
+      checkLength("v", state.v, n);
+      state.step += 1;
+      // the reference's constants, computed the same way
+      const { lr, beta1: b1, beta2: b2, eps, weightDecay: wd } = o;
+      const stepSize = lr / (1 - Math.pow(b1, state.step));
+      const bc2Sqrt = Math.sqrt(1 - Math.pow(b2, state.step));
+      const decay = 1 - lr * wd;
+      const core = get();
+      const call = new Call(core);
+      const [pp, pg, pm, pv] = [call.in(params), call.in(grads), call.in(state.m), call.in(state.v)];
+      call.run(() => core.exports.adamw(pp, pg, pm, pv, n, b1, 1 - b1, b2, 1 - b2, eps, stepSize, bc2Sqrt, decay));
+      call.into(pp, params);
+      call.into(pm, state.m);
+      call.into(pv, state.v);
+    },
+  };
+}
