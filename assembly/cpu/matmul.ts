@@ -165,7 +165,8 @@ export function gemm(form: i32, a: usize, b: usize, c: usize, m: i32, k: i32, n:
     for (let i = 0; i < m; i++) memory.fill(c + ((<usize>i * <usize>n + <usize>j0) << 2), 0, <usize>(j1 - j0) << 2);
     return;
   }
-  if (m < SMALL_M && form == FORM_AB) return gemvAB(a, b, c, m, k, n, j0, j1);
+  if (m < SMALL_M && form == FORM_AB) return gemvAB(a, k, 1, b, c, m, k, n, j0, j1);
+  if (m < SMALL_M && form == FORM_ATB) return gemvAB(a, 1, m, b, c, m, k, n, j0, j1);
   if (m < SMALL_M && form == FORM_ABT) return gemvABt(a, b, c, m, k, n, j0, j1);
   const atrans = form == FORM_ATB, btrans = form == FORM_ABT;
   const ap = scratch, bp = scratch + ((MC * KC) << 2), tmp = bp + ((KC * NC) << 2);
@@ -191,18 +192,22 @@ export function gemm(form: i32, a: usize, b: usize, c: usize, m: i32, k: i32, n:
   }
 }
 
-/** Small m, A [m,k] x B [k,n]: 32 columns at a time in registers, streaming rows of B (no packing). */
-function gemvAB(a: usize, b: usize, c: usize, m: i32, k: i32, n: i32, j0: i32, j1: i32): void {
+/**
+ * Small m, op(A) x B [k,n] with op(A)[i,p] = a[i*ars + p*acs] (A [m,k]: ars = k, acs = 1; A^T of [k,m]:
+ * ars = 1, acs = m): 16 columns at a time in registers, streaming rows of B (no packing).
+ */
+function gemvAB(a: usize, ars: i32, acs: i32, b: usize, c: usize, m: i32, k: i32, n: i32, j0: i32, j1: i32): void {
   const ldb = <usize>n << 2;
+  const astep = <usize>acs << 2;
   for (let i = 0; i < m; i++) {
-    const arow = a + ((<usize>i * <usize>k) << 2);
+    const arow = a + ((<usize>i * <usize>ars) << 2);
     const crow = c + ((<usize>i * <usize>n) << 2);
     let j = j0;
     for (; j + 16 <= j1; j += 16) {
       let s0 = f32x4.splat(0), s1 = f32x4.splat(0), s2 = f32x4.splat(0), s3 = f32x4.splat(0);
       let bq = b + (<usize>j << 2);
       for (let p = 0; p < k; p++) {
-        const av = v128.load32_splat(arow + (<usize>p << 2));
+        const av = v128.load32_splat(arow + <usize>p * astep);
         s0 = fma4(s0, av, v128.load(bq));
         s1 = fma4(s1, av, v128.load(bq, 16));
         s2 = fma4(s2, av, v128.load(bq, 32));
@@ -219,14 +224,14 @@ function gemvAB(a: usize, b: usize, c: usize, m: i32, k: i32, n: i32, j0: i32, j
       let s0 = f32x4.splat(0);
       let bq = b + (<usize>j << 2);
       for (let p = 0; p < k; p++) {
-        s0 = fma4(s0, v128.load32_splat(arow + (<usize>p << 2)), v128.load(bq));
+        s0 = fma4(s0, v128.load32_splat(arow + <usize>p * astep), v128.load(bq));
         bq += ldb;
       }
       v128.store(crow + (<usize>j << 2), s0);
     }
     for (; j < j1; j++) {
       let s: f32 = 0;
-      for (let p = 0; p < k; p++) s += load<f32>(arow + (<usize>p << 2)) * load<f32>(b + ((<usize>p * <usize>n + <usize>j) << 2));
+      for (let p = 0; p < k; p++) s += load<f32>(arow + <usize>p * astep) * load<f32>(b + ((<usize>p * <usize>n + <usize>j) << 2));
       store<f32>(crow + (<usize>j << 2), s);
     }
   }
