@@ -1,40 +1,17 @@
 /**
  * The model ops on the Wasm SIMD kernels (assembly/cpu/, loaded by src/wasm/cpu/), with exactly the
- * signatures of the plain-TS reference (`reference/ops.ts`, `reference/optim.ts`), so a forward/backward can
- * take either as its ops backend. Float32 inputs run in Wasm (copied into the instance's memory, results
+ * signatures of the plain-TS reference (`reference/ops.ts`, `reference/optim.ts`): a `ModelOps` backend
+ * (ops-backend.ts) for reference.ts's forward and backward. Float32 inputs run in Wasm (copied into the instance's memory, results
  * copied out into fresh arrays: nothing returned aliases Wasm memory); Float64 inputs (finite-difference
  * checks) go to the reference, which stays the oracle. Accumulation rules and tolerances: src/wasm/README.md.
  */
 import { ValidationError } from "../types/errors.ts";
 import { cpuCore, GEMM_FORM, type CpuCore } from "../wasm/cpu/index.ts";
 import { ropeInvFreq } from "./config.ts";
+import type { ModelOps } from "./ops-backend.ts";
 import * as ref from "./reference/ops.ts";
 import type { Arr, AttentionDims, MatDims, NormDims, RopeDims, VocabDims } from "./reference/ops.ts";
-import { adamwStep as refAdamwStep } from "./reference/optim.ts";
 import type { OptimizerOptions, OptimizerState } from "./train-types.ts";
-
-/** The ops a backend provides (the reference's own functions are one backend). */
-export type ModelOps = Pick<
-  typeof ref,
-  | "matmul"
-  | "matmulABt"
-  | "matmulAtB"
-  | "matmulBackward"
-  | "rmsnorm"
-  | "rmsnormBackward"
-  | "rope"
-  | "ropeBackward"
-  | "attention"
-  | "attentionBackward"
-  | "attentionDecode"
-  | "swiglu"
-  | "swigluBackward"
-  | "logSoftmaxGatherEntropy"
-  | "logSoftmaxGatherEntropyBackward"
-> & { adamwStep: typeof refAdamwStep };
-
-/** The plain-TS backend: the reference itself. */
-export const referenceOps: ModelOps = { ...ref, adamwStep: refAdamwStep };
 
 /** RoPE dims plus the pair convention: `interleaved` rotates (2i, 2i+1) instead of (i, i + hd/2). */
 export interface WasmRopeDims extends RopeDims {

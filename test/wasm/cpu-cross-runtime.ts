@@ -5,7 +5,8 @@
  * `npx tsx`, `npx deno run -A` or `npx bun`; test/wasm/runtimes.test.ts runs all three and compares.
  */
 import { Rng } from "../../src/model/init.ts";
-import { referenceOps, wasmOps, type ModelOps } from "../../src/model/wasm-ops.ts";
+import { referenceOps, type ModelOps } from "../../src/model/ops-backend.ts";
+import { wasmOps } from "../../src/model/wasm-ops.ts";
 
 type Out = Record<string, ArrayLike<number>>;
 
