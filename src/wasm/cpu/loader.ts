@@ -2,12 +2,13 @@
  * Loads the CPU model kernels the same way on every runtime: decode the embedded base64, compile once per
  * process, instantiate with a memory created here (the module imports `env.memory`).
  */
-import { CPU_KERNELS_WASM_BASE64 } from "./kernels.wasm.ts";
+import { CPU_KERNELS_SHARED_WASM_BASE64, CPU_KERNELS_WASM_BASE64 } from "./kernels.wasm.ts";
 import { CpuCore } from "./core.ts";
 import type { CpuKernelExports } from "./exports.ts";
 
-export function cpuKernelBytes(): Uint8Array<ArrayBuffer> {
-  const s = atob(CPU_KERNELS_WASM_BASE64);
+/** The module's bytes: over an ordinary memory, or (`shared`) over a shared one for a worker pool. */
+export function cpuKernelBytes(shared = false): Uint8Array<ArrayBuffer> {
+  const s = atob(shared ? CPU_KERNELS_SHARED_WASM_BASE64 : CPU_KERNELS_WASM_BASE64);
   const out = new Uint8Array(s.length);
   for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
   return out;
