@@ -6,7 +6,7 @@
  * checks) go to the reference, which stays the oracle. Accumulation rules and tolerances: src/wasm/README.md.
  */
 import { ValidationError } from "../types/errors.ts";
-import { cpuCore, GEMM_FORM, type CpuCore } from "../wasm/cpu/index.ts";
+import { CpuCore, CpuPool, cpuCore, GEMM_FORM } from "../wasm/cpu/index.ts";
 import { ropeInvFreq } from "./config.ts";
 import type { ModelOps } from "./ops-backend.ts";
 import * as ref from "./reference/ops.ts";
@@ -83,9 +83,31 @@ function i32(x: ArrayLike<number>): Int32Array {
   return x instanceof Int32Array ? x : Int32Array.from(x as ArrayLike<number>);
 }
 
-/** The Wasm backend over `core` (default: the process's shared instance, created on first use). */
-export function wasmOps(core?: CpuCore): WasmModelOps {
-  let c = core;
+/** GEMMs smaller than this many multiply-adds stay on one thread (waking workers costs microseconds). */
+const PARALLEL_MIN_WORK = 1 << 18;
+
+/**
+ * Column ranges of n for `parts` threads: fixed by (n, parts) alone, boundaries on multiples of 8 (the
+ * kernel's panel width). Any split gives the same bits: an element's arithmetic does not depend on it.
+ */
+export function columnRanges(n: number, parts: number): [number, number][] {
+  const panels = Math.ceil(n / 8);
+  const out: [number, number][] = [];
+  for (let t = 0; t < parts; t++) {
+    const j0 = Math.min(n, Math.floor((panels * t) / parts) * 8);
+    const j1 = Math.min(n, Math.floor((panels * (t + 1)) / parts) * 8);
+    if (j1 > j0) out.push([j0, j1]);
+  }
+  return out;
+}
+
+/**
+ * The Wasm backend over `target`: an instance (default: the process's shared one, created on first use)
+ * or a worker pool, whose threads then split each large GEMM by columns.
+ */
+export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
+  const pool = target instanceof CpuPool ? target : null;
+  let c = target instanceof CpuCore ? target : pool?.core;
   const get = () => (c ??= cpuCore());
 
   function gemm(form: number, a: Arr, b: Arr, { m, k, n }: MatDims, aLen: number, bLen: number): Float32Array {
@@ -96,8 +118,12 @@ export function wasmOps(core?: CpuCore): WasmModelOps {
     const pa = call.in(a);
     const pb = call.in(b);
     const py = call.out(m * n);
-    const scratch = call.out(core.exports.gemmScratchBytes() / 4);
-    call.run(() => core.exports.gemm(form, pa, pb, py, m, k, n, 0, n, scratch));
+    const ranges = pool && m * n * k >= PARALLEL_MIN_WORK ? columnRanges(n, pool.threads) : [[0, n] as [number, number]];
+    const scratch = ranges.map(() => call.out(core.exports.gemmScratchBytes() / 4));
+    call.run(() => {
+      if (ranges.length === 1) core.exports.gemm(form, pa, pb, py, m, k, n, 0, n, scratch[0]);
+      else pool!.run(ranges.map(([j0, j1], t) => ({ name: "gemm", args: [form, pa, pb, py, m, k, n, j0, j1, scratch[t]] })));
+    });
     return call.f32(py, m * n);
   }
 

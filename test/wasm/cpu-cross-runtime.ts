@@ -1,12 +1,14 @@
 /**
  * Cross-runtime check of the CPU model kernels: runs every kernel on fixed seeded inputs and prints one JSON
  * line with a digest of the Wasm outputs (bit-exact) and the kernels whose outputs leave the reference's
- * tolerance (1e-5 of each output's scale here: the per-kernel bounds are in cpu-kernels.test.ts). Run with
+ * tolerance (1e-5 of each output's scale here: the per-kernel bounds are in cpu-kernels.test.ts), and whether a
+ * pool of 3 threads gives the same bits as one. Run with
  * `npx tsx`, `npx deno run -A` or `npx bun`; test/wasm/runtimes.test.ts runs all three and compares.
  */
 import { Rng } from "../../src/model/init.ts";
 import { referenceOps, type ModelOps } from "../../src/model/ops-backend.ts";
 import { wasmOps } from "../../src/model/wasm-ops.ts";
+import { CpuPool } from "../../src/wasm/cpu/index.ts";
 
 type Out = Record<string, ArrayLike<number>>;
 
@@ -97,4 +99,13 @@ function mismatches(a: Out, b: Out): string[] {
 const runtime = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "node";
 const wasmOut = run(wasmOps());
 const refOut = run(referenceOps);
-console.log(JSON.stringify({ runtime, digest: digest(wasmOut), referenceDigest: digest(refOut), mismatches: mismatches(wasmOut, refOut) }));
+// the same through a pool of 3 threads over one shared memory: the same bits
+const pool = await CpuPool.create(3);
+const pooled = digest(run(wasmOps(pool)));
+pool.close();
+const bad = [
+  ...mismatches(wasmOut, refOut),
+  ...(pool.threads === 3 ? [] : [`pool has ${pool.threads} threads`]),
+  ...(pooled === digest(wasmOut) ? [] : [`3 threads: ${pooled}`]),
+];
+console.log(JSON.stringify({ runtime, digest: digest(wasmOut), referenceDigest: digest(refOut), mismatches: bad }));
