@@ -3,19 +3,27 @@
  * the three matmul forms at the calc demo's shapes (examples/calc/config.ts, a GRPO step of 16 problems x 8
  * rollouts of 64 tokens = 8,192 token rows) and at Qwen2.5-0.5B's MLP shapes (1 x 896 x 4864: decode;
  * 512 x 896 x 4864: a 512-token prompt), and numpy (OpenBLAS, f32) on the same shapes with 1 thread and with
- * all threads when python3 and numpy exist. Wasm is one thread; "kernel" has its inputs already in Wasm
- * memory, "façade" is src/model/wasm-ops.ts (copies in and out, what a caller gets today). Then the other
- * kernels at the demo's shapes, reference vs Wasm. Run: `npm run bench -- cpu` (or `npx tsx bench/cpu.ts`).
+ * all threads when python3 and numpy exist. "kernel" has its inputs already in Wasm memory (one thread, and
+ * a CpuPool of every CPU splitting the columns), "façade" is src/model/wasm-ops.ts on one thread (copies in
+ * and out, what a caller gets today). Then the other kernels at the demo's shapes, reference vs Wasm. Run: `npm run bench -- cpu` (or `npx tsx bench/cpu.ts`).
  */
 import { spawnSync } from "node:child_process";
+import { loadavg } from "node:os";
 import { CALC_CONFIG } from "../examples/calc/config.ts";
 import { Rng } from "../src/model/init.ts";
 import * as ref from "../src/model/reference/ops.ts";
-import { wasmOps } from "../src/model/wasm-ops.ts";
-import { GEMM_FORM, instantiateCpuCore } from "../src/wasm/cpu/index.ts";
+import { columnRanges, wasmOps as wasmOpsOf } from "../src/model/wasm-ops.ts";
+import { CpuPool, GEMM_FORM, instantiateCpuCore } from "../src/wasm/cpu/index.ts";
 
+/** 1, 5 and 15 min load averages: the machine is shared, so every run says how busy it was. */
+const loadAverage = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(" ");
+const loadBefore = loadAverage();
 const core = instantiateCpuCore();
-const wasm = wasmOps(core);
+const wasm = wasmOpsOf(core);
+const pool = await CpuPool.create();
 
 /** Best of several runs: on a shared machine the minimum is the figure least disturbed by other load. */
 function best(f: () => unknown, minRuns = 3, minMs = 300): number {
@@ -90,9 +98,21 @@ print(json.dumps(out))
 const rng = new Rng(23);
 const gflops = (s: Shape, ms: number) => (2 * s.m * s.k * s.n) / ms / 1e6;
 const rows: string[][] = [
-  ["shape", "form", "m x k x n", "TS ref GFLOP/s", "Wasm kernel", "Wasm façade", "kernel / ref", "numpy 1 thr", "numpy all thr"],
+  [
+    "shape",
+    "form",
+    "m x k x n",
+    "TS ref GFLOP/s",
+    "Wasm kernel",
+    "Wasm façade",
+    "kernel / ref",
+    `Wasm ${pool.threads} thr`,
+    `${pool.threads} thr / ref`,
+    "numpy 1 thr",
+    "numpy all thr",
+  ],
 ];
-const measured: { s: Shape; refG: number; kernelG: number; facadeG: number }[] = [];
+const measured: { s: Shape; refG: number; kernelG: number; facadeG: number; poolG: number }[] = [];
 for (const s of SHAPES) {
   const { m, k, n, form } = s;
   const a = randomF32(rng, m * k);
@@ -109,11 +129,25 @@ for (const s of SHAPES) {
   core.view(Float32Array, pa, a.length).set(a);
   core.view(Float32Array, pb, b.length).set(b);
   const kernelMs = best(() => core.exports.gemm(FORM_CODE[form], pa, pb, pc, m, k, n, 0, n, scratch));
-  measured.push({ s, refG: gflops(s, refMs), kernelG: gflops(s, kernelMs), facadeG: gflops(s, facadeMs) });
+  // the same on the pool's shared memory, columns split over its threads
+  const pc2 = pool.core;
+  pc2.begin();
+  const [qa, qb, qc] = [pc2.alloc(a.byteLength), pc2.alloc(b.byteLength), pc2.alloc(m * n * 4)];
+  const ranges = columnRanges(n, pool.threads);
+  const scratches = ranges.map(() => pc2.alloc(pc2.exports.gemmScratchBytes()));
+  pc2.view(Float32Array, qa, a.length).set(a);
+  pc2.view(Float32Array, qb, b.length).set(b);
+  const tasks = ranges.map(([j0, j1], t) => ({
+    name: "gemm" as const,
+    args: [FORM_CODE[form], qa, qb, qc, m, k, n, j0, j1, scratches[t]],
+  }));
+  const poolMs = best(() => pool.run(tasks));
+  measured.push({ s, refG: gflops(s, refMs), kernelG: gflops(s, kernelMs), facadeG: gflops(s, facadeMs), poolG: gflops(s, poolMs) });
 }
+pool.close();
 const np1 = numpy(SHAPES, "1");
 const npAll = numpy(SHAPES, null);
-measured.forEach(({ s, refG, kernelG, facadeG }, i) => {
+measured.forEach(({ s, refG, kernelG, facadeG, poolG }, i) => {
   rows.push([
     s.label,
     s.form,
@@ -122,6 +156,8 @@ measured.forEach(({ s, refG, kernelG, facadeG }, i) => {
     kernelG.toFixed(1),
     facadeG.toFixed(1),
     `${(kernelG / refG).toFixed(1)}x`,
+    poolG.toFixed(1),
+    `${(poolG / refG).toFixed(1)}x`,
     np1?.[i] != null ? np1[i]!.toFixed(1) : "-",
     npAll?.[i] != null ? npAll[i]!.toFixed(1) : "-",
   ]);
@@ -199,6 +235,7 @@ const kr: string[][] = [["kernel", "size", "TS ref ms", "Wasm ms", "ratio"]];
   }
 }
 
+console.log(`load average before: ${loadBefore}, after: ${loadAverage()}`);
 const md = (t: string[][]) => [t[0], t[0].map(() => "---"), ...t.slice(1)].map((r) => `| ${r.join(" | ")} |`).join("\n");
 console.log(md(rows));
 console.log();
