@@ -29,20 +29,23 @@ export function rmsnorm(x: usize, w: usize, y: usize, rstd: usize, rows: i32, di
 }
 
 /**
- * dx_j = rstd w_j dy_j - rstd^3/dim x_j sum_k dy_k w_k x_k; dwAcc[j] (f64, not cleared) += sum over rows of
- * dy_j x_j rstd. Rows [r0, r1) only, so threads can own fixed row chunks with their own dwAcc.
+ * dx_j = rstd w_j dy_j - rstd^3/dim x_j sum_k dy_k w_k x_k, for rows [r0, r1). The dw column sums
+ * (dy_j x_j rstd) go to f64 accumulators, one [dim] block per chunk of `chunk` rows
+ * (dwAcc + (r / chunk) * dim, not cleared): the caller sums the blocks in chunk order, so the result is the
+ * same whichever thread ran which chunks.
  */
-export function rmsnormBackward(x: usize, w: usize, rstd: usize, dy: usize, dx: usize, dwAcc: usize, r0: i32, r1: i32, dim: i32): void {
+export function rmsnormBackward(x: usize, w: usize, rstd: usize, dy: usize, dx: usize, dwAcc: usize, r0: i32, r1: i32, dim: i32, chunk: i32): void {
   for (let r = r0; r < r1; r++) {
     const base = (<usize>r * <usize>dim) << 2;
     const xr = x + base, dyr = dy + base, dxr = dx + base;
+    const acc = dwAcc + ((<usize>(r / chunk) * <usize>dim) << 3);
     const rs = <f64>load<f32>(rstd + (<usize>r << 2));
     let dot = 0.0;
     for (let j = 0; j < dim; j++) {
       const o = <usize>j << 2;
       const xv = <f64>load<f32>(xr + o), g = <f64>load<f32>(dyr + o);
       dot += g * <f64>load<f32>(w + o) * xv;
-      const a = dwAcc + (<usize>j << 3);
+      const a = acc + (<usize>j << 3);
       store<f64>(a, load<f64>(a) + g * xv * rs);
     }
     const c = (rs * rs * rs * dot) / <f64>dim;

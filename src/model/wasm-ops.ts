@@ -6,7 +6,7 @@
  * checks) go to the reference, which stays the oracle. Accumulation rules and tolerances: src/wasm/README.md.
  */
 import { ValidationError } from "../types/errors.ts";
-import { CpuCore, CpuPool, cpuCore, GEMM_FORM } from "../wasm/cpu/index.ts";
+import { CpuCore, CpuPool, cpuCore, GEMM_FORM, type Task } from "../wasm/cpu/index.ts";
 import { ropeInvFreq } from "./config.ts";
 import type { ModelOps } from "./ops-backend.ts";
 import * as ref from "./reference/ops.ts";
@@ -91,24 +91,47 @@ const PARALLEL_MIN_WORK = 1 << 18;
  * kernel's panel width). Any split gives the same bits: an element's arithmetic does not depend on it.
  */
 export function columnRanges(n: number, parts: number): [number, number][] {
-  const panels = Math.ceil(n / 8);
+  return splitRanges(n, parts, 8);
+}
+
+/** [i0, i1) ranges of [0, count) in `parts`, boundaries on multiples of `align`, fixed by the arguments. */
+export function splitRanges(count: number, parts: number, align = 1): [number, number][] {
+  const units = Math.ceil(count / align);
   const out: [number, number][] = [];
   for (let t = 0; t < parts; t++) {
-    const j0 = Math.min(n, Math.floor((panels * t) / parts) * 8);
-    const j1 = Math.min(n, Math.floor((panels * (t + 1)) / parts) * 8);
-    if (j1 > j0) out.push([j0, j1]);
+    const i0 = Math.min(count, Math.floor((units * t) / parts) * align);
+    const i1 = Math.min(count, Math.floor((units * (t + 1)) / parts) * align);
+    if (i1 > i0) out.push([i0, i1]);
   }
   return out;
 }
 
+/** Rows per dw accumulator block of the RMSNorm backward: fixed, so dw does not depend on the thread count. */
+const NORM_CHUNK = 256;
+
 /**
  * The Wasm backend over `target`: an instance (default: the process's shared one, created on first use)
- * or a worker pool, whose threads then split each large GEMM by columns.
+ * or a worker pool. On a pool, large calls are split in fixed ranges — GEMM by columns, row-wise kernels by
+ * rows, attention by batch rows — and every split gives the bits one thread gives.
  */
 export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
   const pool = target instanceof CpuPool ? target : null;
   let c = target instanceof CpuCore ? target : pool?.core;
   const get = () => (c ??= cpuCore());
+
+  /**
+   * Runs task(i0, i1) over [0, count): in fixed ranges on the pool when `work` is large enough to pay for
+   * waking the workers, else once here.
+   */
+  function split(count: number, work: number, task: (i0: number, i1: number) => Task, align = 1): void {
+    const ranges = pool && work >= PARALLEL_MIN_WORK ? splitRanges(count, pool.threads, align) : [];
+    if (ranges.length > 1) {
+      pool!.run(ranges.map(([i0, i1]) => task(i0, i1)));
+      return;
+    }
+    const t = task(0, count);
+    (get().exports[t.name] as unknown as (...a: number[]) => void)(...t.args);
+  }
 
   function gemm(form: number, a: Arr, b: Arr, { m, k, n }: MatDims, aLen: number, bLen: number): Float32Array {
     checkLength("a", a, aLen);
@@ -143,7 +166,13 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
     const pp = call.in(i32(positions), Int32Array);
     const pf = call.in(ropeInvFreq(headDim, theta, scaling), Float64Array);
     const py = call.out(x.length);
-    call.run(() => core.exports.rope(px, py, pp, pf, rows, heads, headDim, sign, interleaved ? 1 : 0));
+    const rowBytes = heads * headDim * 4;
+    call.run(() =>
+      split(rows, x.length, (r0, r1) => ({
+        name: "rope",
+        args: [px + r0 * rowBytes, py + r0 * rowBytes, pp + r0 * 4, pf, r1 - r0, heads, headDim, sign, interleaved ? 1 : 0],
+      })),
+    );
     return call.f32(py, x.length);
   }
 
@@ -166,7 +195,12 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       const pw = call.in(w);
       const py = call.out(rows * dim);
       const pr = call.out(rows);
-      call.run(() => core.exports.rmsnorm(px, pw, py, pr, rows, dim, eps));
+      call.run(() =>
+        split(rows, rows * dim, (r0, r1) => ({
+          name: "rmsnorm",
+          args: [px + r0 * dim * 4, pw, py + r0 * dim * 4, pr + r0 * 4, r1 - r0, dim, eps],
+        })),
+      );
       return { y: call.f32(py, rows * dim), rstd: call.f32(pr, rows) };
     },
 
@@ -181,9 +215,21 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       const call = new Call(core);
       const [px, pw, pr, pdy] = [call.in(x), call.in(w), call.in(rstd), call.in(dy)];
       const pdx = call.out(rows * dim);
-      const pacc = call.zeros(dim, Float64Array);
-      call.run(() => core.exports.rmsnormBackward(px, pw, pr, pdy, pdx, pacc, 0, rows, dim));
-      return { dx: call.f32(pdx, rows * dim), dw: Float32Array.from(call.f64(pacc, dim)) };
+      const chunks = Math.ceil(rows / NORM_CHUNK);
+      const pacc = call.zeros(chunks * dim, Float64Array);
+      call.run(() =>
+        split(
+          rows,
+          rows * dim,
+          (r0, r1) => ({ name: "rmsnormBackward", args: [px, pw, pr, pdy, pdx, pacc, r0, r1, dim, NORM_CHUNK] }),
+          NORM_CHUNK,
+        ),
+      );
+      // the chunks' column sums, added in chunk order
+      const acc = call.f64(pacc, chunks * dim);
+      const dw = new Float64Array(dim);
+      for (let ch = 0; ch < chunks; ch++) for (let j = 0; j < dim; j++) dw[j] += acc[ch * dim + j];
+      return { dx: call.f32(pdx, rows * dim), dw: Float32Array.from(dw) };
     },
 
     rope: (x: Arr, positions: ArrayLike<number>, dims: WasmRopeDims) =>
@@ -209,8 +255,30 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       const po = call.out(B * T * H * hd);
       const nProbs = keepProbs ? B * H * T * T : 0;
       const pp = call.out(nProbs);
-      const ps = call.out(T);
-      call.run(() => core.exports.attention(pq, pk, pv, pm, po, pp, keepProbs ? 1 : 0, ps, B, T, H, KV, hd));
+      const threads = pool?.threads ?? 1;
+      const ps = Array.from({ length: threads }, () => call.out(T));
+      const [qb, kb, mb, pb] = [T * H * hd * 4, T * KV * hd * 4, T * 4, keepProbs ? H * T * T * 4 : 0];
+      let t = 0;
+      call.run(() =>
+        split(B, B * H * T * T * hd, (b0, b1) => ({
+          name: "attention",
+          args: [
+            pq + b0 * qb,
+            pk + b0 * kb,
+            pv + b0 * kb,
+            pm + b0 * mb,
+            po + b0 * qb,
+            pp + b0 * pb,
+            keepProbs ? 1 : 0,
+            ps[t++],
+            b1 - b0,
+            T,
+            H,
+            KV,
+            hd,
+          ],
+        })),
+      );
       return { out: call.f32(po, B * T * H * hd), probs: call.f32(pp, nProbs) };
     },
 
@@ -226,8 +294,31 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       const call = new Call(core);
       const [pq, pk, pv, pp, pd] = [call.in(q), call.in(k), call.in(v), call.in(probs), call.in(dout)];
       const [dq, dk, dv] = [call.out(q.length), call.out(k.length), call.out(v.length)];
-      const ps = call.out(T);
-      call.run(() => core.exports.attentionBackward(pq, pk, pv, pp, pd, dq, dk, dv, ps, B, T, H, KV, hd));
+      const threads = pool?.threads ?? 1;
+      const ps = Array.from({ length: threads }, () => call.out(T));
+      const [qb, kb, pb] = [T * H * hd * 4, T * KV * hd * 4, H * T * T * 4];
+      let t = 0;
+      call.run(() =>
+        split(B, B * H * T * T * hd, (b0, b1) => ({
+          name: "attentionBackward",
+          args: [
+            pq + b0 * qb,
+            pk + b0 * kb,
+            pv + b0 * kb,
+            pp + b0 * pb,
+            pd + b0 * qb,
+            dq + b0 * qb,
+            dk + b0 * kb,
+            dv + b0 * kb,
+            ps[t++],
+            b1 - b0,
+            T,
+            H,
+            KV,
+            hd,
+          ],
+        })),
+      );
       return { dq: call.f32(dq, q.length), dk: call.f32(dk, k.length), dv: call.f32(dv, v.length) };
     },
 
@@ -255,7 +346,9 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       const core = get();
       const call = new Call(core);
       const [pg, pu, py] = [call.in(gate), call.in(up), call.out(gate.length)];
-      call.run(() => core.exports.swiglu(pg, pu, py, gate.length));
+      call.run(() =>
+        split(gate.length, gate.length * 8, (i0, i1) => ({ name: "swiglu", args: [pg + i0 * 4, pu + i0 * 4, py + i0 * 4, i1 - i0] }), 4),
+      );
       return call.f32(py, gate.length);
     },
 
@@ -267,7 +360,14 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       const core = get();
       const call = new Call(core);
       const [pg, pu, pd, dg, du] = [call.in(gate), call.in(up), call.in(dy), call.out(n), call.out(n)];
-      call.run(() => core.exports.swigluBackward(pg, pu, pd, dg, du, n));
+      call.run(() =>
+        split(
+          n,
+          n * 8,
+          (i0, i1) => ({ name: "swigluBackward", args: [pg + i0 * 4, pu + i0 * 4, pd + i0 * 4, dg + i0 * 4, du + i0 * 4, i1 - i0] }),
+          4,
+        ),
+      );
       return { dgate: call.f32(dg, n), dup: call.f32(du, n) };
     },
 
@@ -281,7 +381,12 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       const call = new Call(core);
       const [pz, pt] = [call.in(logits), call.in(i32(targets), Int32Array)];
       const [pl, pe, ps] = [call.out(rows), call.out(rows), call.out(rows)];
-      call.run(() => core.exports.logSoftmaxGatherEntropy(pz, pt, pl, pe, ps, rows, vocab));
+      call.run(() =>
+        split(rows, rows * vocab * 8, (r0, r1) => ({
+          name: "logSoftmaxGatherEntropy",
+          args: [pz + r0 * vocab * 4, pt + r0 * 4, pl + r0 * 4, pe + r0 * 4, ps + r0 * 4, r1 - r0, vocab],
+        })),
+      );
       return { logprob: call.f32(pl, rows), entropy: call.f32(pe, rows), lse: call.f32(ps, rows) };
     },
 
@@ -304,7 +409,22 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       const pt = call.in(i32(targets), Int32Array);
       const [pl, pe, pgl, pge] = [call.in(lse), call.in(entropy), call.in(dlogprob), call.in(dentropy)];
       const pdz = call.out(rows * vocab);
-      call.run(() => core.exports.logSoftmaxGatherEntropyBackward(pz, pt, pl, pe, pgl, pge, pdz, rows, vocab));
+      call.run(() =>
+        split(rows, rows * vocab * 8, (r0, r1) => ({
+          name: "logSoftmaxGatherEntropyBackward",
+          args: [
+            pz + r0 * vocab * 4,
+            pt + r0 * 4,
+            pl + r0 * 4,
+            pe + r0 * 4,
+            pgl + r0 * 4,
+            pge + r0 * 4,
+            pdz + r0 * vocab * 4,
+            r1 - r0,
+            vocab,
+          ],
+        })),
+      );
       return call.f32(pdz, rows * vocab);
     },
 
@@ -322,7 +442,10 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       const core = get();
       const call = new Call(core);
       const [pp, pg, pm, pv] = [call.in(params), call.in(grads), call.in(state.m), call.in(state.v)];
-      call.run(() => core.exports.adamw(pp, pg, pm, pv, n, b1, 1 - b1, b2, 1 - b2, eps, stepSize, bc2Sqrt, decay));
+      const c = [b1, 1 - b1, b2, 1 - b2, eps, stepSize, bc2Sqrt, decay];
+      call.run(() =>
+        split(n, n * 8, (i0, i1) => ({ name: "adamw", args: [pp + i0 * 4, pg + i0 * 4, pm + i0 * 4, pv + i0 * 4, i1 - i0, ...c] })),
+      );
       call.into(pp, params);
       call.into(pm, state.m);
       call.into(pv, state.v);

@@ -3,7 +3,7 @@
  * columns), a kernel failing on a worker surfaces as an error, and a closed pool refuses work.
  * (Node here; test/wasm/cpu-cross-runtime.ts runs a 3-thread pool under Node, Deno and Bun.)
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { Rng } from "../../src/model/init.ts";
 import { columnRanges, wasmOps } from "../../src/model/wasm-ops.ts";
 import { CpuPool, instantiateCpuCore } from "../../src/wasm/cpu/index.ts";
@@ -55,6 +55,61 @@ describe("CPU worker pool", () => {
       expect(three.matmulABt(a, bt, { m, k, n })).toEqual(one.matmulABt(a, bt, { m, k, n }));
       expect(three.matmulAtB(at, b, { m, k, n })).toEqual(one.matmulAtB(at, b, { m, k, n }));
     }
+  });
+
+  it("every other op on 3 threads (rows, elements or batch rows split) is bit-identical to one thread", () => {
+    const one = wasmOps(instantiateCpuCore());
+    const three = wasmOps(pool);
+    const runs = vi.spyOn(pool, "run");
+    const rng = new Rng(4);
+    const f = (n: number, std = 1) => Float32Array.from(randn(rng, n, std));
+    const same = (name: string, a: unknown, b: unknown) => expect(a, name).toEqual(b);
+    const [rows, dim] = [1000, 300];
+    const x = f(rows * dim);
+    const w = f(dim);
+    const nb = one.rmsnorm(x, w, { rows, dim, eps: 1e-6 });
+    same("rmsnorm", three.rmsnorm(x, w, { rows, dim, eps: 1e-6 }), nb);
+    same("rmsnormBackward", three.rmsnormBackward(x, w, nb.rstd, x, { rows, dim }), one.rmsnormBackward(x, w, nb.rstd, x, { rows, dim }));
+    const rd = { rows: 600, heads: 4, headDim: 128, theta: 1e4 };
+    const xr = f(600 * 512);
+    const pos = Array.from({ length: 600 }, (_, i) => i);
+    same("rope", three.rope(xr, pos, rd), one.rope(xr, pos, rd));
+    same("ropeBackward", three.ropeBackward(xr, pos, rd), one.ropeBackward(xr, pos, rd));
+    const g = f(40001, 3);
+    const u = f(40001);
+    same("swiglu", three.swiglu(g, u), one.swiglu(g, u));
+    same("swigluBackward", three.swigluBackward(g, u, u), one.swigluBackward(g, u, u));
+    const z = f(50 * 1001, 4);
+    const tg = Array.from({ length: 50 }, (_, i) => i * 7);
+    const ls = one.logSoftmaxGatherEntropy(z, tg, { rows: 50, vocab: 1001 });
+    same("logSoftmaxGatherEntropy", three.logSoftmaxGatherEntropy(z, tg, { rows: 50, vocab: 1001 }), ls);
+    const gl = f(50);
+    same(
+      "logSoftmaxGatherEntropyBackward",
+      three.logSoftmaxGatherEntropyBackward(z, tg, ls.lse, ls.entropy, gl, gl, { rows: 50, vocab: 1001 }),
+      one.logSoftmaxGatherEntropyBackward(z, tg, ls.lse, ls.entropy, gl, gl, { rows: 50, vocab: 1001 }),
+    );
+    const d = { batch: 5, seq: 32, heads: 4, kvHeads: 2, headDim: 16 };
+    const q = f(5 * 32 * 64);
+    const k = f(5 * 32 * 32);
+    const v = f(5 * 32 * 32);
+    const mask = Array.from({ length: 160 }, (_, i) => (i % 9 === 4 ? 0 : 1));
+    const at = one.attention(q, k, v, mask, d);
+    same("attention", three.attention(q, k, v, mask, d), at);
+    same("attention without probs", three.attention(q, k, v, mask, d, false), one.attention(q, k, v, mask, d, false));
+    same("attentionBackward", three.attentionBackward(q, k, v, at.probs, q, d), one.attentionBackward(q, k, v, at.probs, q, d));
+    const p1 = f(40001);
+    const p3 = p1.slice();
+    const s1 = { step: 0, m: new Float32Array(40001), v: new Float32Array(40001) };
+    const s3 = { step: 0, m: new Float32Array(40001), v: new Float32Array(40001) };
+    const o = { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.01, maxGradNorm: 1 };
+    one.adamwStep(p1, g, s1, o);
+    three.adamwStep(p3, g, s3, o);
+    same("adamw", [p3, s3], [p1, s1]);
+    // every op above was split over the 3 threads
+    expect(runs.mock.calls).toHaveLength(12);
+    for (const [tasks] of runs.mock.calls) expect(tasks).toHaveLength(3);
+    runs.mockRestore();
   });
 
   it("a kernel that traps on a worker throws on the calling thread; the pool still works after", () => {

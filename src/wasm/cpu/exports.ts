@@ -8,7 +8,18 @@ export interface CpuKernelExports {
   gemmScratchBytes(): number;
   gemm(form: number, a: number, b: number, c: number, m: number, k: number, n: number, j0: number, j1: number, scratch: number): void;
   rmsnorm(x: number, w: number, y: number, rstd: number, rows: number, dim: number, eps: number): void;
-  rmsnormBackward(x: number, w: number, rstd: number, dy: number, dx: number, dwAcc: number, r0: number, r1: number, dim: number): void;
+  rmsnormBackward(
+    x: number,
+    w: number,
+    rstd: number,
+    dy: number,
+    dx: number,
+    dwAcc: number,
+    r0: number,
+    r1: number,
+    dim: number,
+    chunk: number,
+  ): void;
   rope(
     x: number,
     y: number,
