@@ -62,16 +62,18 @@ function softmaxRow(row: usize, n: i32, max: f32): void {
 
 /**
  * out [B,T,H*hd]; probs [B,H,T,T] (0 where not visible) when keepProbs, else `scratch` holds T floats.
+ * Only the units [u0, u1) of (batch row, kv head) pairs, u = b*KV + kvh (each with its group of query
+ * heads), so threads can split batch rows and heads; no output depends on the split.
  */
 export function attention(
   q: usize, k: usize, v: usize, mask: usize, out: usize, probs: usize, keepProbs: bool, scratch: usize,
-  B: i32, T: i32, H: i32, KV: i32, hd: i32,
+  B: i32, T: i32, H: i32, KV: i32, hd: i32, u0: i32, u1: i32,
 ): void {
   const group = H / KV;
   const scale = <f32>(1.0 / Math.sqrt(<f64>hd));
-  for (let b = 0; b < B; b++) {
-    for (let h = 0; h < H; h++) {
-      const kvh = h / group;
+  for (let u = u0; u < u1; u++) {
+    const b = u / KV, kvh = u % KV;
+    for (let h = kvh * group; h < (kvh + 1) * group; h++) {
       for (let i = 0; i < T; i++) {
         const qo = q + ((<usize>((b * T + i) * H + h) * <usize>hd) << 2);
         const row = keepProbs ? probs + ((<usize>((b * H + h) * T + i) * <usize>T) << 2) : scratch;
@@ -97,20 +99,26 @@ export function attention(
   }
 }
 
-/** dq, dk, dv of attention given probs and dout; `scratch` holds T floats. */
+/**
+ * dq, dk, dv of attention given probs and dout, for the units [u0, u1) of (batch row, kv head) pairs (as in
+ * `attention`; a unit owns its rows of dq, dk and dv). `scratch` holds T floats.
+ */
 export function attentionBackward(
   q: usize, k: usize, v: usize, probs: usize, dout: usize, dq: usize, dk: usize, dv: usize, scratch: usize,
-  B: i32, T: i32, H: i32, KV: i32, hd: i32,
+  B: i32, T: i32, H: i32, KV: i32, hd: i32, u0: i32, u1: i32,
 ): void {
   const group = H / KV;
   const scale = <f32>(1.0 / Math.sqrt(<f64>hd));
-  memory.fill(dq, 0, (<usize>B * <usize>T * <usize>H * <usize>hd) << 2);
-  memory.fill(dk, 0, (<usize>B * <usize>T * <usize>KV * <usize>hd) << 2);
-  memory.fill(dv, 0, (<usize>B * <usize>T * <usize>KV * <usize>hd) << 2);
   const dP = scratch;
-  for (let b = 0; b < B; b++) {
-    for (let h = 0; h < H; h++) {
-      const kvh = h / group;
+  const headBytes = <usize>hd << 2;
+  for (let u = u0; u < u1; u++) {
+    const b = u / KV, kvh = u % KV;
+    for (let t = 0; t < T; t++) {
+      memory.fill(dq + ((<usize>((b * T + t) * H + kvh * group) * <usize>hd) << 2), 0, headBytes * <usize>group);
+      memory.fill(dk + ((<usize>((b * T + t) * KV + kvh) * <usize>hd) << 2), 0, headBytes);
+      memory.fill(dv + ((<usize>((b * T + t) * KV + kvh) * <usize>hd) << 2), 0, headBytes);
+    }
+    for (let h = kvh * group; h < (kvh + 1) * group; h++) {
       for (let i = 0; i < T; i++) {
         const qOff = (<usize>((b * T + i) * H + h) * <usize>hd) << 2;
         const prow = probs + ((<usize>((b * H + h) * T + i) * <usize>T) << 2);
@@ -143,12 +151,14 @@ export function attentionBackward(
 
 /**
  * One new query per head against `len` cached positions (all visible). q [H*hd], caches [>= len, KV*hd],
- * out [H*hd]; `scratch` holds len floats.
+ * out [H*hd]; `scratch` holds len floats. Only the query heads of kv heads [kv0, kv1) (threads split them).
  */
-export function attentionDecode(q: usize, kCache: usize, vCache: usize, out: usize, scratch: usize, len: i32, H: i32, KV: i32, hd: i32): void {
+export function attentionDecode(
+  q: usize, kCache: usize, vCache: usize, out: usize, scratch: usize, len: i32, H: i32, KV: i32, hd: i32, kv0: i32, kv1: i32,
+): void {
   const group = H / KV;
   const scale = <f32>(1.0 / Math.sqrt(<f64>hd));
-  for (let h = 0; h < H; h++) {
+  for (let h = kv0 * group; h < kv1 * group; h++) {
     const kvh = h / group;
     const qo = q + ((<usize>h * <usize>hd) << 2);
     let max: f32 = -Infinity;

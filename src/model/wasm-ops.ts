@@ -112,7 +112,7 @@ const NORM_CHUNK = 256;
 /**
  * The Wasm backend over `target`: an instance (default: the process's shared one, created on first use)
  * or a worker pool. On a pool, large calls are split in fixed ranges — GEMM by columns, row-wise kernels by
- * rows, attention by batch rows — and every split gives the bits one thread gives.
+ * rows, attention by (batch row, kv head) — and every split gives the bits one thread gives.
  */
 export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
   const pool = target instanceof CpuPool ? target : null;
@@ -255,28 +255,13 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       const po = call.out(B * T * H * hd);
       const nProbs = keepProbs ? B * H * T * T : 0;
       const pp = call.out(nProbs);
-      const threads = pool?.threads ?? 1;
-      const ps = Array.from({ length: threads }, () => call.out(T));
-      const [qb, kb, mb, pb] = [T * H * hd * 4, T * KV * hd * 4, T * 4, keepProbs ? H * T * T * 4 : 0];
+      const ps = Array.from({ length: pool?.threads ?? 1 }, () => call.out(T));
       let t = 0;
+      // units of (batch row, kv head): each owns its rows of out and probs
       call.run(() =>
-        split(B, B * H * T * T * hd, (b0, b1) => ({
+        split(B * KV, B * H * T * T * hd, (u0, u1) => ({
           name: "attention",
-          args: [
-            pq + b0 * qb,
-            pk + b0 * kb,
-            pv + b0 * kb,
-            pm + b0 * mb,
-            po + b0 * qb,
-            pp + b0 * pb,
-            keepProbs ? 1 : 0,
-            ps[t++],
-            b1 - b0,
-            T,
-            H,
-            KV,
-            hd,
-          ],
+          args: [pq, pk, pv, pm, po, pp, keepProbs ? 1 : 0, ps[t++], B, T, H, KV, hd, u0, u1],
         })),
       );
       return { out: call.f32(po, B * T * H * hd), probs: call.f32(pp, nProbs) };
@@ -294,29 +279,12 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       const call = new Call(core);
       const [pq, pk, pv, pp, pd] = [call.in(q), call.in(k), call.in(v), call.in(probs), call.in(dout)];
       const [dq, dk, dv] = [call.out(q.length), call.out(k.length), call.out(v.length)];
-      const threads = pool?.threads ?? 1;
-      const ps = Array.from({ length: threads }, () => call.out(T));
-      const [qb, kb, pb] = [T * H * hd * 4, T * KV * hd * 4, H * T * T * 4];
+      const ps = Array.from({ length: pool?.threads ?? 1 }, () => call.out(T));
       let t = 0;
       call.run(() =>
-        split(B, B * H * T * T * hd, (b0, b1) => ({
+        split(B * KV, B * H * T * T * hd, (u0, u1) => ({
           name: "attentionBackward",
-          args: [
-            pq + b0 * qb,
-            pk + b0 * kb,
-            pv + b0 * kb,
-            pp + b0 * pb,
-            pd + b0 * qb,
-            dq + b0 * qb,
-            dk + b0 * kb,
-            dv + b0 * kb,
-            ps[t++],
-            b1 - b0,
-            T,
-            H,
-            KV,
-            hd,
-          ],
+          args: [pq, pk, pv, pp, pd, dq, dk, dv, ps[t++], B, T, H, KV, hd, u0, u1],
         })),
       );
       return { dq: call.f32(dq, q.length), dk: call.f32(dk, k.length), dv: call.f32(dv, v.length) };
@@ -335,8 +303,11 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       const pk = call.in(kCache.subarray(0, n));
       const pv = call.in(vCache.subarray(0, n));
       const po = call.out(H * hd);
-      const ps = call.out(len);
-      call.run(() => core.exports.attentionDecode(pq, pk, pv, po, ps, len, H, KV, hd));
+      const ps = Array.from({ length: pool?.threads ?? 1 }, () => call.out(len));
+      let t = 0;
+      call.run(() =>
+        split(KV, len * H * hd * 4, (kv0, kv1) => ({ name: "attentionDecode", args: [pq, pk, pv, po, ps[t++], len, H, KV, hd, kv0, kv1] })),
+      );
       return call.f32(po, H * hd);
     },
 

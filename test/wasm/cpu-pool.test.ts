@@ -57,7 +57,7 @@ describe("CPU worker pool", () => {
     }
   });
 
-  it("every other op on 3 threads (rows, elements or batch rows split) is bit-identical to one thread", () => {
+  it("every other op on 3 threads (rows, elements, or (batch row, kv head) split) is bit-identical to one thread", () => {
     const one = wasmOps(instantiateCpuCore());
     const three = wasmOps(pool);
     const runs = vi.spyOn(pool, "run");
@@ -98,6 +98,23 @@ describe("CPU worker pool", () => {
     same("attention", three.attention(q, k, v, mask, d), at);
     same("attention without probs", three.attention(q, k, v, mask, d, false), one.attention(q, k, v, mask, d, false));
     same("attentionBackward", three.attentionBackward(q, k, v, at.probs, q, d), one.attentionBackward(q, k, v, at.probs, q, d));
+    // one sequence: the split is over kv heads
+    const d1 = { batch: 1, seq: 64, heads: 6, kvHeads: 3, headDim: 16 };
+    const [q1, k1, v1] = [f(64 * 96), f(64 * 48), f(64 * 48)];
+    const m1 = new Array(64).fill(1);
+    const a1 = one.attention(q1, k1, v1, m1, d1);
+    same("attention B=1", three.attention(q1, k1, v1, m1, d1), a1);
+    same(
+      "attentionBackward B=1",
+      three.attentionBackward(q1, k1, v1, a1.probs, q1, d1),
+      one.attentionBackward(q1, k1, v1, a1.probs, q1, d1),
+    );
+    const [kc, vc] = [f(1000 * 48), f(1000 * 48)];
+    same(
+      "attentionDecode",
+      three.attentionDecode(q1.subarray(0, 96), kc, vc, 1000, d1),
+      one.attentionDecode(q1.subarray(0, 96), kc, vc, 1000, d1),
+    );
     const p1 = f(40001);
     const p3 = p1.slice();
     const s1 = { step: 0, m: new Float32Array(40001), v: new Float32Array(40001) };
@@ -107,7 +124,7 @@ describe("CPU worker pool", () => {
     three.adamwStep(p3, g, s3, o);
     same("adamw", [p3, s3], [p1, s1]);
     // every op above was split over the 3 threads
-    expect(runs.mock.calls).toHaveLength(12);
+    expect(runs.mock.calls).toHaveLength(15);
     for (const [tasks] of runs.mock.calls) expect(tasks).toHaveLength(3);
     runs.mockRestore();
   });

@@ -74,6 +74,8 @@ export interface CpuKernelExports {
     H: number,
     KV: number,
     hd: number,
+    u0: number,
+    u1: number,
   ): void;
   attentionBackward(
     q: number,
