@@ -194,45 +194,56 @@ export function gemm(form: i32, a: usize, b: usize, c: usize, m: i32, k: i32, n:
 
 /**
  * Small m, op(A) x B [k,n] with op(A)[i,p] = a[i*ars + p*acs] (A [m,k]: ars = k, acs = 1; A^T of [k,m]:
- * ars = 1, acs = m): 16 columns at a time in registers, streaming rows of B (no packing).
+ * ars = 1, acs = m), without packing: the C row (in L1) gathers four rows of B per sweep, B is read as four
+ * sequential streams. Each element still sums its products sequentially in p, in f32.
  */
 function gemvAB(a: usize, ars: i32, acs: i32, b: usize, c: usize, m: i32, k: i32, n: i32, j0: i32, j1: i32): void {
   const ldb = <usize>n << 2;
   const astep = <usize>acs << 2;
+  const w = j1 - j0, w4 = w & ~3;
   for (let i = 0; i < m; i++) {
     const arow = a + ((<usize>i * <usize>ars) << 2);
-    const crow = c + ((<usize>i * <usize>n) << 2);
-    let j = j0;
-    for (; j + 16 <= j1; j += 16) {
-      let s0 = f32x4.splat(0), s1 = f32x4.splat(0), s2 = f32x4.splat(0), s3 = f32x4.splat(0);
-      let bq = b + (<usize>j << 2);
-      for (let p = 0; p < k; p++) {
-        const av = v128.load32_splat(arow + <usize>p * astep);
-        s0 = fma4(s0, av, v128.load(bq));
-        s1 = fma4(s1, av, v128.load(bq, 16));
-        s2 = fma4(s2, av, v128.load(bq, 32));
-        s3 = fma4(s3, av, v128.load(bq, 48));
-        bq += ldb;
+    const crow = c + ((<usize>i * <usize>n + <usize>j0) << 2);
+    memory.fill(crow, 0, <usize>w << 2);
+    let p = 0;
+    for (; p + 4 <= k; p += 4) {
+      const ap = arow + <usize>p * astep;
+      const s0 = load<f32>(ap), s1 = load<f32>(ap + astep), s2 = load<f32>(ap + 2 * astep), s3 = load<f32>(ap + 3 * astep);
+      const v0 = f32x4.splat(s0), v1 = f32x4.splat(s1), v2 = f32x4.splat(s2), v3 = f32x4.splat(s3);
+      const b0 = b + <usize>p * ldb + (<usize>j0 << 2), b1 = b0 + ldb, b2 = b1 + ldb, b3 = b2 + ldb;
+      let j = 0;
+      for (; j < w4; j += 4) {
+        const o = <usize>j << 2;
+        let acc = v128.load(crow + o);
+        acc = fma4(acc, v0, v128.load(b0 + o));
+        acc = fma4(acc, v1, v128.load(b1 + o));
+        acc = fma4(acc, v2, v128.load(b2 + o));
+        acc = fma4(acc, v3, v128.load(b3 + o));
+        v128.store(crow + o, acc);
       }
-      const d = crow + (<usize>j << 2);
-      v128.store(d, s0);
-      v128.store(d, s1, 16);
-      v128.store(d, s2, 32);
-      v128.store(d, s3, 48);
-    }
-    for (; j + 4 <= j1; j += 4) {
-      let s0 = f32x4.splat(0);
-      let bq = b + (<usize>j << 2);
-      for (let p = 0; p < k; p++) {
-        s0 = fma4(s0, v128.load32_splat(arow + <usize>p * astep), v128.load(bq));
-        bq += ldb;
+      for (; j < w; j++) {
+        const o = <usize>j << 2;
+        let acc = load<f32>(crow + o);
+        acc += s0 * load<f32>(b0 + o);
+        acc += s1 * load<f32>(b1 + o);
+        acc += s2 * load<f32>(b2 + o);
+        acc += s3 * load<f32>(b3 + o);
+        store<f32>(crow + o, acc);
       }
-      v128.store(crow + (<usize>j << 2), s0);
     }
-    for (; j < j1; j++) {
-      let s: f32 = 0;
-      for (let p = 0; p < k; p++) s += load<f32>(arow + <usize>p * astep) * load<f32>(b + ((<usize>p * <usize>n + <usize>j) << 2));
-      store<f32>(crow + (<usize>j << 2), s);
+    for (; p < k; p++) {
+      const s0 = load<f32>(arow + <usize>p * astep);
+      const v0 = f32x4.splat(s0);
+      const b0 = b + <usize>p * ldb + (<usize>j0 << 2);
+      let j = 0;
+      for (; j < w4; j += 4) {
+        const o = <usize>j << 2;
+        v128.store(crow + o, fma4(v128.load(crow + o), v0, v128.load(b0 + o)));
+      }
+      for (; j < w; j++) {
+        const o = <usize>j << 2;
+        store<f32>(crow + o, load<f32>(crow + o) + s0 * load<f32>(b0 + o));
+      }
     }
   }
 }
