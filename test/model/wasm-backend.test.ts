@@ -10,6 +10,7 @@ import { paramLayout, parseModelConfig, type ModelConfig } from "../../src/model
 import { initParams, Rng } from "../../src/model/init.ts";
 import { loraParamCount, parseLoraConfig } from "../../src/model/lora.ts";
 import { presetConfig } from "../../src/model/presets.ts";
+import { CpuDecoder } from "../../src/model/generate.ts";
 import { backward, backwardLora, forward } from "../../src/model/reference.ts";
 import { wasmOps } from "../../src/model/wasm-ops.ts";
 import { instantiateCpuCore } from "../../src/wasm/cpu/index.ts";
@@ -89,5 +90,17 @@ describe("the model on the Wasm ops backend agrees with the reference", () => {
     let scale = 0;
     for (const v of wl) scale = Math.max(scale, Math.abs(v));
     expect(maxAbsDiff(gl, wl) / scale).toBeLessThan(1e-4);
+  });
+});
+
+describe("KV-cache decoding on the Wasm ops backend", () => {
+  it("prefill and each step give the reference's logits to f32 noise", () => {
+    const config = parseModelConfig(presetConfig("tiny"));
+    const params = initParams(config, 7);
+    const prompt = [1, 5, 9, 33, 70, 2];
+    const want = new CpuDecoder(config, params, 12);
+    const got = new CpuDecoder(config, params, 12, undefined, kernels);
+    expect(maxAbsDiff(got.prefill(prompt), want.prefill(prompt))).toBeLessThan(1e-4);
+    for (const token of [3, 8, 100, 7, 7]) expect(maxAbsDiff(got.step(token), want.step(token))).toBeLessThan(1e-4);
   });
 });
