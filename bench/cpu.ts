@@ -5,11 +5,20 @@
  * 512 x 896 x 4864: a 512-token prompt), and numpy (OpenBLAS, f32) on the same shapes with 1 thread and with
  * all threads when python3 and numpy exist. "kernel" has its inputs already in Wasm memory (one thread, and
  * a CpuPool of every CPU splitting the columns), "façade" is src/model/wasm-ops.ts on one thread (copies in
- * and out, what a caller gets today). Then the other kernels at the demo's shapes, reference vs Wasm. Run: `npm run bench -- cpu` (or `npx tsx bench/cpu.ts`).
+ * and out, what a caller gets today). Then the other kernels at the demo's shapes, reference vs Wasm, and
+ * the whole model through `forward(..., { kernels })`: a policy step (forward + backward) and KV-cache
+ * decoding, plain TS vs the Wasm backend on one thread and on the pool. Run: `npm run bench -- cpu` (or `npx tsx bench/cpu.ts`).
  */
 import { spawnSync } from "node:child_process";
 import { loadavg } from "node:os";
 import { CALC_CONFIG } from "../examples/calc/config.ts";
+import { parseModelConfig } from "../src/model/config.ts";
+import { CpuDecoder } from "../src/model/generate.ts";
+import { initParams } from "../src/model/init.ts";
+import { referenceOps, type ModelOps } from "../src/model/ops-backend.ts";
+import { presetConfig } from "../src/model/presets.ts";
+import { backward, forward } from "../src/model/reference.ts";
+import { randomInput } from "../test/model/helpers.ts";
 import { Rng } from "../src/model/init.ts";
 import * as ref from "../src/model/reference/ops.ts";
 import { columnRanges, wasmOps as wasmOpsOf } from "../src/model/wasm-ops.ts";
@@ -144,7 +153,6 @@ for (const s of SHAPES) {
   const poolMs = best(() => pool.run(tasks));
   measured.push({ s, refG: gflops(s, refMs), kernelG: gflops(s, kernelMs), facadeG: gflops(s, facadeMs), poolG: gflops(s, poolMs) });
 }
-pool.close();
 const np1 = numpy(SHAPES, "1");
 const npAll = numpy(SHAPES, null);
 measured.forEach(({ s, refG, kernelG, facadeG, poolG }, i) => {
@@ -236,7 +244,65 @@ const kr: string[][] = [["kernel", "size", "TS ref ms", "Wasm ms", "ratio"]];
 }
 
 console.log(`load average before: ${loadBefore}, after: ${loadAverage()}`);
+// ---- the whole model: a policy step and decoding, plain TS vs the Wasm backend (1 thread, the pool)
+const wm: string[][] = [["model", "work", "TS ref", "Wasm 1 thr", "ratio", `Wasm ${pool.threads} thr`, "ratio"]];
+{
+  const backends: [string, ModelOps][] = [
+    ["ref", referenceOps],
+    ["one", wasm],
+    ["pool", wasmOpsOf(pool)],
+  ];
+  for (const [name, config, B, T] of [
+    ["calc demo", CALC_CONFIG, 128, 64],
+    ["tiny preset", parseModelConfig(presetConfig("tiny")), 16, 128],
+  ] as const) {
+    const params = initParams(config, 1);
+    const input = randomInput(new Rng(2), config.vocab_size, B, T);
+    const dl = new Float32Array(B * T).fill(0.01);
+    const de = new Float32Array(B * T);
+    const tokS = backends.map(([, kernels], i) => {
+      const ms = best(() => backward(config, params, forward(config, params, input, { kernels }).cache, dl, de), i === 0 ? 1 : 3, 0);
+      return (B * T * 1000) / ms;
+    });
+    wm.push([
+      name,
+      `policy step, ${B} x ${T} tokens`,
+      `${tokS[0].toFixed(0)} tok/s`,
+      `${tokS[1].toFixed(0)} tok/s`,
+      `${(tokS[1] / tokS[0]).toFixed(1)}x`,
+      `${tokS[2].toFixed(0)} tok/s`,
+      `${(tokS[2] / tokS[0]).toFixed(1)}x`,
+    ]);
+    const prompt = Array.from({ length: 16 }, (_, i) => (i * 7) % config.vocab_size);
+    const steps = Math.min(48, config.max_seq_len - prompt.length);
+    const decS = backends.map(([, kernels]) => {
+      const ms = best(
+        () => {
+          const d = new CpuDecoder(config, params, prompt.length + steps, undefined, kernels);
+          d.prefill(prompt);
+          for (let i = 0; i < steps; i++) d.step(i % config.vocab_size);
+        },
+        3,
+        0,
+      );
+      return ((prompt.length + steps) * 1000) / ms;
+    });
+    wm.push([
+      name,
+      `prefill 16 + decode ${steps}`,
+      `${decS[0].toFixed(0)} tok/s`,
+      `${decS[1].toFixed(0)} tok/s`,
+      `${(decS[1] / decS[0]).toFixed(1)}x`,
+      `${decS[2].toFixed(0)} tok/s`,
+      `${(decS[2] / decS[0]).toFixed(1)}x`,
+    ]);
+  }
+}
+pool.close();
+
 const md = (t: string[][]) => [t[0], t[0].map(() => "---"), ...t.slice(1)].map((r) => `| ${r.join(" | ")} |`).join("\n");
 console.log(md(rows));
 console.log();
 console.log(md(kr));
+console.log();
+console.log(md(wm));
