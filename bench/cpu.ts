@@ -22,7 +22,8 @@ import { randomInput } from "../test/model/helpers.ts";
 import { Rng } from "../src/model/init.ts";
 import * as ref from "../src/model/reference/ops.ts";
 import { columnRanges, wasmOps as wasmOpsOf } from "../src/model/wasm-ops.ts";
-import { CpuPool, GEMM_FORM, instantiateCpuCore } from "../src/wasm/cpu/index.ts";
+import { CpuPool } from "../src/model/cpu-pool.ts";
+import { GEMM_FORM, instantiateCpuCore } from "../src/wasm/cpu/index.ts";
 
 /** 1, 5 and 15 min load averages: the machine is shared, so every run says how busy it was. */
 const loadAverage = () =>

@@ -6,7 +6,8 @@
  * checks) go to the reference, which stays the oracle. Accumulation rules and tolerances: src/wasm/README.md.
  */
 import { ValidationError } from "../types/errors.ts";
-import { CpuCore, CpuPool, cpuCore, GEMM_FORM, type Task } from "../wasm/cpu/index.ts";
+import { CpuCore, cpuCore, GEMM_FORM } from "../wasm/cpu/index.ts";
+import { CpuPool, type Task } from "./cpu-pool.ts";
 import { ropeInvFreq } from "./config.ts";
 import type { ModelOps } from "./ops-backend.ts";
 import * as ref from "./reference/ops.ts";

@@ -8,7 +8,7 @@
 import { Rng } from "../../src/model/init.ts";
 import { referenceOps, type ModelOps } from "../../src/model/ops-backend.ts";
 import { wasmOps } from "../../src/model/wasm-ops.ts";
-import { CpuPool } from "../../src/wasm/cpu/index.ts";
+import { CpuPool } from "../../src/model/cpu-pool.ts";
 
 type Out = Record<string, ArrayLike<number>>;
 

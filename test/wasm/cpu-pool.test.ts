@@ -6,7 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { Rng } from "../../src/model/init.ts";
 import { columnRanges, wasmOps } from "../../src/model/wasm-ops.ts";
-import { CpuPool, instantiateCpuCore } from "../../src/wasm/cpu/index.ts";
+import { CpuPool } from "../../src/model/cpu-pool.ts";
+import { instantiateCpuCore } from "../../src/wasm/cpu/index.ts";
 import { randn } from "../model/helpers.ts";
 
 describe("CPU worker pool", () => {

@@ -1,16 +1,15 @@
 /**
- * A pool of worker threads over ONE shared Wasm memory, created once per engine. Each worker runs its own
+ * A pool of worker threads over ONE shared Wasm memory (the CPU kernels of src/wasm/cpu/), created once
+ * per engine; the threads themselves come from the platform (`Platform.startWorker`). Each worker runs its own
  * instance of the shared-memory build of the CPU kernels; a call hands every thread one task (an export
  * and its arguments) through a control block, the calling thread runs task 0 itself and then blocks in
  * Atomics.wait until the others are done, so the kernels stay synchronous for their callers. How work is
  * split is the caller's fixed choice (e.g. GEMM column ranges), never the scheduler's, so results do not
  * depend on timing — and, for kernels whose elements do not depend on the split, not on the thread count.
  */
-import { platform, type WorkerPort } from "../../platform/index.ts";
-import { LightningError } from "../../types/errors.ts";
-import { CpuCore } from "./core.ts";
-import type { CpuKernelExports } from "./exports.ts";
-import { cpuKernelBytes } from "./loader.ts";
+import { platform, type WorkerPort } from "../platform/index.ts";
+import { LightningError } from "../types/errors.ts";
+import { CpuCore, cpuKernelBytes, type CpuKernelExports } from "../wasm/cpu/index.ts";
 
 /** Most arguments of one task. */
 const MAX_ARGS = 16;
