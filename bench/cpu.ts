@@ -4,7 +4,7 @@
  * rollouts of 64 tokens = 8,192 token rows) and at Qwen2.5-0.5B's MLP shapes (1 x 896 x 4864: decode;
  * 512 x 896 x 4864: a 512-token prompt), and numpy (OpenBLAS, f32) on the same shapes with 1 thread and with
  * all threads when python3 and numpy exist. "kernel" has its inputs already in Wasm memory (one thread, and
- * a CpuPool of every CPU splitting the columns), "façade" is src/model/wasm-ops.ts on one thread (copies in
+ * a CpuPool of every CPU, the split of `gemmTasks`), "façade" is src/model/wasm-ops.ts on one thread (copies in
  * and out, what a caller gets today). Then the other kernels at the demo's shapes, reference vs Wasm, and
  * the whole model through `forward(..., { kernels })`: a policy step (forward + backward) and KV-cache
  * decoding, plain TS vs the Wasm backend on one thread and on the pool. Run: `npm run bench -- cpu` (or `npx tsx bench/cpu.ts`).
@@ -21,7 +21,7 @@ import { backward, forward } from "../src/model/reference.ts";
 import { randomInput } from "../test/model/helpers.ts";
 import { Rng } from "../src/model/init.ts";
 import * as ref from "../src/model/reference/ops.ts";
-import { columnRanges, wasmOps as wasmOpsOf } from "../src/model/wasm-ops.ts";
+import { gemmTasks, wasmOps as wasmOpsOf } from "../src/model/wasm-ops.ts";
 import { CpuPool } from "../src/model/cpu-pool.ts";
 import { GEMM_FORM, instantiateCpuCore } from "../src/wasm/cpu/index.ts";
 
@@ -143,14 +143,10 @@ for (const s of SHAPES) {
   const pc2 = pool.core;
   pc2.begin();
   const [qa, qb, qc] = [pc2.alloc(a.byteLength), pc2.alloc(b.byteLength), pc2.alloc(m * n * 4)];
-  const ranges = columnRanges(n, pool.threads);
-  const scratches = ranges.map(() => pc2.alloc(pc2.exports.gemmScratchBytes()));
+  const scratches = Array.from({ length: pool.threads }, () => pc2.alloc(pc2.exports.gemmScratchBytes()));
   pc2.view(Float32Array, qa, a.length).set(a);
   pc2.view(Float32Array, qb, b.length).set(b);
-  const tasks = ranges.map(([j0, j1], t) => ({
-    name: "gemm" as const,
-    args: [FORM_CODE[form], qa, qb, qc, m, k, n, j0, j1, scratches[t]],
-  }));
+  const tasks = gemmTasks(FORM_CODE[form], qa, qb, qc, m, k, n, scratches);
   const poolMs = best(() => pool.run(tasks));
   measured.push({ s, refG: gflops(s, refMs), kernelG: gflops(s, kernelMs), facadeG: gflops(s, facadeMs), poolG: gflops(s, poolMs) });
 }

@@ -107,12 +107,29 @@ export function splitRanges(count: number, parts: number, align = 1): [number, n
   return out;
 }
 
+/**
+ * The tasks of one GEMM over `scratch.length` threads (one scratch region each), in fixed ranges: columns
+ * on multiples of 8, or — few columns, many rows (the demo's d = 64 projections), so that no thread packs
+ * all of A for a sliver of B — rows on multiples of 4 (not A^T B, whose A row stride is m). Every split gives
+ * the same bits.
+ */
+export function gemmTasks(form: number, pa: number, pb: number, pc: number, m: number, k: number, n: number, scratch: number[]): Task[] {
+  const threads = scratch.length;
+  if (threads > 1 && form !== GEMM_FORM.ATB && n < 64 * threads && m >= 16 * threads)
+    return splitRanges(m, threads, 4).map(([i0, i1], t) => ({
+      name: "gemm",
+      args: [form, pa + i0 * k * 4, pb, pc + i0 * n * 4, i1 - i0, k, n, 0, n, scratch[t]],
+    }));
+  return columnRanges(n, threads).map(([j0, j1], t) => ({ name: "gemm", args: [form, pa, pb, pc, m, k, n, j0, j1, scratch[t]] }));
+}
+
 /** Rows per dw accumulator block of the RMSNorm backward: fixed, so dw does not depend on the thread count. */
 const NORM_CHUNK = 256;
 
 /**
  * The Wasm backend over `target`: an instance (default: the process's shared one, created on first use)
- * or a worker pool. On a pool, large calls are split in fixed ranges — GEMM by columns, row-wise kernels by
+ * or a worker pool. On a pool, large calls are split in fixed ranges — GEMM by columns (or rows when n is
+ * small), row-wise kernels by
  * rows, attention by (batch row, kv head) — and every split gives the bits one thread gives.
  */
 export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
@@ -142,11 +159,12 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
     const pa = call.in(a);
     const pb = call.in(b);
     const py = call.out(m * n);
-    const ranges = pool && m * n * k >= PARALLEL_MIN_WORK ? columnRanges(n, pool.threads) : [[0, n] as [number, number]];
-    const scratch = ranges.map(() => call.out(core.exports.gemmScratchBytes() / 4));
+    const threads = pool && m * n * k >= PARALLEL_MIN_WORK ? pool.threads : 1;
+    const scratch = Array.from({ length: threads }, () => call.out(core.exports.gemmScratchBytes() / 4));
+    const tasks = gemmTasks(form, pa, pb, py, m, k, n, scratch);
     call.run(() => {
-      if (ranges.length === 1) core.exports.gemm(form, pa, pb, py, m, k, n, 0, n, scratch[0]);
-      else pool!.run(ranges.map(([j0, j1], t) => ({ name: "gemm", args: [form, pa, pb, py, m, k, n, j0, j1, scratch[t]] })));
+      if (tasks.length === 1) core.exports.gemm(...(tasks[0].args as Parameters<typeof core.exports.gemm>));
+      else pool!.run(tasks);
     });
     return call.f32(py, m * n);
   }

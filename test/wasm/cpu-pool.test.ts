@@ -38,7 +38,7 @@ describe("CPU worker pool", () => {
     }
   });
 
-  it("matmuls on 3 threads are bit-identical to one thread (every form, odd shapes)", () => {
+  it("matmuls on 3 threads are bit-identical to one thread (every form, odd shapes, split by columns or rows)", () => {
     const one = wasmOps(instantiateCpuCore());
     const three = wasmOps(pool);
     const rng = new Rng(3);
@@ -47,6 +47,7 @@ describe("CPU worker pool", () => {
       [37, 300, 45],
       [130, 257, 99],
       [64, 64, 1000],
+      [301, 70, 64],
     ]) {
       const a = Float32Array.from(randn(rng, m * k));
       const b = Float32Array.from(randn(rng, k * n));
