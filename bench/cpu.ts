@@ -1,5 +1,5 @@
 /**
- * CPU model kernels (assembly/cpu/, issue #23) vs the plain-TS reference, same inputs, same run: GFLOP/s of
+ * CPU model kernels (assembly/cpu/) vs the plain-TS reference, same inputs, same run: GFLOP/s of
  * the three matmul forms at the calc demo's shapes (examples/calc/config.ts, a GRPO step of 16 problems x 8
  * rollouts of 64 tokens = 8,192 token rows) and at Qwen2.5-0.5B's MLP shapes (1 x 896 x 4864: decode;
  * 512 x 896 x 4864: a 512-token prompt), and numpy (OpenBLAS, f32) on the same shapes with 1 thread and with
