@@ -6,6 +6,7 @@
 import { STORE_USAGE, UsageError, parseStoreArgs } from "../server/config.ts";
 import { platformHost, startStoreServer, type ServerHost } from "../server/run.ts";
 import { platform } from "../platform/index.ts";
+import { PROXY_USAGE, parseProxyArgs, startLlmProxy } from "./proxy.ts";
 import { SERVE_USAGE, parseServeArgs, startPolicyServer } from "./serve.ts";
 import { runTraining } from "./train.ts";
 import { parseTrainArgs, TRAIN_USAGE } from "./train-config.ts";
@@ -15,6 +16,7 @@ export const AGL_USAGE = `Usage: agl <command> [options]
 Commands:
   store     serve a LightningStore over HTTP (agl store --help)
   serve     serve a Hugging Face model with an OpenAI-compatible API (agl serve --help)
+  proxy     an OpenAI-compatible proxy in front of model servers, recording calls as spans (agl proxy --help)
   train     train a LoRA adapter on a Hugging Face model with GRPO (agl train --help)
 `;
 
@@ -25,7 +27,20 @@ export async function runCli(argv: readonly string[], host: ServerHost = platfor
     console.log(AGL_USAGE);
     return command === undefined ? 2 : 0;
   }
-  if (command === "serve") return runServe(rest, host);
+  if (command === "serve")
+    return runServer(
+      "serve",
+      SERVE_USAGE,
+      () => parseServeArgs(rest, (n) => host.env(n)),
+      (c) => startPolicyServer(c, host),
+    );
+  if (command === "proxy")
+    return runServer(
+      "proxy",
+      PROXY_USAGE,
+      () => parseProxyArgs(rest),
+      (a) => startLlmProxy(a, host),
+    );
   if (command === "train") return runTrain(rest, host);
   if (command !== "store") {
     console.error(`agl: unknown command ${JSON.stringify(command)}\n\n${AGL_USAGE}`);
@@ -50,22 +65,28 @@ export async function runCli(argv: readonly string[], host: ServerHost = platfor
   }
 }
 
-async function runServe(argv: readonly string[], host: ServerHost): Promise<number> {
+/** A server command: parse, start, run until stopped; usage errors exit 2, others 1. */
+async function runServer<A extends { help: boolean }>(
+  name: string,
+  usage: string,
+  parse: () => A,
+  start: (args: A) => Promise<{ stopped: Promise<void> }>,
+): Promise<number> {
   try {
-    const config = parseServeArgs(argv, (n) => host.env(n));
-    if (config.help) {
-      console.log(SERVE_USAGE);
+    const args = parse();
+    if (args.help) {
+      console.log(usage);
       return 0;
     }
-    const server = await startPolicyServer(config, host);
+    const server = await start(args);
     await server.stopped;
     return 0;
   } catch (e) {
     if (e instanceof UsageError) {
-      console.error(`agl serve: ${e.message}\n\n${SERVE_USAGE}`);
+      console.error(`agl ${name}: ${e.message}\n\n${usage}`);
       return 2;
     }
-    console.error(`agl serve: ${e instanceof Error ? e.message : String(e)}`);
+    console.error(`agl ${name}: ${e instanceof Error ? e.message : String(e)}`);
     return 1;
   }
 }
@@ -105,7 +126,7 @@ async function runTrain(argv: readonly string[], host: ServerHost): Promise<numb
   }
 }
 
-/** A runtime entry's arguments as a command line: `serve ...`, `train ...` or `store ...` as given, else `store` options. */
+/** A runtime entry's arguments as a command line: `serve ...`, `proxy ...`, `train ...` or `store ...` as given, else `store` options. */
 export function withCommand(args: readonly string[]): string[] {
-  return args[0] === "serve" || args[0] === "store" || args[0] === "train" ? [...args] : ["store", ...args];
+  return ["serve", "proxy", "store", "train"].includes(args[0] ?? "") ? [...args] : ["store", ...args];
 }

@@ -3,10 +3,10 @@
  * `exportHf`) served by the OpenAI-compatible policy server on the CPU or WebGPU engine. docs/serving.md.
  */
 import { loadPeftAdapter, loadPretrained, mergeLora, type PretrainedModel } from "../model/hf/index.ts";
-import { serveFetch } from "../platform/index.ts";
 import { createGenerationEngine } from "../proxy/engine.ts";
 import { ModelPolicy } from "../proxy/policy.ts";
-import { PolicyServer, type ServeFn } from "../proxy/policy-server.ts";
+import { platformServe } from "../proxy/openai-http.ts";
+import { PolicyServer } from "../proxy/policy-server.ts";
 import type { ServerHost } from "../server/run.ts";
 import { UsageError } from "../server/config.ts";
 
@@ -45,7 +45,8 @@ export interface ServeConfig {
   help: boolean;
 }
 
-function positiveInt(flag: string, v: string | undefined, min = 1, max = Number.MAX_SAFE_INTEGER): number {
+/** An integer flag value from `min` to `max`, else a UsageError naming the flag. */
+export function positiveInt(flag: string, v: string | undefined, min = 1, max = Number.MAX_SAFE_INTEGER): number {
   const n = Number(v);
   if (v === undefined || v.trim() === "" || !Number.isInteger(n) || n < min || n > max)
     throw new UsageError(
@@ -108,12 +109,6 @@ export interface RunningPolicyServer {
   stopped: Promise<void>;
   shutdown(): Promise<void>;
 }
-
-/** The platform's server (Node, Deno, Bun) in the policy server's serve shape. */
-const platformServe: ServeFn = async (fetch, at) => {
-  const served = await serveFetch(fetch, { hostname: at.hostname, port: at.port });
-  return { port: served.port, stop: () => served.stop(true) };
-};
 
 export async function startPolicyServer(config: ServeConfig, host: ServerHost): Promise<RunningPolicyServer> {
   const model = await loadPretrained(config.model, { maxSeqLen: config.maxSeqLen ?? undefined, name: config.name ?? undefined });

@@ -8,6 +8,7 @@ import { headDim, type ModelConfig } from "./config.ts";
 import { Rng } from "./init.ts";
 import { paramViews, type ModelParams } from "./params.ts";
 import { blockForward, headForward, loraState, prefillForward, type AttendFn, type LoraState, type LoraWeights } from "./reference.ts";
+import { referenceOps, type ModelOps } from "./ops-backend.ts";
 import * as ops from "./reference/ops.ts";
 import { EOS_ID } from "./tokenizer.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -28,6 +29,8 @@ export interface GenerateOptions extends SamplingOptions {
   seed?: number;
   /** An adapter applied to the base weights (src/model/lora.ts) [none]. */
   lora?: LoraWeights;
+  /** The ops backend (src/model/ops-backend.ts) [plain TS]. */
+  kernels?: ModelOps;
 }
 
 export interface GenerateResult {
@@ -104,6 +107,7 @@ export class CpuDecoder {
     params: ModelParams,
     readonly slots: number,
     lora?: LoraWeights,
+    private readonly kernels: ModelOps = referenceOps,
   ) {
     this.p = paramViews(config, params);
     this.lora = lora ? loraState(config, lora) : undefined;
@@ -124,7 +128,7 @@ export class CpuDecoder {
     if (this.length !== 0) throw new ValidationError("prefill needs an empty KV cache", ["prompt"]);
     if (prompt.length === 0) throw new ValidationError("prompt must hold at least one token", ["prompt"]);
     this.reserve(prompt.length, "prompt");
-    const out = prefillForward(this.config, this.p, prompt, this.lora);
+    const out = prefillForward(this.config, this.p, prompt, this.lora, this.kernels);
     for (let l = 0; l < this.config.n_layers; l++) {
       this.k[l].set(out.keys[l]);
       this.v[l].set(out.values[l]);
@@ -135,7 +139,7 @@ export class CpuDecoder {
 
   /** One token through every layer against the cache (appending its k, v); its logits. */
   step(token: number): Float32Array {
-    const { config, p, kvDim } = this;
+    const { config, p, kvDim, kernels: K } = this;
     this.reserve(1, "token");
     const at = this.length;
     const dims = { heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: headDim(config) };
@@ -144,12 +148,12 @@ export class CpuDecoder {
       const attend: AttendFn = (qr, kr, v) => {
         this.k[l].set(kr, at * kvDim);
         this.v[l].set(v, at * kvDim);
-        return { out: ops.attentionDecode(qr, this.k[l], this.v[l], at + 1, dims), probs: NO_PROBS };
+        return { out: K.attentionDecode(qr, this.k[l], this.v[l], at + 1, dims), probs: NO_PROBS };
       };
-      x = blockForward(config, p, l, x, [at], attend, this.lora).xOut;
+      x = blockForward(config, p, l, x, [at], attend, this.lora, K).xOut;
     }
     this.length += 1;
-    return headForward(config, p, x).logits as Float32Array;
+    return headForward(config, p, x, K).logits as Float32Array;
   }
 }
 
@@ -172,7 +176,7 @@ export function generate(config: ModelConfig, params: ModelParams, prompt: numbe
   const logprobs: number[] = [];
   if (limit === 0) return { tokens, logprobs, finishReason: "length" };
   // the last new token is sampled, never run through the model: its k, v need no slot
-  const decoder = new CpuDecoder(config, params, prompt.length + limit - 1, options.lora);
+  const decoder = new CpuDecoder(config, params, prompt.length + limit - 1, options.lora, options.kernels);
   let logits = decoder.prefill(prompt);
   for (let i = 0; i < limit; i++) {
     const token = sampleToken(logits, options, rng);

@@ -11,6 +11,7 @@ import type { TokenBatch } from "./train-types.ts";
 import { ValidationError } from "../types/errors.ts";
 import * as ops from "./reference/ops.ts";
 import type { Arr } from "./reference/ops.ts";
+import { referenceOps, type ModelOps } from "./ops-backend.ts";
 
 export * as ops from "./reference/ops.ts";
 
@@ -78,6 +79,8 @@ export interface LayerCache {
 /** Activations kept by {@link forward} for {@link backward}. */
 export interface ForwardCache {
   input: ModelInput;
+  /** The ops backend the forward ran on; the backward uses the same. */
+  kernels: ModelOps;
   /** The adapter the forward ran with, if any. */
   lora?: LoraState;
   layers: LayerCache[];
@@ -131,7 +134,7 @@ function dimsOf(config: ModelConfig, N: number) {
 /** Attention over rotated q, k and v: full causal attention in training, a KV cache in decoding. */
 export type AttendFn = (qr: Arr, kr: Arr, v: Arr) => { out: Arr; probs: Arr };
 
-/** Transformer block `l` on rows x [N, d] (pre-norm attention, then pre-norm SwiGLU MLP). */
+/** Transformer block `l` on rows x [N, d] (pre-norm attention, then pre-norm SwiGLU MLP) on the `K` backend. */
 export function blockForward(
   config: ModelConfig,
   p: Record<string, Arr>,
@@ -140,25 +143,26 @@ export function blockForward(
   positions: ArrayLike<number>,
   attend: AttendFn,
   lora?: LoraState,
+  K: ModelOps = referenceOps,
 ): LayerCache {
   const { N, d, qDim, kvDim, norm, qRope, kRope } = dimsOf(config, x.length / config.d_model);
   const w = (name: string): Arr => p[`layers.${l}.${name}`];
   const loraT: Record<string, Arr> = {};
   // x · W, plus scaling · (x · lora_a) · lora_b where an adapter targets W
   const proj = (name: string, input: Arr, dims: ops.MatDims): Arr => {
-    const y = ops.matmul(input, w(name), dims);
+    const y = K.matmul(input, w(name), dims);
     const a = lora?.views[`layers.${l}.${name}.lora_a`];
     if (lora && a) {
       const r = lora.config.r;
-      const t = ops.matmul(input, a, { m: dims.m, k: dims.k, n: r });
+      const t = K.matmul(input, a, { m: dims.m, k: dims.k, n: r });
       loraT[name] = t;
-      const u = ops.matmul(t, lora.views[`layers.${l}.${name}.lora_b`], { m: dims.m, k: r, n: dims.n });
+      const u = K.matmul(t, lora.views[`layers.${l}.${name}.lora_b`], { m: dims.m, k: r, n: dims.n });
       for (let i = 0; i < y.length; i++) y[i] += lora.scaling * u[i];
     }
     return y;
   };
   const xIn = x;
-  const { y: h1, rstd: rstd1 } = ops.rmsnorm(xIn, w("attn_norm"), norm);
+  const { y: h1, rstd: rstd1 } = K.rmsnorm(xIn, w("attn_norm"), norm);
   let q = proj("wq", h1, { m: N, k: d, n: qDim });
   let k = proj("wk", h1, { m: N, k: d, n: kvDim });
   const v = proj("wv", h1, { m: N, k: d, n: kvDim });
@@ -170,31 +174,36 @@ export function blockForward(
   const qkNorm: Partial<LayerCache> = {};
   if (config.qk_norm) {
     const hd = headDim(config);
-    const qn = ops.rmsnorm(q, w("q_norm"), { rows: N * config.n_heads, dim: hd, eps: config.norm_eps });
-    const kn = ops.rmsnorm(k, w("k_norm"), { rows: N * config.n_kv_heads, dim: hd, eps: config.norm_eps });
+    const qn = K.rmsnorm(q, w("q_norm"), { rows: N * config.n_heads, dim: hd, eps: config.norm_eps });
+    const kn = K.rmsnorm(k, w("k_norm"), { rows: N * config.n_kv_heads, dim: hd, eps: config.norm_eps });
     Object.assign(qkNorm, { qPre: q, kPre: k, qRstd: qn.rstd, kRstd: kn.rstd, qIn: qn.y, kIn: kn.y });
     q = qn.y;
     k = kn.y;
   }
-  const qr = ops.rope(q, positions, qRope);
-  const kr = ops.rope(k, positions, kRope);
+  const qr = K.rope(q, positions, qRope);
+  const kr = K.rope(k, positions, kRope);
   const { out: attn, probs } = attend(qr, kr, v);
   const xMid = ops.add(xIn, proj("wo", attn, { m: N, k: qDim, n: d }));
-  const { y: h2, rstd: rstd2 } = ops.rmsnorm(xMid, w("ffn_norm"), norm);
+  const { y: h2, rstd: rstd2 } = K.rmsnorm(xMid, w("ffn_norm"), norm);
   const gate = proj("w_gate", h2, { m: N, k: d, n: config.d_ff });
   const up = proj("w_up", h2, { m: N, k: d, n: config.d_ff });
-  const act = ops.swiglu(gate, up);
+  const act = K.swiglu(gate, up);
   const xOut = ops.add(xMid, proj("w_down", act, { m: N, k: config.d_ff, n: d }));
   return { xIn, h1, rstd1, ...qkNorm, qr, kr, v, probs, attn, xMid, h2, rstd2, gate, up, act, xOut, ...(lora ? { loraT } : {}) };
 }
 
 /** Final RMSNorm and the lm head (tied: h @ tok_embeddings^T) on rows x [N, d]. */
-export function headForward(config: ModelConfig, p: Record<string, Arr>, x: Arr): { hFinal: Arr; rstdFinal: Arr; logits: Arr } {
+export function headForward(
+  config: ModelConfig,
+  p: Record<string, Arr>,
+  x: Arr,
+  K: ModelOps = referenceOps,
+): { hFinal: Arr; rstdFinal: Arr; logits: Arr } {
   const { N, d, V, norm } = dimsOf(config, x.length / config.d_model);
-  const { y: hFinal, rstd: rstdFinal } = ops.rmsnorm(x, p.norm, norm);
+  const { y: hFinal, rstd: rstdFinal } = K.rmsnorm(x, p.norm, norm);
   const logits = config.tie_embeddings
-    ? ops.matmulABt(hFinal, p.tok_embeddings, { m: N, k: d, n: V })
-    : ops.matmul(hFinal, p.lm_head, { m: N, k: d, n: V });
+    ? K.matmulABt(hFinal, p.tok_embeddings, { m: N, k: d, n: V })
+    : K.matmul(hFinal, p.lm_head, { m: N, k: d, n: V });
   return { hFinal, rstdFinal, logits };
 }
 
@@ -206,11 +215,12 @@ function trunk(
   input: ModelInput,
   attend: AttendFn,
   keep: (layer: LayerCache) => void,
-  lora?: LoraState,
+  lora: LoraState | undefined,
+  K: ModelOps,
 ): Arr {
   let x = ops.embedding(input.inputIds, p.tok_embeddings, { vocab: config.vocab_size, dim: config.d_model });
   for (let l = 0; l < config.n_layers; l++) {
-    const layer = blockForward(config, p, l, x, input.positionIds, attend, lora);
+    const layer = blockForward(config, p, l, x, input.positionIds, attend, lora, K);
     keep(layer);
     x = layer.xOut;
   }
@@ -251,46 +261,49 @@ export function prefillForward<A extends Arr>(
   params: A | Record<string, A>,
   ids: ArrayLike<number>,
   lora?: LoraState,
+  K: ModelOps = referenceOps,
 ): PrefillResult<A> {
   const L = ids.length;
   const input = sequenceInput(ids);
   validateInput(config, input);
   const p = paramViews(config, params);
   const dims = attentionDims(config, 1, L);
-  const attend: AttendFn = (qr, kr, v) => ops.attention(qr, kr, v, input.attentionMask, dims, false);
+  const attend: AttendFn = (qr, kr, v) => K.attention(qr, kr, v, input.attentionMask, dims, false);
   const keys: A[] = [];
   const values: A[] = [];
   const keepKv = (layer: LayerCache): void => {
     keys.push(layer.kr as A);
     values.push(layer.v as A);
   };
-  const x = trunk(config, p, input, attend, keepKv, lora);
+  const x = trunk(config, p, input, attend, keepKv, lora, K);
   const last = x.subarray((L - 1) * config.d_model, L * config.d_model) as Arr;
-  return { logits: headForward(config, p, last).logits as A, keys, values };
+  return { logits: headForward(config, p, last, K).logits as A, keys, values };
 }
 
 /** Runs the model on a batch. `params` is the flat buffer in `paramLayout(config)` order, or tensors by name;
- * `options.lora` adds an adapter's updates to the projections it targets. */
+ * `options.lora` adds an adapter's updates to the projections it targets; `options.kernels` picks the ops
+ * backend (plain TS by default; the backward runs on the same). */
 export function forward<A extends Arr>(
   config: ModelConfig,
   params: A | Record<string, A>,
   input: ModelInput,
-  options: { lora?: LoraWeights<A> } = {},
+  options: { lora?: LoraWeights<A>; kernels?: ModelOps } = {},
 ): ForwardResult<A> {
+  const K = options.kernels ?? referenceOps;
   const { B, T } = validateInput(config, input);
   const p = paramViews(config, params);
   const lora = options.lora ? loraState(config, options.lora) : undefined;
   const N = B * T;
   const dims = attentionDims(config, B, T);
-  const attend: AttendFn = (qr, kr, v) => ops.attention(qr, kr, v, input.attentionMask, dims);
+  const attend: AttendFn = (qr, kr, v) => K.attention(qr, kr, v, input.attentionMask, dims);
   const layers: LayerCache[] = [];
-  const x = trunk(config, p, input, attend, (layer) => void layers.push(layer), lora);
-  const { hFinal, rstdFinal, logits } = headForward(config, p, x);
+  const x = trunk(config, p, input, attend, (layer) => void layers.push(layer), lora, K);
+  const { hFinal, rstdFinal, logits } = headForward(config, p, x, K);
   const V = config.vocab_size;
 
   const targets = new Int32Array(N);
   for (let b = 0; b < B; b++) for (let t = 0; t + 1 < T; t++) targets[b * T + t] = input.inputIds[b * T + t + 1];
-  const rows = ops.logSoftmaxGatherEntropy(logits, targets, { rows: N, vocab: V });
+  const rows = K.logSoftmaxGatherEntropy(logits, targets, { rows: N, vocab: V });
   // Shift: the prediction made at t-1 belongs to token t.
   const logprob = ops.alloc(logits, N);
   const entropy = ops.alloc(logits, N);
@@ -303,7 +316,7 @@ export function forward<A extends Arr>(
     logits: logits as A,
     logprob: logprob as A,
     entropy: entropy as A,
-    cache: { input, lora, layers, xFinal: x, hFinal, rstdFinal, targets, logits, lse: rows.lse, entropyRows: rows.entropy },
+    cache: { input, kernels: K, lora, layers, xFinal: x, hFinal, rstdFinal, targets, logits, lse: rows.lse, entropyRows: rows.entropy },
   };
 }
 
@@ -347,6 +360,7 @@ function backwardImpl<A extends Arr>(
   trainBase: boolean,
 ): { base: Arr | null; lora: Arr | null } {
   const p = paramViews(config, params);
+  const K = cache.kernels;
   // Base gradients go to a real buffer, or (frozen base) to a throwaway sink: the norms' and biases' small
   // dw are computed either way, the matrices' large ones only when the base trains.
   const grads = trainBase ? (ops.alloc(p.tok_embeddings, paramCount(config)) as A) : null;
@@ -370,21 +384,21 @@ function backwardImpl<A extends Arr>(
       dlpRows[b * T + t - 1] = dlogprob[b * T + t];
       dentRows[b * T + t - 1] = dentropy[b * T + t];
     }
-  const dlogits = ops.logSoftmaxGatherEntropyBackward(cache.logits, cache.targets, cache.lse, cache.entropyRows, dlpRows, dentRows, {
+  const dlogits = K.logSoftmaxGatherEntropyBackward(cache.logits, cache.targets, cache.lse, cache.entropyRows, dlpRows, dentRows, {
     rows: N,
     vocab: V,
   });
 
   let dh: Arr;
   if (config.tie_embeddings) {
-    dh = ops.matmul(dlogits, p.tok_embeddings, { m: N, k: V, n: d });
-    if (g) g.tok_embeddings.set(ops.matmulAtB(dlogits, cache.hFinal, { m: V, k: N, n: d }));
+    dh = K.matmul(dlogits, p.tok_embeddings, { m: N, k: V, n: d });
+    if (g) g.tok_embeddings.set(K.matmulAtB(dlogits, cache.hFinal, { m: V, k: N, n: d }));
   } else if (g) {
-    const r = ops.matmulBackward(cache.hFinal, p.lm_head, dlogits, { m: N, k: d, n: V });
+    const r = K.matmulBackward(cache.hFinal, p.lm_head, dlogits, { m: N, k: d, n: V });
     dh = r.dx;
     g.lm_head.set(r.dw);
-  } else dh = ops.matmulABt(dlogits, p.lm_head, { m: N, k: V, n: d });
-  const fin = ops.rmsnormBackward(cache.xFinal, p.norm, cache.rstdFinal, dh, dims);
+  } else dh = K.matmulABt(dlogits, p.lm_head, { m: N, k: V, n: d });
+  const fin = K.rmsnormBackward(cache.xFinal, p.norm, cache.rstdFinal, dh, dims);
   set("norm", fin.dw);
   let dx = fin.dx;
 
@@ -397,42 +411,42 @@ function backwardImpl<A extends Arr>(
     const projBack = (name: string, x: Arr, dy: Arr, dims: ops.MatDims): Arr => {
       let dx: Arr;
       if (g) {
-        const r = ops.matmulBackward(x, w(name), dy, dims);
+        const r = K.matmulBackward(x, w(name), dy, dims);
         gw(name, r.dw);
         dx = r.dx;
-      } else dx = ops.matmulABt(dy, w(name), { m: dims.m, k: dims.n, n: dims.k });
+      } else dx = K.matmulABt(dy, w(name), { m: dims.m, k: dims.n, n: dims.k });
       const t = c.loraT?.[name];
       if (lora && t) {
         const key = `layers.${l}.${name}`;
         const r = lora.config.r;
         const dyScaled = ops.alloc(dy, dy.length);
         for (let i = 0; i < dy.length; i++) dyScaled[i] = lora.scaling * dy[i];
-        const dt = ops.matmulABt(dyScaled, lora.views[`${key}.lora_b`], { m: dims.m, k: dims.n, n: r });
+        const dt = K.matmulABt(dyScaled, lora.views[`${key}.lora_b`], { m: dims.m, k: dims.n, n: r });
         if (loraGrads) {
-          lg[`${key}.lora_b`].set(ops.matmulAtB(t, dyScaled, { m: r, k: dims.m, n: dims.n }));
-          lg[`${key}.lora_a`].set(ops.matmulAtB(x, dt, { m: dims.k, k: dims.m, n: r }));
+          lg[`${key}.lora_b`].set(K.matmulAtB(t, dyScaled, { m: r, k: dims.m, n: dims.n }));
+          lg[`${key}.lora_a`].set(K.matmulAtB(x, dt, { m: dims.k, k: dims.m, n: r }));
         }
-        ops.addInPlace(dx, ops.matmulABt(dt, lora.views[`${key}.lora_a`], { m: dims.m, k: r, n: dims.k }));
+        ops.addInPlace(dx, K.matmulABt(dt, lora.views[`${key}.lora_a`], { m: dims.m, k: r, n: dims.k }));
       }
       return dx;
     };
     // MLP block: x = xMid + act @ w_down
     const downDx = projBack("w_down", c.act, dx, { m: N, k: config.d_ff, n: d });
-    const { dgate, dup } = ops.swigluBackward(c.gate, c.up, downDx);
+    const { dgate, dup } = K.swigluBackward(c.gate, c.up, downDx);
     const gateDx = projBack("w_gate", c.h2, dgate, { m: N, k: d, n: config.d_ff });
     const upDx = projBack("w_up", c.h2, dup, { m: N, k: d, n: config.d_ff });
     ops.addInPlace(gateDx, upDx);
-    const n2 = ops.rmsnormBackward(c.xMid, w("ffn_norm"), c.rstd2, gateDx, dims);
+    const n2 = K.rmsnormBackward(c.xMid, w("ffn_norm"), c.rstd2, gateDx, dims);
     gw("ffn_norm", n2.dw);
     const dxMid = ops.add(dx, n2.dx);
     // Attention block: xMid = xIn + attn @ wo
     const woDx = projBack("wo", c.attn, dxMid, { m: N, k: qDim, n: d });
-    const a = ops.attentionBackward(c.qr, c.kr, c.v, c.probs, woDx, attnDims);
-    let dq = ops.ropeBackward(a.dq, pos, qRope);
-    let dk = ops.ropeBackward(a.dk, pos, kRope);
+    const a = K.attentionBackward(c.qr, c.kr, c.v, c.probs, woDx, attnDims);
+    let dq = K.ropeBackward(a.dq, pos, qRope);
+    let dk = K.ropeBackward(a.dk, pos, kRope);
     if (config.qk_norm) {
-      const qn = ops.rmsnormBackward(c.qPre!, w("q_norm"), c.qRstd!, dq, { rows: N * config.n_heads, dim: hd });
-      const kn = ops.rmsnormBackward(c.kPre!, w("k_norm"), c.kRstd!, dk, { rows: N * config.n_kv_heads, dim: hd });
+      const qn = K.rmsnormBackward(c.qPre!, w("q_norm"), c.qRstd!, dq, { rows: N * config.n_heads, dim: hd });
+      const kn = K.rmsnormBackward(c.kPre!, w("k_norm"), c.kRstd!, dk, { rows: N * config.n_kv_heads, dim: hd });
       gw("q_norm", qn.dw);
       gw("k_norm", kn.dw);
       dq = qn.dx;
@@ -450,7 +464,7 @@ function backwardImpl<A extends Arr>(
     const vDx = projBack("wv", c.h1, a.dv, { m: N, k: d, n: kvDim });
     ops.addInPlace(qDx, kDx);
     ops.addInPlace(qDx, vDx);
-    const n1 = ops.rmsnormBackward(c.xIn, w("attn_norm"), c.rstd1, qDx, dims);
+    const n1 = K.rmsnormBackward(c.xIn, w("attn_norm"), c.rstd1, qDx, dims);
     gw("attn_norm", n1.dw);
     dx = ops.add(dxMid, n1.dx);
   }

@@ -3,6 +3,7 @@
  * What can work does (timers, next turn, telemetry a browser can give); the rest throws a clear error.
  */
 import type { Platform } from "./types.ts";
+import { startWebWorker, webCanShareMemory } from "./web-worker.ts";
 
 const unsupported = (what: string) => (): never => {
   throw new Error(`${what} is not available in this runtime (browser); run it on Node, Deno or Bun`);
@@ -44,4 +45,7 @@ export const browserPlatform: Platform = {
   spawnChild: unsupported("Spawning a child process"),
   lowerPriority: unsupported("Changing a process's priority"),
   listenToStdin: () => () => {},
+  cpuCount: () => Math.max(1, (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency ?? 1),
+  canShareMemory: webCanShareMemory,
+  startWorker: startWebWorker,
 };

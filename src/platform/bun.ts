@@ -6,6 +6,7 @@
  */
 import { nodeCompatible, thisProcess } from "./node.ts";
 import { refusalReporter } from "./refusals.ts";
+import { startWebWorker } from "./web-worker.ts";
 import { DEFAULT_SERVE_LIMITS, type FetchHandler, type Platform, type ServeLimits, type ServeOptions, type ServedApp } from "./types.ts";
 
 interface BunServer {
@@ -25,6 +26,7 @@ export function bunPlatform(bun: BunGlobal): Platform {
     ...nodeCompatible(),
     runtime: "bun",
     description: `bun ${bun.version}`,
+    startWorker: startWebWorker,
     serveFetch: async (fetch, options) => serveOnBun(bun, fetch, options),
     // The idle timeout also runs while a request is handled, so a hold gets half of it.
     longestHoldSeconds: (limits = {}) => bunIdleSeconds({ ...DEFAULT_SERVE_LIMITS, ...limits }) / 2,

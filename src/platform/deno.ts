@@ -4,6 +4,7 @@
  */
 import { nodeCompatible, thisProcess } from "./node.ts";
 import type { Platform } from "./types.ts";
+import { startWebWorker } from "./web-worker.ts";
 
 interface DenoGlobal {
   version: { deno: string };
@@ -21,6 +22,7 @@ export function denoPlatform(deno: DenoGlobal): Platform {
     ...node,
     runtime: "deno",
     description: `deno ${deno.version.deno}`,
+    startWorker: startWebWorker,
     args: () => [...deno.args],
     onSignal(signal, handler) {
       deno.addSignalListener(signal, handler);

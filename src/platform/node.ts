@@ -6,6 +6,7 @@ import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import process from "node:process";
+import { Worker } from "node:worker_threads";
 import { refusalReporter } from "./refusals.ts";
 import {
   DEFAULT_SERVE_LIMITS,
@@ -17,6 +18,7 @@ import {
   type ServeOptions,
   type ServedApp,
   type SpawnOptions,
+  type WorkerPort,
 } from "./types.ts";
 
 /** A file handle read in ranges: into a fresh buffer the caller owns, or into the caller's memory. */
@@ -91,6 +93,22 @@ export function nodeCompatible(): Omit<Platform, "runtime" | "description" | "se
     spawnChild,
     lowerPriority: (pid, niceness) => os.setPriority(pid, Math.min(19, os.getPriority(pid) + niceness)),
     listenToStdin,
+    cpuCount: () => Math.max(1, os.availableParallelism?.() ?? os.cpus().length),
+    canShareMemory: () => typeof SharedArrayBuffer === "function",
+    startWorker: startNodeWorker,
+  };
+}
+
+/** A worker_threads worker evaluating `source` (a CommonJS script: `require` is there for the port). */
+function startNodeWorker(source: string): WorkerPort {
+  const code = `const { parentPort: __port } = require("node:worker_threads");\nconst __post = (m) => __port.postMessage(m);\n${source}\n__port.on("message", (d) => __onmessage(d));\n`;
+  const w = new Worker(code, { eval: true });
+  w.unref();
+  return {
+    postMessage: (m) => w.postMessage(m),
+    onMessage: (handler) => void w.on("message", handler),
+    onError: (handler) => void w.on("error", handler),
+    terminate: () => void w.terminate(),
   };
 }
 

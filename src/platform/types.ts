@@ -89,6 +89,17 @@ export interface FileAccess {
   rename(from: string, to: string): Promise<void>;
 }
 
+/**
+ * A worker thread started by `Platform.startWorker`. Its source is a classic script body that defines
+ * `function __onmessage(data)` and may call `__post(message)`; each runtime wraps it with its own port.
+ */
+export interface WorkerPort {
+  postMessage(message: unknown): void;
+  onMessage(handler: (message: unknown) => void): void;
+  onError(handler: (error: unknown) => void): void;
+  terminate(): void;
+}
+
 export interface Platform {
   readonly runtime: RuntimeName;
   /** "node v20.1.0", "deno 2.1.0", "bun 1.2.0" or "browser", for startup messages. */
@@ -129,4 +140,11 @@ export interface Platform {
   lowerPriority(pid: number, niceness: number): void;
   /** Listens to this process's stdin; the remover also releases stdin so the process can exit. */
   listenToStdin(onData: (text: string) => void, onEnd: () => void): () => void;
+
+  /** Logical CPUs this process may use (at least 1). */
+  cpuCount(): number;
+  /** Whether threads can share memory here (SharedArrayBuffer and Atomics.wait on this thread). */
+  canShareMemory(): boolean;
+  /** Starts a worker thread running `source` (see {@link WorkerPort}); it does not keep the process alive. */
+  startWorker(source: string): WorkerPort;
 }

@@ -1,10 +1,14 @@
-/** Serving the policy: batched generation, the OpenAI-compatible policy server, its LLM-call spans. */
+/** Serving the policy: batched generation, the OpenAI-compatible policy server, its LLM-call spans; the LLM proxy. */
 export * from "./generation.ts";
 export * from "./policy.ts";
 export * from "./llm-span.ts";
 export * from "./openai-schemas.ts";
+export { OpenAiError, platformServe, type ResourceOptions, type ServeFn } from "./openai-http.ts";
 export * from "./policy-server.ts";
 export * from "./gpu-generation.ts";
 export * from "./engine.ts";
 export * from "./batching.ts";
 export * from "./detokenize.ts";
+export * from "./llm-proxy-config.ts";
+export { exponentialBackoff, type RetryDelay, UpstreamTimeoutError, UpstreamUnavailableError } from "./upstream-call.ts";
+export * from "./llm-proxy.ts";

@@ -1,11 +1,13 @@
 /**
  * The LLM-call span the policy server stores for each routed request, in the shape upstream's LiteLLM
- * proxy records (`gen_ai.prompt.*`, `gen_ai.completion.*`, `gen_ai.request.*`, `gen_ai.response.*`). It is
+ * proxy records (`gen_ai.prompt.*`, `gen_ai.completion.*`, `gen_ai.request.*`, `gen_ai.response.*`, built
+ * by tracer/gen-ai.ts as the LLM proxy's spans are). It is
  * named `litellm_request`, like the upstream proxy's, and carries the token ids as integer arrays
  * (`prompt_token_ids`, `response_token_ids`; docs/departures.md#13), so `LlmProxyTraceToTriplet` turns it
  * into a triplet unchanged, and `TracerTraceToTriplet({ llmCallMatch: "litellm_request" })` does too.
  * One span per choice; choice i > 0 gets the response id `<id>-<i>` so the adapter keeps every choice.
  */
+import { type JsonObject, openAiCallAttributes } from "../tracer/gen-ai.ts";
 import type { Attributes, Span } from "../types/span.ts";
 import { spanFromAttributes } from "../types/span.ts";
 import type { Generation } from "./generation.ts";
@@ -20,13 +22,12 @@ export interface LlmCallRecord {
   rolloutId: string;
   attemptId: string;
   sequenceId: number;
-  /** Chat messages as the model saw them (a completion prompt is recorded as one user message). */
-  messages: { role: string; content: string }[];
-  request: { model: string; temperature: number; top_p: number; max_tokens: number; n: number };
-  responseId: string;
-  model: string;
+  /** The request as the server ran it: the client's body with the sampling values used (a token-id prompt as its text). */
+  request: JsonObject;
+  /** The answer's unstreamed body, every choice in it. */
+  response: JsonObject;
   policyVersion: number;
-  promptTokenIds: number[];
+  /** The generations behind the choices (their log-probs are recorded). */
   choices: Generation[];
   startTime: number;
   endTime: number;
@@ -36,43 +37,31 @@ export function choiceResponseId(id: string, index: number): string {
   return index === 0 ? id : `${id}-${index}`;
 }
 
+/** One span per choice, its attributes from gen-ai.ts as the LLM proxy's, plus the policy version and log-probs. */
 export function llmCallSpans(r: LlmCallRecord): Span[] {
-  const common: Attributes = {
-    "gen_ai.system": "lightning-ts",
-    "gen_ai.request.type": "chat",
-    "gen_ai.request.model": r.request.model,
-    "gen_ai.request.temperature": r.request.temperature,
-    "gen_ai.request.top_p": r.request.top_p,
-    "gen_ai.request.max_tokens": r.request.max_tokens,
-    "gen_ai.request.n": r.request.n,
-    "gen_ai.response.model": r.model,
-    [POLICY_VERSION_ATTRIBUTE]: r.policyVersion,
-    prompt_token_ids: r.promptTokenIds,
-  };
-  r.messages.forEach((m, i) => {
-    common[`gen_ai.prompt.${i}.role`] = m.role;
-    common[`gen_ai.prompt.${i}.content`] = m.content;
-  });
-  return r.choices.map((c, i) =>
-    spanFromAttributes({
+  const choices = r.response.choices as JsonObject[];
+  const promptTokens = (r.response.prompt_token_ids as number[]).length;
+  return r.choices.map((g, i) => {
+    const one: JsonObject = {
+      ...r.response,
+      id: choiceResponseId(String(r.response.id), i),
+      choices: [{ ...choices[i], index: 0 }],
+      usage: { prompt_tokens: promptTokens, completion_tokens: g.tokenIds.length, total_tokens: promptTokens + g.tokenIds.length },
+    };
+    const attributes: Attributes = {
+      "gen_ai.system": "lightning-ts",
+      ...openAiCallAttributes({ request: r.request, response: one }),
+      [POLICY_VERSION_ATTRIBUTE]: r.policyVersion,
+      [RESPONSE_LOGPROBS_ATTRIBUTE]: g.logprobs,
+    };
+    return spanFromAttributes({
       rollout_id: r.rolloutId,
       attempt_id: r.attemptId,
       sequence_id: r.sequenceId,
       name: LLM_CALL_SPAN_NAME,
       start_time: r.startTime,
       end_time: r.endTime,
-      attributes: {
-        ...common,
-        "gen_ai.response.id": choiceResponseId(r.responseId, i),
-        "gen_ai.completion.0.role": "assistant",
-        "gen_ai.completion.0.content": c.text,
-        "gen_ai.completion.0.finish_reason": c.finishReason,
-        "gen_ai.usage.prompt_tokens": r.promptTokenIds.length,
-        "gen_ai.usage.completion_tokens": c.tokenIds.length,
-        "gen_ai.usage.total_tokens": r.promptTokenIds.length + c.tokenIds.length,
-        response_token_ids: c.tokenIds,
-        [RESPONSE_LOGPROBS_ATTRIBUTE]: c.logprobs,
-      },
-    }),
-  );
+      attributes,
+    });
+  });
 }

@@ -13,14 +13,27 @@ import { Hono, type Context } from "hono";
 import type { LightningStore } from "../store/base.ts";
 import type { Clock } from "../types/clock.ts";
 import { systemClock } from "../types/clock.ts";
-import { LightningError, ValidationError } from "../types/errors.ts";
+import { ValidationError } from "../types/errors.ts";
 import { newSpanId } from "../types/ids.ts";
 import type { LLM, ProxyLLM } from "../types/resources.ts";
 import { byteTokenizer } from "../model/tokenizer.ts";
 import type { TemplateMessage, ToolCall, ToolDefinition } from "../model/tokenizer-api.ts";
-import { bearerChallenge, bearerToken, tokensEqual } from "../server/auth.ts";
 import { decodeWithOffsets } from "./detokenize.ts";
+import type { JsonObject } from "../tracer/gen-ai.ts";
 import { llmCallSpans } from "./llm-span.ts";
+import {
+  installOpenAiBasics,
+  llmResource,
+  nodeServe,
+  OpenAiError,
+  readJson,
+  type ResourceOptions,
+  ROUTE_PREFIXES,
+  routedAttempt,
+  type ServeFn,
+  SSE_HEADERS,
+  v1Endpoint,
+} from "./openai-http.ts";
 import type { Generation } from "./generation.ts";
 import { ChatCompletionRequest, CompletionRequest, contentText, stopList, type ChatMessageInput } from "./openai-schemas.ts";
 import type { Policy } from "./policy.ts";
@@ -37,33 +50,6 @@ export interface PolicyAppOptions {
 
 type Kind = "chat" | "completion";
 
-/** An error in the OpenAI shape: `{ error: { message, type, param, code } }`. */
-class OpenAiError extends LightningError {
-  constructor(
-    override readonly status: number,
-    readonly type: string,
-    message: string,
-    readonly code: string | null = null,
-  ) {
-    super(message);
-  }
-}
-
-function errorBody(err: unknown): { status: number; body: unknown } {
-  if (err instanceof OpenAiError)
-    return { status: err.status, body: { error: { message: err.message, type: err.type, param: null, code: err.code } } };
-  if (err instanceof ValidationError) {
-    const param = err.issues[0]?.path.join(".") ?? null;
-    return { status: 400, body: { error: { message: err.message, type: "invalid_request_error", param, code: null } } };
-  }
-  if (err instanceof LightningError)
-    return { status: err.status, body: { error: { message: err.message, type: err.errorType, param: null, code: null } } };
-  return {
-    status: 500,
-    body: { error: { message: err instanceof Error ? err.message : String(err), type: "server_error", param: null, code: null } },
-  };
-}
-
 const CHAT_ROLES: Record<ChatMessageInput["role"], string> = {
   system: "system",
   developer: "system",
@@ -74,7 +60,8 @@ const CHAT_ROLES: Record<ChatMessageInput["role"], string> = {
 
 interface Prepared {
   kind: Kind;
-  messages: { role: string; content: string }[];
+  /** A completion's prompt as text (a token-id prompt decoded), for the span; null for a chat. */
+  promptText: string | null;
   promptIds: number[];
   /** Tools offered (chat only): the model's output is parsed for calls when there are some. */
   tools: ToolDefinition[] | null;
@@ -90,14 +77,6 @@ interface Prepared {
   logprobs: boolean;
 }
 
-async function readJson(c: Context): Promise<unknown> {
-  try {
-    return await c.req.json();
-  } catch {
-    throw new OpenAiError(400, "invalid_request_error", "The request body is not valid JSON");
-  }
-}
-
 function parse<T>(
   schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: import("zod").ZodError } },
   v: unknown,
@@ -108,7 +87,7 @@ function parse<T>(
 }
 
 function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
-  let messages: { role: string; content: string }[];
+  let promptText: string | null = null;
   let promptIds: number[];
   let tools: ToolDefinition[] | null = null;
   let logprobs: boolean;
@@ -130,7 +109,6 @@ function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
       ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}),
       ...(m.name !== undefined ? { name: m.name } : {}),
     }));
-    messages = turns.map((t) => ({ role: t.role, content: t.content ?? "" }));
     tools = chat.tools?.length && chat.tool_choice !== "none" ? (chat.tools as ToolDefinition[]) : null;
     promptIds = policy.tokenizer.applyChatTemplate(turns, { addGenerationPrompt: true, ...(tools ? { tools } : {}) });
     logprobs = chat.logprobs === true;
@@ -143,12 +121,7 @@ function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
       promptIds = policy.tokenizer.encode(comp.prompt, { addSpecialTokens: comp.add_special_tokens ?? true });
       if (promptIds.length === 0) throw new ValidationError("prompt must not be empty", ["prompt"]);
     } else promptIds = comp.prompt;
-    messages = [
-      {
-        role: "user",
-        content: typeof comp.prompt === "string" ? comp.prompt : policy.tokenizer.decode(comp.prompt, { skipSpecialTokens: false }),
-      },
-    ];
+    promptText = typeof comp.prompt === "string" ? comp.prompt : policy.tokenizer.decode(comp.prompt, { skipSpecialTokens: false });
     logprobs = (comp.logprobs ?? 0) > 0;
     maxTokens = comp.max_tokens ?? 16; // the OpenAI default for completions
   }
@@ -176,7 +149,7 @@ function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
     );
   return {
     kind,
-    messages,
+    promptText,
     promptIds,
     tools,
     temperature: req.temperature ?? 1,
@@ -338,7 +311,7 @@ function sseResponse(chunks: unknown[]): Response {
   });
   return new Response(body, {
     status: 200,
-    headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", "x-accel-buffering": "no" },
+    headers: SSE_HEADERS,
   });
 }
 
@@ -348,34 +321,15 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
   const store = options.store ?? null;
   const clock = options.clock ?? systemClock;
   const app = new Hono();
-  app.onError((err, c) => {
-    const { status, body } = errorBody(err);
-    return c.json(body, status as 400);
-  });
-  const token = options.token ?? null;
-  if (token !== null) {
-    if (token.trim() === "") throw new ValidationError("token must not be empty; leave it out to serve without authentication", ["token"]);
-    app.use("*", async (c, next) => {
-      if (c.req.path.endsWith("/health")) return next();
-      const given = bearerToken(c.req.header("authorization"));
-      if (given === null || !(await tokensEqual(given, token))) {
-        c.header("WWW-Authenticate", bearerChallenge(given !== null));
-        return c.json(
-          { error: { message: "Missing or wrong bearer token", type: "authentication_error", param: null, code: "invalid_api_key" } },
-          401,
-        );
-      }
-      return next();
-    });
-  }
+  installOpenAiBasics(app, options.token ?? null);
 
   const complete = (kind: Kind) => async (c: Context) => {
-    const rid = c.req.param("rid");
-    const aid = c.req.param("aid");
+    const routed = routedAttempt(c);
     const startTime = clock.now();
-    const prepared = prepare(policy, kind, await readJson(c));
+    const body = await readJson(c);
+    const prepared = prepare(policy, kind, body);
     // One sequence id per request, taken when it arrives (upstream's RolloutAttemptMiddleware).
-    const sequenceId = rid !== undefined && aid !== undefined && store !== null ? await store.getNextSpanSequenceId(rid, aid) : null;
+    const sequenceId = routed !== null && store !== null ? await store.getNextSpanSequenceId(routed.rolloutId, routed.attemptId) : null;
     const baseSeed = prepared.seed ?? policy.nextSeed();
     const version = policy.version;
     const choices = await policy.generate(
@@ -396,33 +350,34 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
       choices,
       version,
     };
+    const full = fullBody(policy, answer) as JsonObject;
     if (sequenceId !== null) {
-      const spans = llmCallSpans({
-        rolloutId: rid!,
-        attemptId: aid!,
-        sequenceId,
-        messages: prepared.messages,
-        request: {
-          model: policy.model,
-          temperature: prepared.temperature,
-          top_p: prepared.topP,
-          max_tokens: prepared.maxTokens,
-          n: prepared.n,
-        },
-        responseId: answer.id,
+      const request: JsonObject = {
+        ...(body as JsonObject),
         model: policy.model,
+        temperature: prepared.temperature,
+        top_p: prepared.topP,
+        max_tokens: prepared.maxTokens,
+        n: prepared.n,
+        ...(prepared.promptText !== null ? { prompt: prepared.promptText } : {}),
+      };
+      const spans = llmCallSpans({
+        rolloutId: routed!.rolloutId,
+        attemptId: routed!.attemptId,
+        sequenceId,
+        request,
+        response: full,
         policyVersion: version,
-        promptTokenIds: prepared.promptIds,
         choices,
         startTime,
         endTime: clock.now(),
       });
       await store!.addManySpans(spans);
     }
-    return prepared.stream ? sseResponse(streamChunks(policy, answer)) : c.json(fullBody(policy, answer));
+    return prepared.stream ? sseResponse(streamChunks(policy, answer)) : c.json(full);
   };
 
-  for (const prefix of ["", "/rollout/:rid/attempt/:aid"]) {
+  for (const prefix of ROUTE_PREFIXES) {
     app.get(`${prefix}/health`, (c) => c.json({ status: "ok" }));
     app.get(`${prefix}/v1/models`, (c) =>
       c.json({
@@ -433,34 +388,7 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
     app.post(`${prefix}/v1/chat/completions`, complete("chat"));
     app.post(`${prefix}/v1/completions`, complete("completion"));
   }
-  app.notFound((c) =>
-    c.json(
-      { error: { message: `No route for ${c.req.method} ${c.req.path}`, type: "invalid_request_error", param: null, code: "not_found" } },
-      404,
-    ),
-  );
   return app;
-}
-
-/** How to serve a fetch handler (runtimes/*.ts have one per runtime; Node's is the default). */
-export type ServeFn = (
-  fetch: (req: Request) => Response | Promise<Response>,
-  at: { hostname: string; port: number },
-) => Promise<{ port: number; stop(): Promise<void> }>;
-
-async function nodeServe(): Promise<ServeFn> {
-  const { serve } = await import("@hono/node-server");
-  return (fetch, { hostname, port }) =>
-    new Promise((resolve, reject) => {
-      const server = serve({ fetch, hostname, port }, (info) =>
-        resolve({ port: info.port, stop: () => new Promise<void>((done, fail) => server.close((e) => (e ? fail(e) : done()))) }),
-      );
-      server.once("error", reject);
-      // Agents reuse pooled connections across training steps; a step can block the event loop for
-      // longer than Node's 5 s keep-alive, and a socket the server closes just as a client reuses it
-      // fails that request (ECONNRESET). Idle connections therefore stay open for 10 minutes.
-      (server as { keepAliveTimeout?: number }).keepAliveTimeout = 600_000;
-    });
 }
 
 export interface PolicyServerOptions extends PolicyAppOptions {
@@ -506,22 +434,11 @@ export class PolicyServer {
   /** `http://host:port/v1` (throws before start). */
   get endpoint(): string {
     if (!this.handle) throw new ValidationError("the policy server is not running", []);
-    const host = this.options.hostname ?? "127.0.0.1";
-    return `http://${host.includes(":") ? `[${host}]` : host}:${this.handle.port}/v1`;
+    return v1Endpoint(this.options.hostname ?? "127.0.0.1", this.handle.port);
   }
 
   /** The server as a resource: a ProxyLLM (runners bind it to their attempt), or an LLM bound to one attempt. */
-  asResource(options: { samplingParameters?: Record<string, unknown>; rolloutId?: string; attemptId?: string } = {}): ProxyLLM | LLM {
-    const base = {
-      endpoint: this.endpoint,
-      model: this.policy.model,
-      api_key: null,
-      sampling_parameters: options.samplingParameters ?? {},
-    };
-    if (options.rolloutId === undefined && options.attemptId === undefined) return { resource_type: "proxy_llm", ...base };
-    if (options.rolloutId === undefined || options.attemptId === undefined)
-      throw new ValidationError("rolloutId and attemptId must be given together", ["rolloutId"]);
-    const bare = this.endpoint.slice(0, -3);
-    return { resource_type: "llm", ...base, endpoint: `${bare}/rollout/${options.rolloutId}/attempt/${options.attemptId}/v1` };
+  asResource(options: ResourceOptions = {}): ProxyLLM | LLM {
+    return llmResource(this.endpoint, this.policy.model, options);
   }
 }

@@ -4,7 +4,8 @@
  * transaction, sequence ids assigned server-side), `POST /v1/agl/attempts/finish` (an attempt's last spans,
  * final update and the next claim in one request), `POST /v1/agl/spans/next/many`, a long-polling
  * `POST /v1/agl/waits/rollouts`, Prometheus text at `GET /metrics`, and `Idempotency-Key` on the write
- * routes (idempotency.ts, docs/departures.md#23). Runtime-neutral: each runtime
+ * routes (idempotency.ts, docs/departures.md#23), and the dashboard at `/` with the routes it reads
+ * (dashboard/, docs/dashboard.md). Runtime-neutral: each runtime
  * serves `app.fetch` with its own server (runtimes/*.ts).
  */
 import { Hono } from "hono";
@@ -15,7 +16,6 @@ import { cors } from "hono/cors";
 import { routePath } from "hono/route";
 import type { z } from "zod";
 import type { LightningStore } from "../store/base.ts";
-import { setOwn } from "../store/owned.ts";
 import { LightningError, ValidationError, parseOrThrow, type PaginatedResult, type Rollout, type Span } from "../types/index.ts";
 import { bearerChallenge, bearerToken, tokensEqual } from "./auth.ts";
 import { HttpProblem, errorResponse, routeNotFound } from "./errors.ts";
@@ -25,11 +25,14 @@ import { silentLogger, type LogWriter } from "../platform/log.ts";
 import { ServerMetrics, instrumentStore } from "./metrics.ts";
 import { otlpTracesHandler } from "./otlp/route.ts";
 import * as S from "./schemas.ts";
+import { queryParams } from "./query-params.ts";
 import { coalescedStore } from "./coalesce.ts";
 import { addSpansAssigningSequence, minimalSpanEcho, type SpanWithOptionalSequence } from "./spans.ts";
 import { FinishPartError, checkSpanObjects, finishAttempt } from "./finish.ts";
 import { IDEMPOTENT_REPLAYED_HEADER, IdempotencyCache, idempotentWrites, type IdempotencyOptions } from "./idempotency.ts";
 import type { TestHooks } from "./test-hooks.ts";
+import { registerDashboardApi } from "./dashboard/api.ts";
+import { isDashboardAsset, registerDashboardFiles } from "./dashboard/static.ts";
 
 export const API_PREFIX = "/v1/agl";
 /** Longest a `POST /waits/rollouts` request is held (docs/departures.md#8). */
@@ -38,7 +41,7 @@ export const MAX_WAIT_SECONDS = 30;
 export const WAIT_SETTLED_HEADER = "agl-wait-settled";
 
 export interface StoreAppOptions {
-  /** When set, every route but `GET /v1/agl/health` needs `Authorization: Bearer <token>`. */
+  /** When set, every route but `GET /v1/agl/health` and the dashboard's files needs `Authorization: Bearer <token>`. */
   token?: string | null;
   /** Allowed CORS origins; `*` allows any. None: no CORS headers. */
   corsOrigins?: readonly string[];
@@ -62,6 +65,8 @@ export interface StoreAppOptions {
   maxPageSize?: number;
   /** Characters of JSON after which a list answer ends its page early (its `limit` says where). Default 64 Mi (2^26). */
   maxPageChars?: number;
+  /** Serve the dashboard's page at `/` (docs/dashboard.md); the API routes it reads stay either way. Default true. */
+  dashboard?: boolean;
   /** Test-only hooks (a settable clock, a store reset); never enabled by default. */
   testHooks?: TestHooks;
 }
@@ -107,16 +112,6 @@ async function body<T extends z.ZodType>(c: Context, schema: T, optional = false
   return parseOrThrow(schema, raw === undefined || raw === null ? (optional ? {} : raw) : raw, "request body");
 }
 
-/** GET query parameters as an object for the same schemas: repeated keys as lists, numbers as numbers. */
-function query<T extends z.ZodType>(c: Context, schema: T): z.infer<T> {
-  const out: Record<string, unknown> = {};
-  for (const [k, values] of Object.entries(c.req.queries())) {
-    const v: unknown = S.ARRAY_PARAMS.has(k) ? values : values[values.length - 1];
-    setOwn(out, k, S.NUMBER_PARAMS.has(k) && typeof v === "string" && v.trim() !== "" && !Number.isNaN(Number(v)) ? Number(v) : v);
-  }
-  return parseOrThrow(schema, out, "query parameters");
-}
-
 /** Drops keys whose value is undefined (a query object must not carry them to the store). */
 const defined = <T extends object>(o: T): T => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
 
@@ -138,6 +133,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   const maxWait = options.maxWaitSeconds ?? MAX_WAIT_SECONDS;
   const limit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
   const token = options.token ?? null;
+  const dashboardOn = options.dashboard ?? true;
   // Every write route takes it; reads (searches, waits, GETs) have nothing to repeat.
   const idem: MiddlewareHandler =
     options.idempotency === false ? (_c, next) => next() : idempotentWrites(new IdempotencyCache(options.idempotency), log);
@@ -200,6 +196,8 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
       throw new ValidationError("token must not be empty; leave it out (null) to serve without authentication", ["token"]);
     const auth: MiddlewareHandler = async (c, next) => {
       if (c.req.method === "OPTIONS" || c.req.path === `${API_PREFIX}/health`) return next();
+      // The dashboard's files hold no data and no token: the page loads, then asks for the token.
+      if (dashboardOn && isDashboardAsset(c.req.method, c.req.path)) return next();
       const given = bearerToken(c.req.header("authorization"));
       if (given === null || !(await tokensEqual(given, token))) {
         const { body: payload } = errorResponse(
@@ -263,7 +261,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     return c.json(await store.dequeueManyRollouts({ limit: Math.min(b.limit, sizes.maxSize), worker_id: b.worker_id ?? null }));
   });
   api.post("/rollouts/search", async (c) => answerPage(c, await store.queryRollouts(paged(await body(c, S.RolloutSearch, true)))));
-  api.get("/rollouts", async (c) => answerPage(c, await store.queryRollouts(paged(query(c, S.RolloutSearch)))));
+  api.get("/rollouts", async (c) => answerPage(c, await store.queryRollouts(paged(queryParams(c, S.RolloutSearch)))));
   api.post("/rollouts", idem, async (c) => {
     const { input, ...opts } = await body(c, S.StartRolloutBody);
     return c.json(await store.startRollout(input, opts), 201);
@@ -280,7 +278,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   );
   api.get("/rollouts/:rollout_id/attempts/latest", async (c) => c.json(await store.getLatestAttempt(c.req.param("rollout_id"))));
   api.get("/rollouts/:rollout_id/attempts", async (c) =>
-    answerPage(c, await store.queryAttempts(c.req.param("rollout_id"), paged(query(c, S.AttemptSearch)))),
+    answerPage(c, await store.queryAttempts(c.req.param("rollout_id"), paged(queryParams(c, S.AttemptSearch)))),
   );
   api.post("/rollouts/:rollout_id/attempts", idem, async (c) => {
     const b = await body(c, S.WorkerIdBody, true);
@@ -292,7 +290,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
 
   // Workers
   api.post("/workers/search", async (c) => answerPage(c, await store.queryWorkers(paged(await body(c, S.WorkerSearch, true)))));
-  api.get("/workers", async (c) => answerPage(c, await store.queryWorkers(paged(query(c, S.WorkerSearch)))));
+  api.get("/workers", async (c) => answerPage(c, await store.queryWorkers(paged(queryParams(c, S.WorkerSearch)))));
   api.get("/workers/:worker_id", async (c) => c.json(await store.getWorkerById(c.req.param("worker_id"))));
   api.post("/workers/:worker_id", idem, async (c) => {
     const b = await body(c, S.WorkerUpdateBody, true);
@@ -303,7 +301,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
 
   // Resources
   api.get("/resources/latest", async (c) => c.json(await store.getLatestResources()));
-  api.get("/resources", async (c) => answerPage(c, await store.queryResources(paged(query(c, S.ResourcesSearch)))));
+  api.get("/resources", async (c) => answerPage(c, await store.queryResources(paged(queryParams(c, S.ResourcesSearch)))));
   api.post("/resources", idem, async (c) => c.json(await store.addResources((await readJson(c, false)) as never), 201));
   api.get("/resources/:resources_id", async (c) => c.json(await store.getResourcesById(c.req.param("resources_id"))));
   api.post("/resources/:resources_id", idem, async (c) =>
@@ -316,7 +314,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     return answerPage(c, await store.querySpans(rollout_id, paged(q)));
   });
   api.get("/spans", async (c) => {
-    const { rollout_id, ...q } = query(c, S.SpanSearch);
+    const { rollout_id, ...q } = queryParams(c, S.SpanSearch);
     return answerPage(c, await store.querySpans(rollout_id, paged(q)));
   });
   api.post("/spans/next/many", idem, async (c) => {
@@ -385,7 +383,9 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     return c.json(done);
   });
 
+  registerDashboardApi(api, store, metrics);
   app.route(API_PREFIX, api);
+  if (dashboardOn) registerDashboardFiles(app);
 
   // OTLP/HTTP
   app.post("/v1/traces", otlpTracesHandler(store, { maxBytes: limit, log }));

@@ -37,6 +37,8 @@ export interface StoreServerConfig {
   pageSize: number | null;
   /** Most items of one list answer; null: the default. */
   maxPageSize: number | null;
+  /** Serve the dashboard at `/` (`--no-dashboard` turns it off). */
+  dashboard: boolean;
   /** TEST-ONLY: a settable ManualClock and a reset route (src/server/test-hooks.ts). */
   testClock: boolean;
   help: boolean;
@@ -68,6 +70,7 @@ Options:
   --max-connections N   open connections at most; more are closed at once (default ${DEFAULT_SERVE_LIMITS.maxConnections})
   --page-size N         items of a list answer without a limit (default ${DEFAULT_PAGE_SIZE})
   --max-page-size N     most items of one list answer or dequeue (default ${MAX_PAGE_SIZE})
+  --no-dashboard        do not serve the dashboard at / (docs/dashboard.md)
   -h, --help            show this help
 
 Running it safely (token, CORS, timeouts, limits): docs/server.md
@@ -136,6 +139,7 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
     limits: { ...DEFAULT_SERVE_LIMITS },
     pageSize: null,
     maxPageSize: null,
+    dashboard: true,
     testClock: false,
     help: false,
   };
@@ -206,6 +210,9 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
         break;
       case "--max-page-size":
         cfg.maxPageSize = intOf(value(), "--max-page-size", 1, Number.MAX_SAFE_INTEGER);
+        break;
+      case "--no-dashboard":
+        cfg.dashboard = false;
         break;
       case "--test-clock":
         cfg.testClock = true;

@@ -47,6 +47,12 @@ export class Counter implements Metric {
   get(labels: Labels): number {
     return this.values.get(keyOf(labels))?.value ?? 0;
   }
+  /** The sum over every series whose labels pass `keep` (all of them without it). */
+  sum(keep: (labels: Labels) => boolean = () => true): number {
+    let total = 0;
+    for (const { labels, value } of this.values.values()) if (keep(labels)) total += value;
+    return total;
+  }
   render(): string[] {
     const out = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} counter`];
     for (const { labels, value } of this.values.values()) out.push(`${this.name}${labelText(labels)} ${value}`);

@@ -76,6 +76,7 @@ export async function startStoreServer(
     defaultPageSize: config.pageSize ?? undefined,
     maxPageSize: config.maxPageSize ?? undefined,
     shutdownSignal: shutdownController.signal,
+    dashboard: config.dashboard,
     log,
     testHooks,
   });
@@ -89,7 +90,7 @@ export async function startStoreServer(
   const url = `http://${urlHost(config.host)}:${served.port}`;
   // Always printed, whatever the log level: where it listens and where the data lives.
   console.log(
-    `[agl store] Lightning store (${host.runtime}) listening on ${url}  (API ${url}/v1/agl, OTLP ${url}/v1/traces, metrics ${url}/metrics)`,
+    `[agl store] Lightning store (${host.runtime}) listening on ${url}  (${config.dashboard ? `dashboard ${url}/, ` : ""}API ${url}/v1/agl, OTLP ${url}/v1/traces, metrics ${url}/metrics)`,
   );
   console.log(`[agl store] Data: ${location}${config.token ? `; bearer token required (from ${config.tokenSource ?? "options"})` : ""}`);
   if (config.tokenSource === "--token")

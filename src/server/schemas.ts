@@ -49,6 +49,7 @@ export const RolloutSearch = z.strictObject({
   status_in: z.array(RolloutStatus).nullable().optional(),
   rollout_id_in: z.array(z.string()).nullable().optional(),
   rollout_id_contains: z.string().nullable().optional(),
+  mode_in: z.array(RolloutMode).nullable().optional(),
   filter_logic: FilterLogic.optional(),
   /** Deprecated upstream aliases. */
   status: z.array(RolloutStatus).nullable().optional(),
@@ -120,7 +121,7 @@ export const WaitBody = z.strictObject({
 });
 
 /** GET query parameters that repeat (`?status_in=a&status_in=b`) and those that are numbers. */
-export const ARRAY_PARAMS = new Set(["status_in", "rollout_id_in", "status", "rollout_ids"]);
+export const ARRAY_PARAMS = new Set(["status_in", "rollout_id_in", "mode_in", "status", "rollout_ids"]);
 export const NUMBER_PARAMS = new Set(["limit", "offset"]);
 
 /**

@@ -48,6 +48,8 @@ export interface RolloutQuery extends PageOptions {
   status_in?: RolloutStatus[] | null;
   rollout_id_in?: string[] | null;
   rollout_id_contains?: string | null;
+  /** Rollouts of these modes (`train`, `val`, `test`); a Lightning extension for the dashboard. */
+  mode_in?: RolloutMode[] | null;
   filter_logic?: FilterLogic;
   /** Deprecated alias of `status_in`; `status_in` wins when both are given. */
   status?: RolloutStatus[] | null;

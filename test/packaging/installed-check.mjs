@@ -1,7 +1,7 @@
 // Run by test/packaging/pack.test.ts under Node, Deno and Bun inside a clean folder where the packed
 // tarball is installed as node_modules/lightning-ts. Imports the root and every subpath by package
 // name, uses the store (an embedded libSQL file: the native binding and the embedded migrations) and
-// the Wasm core, and prints one JSON line.
+// the Wasm core and the dashboard's embedded files, and prints one JSON line.
 import { readFile } from "node:fs/promises";
 
 const runtime = globalThis.Deno !== undefined ? "deno" : globalThis.Bun !== undefined ? "bun" : "node";
@@ -30,8 +30,19 @@ const grpo = wasmKernels(loadWasmCoreSync()).grpo(
   true,
 );
 
+// The dashboard's files ship inside the package's JavaScript: the store app serves them with no file path.
+const { createStoreApp } = await import("lightning-ts/server");
+const { InMemoryLightningStore } = await import("lightning-ts/store");
+const dashboardStore = new InMemoryLightningStore();
+const app = createStoreApp(dashboardStore);
+const page = await app.request("/");
+const uplot = await app.request("/dashboard/vendor/uplot.mjs");
+const dashboard = { page: page.status, type: page.headers.get("content-type"), uplot: (await uplot.text()).includes("uPlot") };
+await dashboardStore.close();
+
 console.log(
   JSON.stringify({
+    dashboard,
     runtime,
     exports,
     store: { claimed: claimed?.rollout_id === queued.rollout_id, input: reopened?.input },

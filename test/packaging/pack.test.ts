@@ -28,6 +28,7 @@ interface InstalledReport {
   runtime: string;
   exports: Record<string, string[]>;
   store: { claimed: boolean; input: unknown };
+  dashboard: { page: number; type: string | null; uplot: boolean };
   grpoAdvantages: number[];
 }
 
@@ -110,6 +111,7 @@ describe("npm pack", () => {
     // the build script that embeds migrations is not shipped; what it generated is
     expect(tarballFiles).toContain("dist/src/store/libsql/migrations/index.js");
     expect(tarballFiles).toContain("dist/src/wasm/kernels.wasm.js");
+    expect(tarballFiles).toContain("dist/src/server/dashboard/assets.generated.js");
   });
 
   it("every entry of package.json exports and bin is in the tarball", () => {
@@ -140,6 +142,7 @@ describe("the installed tarball", () => {
       expect(report.runtime).toBe(name);
       expect(report.exports).toEqual(await sourceExports());
       expect(report.store).toEqual({ claimed: true, input: { question: "2 + 2?" } });
+      expect(report.dashboard).toEqual({ page: 200, type: "text/html; charset=utf-8", uplot: true });
       expect(report.grpoAdvantages[0]).toBeCloseTo(Math.SQRT1_2, 5);
       expect(report.grpoAdvantages[1]).toBeCloseTo(-Math.SQRT1_2, 5);
       expect(existsSync(join(app, `store-${name}.db`))).toBe(true);

@@ -5,9 +5,9 @@
  */
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LlmProxyTraceToTriplet, TracerTraceToTriplet, buildTrainingBatch } from "../../src/adapter/index.ts";
+import { LlmProxyTraceToTriplet, TraceToMessages, TracerTraceToTriplet, buildTrainingBatch } from "../../src/adapter/index.ts";
 import { applyChatTemplate, EOS_ID, generate, initParams, presetConfig } from "../../src/model/index.ts";
-import { LLM_CALL_SPAN_NAME, ModelPolicy, PolicyServer, textDeltas } from "../../src/proxy/index.ts";
+import { LLM_CALL_SPAN_NAME, llmCallSpans, ModelPolicy, PolicyServer, textDeltas } from "../../src/proxy/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { spanFromAttributes } from "../../src/types/span.ts";
 
@@ -204,6 +204,61 @@ describe("policy server with the openai client", () => {
     policy.update(params, before.policy_version + 1);
     const after = (await client.models.list()).data[0] as unknown as { policy_version: number };
     expect(after.policy_version).toBe(before.policy_version + 1);
+  });
+});
+
+describe("llmCallSpans", () => {
+  it("records a tool round trip's calls, results and tools (gen-ai.ts, as the LLM proxy), one span per choice", () => {
+    const call = { id: "call_1", type: "function", function: { name: "add", arguments: '{"a":2,"b":3}' } };
+    const request = {
+      model: "tiny-policy",
+      messages: [
+        { role: "user", content: "2+3?" },
+        { role: "assistant", content: null, tool_calls: [call] },
+        { role: "tool", tool_call_id: "call_1", content: "5" },
+      ],
+      tools: [{ type: "function", function: { name: "add", description: "Adds", parameters: { type: "object" } } }],
+      n: 2,
+    };
+    const gen = (text: string) => ({ tokenIds: [1, 2], logprobs: [-0.5, -0.25], text, finishReason: "stop" as const });
+    const response = {
+      id: "chatcmpl-1",
+      model: "tiny-policy",
+      prompt_token_ids: [7, 8, 9],
+      choices: ["It is 5.", "5"].map((content, index) => ({
+        index,
+        message: { role: "assistant", content },
+        finish_reason: "stop",
+        token_ids: [1, 2],
+      })),
+    };
+    const spans = llmCallSpans({
+      rolloutId: "r",
+      attemptId: "a",
+      sequenceId: 4,
+      request,
+      response,
+      policyVersion: 3,
+      choices: [gen("It is 5."), gen("5")],
+      startTime: 1,
+      endTime: 2,
+    });
+    expect(spans.map((x) => x.attributes["gen_ai.response.id"])).toEqual(["chatcmpl-1", "chatcmpl-1-1"]);
+    const attrs = spans[1].attributes;
+    expect(attrs["gen_ai.prompt.1.tool_calls.0.name"]).toBe("add");
+    expect(attrs["gen_ai.prompt.2.tool_call_id"]).toBe("call_1");
+    expect(attrs["gen_ai.request.functions.0.name"]).toBe("add");
+    expect(attrs["gen_ai.completion.0.content"]).toBe("5");
+    expect(attrs["gen_ai.usage.completion_tokens"]).toBe(2);
+    expect(attrs.prompt_token_ids).toEqual([7, 8, 9]);
+    expect(attrs.response_logprobs).toEqual([-0.5, -0.25]);
+    expect(attrs["lightning.policy.version"]).toBe(3);
+    expect(new TraceToMessages().adapt([spans[0]])[0].messages).toEqual([
+      { role: "user", content: "2+3?" },
+      { role: "assistant", content: null, tool_calls: [call] },
+      { role: "tool", content: "5", tool_call_id: "call_1" },
+      { role: "assistant", content: "It is 5." },
+    ]);
   });
 });
 

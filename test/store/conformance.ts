@@ -1425,6 +1425,17 @@ function queryTests(env: Env): void {
       expect((await env.store.queryRollouts({ rollout_id_contains: "zzz" })).total).toBe(0);
     });
 
+    it("mode_in filters by mode (a Lightning extension); rollouts without a mode match no mode", async () => {
+      const t = await env.store.enqueueRollout("t", { mode: "train" });
+      const v = await env.store.startRollout("v", { mode: "val" });
+      await env.store.enqueueRollout("none");
+      expect(ids(await env.store.queryRollouts({ mode_in: ["val"] }))).toEqual([v.rollout_id]);
+      expect(ids(await env.store.queryRollouts({ mode_in: ["train", "val"] }))).toEqual([t.rollout_id, v.rollout_id]);
+      expect(ids(await env.store.queryRollouts({ mode_in: ["val"], status_in: ["queuing"] }))).toEqual([]);
+      expect(await env.store.queryRollouts({ mode_in: [] })).toMatchObject({ items: [], total: 0 });
+      await expect(env.store.queryRollouts({ mode_in: ["dev" as "val"] })).rejects.toMatchObject({ name: "ValidationError" });
+    });
+
     it("filters combine with and (default) or with or", async () => {
       const { q, p, s } = await threeRollouts();
       const query = { status_in: ["queuing" as const], rollout_id_in: [p.rollout_id, q.rollout_id] };

@@ -36,6 +36,7 @@ import type {
   Worker,
 } from "../../types/index.ts";
 import {
+  RolloutMode as RolloutModeEnum,
   RolloutStatus as RolloutStatusEnum,
   WorkerStatus as WorkerStatusEnum,
   SPAN_FIELDS,
@@ -259,6 +260,7 @@ export class LightningStoreCore implements LightningStore {
         within: stringList(query.rollout_id_in ?? query.rollout_ids, "rollout_id_in"),
         contains: query.rollout_id_contains ?? null,
       },
+      mode: { within: statusList(query.mode_in, RolloutModeEnum, "mode_in") },
     };
     const hc = this.healthcheck();
     if (hc) await hc;

@@ -1,0 +1,115 @@
+/**
+ * `agl proxy --config FILE`: the LLM proxy (src/proxy/llm-proxy.ts) in front of the configured
+ * OpenAI-compatible upstreams, recording routed calls in a store. docs/llm-proxy.md.
+ */
+import { LightningStoreClient } from "../client/client.ts";
+import { platform } from "../platform/index.ts";
+import { MissingEnvironmentVariableError, type LlmProxyConfig, parseLlmProxyConfigText } from "../proxy/llm-proxy-config.ts";
+import { LLMProxy } from "../proxy/llm-proxy.ts";
+import { platformServe } from "../proxy/openai-http.ts";
+import { UsageError } from "../server/config.ts";
+import { normaliseDb } from "../server/open-store.ts";
+import type { ServerHost } from "../server/run.ts";
+import { positiveInt } from "./serve.ts";
+import type { LightningStore } from "../store/base.ts";
+import { runnerFetch } from "../trainer/runner-fetch.ts";
+
+export const PROXY_USAGE = `Usage: agl proxy --config FILE [options]
+
+An OpenAI-compatible proxy (/v1/chat/completions, /v1/completions, /v1/models, also under
+/rollout/{rid}/attempt/{aid}) in front of the models of a JSON config file; calls under the rollout prefix
+are recorded as LLM-call spans in the store. The config: docs/llm-proxy.md#configuration.
+
+Options:
+  --config FILE      the JSON config (required)
+  --host HOST        interface to bind (default: the config's host, else 127.0.0.1)
+  --port PORT        port (default: the config's port, else 4000; 0 picks a free one)
+  --store URL|PATH   where spans go: an \`agl store\` server (http://...), memory, a libSQL URL or a file path
+                     (default: the config's store; without one nothing is recorded)
+  -h, --help         this text
+`;
+
+export interface ProxyArgs {
+  config: string;
+  host: string | null;
+  port: number | null;
+  store: string | null;
+  help: boolean;
+}
+
+export function parseProxyArgs(argv: readonly string[]): ProxyArgs {
+  const a: ProxyArgs = { config: "", host: null, port: null, store: null, help: false };
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i];
+    const value = (): string => {
+      const v = argv[++i];
+      if (v === undefined) throw new UsageError(`${flag} needs a value`);
+      return v;
+    };
+    if (flag === "-h" || flag === "--help") a.help = true;
+    else if (flag === "--config") a.config = value();
+    else if (flag === "--host") a.host = value();
+    else if (flag === "--store") a.store = value();
+    else if (flag === "--port") a.port = positiveInt(flag, value(), 0, 65535);
+    else throw new UsageError(`unknown option ${JSON.stringify(flag)}`);
+  }
+  if (!a.help && a.config === "") throw new UsageError("--config FILE is required");
+  return a;
+}
+
+/** An `agl store` server for http(s) URLs; otherwise the library's store URL rule (memory, libSQL URL, file path). */
+async function openProxyStore(where: string): Promise<LightningStore> {
+  if (/^https?:\/\//i.test(where)) return new LightningStoreClient(where);
+  const { openStore } = await import("../store/libsql/open.ts");
+  return openStore(normaliseDb(where));
+}
+
+export interface RunningProxy {
+  proxy: LLMProxy;
+  config: LlmProxyConfig;
+  stopped: Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+export async function startLlmProxy(args: ProxyArgs, host: ServerHost): Promise<RunningProxy> {
+  const config = parseLlmProxyConfigText(platform.readTextFile(args.config), args.config);
+  let token: string | null = null;
+  if (config.token !== undefined) {
+    token = host.env(config.token) ?? null;
+    if (token === null || token === "") throw new MissingEnvironmentVariableError(config.token, "token");
+  }
+  const storeAt = args.store ?? config.store ?? null;
+  const store = storeAt === null ? null : await openProxyStore(storeAt);
+  const proxy = new LLMProxy({
+    models: config.models,
+    hostname: args.host ?? config.host,
+    port: args.port ?? config.port,
+    token,
+    store,
+    env: (n) => host.env(n),
+    serve: platformServe,
+    fetchWhole: runnerFetch(),
+  });
+  await proxy.start();
+  const log = (m: string): void => console.log(`[agl proxy] ${m}`);
+  log(
+    `${proxy.modelNames.join(", ")} (${host.runtime}) at ${proxy.endpoint}${token ? "; bearer token required" : ""}; ` +
+      (storeAt === null ? "no store: calls are not recorded" : `spans to ${storeAt.replace(/\/\/[^@/]*@/, "//")}`),
+  );
+  let resolveStopped!: () => void;
+  const stopped = new Promise<void>((r) => (resolveStopped = r));
+  let stopping: Promise<void> | null = null;
+  const shutdown = (): Promise<void> => {
+    stopping ??= proxy
+      .stop()
+      .then(() => store?.close())
+      .finally(resolveStopped);
+    return stopping;
+  };
+  host.onShutdownSignal((signal) => {
+    if (stopping) host.exit(130);
+    log(`${signal} received: stopping`);
+    void shutdown();
+  });
+  return { proxy, config, stopped, shutdown };
+}

@@ -1,0 +1,3 @@
+export { CpuCore } from "./core.ts";
+export { cpuCore, cpuKernelBytes, instantiateCpuCore, loadCpuCore } from "./loader.ts";
+export { GEMM_FORM, type CpuKernelExports } from "./exports.ts";

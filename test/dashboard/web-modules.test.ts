@@ -1,0 +1,118 @@
+/** The dashboard's browser modules that need no DOM, run here: the span tree, LLM-call and reward reading, the line diff, training series. */
+import { describe, expect, it } from "vitest";
+// @ts-expect-error: plain browser ES modules without type declarations
+import { diffLines } from "../../src/server/dashboard/web/diff.js";
+// @ts-expect-error: as above
+import { llmCall, rewardValues, timeRange, treeRows } from "../../src/server/dashboard/web/spans.js";
+
+const span = (span_id: string, parent_id: string | null, start: number, end: number, extra: Record<string, unknown> = {}) => ({
+  span_id,
+  parent_id,
+  name: span_id,
+  start_time: start,
+  end_time: end,
+  sequence_id: 0,
+  attributes: {},
+  ...extra,
+});
+
+describe("treeRows", () => {
+  it("orders depth-first with children by start time; a missing parent makes a root; collapsed ids hide their subtree", () => {
+    const spans = [
+      span("c2", "root", 3, 4),
+      span("root", null, 0, 10),
+      span("c1", "root", 1, 2),
+      span("g1", "c1", 1.5, 1.6),
+      span("orphan", "gone", 5, 6),
+    ];
+    const rows = (collapsed?: Set<string>) =>
+      treeRows(spans, collapsed).map((r: { span: { span_id: string }; depth: number; children: number }) => [
+        r.span.span_id,
+        r.depth,
+        r.children,
+      ]);
+    expect(rows()).toEqual([
+      ["root", 0, 2],
+      ["c1", 1, 1],
+      ["g1", 2, 0],
+      ["c2", 1, 0],
+      ["orphan", 0, 0],
+    ]);
+    expect(rows(new Set(["c1"]))).toEqual([
+      ["root", 0, 2],
+      ["c1", 1, 1],
+      ["c2", 1, 0],
+      ["orphan", 0, 0],
+    ]);
+  });
+
+  it("survives a parent cycle and a 5,000-deep chain", () => {
+    const loop = treeRows([span("a", "b", 0, 1), span("b", "a", 0.5, 1)]);
+    expect(loop.map((r: { span: { span_id: string }; depth: number }) => [r.span.span_id, r.depth])).toEqual([
+      ["a", 0],
+      ["b", 1],
+    ]);
+    const chain = Array.from({ length: 5000 }, (_, i) => span(`s${i}`, i === 0 ? null : `s${i - 1}`, i, i + 1));
+    const rows = treeRows(chain);
+    expect(rows).toHaveLength(5000);
+    expect(rows[4999].depth).toBe(4999);
+    expect(timeRange(chain)).toEqual({ start: 0, end: 5000 });
+  });
+});
+
+describe("span readers", () => {
+  it("reads an LLM call's messages and token counts, and reward dimensions", () => {
+    const call = llmCall(
+      span("x", null, 0, 1, {
+        attributes: {
+          "gen_ai.prompt.1.role": "user",
+          "gen_ai.prompt.1.content": "second",
+          "gen_ai.prompt.0.role": "system",
+          "gen_ai.prompt.0.content": "first",
+          "gen_ai.completion.0.content": "answer",
+          "gen_ai.usage.input_tokens": 7,
+          "gen_ai.usage.output_tokens": 2,
+          "gen_ai.request.model": "m",
+        },
+      }),
+    );
+    expect(call).toEqual({
+      model: "m",
+      prompt: [
+        { role: "system", content: "first" },
+        { role: "user", content: "second" },
+      ],
+      completion: [{ content: "answer" }],
+      promptTokens: 7,
+      completionTokens: 2,
+    });
+    expect(
+      rewardValues(
+        span("r", null, 0, 0, {
+          attributes: {
+            "agentlightning.reward.0.name": "task",
+            "agentlightning.reward.0.value": 1,
+            "agentlightning.reward.1.name": "style",
+            "agentlightning.reward.1.value": 0.5,
+          },
+        }),
+      ),
+    ).toEqual([
+      { name: "task", value: 1 },
+      { name: "style", value: 0.5 },
+    ]);
+  });
+});
+
+describe("diffLines", () => {
+  it("keeps common lines and marks removed and added ones", () => {
+    expect(diffLines("a\nb\nc\nd", "a\nc\nx\nd")).toEqual([
+      { op: " ", line: "a" },
+      { op: "-", line: "b" },
+      { op: " ", line: "c" },
+      { op: "+", line: "x" },
+      { op: " ", line: "d" },
+    ]);
+    expect(diffLines("same", "same")).toEqual([{ op: " ", line: "same" }]);
+  });
+});

@@ -1,0 +1,104 @@
+/**
+ * A scripted OpenAI-compatible upstream for the LLM proxy's tests and bench: each POST to
+ * `/v1/chat/completions` or `/v1/completions` plays the next step of its script (or the default step),
+ * and the upstream keeps every request it got (body and headers) so tests can count and inspect them.
+ */
+import { Hono } from "hono";
+import { serve } from "@hono/node-server";
+
+export type Step =
+  | { kind: "json"; status?: number; body: unknown; headers?: Record<string, string> }
+  /** SSE events (objects are sent as `data: <json>`), then `[DONE]`; `breakAfter` errors the stream after that many events, `stallAfter` stops sending. */
+  | { kind: "sse"; events: unknown[]; breakAfter?: number; stallAfter?: number }
+  /** Never answers (until the request is aborted). */
+  | { kind: "stall" };
+
+export interface Received {
+  path: string;
+  body: Record<string, unknown>;
+  headers: Record<string, string>;
+}
+
+export interface ScriptedUpstream {
+  /** `http://127.0.0.1:port/v1` */
+  url: string;
+  received: Received[];
+  /** Steps played in order by the next requests. */
+  script: Step[];
+  stop(): Promise<void>;
+}
+
+export const chatAnswer = (content: string, extra: Record<string, unknown> = {}) => ({
+  id: `chatcmpl-${Math.random().toString(36).slice(2)}`,
+  object: "chat.completion",
+  created: 0,
+  model: "scripted",
+  choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+  usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
+  ...extra,
+});
+
+export const chatChunk = (delta: Record<string, unknown>, finish: string | null = null, extra: Record<string, unknown> = {}) => ({
+  id: "chatcmpl-stream",
+  object: "chat.completion.chunk",
+  created: 0,
+  model: "scripted",
+  choices: [{ index: 0, delta, finish_reason: finish }],
+  ...extra,
+});
+
+export async function startScriptedUpstream(defaultStep: Step = { kind: "json", body: chatAnswer("ok") }): Promise<ScriptedUpstream> {
+  const received: Received[] = [];
+  const script: Step[] = [];
+  const enc = new TextEncoder();
+  const app = new Hono();
+  const play = async (c: import("hono").Context) => {
+    received.push({
+      path: c.req.path,
+      body: await c.req.json(),
+      headers: Object.fromEntries(c.req.raw.headers as unknown as Iterable<[string, string]>),
+    });
+    const step = script.shift() ?? defaultStep;
+    if (step.kind === "json") return c.json(step.body as object, (step.status ?? 200) as 200, step.headers);
+    if (step.kind === "stall")
+      return new Promise<Response>((resolve) =>
+        c.req.raw.signal.addEventListener("abort", () => resolve(new Response(null, { status: 499 }))),
+      );
+    let sent = 0;
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        if (step.breakAfter !== undefined && sent === step.breakAfter) {
+          // A pause first, so the events before are on the wire when the connection dies.
+          await new Promise((r) => setTimeout(r, 50));
+          controller.error(new Error("upstream died"));
+          return;
+        }
+        if (step.stallAfter !== undefined && sent === step.stallAfter) {
+          await new Promise((r) => c.req.raw.signal.addEventListener("abort", r));
+          controller.close();
+          return;
+        }
+        if (sent === step.events.length) {
+          controller.enqueue(enc.encode("data: [DONE]\n\n"));
+          controller.close();
+          return;
+        }
+        controller.enqueue(enc.encode(`data: ${JSON.stringify(step.events[sent++])}\n\n`));
+      },
+    });
+    return new Response(body, { headers: { "content-type": "text/event-stream" } });
+  };
+  app.post("/v1/chat/completions", play);
+  app.post("/v1/completions", play);
+  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
+    const s = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, () => resolve(s));
+  });
+  const port = (server.address() as { port: number }).port;
+  // Stops at once: a test may leave a request stalled here on purpose.
+  const stop = () =>
+    new Promise<void>((done, fail) => {
+      server.close((e) => (e ? fail(e) : done()));
+      (server as unknown as { closeAllConnections(): void }).closeAllConnections();
+    });
+  return { url: `http://127.0.0.1:${port}/v1`, received, script, stop };
+}
