@@ -106,6 +106,32 @@ describe.skipIf(noChromium)("the training tab (examples/browser-trainer)", { tim
     await page.close();
   });
 
+  it("says the adapter was lost when the device goes mid-run; the weights published before stay whole", async () => {
+    const before = (await side.store.getLatestResources())!.resources.policy as PolicyWeights;
+    const { page, status, error } = await train(token, 5, async (p) => {
+      // Keep the tab's device reachable, and destroy it as soon as step 1 has been published.
+      await p.addInitScript(() => {
+        const request = GPUAdapter.prototype.requestDevice;
+        GPUAdapter.prototype.requestDevice = async function (this: GPUAdapter, d?: GPUDeviceDescriptor) {
+          const device = await request.call(this, d);
+          const watch = setInterval(() => {
+            if (document.getElementById("status")?.textContent?.includes("published")) {
+              clearInterval(watch);
+              device.destroy();
+            }
+          }, 5);
+          return device;
+        };
+      });
+    });
+    expect(error, status).toBe(true);
+    expect(status).toMatch(/The GPU adapter was lost \(destroyed\)\. The last published weights are intact/);
+    await page.close();
+    const latest = (await side.store.getLatestResources())!.resources.policy as PolicyWeights;
+    expect(latest.step).toBe(before.step + 1); // step 1 published, nothing after the loss
+    expect(fromPolicyWeights(latest).params.every(Number.isFinite)).toBe(true);
+  });
+
   it("trains a LoRA adapter instead, published as policy_adapter versions the runners put on their base", async () => {
     const lora = { r: 4, alpha: 8, targetModules: ["q_proj", "v_proj"] as LoraConfig["targetModules"] };
     const loraSide = await startRunnersSide({ token, corsOrigins: [pages.url], nRunners: 2, lora });
