@@ -25,25 +25,25 @@
  * Metrics per step go to the console (a progress line) and to the store: each step is a
  * `grpo.step` span, each validation a `grpo.validation` span, under one `grpo` bookkeeping rollout.
  */
-import { buildTrainingBatch, type FinishedRollout, type Triplet } from "../adapter/index.ts";
+import type { FinishedRollout, Triplet } from "../adapter/index.ts";
 import { LlmProxyTraceToTriplet } from "../adapter/proxy-triplet.ts";
-import { resolveResponseMask } from "../model/batch.ts";
 import { saveCheckpoint } from "../model/checkpoint.ts";
 import { saveLoraCheckpoint } from "../model/hf/lora-checkpoint.ts";
 import { Rng } from "../model/init.ts";
-import { PAD_ID } from "../model/tokenizer.ts";
-import type { PolicyLossOptions, PolicyTrainer, StepMetrics, TokenBatch } from "../model/train-types.ts";
+import type { PolicyLossOptions, PolicyTrainer } from "../model/train-types.ts";
 import type { ModelPolicy } from "../proxy/policy.ts";
 import type { PolicyServer } from "../proxy/policy-server.ts";
 import type { LightningStore } from "../store/base.ts";
 import { getLogger } from "../platform/log.ts";
-import { libraryKernels, type BatchTensors, type Kernels } from "../wasm/index.ts";
-import { KL_ALIASES } from "../wasm/types.ts";
+import type { Kernels } from "../wasm/index.ts";
 import type { Attributes, Span } from "../types/span.ts";
 import { RuntimeError } from "../runner/errors.ts";
 import { ValidationError } from "../types/errors.ts";
 import { Algorithm, batchIterOverDataset, withLlmProxy, type Dataset } from "./base.ts";
 import { BookkeepingRollout } from "./bookkeeping.ts";
+import { grpoUpdate } from "./grpo-step.ts";
+
+export { combineMetrics, selectRows } from "./grpo-step.ts";
 
 const log = getLogger("agentlightning.algorithm.grpo");
 
@@ -164,26 +164,6 @@ type OptionalKeys =
   | "saveCheckpoint";
 
 const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
-
-/** Rows `keep` of a batch, as a new TokenBatch. */
-export function selectRows(t: BatchTensors | TokenBatch, keep: readonly number[]): TokenBatch {
-  const T = t.P + t.R;
-  const take = <A extends Int32Array | Float32Array | Uint8Array>(a: A, w: number): A => {
-    const out = new (a.constructor as new (n: number) => A)(keep.length * w);
-    keep.forEach((r, i) => out.set(a.subarray(r * w, (r + 1) * w), i * w));
-    return out;
-  };
-  const mask = t.responseMask;
-  return {
-    n: keep.length,
-    P: t.P,
-    R: t.R,
-    inputIds: take(t.inputIds, T),
-    attentionMask: take(t.attentionMask as Int32Array, T),
-    positionIds: take(t.positionIds, T),
-    ...(mask ? { responseMask: take(mask as Int32Array, t.R) } : {}),
-  };
-}
 
 function progressBar(done: number, total: number, width = 20): string {
   const filled = total > 0 ? Math.round((done / total) * width) : width;
@@ -354,58 +334,32 @@ export class GRPO extends Algorithm {
     const t0 = performance.now();
     const { finished, tokens, seconds: rolloutSeconds } = await this.rollouts(server, tasks, o.nSamples, "train", `s${step}`);
     const rewards = this.rewardsOf(finished);
-    const batch = buildTrainingBatch(finished, {
+    const u = await grpoUpdate(o.trainer, finished, {
       maxPromptLength: o.maxPromptLength,
       maxResponseLength: o.maxResponseLength,
-      padTokenId: PAD_ID,
       rewardFillna: o.rewardFillna,
-      grouping: "sample",
+      normByStd: o.normByStd,
+      dropTiedGroups: o.dropTiedGroups,
+      loss: o.loss,
+      lr: o.lrSchedule ? o.lrSchedule(step, o.steps) : o.lr,
+      microBatchSize: o.microBatchSize,
+      miniBatchSize: o.miniBatchSize,
+      ppoEpochs: o.ppoEpochs,
+      trackKl: o.trackKl,
       kernels: o.kernels,
+      shuffle: this.shuffle,
     });
-    const t = batch.tensors;
-    let metrics: StepMetrics | null = null;
-    let trained = 0;
-    let klRef = 0;
-    let updates = 0;
-    let skippedUpdates = 0;
-    if (t.n > 0) {
-      const kernels = o.kernels ?? libraryKernels();
-      const mask = Float32Array.from(t.responseMask);
-      const adv = kernels.grpo({ rewards: t.tokenLevelScores, mask, B: t.n, T: t.R, groups: batch.groups }, o.normByStd).advantages.slice();
-      const keep: number[] = [];
-      for (let i = 0; i < t.n; i++) {
-        if (t.isDrop[i]) continue;
-        let any = !o.dropTiedGroups;
-        for (let j = 0; j < t.R && !any; j++) any = adv[i * t.R + j] !== 0;
-        if (any) keep.push(i);
-      }
-      if (keep.length > 0) {
-        const sub = selectRows(t, keep);
-        const subAdv = new Float32Array(keep.length * t.R);
-        keep.forEach((r, i) => subAdv.set(adv.subarray(r * t.R, (r + 1) * t.R), i * t.R));
-        const old = await o.trainer.logProbs(sub, { microBatchSize: o.microBatchSize });
-        const wantsRef = (o.loss?.klLossCoef ?? 0) !== 0 || o.trackKl;
-        const ref = wantsRef ? (await o.trainer.logProbs(sub, { microBatchSize: o.microBatchSize, baseOnly: true })).log_probs : undefined;
-        if (ref) klRef = maskedMean(kernels.klPenalty(old.log_probs, ref, KL_ALIASES[o.loss?.klLossType ?? "low_var_kl"]), sub, t.R);
-        const result = await this.updates(sub, subAdv, old.log_probs, ref, step);
-        metrics = result.metrics;
-        updates = result.updates;
-        skippedUpdates = result.skipped;
-        if (updates > skippedUpdates) {
-          const state = await o.trainer.getState();
-          o.policy.update(state.params);
-        }
-        trained = keep.length;
-      }
-    }
+    if (u.changed) o.policy.update((await o.trainer.getState()).params);
+    const metrics = u.metrics;
+    const [trained, klRef, updates, skippedUpdates] = [u.trainedRows, u.klRef, u.updates, u.skippedUpdates];
     const report: StepReport = {
       kind: "step",
       step,
       version: o.policy.version,
       reward: mean(rewards),
       accuracy: mean(rewards.map((r) => (r >= o.successReward ? 1 : 0))),
-      zero_variance_group_share: batch.metrics["training/tied_group_ratio"] ?? 0,
-      rows: t.n,
+      zero_variance_group_share: u.tiedGroupShare,
+      rows: u.rows,
       trained_rows: trained,
       kl: metrics?.approx_kl ?? 0,
       kl_ref: klRef,
@@ -426,52 +380,10 @@ export class GRPO extends Algorithm {
       console.log(
         `grpo ${progressBar(step, o.steps)} step ${step}/${o.steps} reward ${report.reward.toFixed(3)} acc ${(report.accuracy * 100).toFixed(1)}% ` +
           `zero-var ${(report.zero_variance_group_share * 100).toFixed(0)}% kl ${report.kl.toExponential(2)}${o.trackKl || (o.loss?.klLossCoef ?? 0) !== 0 ? ` kl_ref ${report.kl_ref.toExponential(2)}` : ""} clip ${report.clip_frac.toFixed(3)} ` +
-          `rows ${trained}/${t.n} gen ${report.rollout_tokens_per_second.toFixed(0)} tok/s train ${report.train_tokens_per_second.toFixed(0)} tok/s ${report.seconds.toFixed(1)} s`,
+          `rows ${trained}/${u.rows} gen ${report.rollout_tokens_per_second.toFixed(0)} tok/s train ${report.train_tokens_per_second.toFixed(0)} tok/s ${report.seconds.toFixed(1)} s`,
       );
     }
     await this.report(report, "grpo.step");
-  }
-
-  /** `ppoEpochs` passes over the rows in shuffled mini-batches, one policy step each; metrics are the
-   * token-weighted means over the updates that were taken. */
-  private async updates(
-    batch: TokenBatch,
-    advantages: Float32Array,
-    oldLogProbs: Float32Array,
-    refLogProbs: Float32Array | undefined,
-    step: number,
-  ): Promise<{ metrics: StepMetrics; updates: number; skipped: number }> {
-    const o = this.options;
-    const R = batch.R;
-    const size = Math.min(o.miniBatchSize ?? batch.n, batch.n);
-    const lr = o.lrSchedule ? o.lrSchedule(step, o.steps) : o.lr;
-    const all: StepMetrics[] = [];
-    for (let epoch = 0; epoch < o.ppoEpochs; epoch++) {
-      const order = size < batch.n ? permutation(this.shuffle, batch.n) : Array.from({ length: batch.n }, (_, i) => i);
-      for (let start = 0; start < batch.n; start += size) {
-        const rows = order.slice(start, start + size);
-        const pick = (a: Float32Array): Float32Array => {
-          const out = new Float32Array(rows.length * R);
-          rows.forEach((r, i) => out.set(a.subarray(r * R, (r + 1) * R), i * R));
-          return out;
-        };
-        const whole = size === batch.n; // one update over every row, in order: no copies
-        all.push(
-          await o.trainer.policyStep(
-            whole ? batch : selectRows(batch, rows),
-            whole ? advantages : pick(advantages),
-            whole ? oldLogProbs : pick(oldLogProbs),
-            {
-              ...o.loss,
-              lr,
-              microBatchSize: o.microBatchSize,
-              ...(refLogProbs ? { refLogProbs: whole ? refLogProbs : pick(refLogProbs) } : {}),
-            },
-          ),
-        );
-      }
-    }
-    return { metrics: combineMetrics(all), updates: all.length, skipped: all.filter((m) => m.skipped).length };
   }
 
   private async report(report: GrpoReport, name: string): Promise<void> {
@@ -505,53 +417,6 @@ export function lateDecay(step: number, steps: number, share: number, final: num
   const start = steps * (1 - share);
   if (step <= start || steps <= start) return 1;
   return 1 - (1 - final) * ((step - start) / (steps - start));
-}
-
-/** A seeded Fisher-Yates shuffle of 0..n-1. */
-function permutation(rng: Rng, n: number): number[] {
-  const order = Array.from({ length: n }, (_, i) => i);
-  for (let i = n - 1; i > 0; i--) {
-    const j = Math.floor(rng.uniform() * (i + 1));
-    [order[i], order[j]] = [order[j], order[i]];
-  }
-  return order;
-}
-
-/** Masked mean of a [n, R] per-token tensor over the batch's response tokens. */
-function maskedMean(x: Float32Array, batch: TokenBatch, R: number): number {
-  const mask = resolveResponseMask(batch);
-  let sum = 0;
-  let count = 0;
-  for (let i = 0; i < batch.n * R; i++)
-    if (mask[i] !== 0) {
-      sum += x[i];
-      count++;
-    }
-  return count > 0 ? sum / count : 0;
-}
-
-/** One set of metrics for several updates: token-weighted means of the taken (not skipped) updates, summed tokens. */
-export function combineMetrics(all: StepMetrics[]): StepMetrics {
-  const taken = all.filter((m) => !m.skipped);
-  const use = taken.length > 0 ? taken : all;
-  const tokens = use.reduce((a, m) => a + m.tokens, 0);
-  const avg = (k: "loss" | "pg_loss" | "clip_frac" | "clip_frac_lower" | "approx_kl" | "entropy" | "grad_norm"): number =>
-    tokens > 0 ? use.reduce((a, m) => a + m[k] * m.tokens, 0) / tokens : mean(use.map((m) => m[k]));
-  const seconds = all.reduce((a, m) => a + (m.tokens_per_second > 0 ? m.tokens / m.tokens_per_second : 0), 0);
-  const allTokens = all.reduce((a, m) => a + m.tokens, 0);
-  return {
-    loss: avg("loss"),
-    pg_loss: avg("pg_loss"),
-    clip_frac: avg("clip_frac"),
-    clip_frac_lower: avg("clip_frac_lower"),
-    approx_kl: avg("approx_kl"),
-    entropy: avg("entropy"),
-    grad_norm: avg("grad_norm"),
-    tokens_per_second: seconds > 0 ? allTokens / seconds : 0,
-    tokens: allTokens,
-    skipped: taken.length === 0,
-    step: all[all.length - 1].step,
-  };
 }
 
 /** The built-in checkpoint: the whole model (+ optimizer) as our safetensors checkpoint, or for a LoRA

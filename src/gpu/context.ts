@@ -1,5 +1,5 @@
 import { LightningError } from "../types/errors.ts";
-import { requestGpuDevice, type GpuDeviceHandle, type GpuDeviceOptions } from "./device.ts";
+import { GpuDeviceLostError, requestGpuDevice, type GpuDeviceHandle, type GpuDeviceOptions } from "./device.ts";
 
 /** Work sizes every kernel derives from the device limits, computed once here so no kernel hard-codes them. */
 export interface GpuTuning {
@@ -87,7 +87,7 @@ export class GpuContext {
   private uniforms = new Map<string, GPUBuffer>();
   private encoder: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
-  private lost = false;
+  private lostInfo: { reason: string; message: string } | null = null;
   private errors: string[] = [];
   private tail: Promise<unknown> = Promise.resolve();
   private allocated = 0;
@@ -100,8 +100,8 @@ export class GpuContext {
   ) {
     this.device = device;
     this.tuning = tuning ?? tuningFromLimits(device.limits);
-    void device.lost.then(() => {
-      this.lost = true;
+    void device.lost.then((info) => {
+      this.lostInfo = { reason: info.reason ?? "unknown", message: info.message ?? "" };
     });
     // Validation errors (a bad shader, a dispatch over a limit) otherwise only reach the console.
     device.onuncapturederror = (event: GPUUncapturedErrorEvent) => {
@@ -190,9 +190,29 @@ export class GpuContext {
     this.openEncoder().clearBuffer(buffer, 0, bytes);
   }
 
+  /** Why the device was lost (`device.lost` resolved), or null while it lives. */
+  get lost(): { reason: string; message: string } | null {
+    return this.lostInfo;
+  }
+
+  /** Throws GpuDeviceLostError when the device is gone. */
+  throwIfLost(): void {
+    if (this.lostInfo) throw new GpuDeviceLostError(this.lostInfo.reason, this.lostInfo.message);
+  }
+
+  /** Before freeing buffers: submits what is encoded (it may still read them), or on a lost device drops it,
+   * so releasing memory never throws. */
+  flushBeforeRelease(): void {
+    if (this.lostInfo === null) this.flush();
+    else {
+      this.pass = null;
+      this.encoder = null;
+    }
+  }
+
   /** Submits everything encoded so far. */
   flush(): void {
-    if (this.lost) throw new LightningError("the GPU device was lost");
+    this.throwIfLost();
     this.closePass();
     if (this.encoder !== null) {
       this.device.queue.submit([this.encoder.finish()]);
@@ -212,7 +232,15 @@ export class GpuContext {
   async drain(): Promise<void> {
     this.flush();
     await this.device.queue.onSubmittedWorkDone();
+    this.throwIfLost();
     this.throwErrors();
+  }
+
+  /** A loss is reported on a later turn than the failed work: wait one turn so it is not mistaken for a
+   * validation error or a good result. */
+  private async settleLoss(): Promise<void> {
+    await new Promise((ok) => setTimeout(ok, 0));
+    this.throwIfLost();
   }
 
   /** Bytes of every storage buffer made through {@link alloc} or {@link upload} on this context so far
@@ -251,7 +279,13 @@ export class GpuContext {
     const staging = this.device.createBuffer({ size: Math.max(4, bytes), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     if (bytes > 0) this.copy(buffer, staging, bytes, elementOffset * 4, 0);
     this.flush();
-    await staging.mapAsync(GPUMapMode.READ);
+    try {
+      await staging.mapAsync(GPUMapMode.READ);
+    } catch (e) {
+      await this.settleLoss(); // a map rejected because the device went away is that loss
+      throw e;
+    }
+    this.throwIfLost();
     this.throwErrors();
     const out = new Float32Array(staging.getMappedRange(0, Math.max(4, bytes)).slice(0, bytes));
     staging.unmap();
@@ -275,7 +309,7 @@ export class GpuContext {
   }
 
   destroy(): void {
-    this.flush();
+    this.flushBeforeRelease();
     this.dropUniforms();
     this.device.destroy();
   }

@@ -268,7 +268,7 @@ export class GpuDecoder {
   }
 
   destroy(): void {
-    this.model.ctx.flush();
+    this.model.ctx.flushBeforeRelease();
     for (const b of [...this.all, ...this.kCache, ...this.vCache, this.mask]) b.destroy();
   }
 }

@@ -7,6 +7,31 @@ export class GpuUnavailableError extends LightningError {
   override readonly status = 503;
 }
 
+/**
+ * The device went away (driver reset, GPU process crash, a browser tab reclaiming it, or `destroy()`):
+ * every later call on it throws this. Nothing the device held can be read back, so the trainer's state is
+ * gone with it: resume from the last checkpoint on a new device. `reason` is WebGPU's ("destroyed" when
+ * the program destroyed it, "unknown" otherwise).
+ */
+export class GpuDeviceLostError extends LightningError {
+  override readonly errorType = "GpuDeviceLostError";
+  override readonly status = 503;
+  constructor(
+    readonly reason: string,
+    readonly detail: string,
+  ) {
+    super(
+      `the GPU device was lost (${reason}${detail ? `: ${detail}` : ""}); its buffers are gone: resume from the last checkpoint on a new device`,
+    );
+  }
+}
+
+/** Allocating on the device failed: the model, its gradients and optimizer state (or a workspace) did not fit. */
+export class GpuOutOfMemoryError extends LightningError {
+  override readonly errorType = "GpuOutOfMemoryError";
+  override readonly status = 507;
+}
+
 export const GPU_HELP =
   "Install a Vulkan driver for your GPU, or on a machine without one Mesa's software rasteriser lavapipe " +
   "(Debian bookworm: `apt-get install -t bookworm-backports mesa-vulkan-drivers libvulkan1`). " +

@@ -3,6 +3,8 @@ export {
   probeGpu,
   describeAdapter,
   GpuUnavailableError,
+  GpuDeviceLostError,
+  GpuOutOfMemoryError,
   GPU_HELP,
   type GpuAdapterReport,
   type GpuDeviceHandle,

@@ -122,7 +122,7 @@ class Workspace {
     const qd = c.n_heads * hd;
     const kvd = c.n_kv_heads * hd;
     const d = c.d_model;
-    const maxBytes = ctx.device.limits.maxStorageBufferBindingSize;
+    const maxBytes = Math.min(ctx.device.limits.maxStorageBufferBindingSize, ctx.device.limits.maxBufferSize);
     const a = (n: number): GPUBuffer => {
       if (n * 4 > maxBytes) {
         this.destroy();
@@ -513,7 +513,7 @@ export class GpuModel {
   }
 
   destroy(): void {
-    this.ctx.flush();
+    this.ctx.flushBeforeRelease();
     this.workspace?.destroy();
     this.base.destroy();
     this.lora?.destroy();

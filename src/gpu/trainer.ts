@@ -34,7 +34,7 @@ import { checkTokenRanges, GpuModel, type MicroInputs, type MicroShape } from ".
 import { METRIC_COLUMNS, ppoLoss, type PpoParams } from "./kernels/ppo-loss.ts";
 import { columnSums, sumSquares, SUMSQ_GROUPS } from "./kernels/reduce.ts";
 import { adamw, adamwScalars } from "./kernels/adamw.ts";
-import type { GpuDeviceOptions } from "./device.ts";
+import { GpuOutOfMemoryError, type GpuDeviceOptions } from "./device.ts";
 import type { WeightFormat } from "./kernels/weights.ts";
 
 export interface GpuTrainerOptions extends OptimizerOptions {
@@ -156,12 +156,30 @@ export class GpuPolicyTrainer implements PolicyTrainer {
   static async create(options: GpuTrainerOptions): Promise<GpuPolicyTrainer> {
     parseModelConfig(options.config); // bad input fails before a device is taken
     const ctx = options.context ?? (await GpuContext.create(options.device));
+    ctx.throwIfLost();
+    const before = ctx.allocatedBytes;
+    // WebGPU reports a failed allocation as an error event, not an exception: catch it in a scope.
+    ctx.device.pushErrorScope("out-of-memory");
+    let trainer: GpuPolicyTrainer | null = null;
+    let failure: unknown = null;
     try {
-      return new GpuPolicyTrainer(ctx, options.context === undefined, options);
+      trainer = new GpuPolicyTrainer(ctx, options.context === undefined, options);
     } catch (e) {
-      if (options.context === undefined) ctx.destroy();
-      throw e;
+      failure = e;
     }
+    const oom = await ctx.device.popErrorScope();
+    if (oom !== null && failure === null) {
+      const bytes = ctx.allocatedBytes - before;
+      failure = new GpuOutOfMemoryError(
+        `the device could not allocate ${bytes} bytes for a ${paramCount(options.config)}-parameter model (weights, gradients, Adam state and workspace): ${oom.message}. Use a smaller model, LoRA, or the CPU engine`,
+      );
+    }
+    if (failure !== null) {
+      trainer?.destroy();
+      if (options.context === undefined) ctx.destroy();
+      throw failure;
+    }
+    return trainer!;
   }
 
   private loadOptimizer(o: OptimizerState): void {
@@ -292,7 +310,7 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     try {
       out = await this.accumulate(batch, micro, mask, weight, lossParams, perToken, sums);
     } finally {
-      ctx.flush(); // encoded work may still reference `sums`
+      ctx.flushBeforeRelease(); // encoded work may still reference `sums`
       sums.destroy();
     }
     const total = (name: (typeof METRIC_COLUMNS)[number]): number => {

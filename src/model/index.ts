@@ -34,3 +34,4 @@ export * from "./checkpoint.ts";
 export * from "./tokenizer-api.ts";
 export * from "./hf/index.ts";
 export * from "./lora.ts";
+export * from "./weights-resource.ts";

@@ -2,16 +2,23 @@
  * The platform of this process, detected once. Bun and Deno also look like Node in places (they have
  * `process`), so they are tested first; a runtime without `process.versions.node` is a browser. Each
  * runtime's file is imported only on that runtime, so a browser never loads `node:*` modules.
+ * The server runtimes' files are imported through variables, as src/gpu/navigator.ts does with `webgpu`:
+ * a bundler building for a browser then leaves them out instead of failing on their `node:*` imports
+ * (docs/browser.md). The browser's own file stays a literal import so bundlers include it.
  */
 import type { Platform } from "./types.ts";
 
 export * from "./types.ts";
 
+const BUN = "./bun.ts";
+const DENO = "./deno.ts";
+const NODE = "./node.ts";
+
 async function detect(): Promise<Platform> {
   const g = globalThis as { Bun?: { version: string }; Deno?: { version: { deno: string } }; process?: { versions?: { node?: string } } };
-  if (g.Bun !== undefined) return (await import("./bun.ts")).bunPlatform(g.Bun as never);
-  if (g.Deno !== undefined) return (await import("./deno.ts")).denoPlatform(g.Deno as never);
-  if (g.process?.versions?.node !== undefined) return (await import("./node.ts")).nodePlatform;
+  if (g.Bun !== undefined) return ((await import(/* @vite-ignore */ BUN)) as typeof import("./bun.ts")).bunPlatform(g.Bun as never);
+  if (g.Deno !== undefined) return ((await import(/* @vite-ignore */ DENO)) as typeof import("./deno.ts")).denoPlatform(g.Deno as never);
+  if (g.process?.versions?.node !== undefined) return ((await import(/* @vite-ignore */ NODE)) as typeof import("./node.ts")).nodePlatform;
   return (await import("./browser.ts")).browserPlatform;
 }
 

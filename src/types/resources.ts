@@ -24,7 +24,23 @@ export const PromptTemplate = z.object({
 });
 export type PromptTemplate = z.infer<typeof PromptTemplate>;
 
-export const Resource = z.discriminatedUnion("resource_type", [LLM, ProxyLLM, PromptTemplate]);
+/**
+ * A policy's weights carried in the store (a Lightning TS resource, docs/browser.md): an algorithm that
+ * cannot serve HTTP (a browser tab) publishes them, and the runners' side serves them. `data` is base64:
+ * for `lightning-ts`, a whole-model checkpoint file (src/model/checkpoint.ts: config, parameters); for
+ * `peft`, a LoRA adapter's `adapter_model.safetensors`, its `adapter_config.json` in `adapter_config`.
+ * `step` orders versions: a runner loads weights newer than the ones it serves.
+ */
+export const PolicyWeights = z.object({
+  resource_type: z.literal("model_weights"),
+  format: z.enum(["lightning-ts", "peft"]),
+  data: z.string(),
+  adapter_config: z.string().nullable().default(null),
+  step: z.number().int().nonnegative().default(0),
+});
+export type PolicyWeights = z.infer<typeof PolicyWeights>;
+
+export const Resource = z.discriminatedUnion("resource_type", [LLM, ProxyLLM, PromptTemplate, PolicyWeights]);
 export type Resource = z.infer<typeof Resource>;
 
 export const NamedResources = z.record(z.string(), Resource);

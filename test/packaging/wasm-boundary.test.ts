@@ -58,6 +58,6 @@ describe("the Wasm part of src/", () => {
     );
     expect(instantiating).toEqual([]);
     const callers = files.filter((f) => /\blibraryKernels\(\)/.test(readFileSync(join(root, f), "utf8")) && !inside(f, "src/wasm"));
-    expect(callers).toContain("src/algorithm/grpo.ts");
+    expect(callers).toContain("src/algorithm/grpo-step.ts");
   });
 });

@@ -1,0 +1,91 @@
+/**
+ * Shared by the browser tests: headless Chromium (Debian's, /usr/bin/chromium, installed by
+ * .ci/install-chromium.sh) driven by playwright-core, and a loopback server for the pages.
+ *
+ * Flags: `--enable-unsafe-webgpu` alone gives WebGPU on Linux headless; with no GPU Chromium falls back to
+ * its SwiftShader adapter (vendor "google", architecture "swiftshader", isFallbackAdapter true). The
+ * Vulkan/ANGLE flags change nothing here (checked: same adapter, slower start).
+ * Pages come from http://127.0.0.1 so they are a secure context (WebGPU needs one).
+ */
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { extname, join, normalize } from "node:path";
+import { type Browser, chromium, type Page } from "playwright-core";
+
+export const CHROMIUM = process.env.AGL_CHROMIUM ?? "/usr/bin/chromium";
+export const CHROMIUM_FLAGS = ["--enable-unsafe-webgpu"];
+
+/** Why the browser tests cannot run here, or null when they can. */
+export const noChromium: string | null = existsSync(CHROMIUM) ? null : `no Chromium at ${CHROMIUM} (run .ci/install-chromium.sh)`;
+if (noChromium) console.warn(`[browser tests] SKIPPED: ${noChromium}`);
+
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_FLAGS });
+}
+
+/** A page that fails the test on an uncaught error, and echoes the page's console to the test's. */
+export async function openPage(browser: Browser, url: string): Promise<Page> {
+  const page = await browser.newPage();
+  page.on("console", (m) => {
+    if (m.type() === "error" || process.env.AGL_BROWSER_LOG) console.log(`[page ${m.type()}] ${m.text()}`);
+  });
+  page.on("pageerror", (e) => console.log(`[page error] ${e.message}`));
+  await page.goto(url);
+  return page;
+}
+
+const TYPES: Record<string, string> = {
+  ".html": "text/html; charset=utf-8",
+  ".js": "text/javascript; charset=utf-8",
+  ".mjs": "text/javascript; charset=utf-8",
+  ".cjs": "text/javascript; charset=utf-8",
+  ".json": "application/json",
+  ".map": "application/json",
+  ".css": "text/css",
+  ".wasm": "application/wasm",
+};
+
+export interface PageServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Serves `routes` (path → body, for generated pages and bundles) and files under `mounts` (URL prefix →
+ * folder) on 127.0.0.1.
+ */
+export type Body = string | Uint8Array;
+
+export async function servePages(routes: Record<string, Body | (() => Body)>, mounts: Record<string, string> = {}): Promise<PageServer> {
+  const handle = (req: IncomingMessage, res: ServerResponse): void => {
+    const path = decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname);
+    const route = path === "/favicon.ico" ? "" : routes[path];
+    if (route !== undefined) {
+      const type = TYPES[extname(path)] ?? (path.endsWith("/") ? TYPES[".html"] : "application/octet-stream");
+      res.writeHead(200, { "content-type": type, "cache-control": "no-store" });
+      res.end(typeof route === "function" ? route() : route);
+      return;
+    }
+    for (const [prefix, dir] of Object.entries(mounts)) {
+      if (!path.startsWith(prefix)) continue;
+      const file = normalize(join(dir, path.slice(prefix.length)));
+      if (!file.startsWith(dir) || !existsSync(file) || !statSync(file).isFile()) break;
+      res.writeHead(200, { "content-type": TYPES[extname(file)] ?? "application/octet-stream" });
+      res.end(readFileSync(file));
+      return;
+    }
+    res.writeHead(404).end(`not found: ${path}`);
+  };
+  const server = createServer(handle);
+  await new Promise<void>((ok) => server.listen(0, "127.0.0.1", ok));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise((ok) => {
+        server.closeAllConnections();
+        server.close(() => ok());
+      }),
+  };
+}
