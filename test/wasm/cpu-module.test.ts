@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { fileURLToPath } from "node:url";
-import asc from "assemblyscript/asc";
+import { compileInMemory } from "./asc-compile.ts";
 import { CPU_KERNELS_SHARED_WASM_SHA256, CPU_KERNELS_WASM_SHA256 } from "../../src/wasm/cpu/kernels.wasm.ts";
 import { cpuKernelBytes, GEMM_FORM, instantiateCpuCore } from "../../src/wasm/cpu/index.ts";
 
@@ -19,37 +19,12 @@ describe("the shipped CPU kernels module", () => {
     "%s: is exactly what assembly/cpu/ compiles to today (run `node assembly/cpu/build.mjs` after editing it)",
     async (name, extra, committed) => {
       const config = JSON.parse(readFileSync(`${root}assembly/cpu/asconfig.json`, "utf8"));
-      const outputs: Record<string, Uint8Array> = {};
-      const { error, stderr } = await asc.main(
-        [
-          "assembly/cpu/index.ts",
-          "--config",
-          "assembly/cpu/asconfig.json",
-          "--target",
-          "release",
-          "--outFile",
-          "cpu-kernels.wasm",
-          ...extra,
-        ],
-        {
-          stdout: asc.createMemoryStream(),
-          stderr: asc.createMemoryStream(),
-          readFile: (f, base) => {
-            try {
-              return readFileSync(`${root}${base ? base + "/" : ""}${f}`, "utf8");
-            } catch {
-              return null;
-            }
-          },
-          writeFile: (name, contents) => {
-            outputs[name] = contents as Uint8Array;
-          },
-          listFiles: () => [],
-        },
+      const fresh = await compileInMemory(
+        ["assembly/cpu/index.ts", "--config", "assembly/cpu/asconfig.json", "--target", "release", ...extra],
+        "cpu-kernels.wasm",
       );
-      expect(error, stderr.toString()).toBeNull();
       expect(config.targets.release.optimizeLevel).toBe(3);
-      const sha = createHash("sha256").update(outputs["cpu-kernels.wasm"]).digest("hex");
+      const sha = createHash("sha256").update(fresh).digest("hex");
       expect(sha).toBe(committed);
       expect(
         createHash("sha256")

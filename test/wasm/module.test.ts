@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { fileURLToPath } from "node:url";
-import asc from "assemblyscript/asc";
+import { compileInMemory } from "./asc-compile.ts";
 import { KERNELS_WASM_SHA256 } from "../../src/wasm/kernels.wasm.ts";
 import { kernelBytes, loadWasmCoreSync } from "../../src/wasm/index.ts";
 import { GROUP_ESTIMATOR, KL_KIND_CODE, TRACE_FLAG, TRACE_OPT, WHITEN_STATUS } from "../../src/wasm/exports.ts";
@@ -12,28 +12,8 @@ const root = fileURLToPath(new URL("../../", import.meta.url));
 describe("the shipped Wasm module", () => {
   it("is exactly what assembly/ compiles to today (run `npm run build:wasm` after editing assembly/)", async () => {
     const config = JSON.parse(readFileSync(`${root}asconfig.json`, "utf8"));
-    const outputs: Record<string, Uint8Array> = {};
-    const { error, stderr } = await asc.main(
-      ["assembly/index.ts", "--config", "asconfig.json", "--target", "release", "--outFile", "kernels.wasm"],
-      {
-        stdout: asc.createMemoryStream(),
-        stderr: asc.createMemoryStream(),
-        readFile: (f, base) => {
-          try {
-            return readFileSync(`${root}${base ? base + "/" : ""}${f}`, "utf8");
-          } catch {
-            return null;
-          }
-        },
-        writeFile: (name, contents) => {
-          outputs[name] = contents as Uint8Array;
-        },
-        listFiles: () => [],
-      },
-    );
-    expect(error, stderr.toString()).toBeNull();
+    const fresh = await compileInMemory(["assembly/index.ts", "--config", "asconfig.json", "--target", "release"], "kernels.wasm");
     expect(config.targets.release.optimizeLevel).toBe(3);
-    const fresh = outputs["kernels.wasm"];
     const sha = createHash("sha256").update(fresh).digest("hex");
     expect(sha).toBe(KERNELS_WASM_SHA256);
     expect(createHash("sha256").update(kernelBytes()).digest("hex")).toBe(KERNELS_WASM_SHA256);
