@@ -7,6 +7,7 @@
  * still be what it generates with.
  */
 import { afterAll, describe, expect, it } from "vitest";
+import { createPolicyTrainer } from "../../src/gpu/factory.ts";
 import { batchFromTokens } from "../../src/model/batch.ts";
 import { parseModelConfig } from "../../src/model/config.ts";
 import { CpuTrainer, type CpuTrainerOptions } from "../../src/model/cpu-trainer.ts";
@@ -71,6 +72,15 @@ describe("the CPU trainer on its default (Wasm) ops", () => {
     expect(trainer({ ops: "reference" }).opsChoice).toBe("reference");
     expect(() => new CpuTrainer({ config, ops: "simd" as "wasm" })).toThrow(ValidationError);
     expect(() => new CpuTrainer({ config, threads: 1.5 })).toThrow(/threads must be a positive integer/);
+  });
+
+  it("createPolicyTrainer on the CPU passes the choice through", async () => {
+    const wasm = (await createPolicyTrainer({ config, backend: "cpu" })) as CpuTrainer;
+    const plain = (await createPolicyTrainer({ config, backend: "cpu", ops: "reference" })) as CpuTrainer;
+    open.push(wasm, plain);
+    expect([wasm.opsChoice, plain.opsChoice]).toEqual(["wasm", "reference"]);
+    await expect(createPolicyTrainer({ config, backend: "cpu", threads: 0 })).rejects.toThrow(/threads/);
+    await expect(createPolicyTrainer({ config, backend: "cpu", ops: "reference", threads: 2 })).rejects.toThrow(/threads applies/);
   });
 
   for (const lora of [false, true]) {
