@@ -9,6 +9,7 @@ import { ValidationError } from "../types/errors.ts";
 import { CpuPool } from "./cpu-pool.ts";
 import { referenceOps, type ModelOps } from "./ops-backend.ts";
 import { wasmOps } from "./wasm-ops.ts";
+import { instantiateCpuCore, loadCpuCore } from "../wasm/cpu/index.ts";
 
 export type CpuOpsChoice = "wasm" | "reference";
 
@@ -57,7 +58,15 @@ export class EngineOps {
 
   private async start(): Promise<ModelOps> {
     if (this.choice === "reference") return referenceOps;
-    const pool = await CpuPool.create(this.threads ?? (platform.workersKeepAlive() ? 1 : platform.cpuCount()));
+    const threads = this.threads ?? (platform.workersKeepAlive() ? 1 : platform.cpuCount());
+    // one thread, or no shared memory (a browser page that is not cross-origin isolated): an instance of
+    // its own over plain memory, compiled asynchronously (a browser's main thread refuses to compile it
+    // synchronously)
+    if (threads === 1 || !platform.canShareMemory()) {
+      await loadCpuCore();
+      return wasmOps(instantiateCpuCore());
+    }
+    const pool = await CpuPool.create(threads);
     if (this.closed) {
       pool.close();
       throw new ValidationError("this CPU engine is closed", ["ops"]);
