@@ -124,7 +124,8 @@ async function gpuTokensPerSecond(config: ModelConfig, batch: TokenBatch, micro:
 }
 
 async function cpuTokensPerSecond(config: ModelConfig, batch: TokenBatch): Promise<number> {
-  const trainer = new CpuTrainer({ config, seed: 0, lr: 1e-5 });
+  // the plain-TS ops, as in the published table (bench/cpu-engine.ts measures the default Wasm engine)
+  const trainer = new CpuTrainer({ config, seed: 0, lr: 1e-5, ops: "reference" });
   const old = (await trainer.logProbs(batch)).log_probs;
   const adv = old.map((_, i) => (i % 2 === 0 ? 1 : -1));
   const t0 = performance.now();

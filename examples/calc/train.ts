@@ -77,8 +77,7 @@ async function makeTrainer(o: CalcTrainOptions, ckpt: Awaited<ReturnType<typeof 
   if (o.backend === "auto") {
     const probe = await gpu.probeGpu();
     if (!probe.ok || probe.report.software) {
-      if (o.progress)
-        console.log(`no hardware GPU (${probe.ok ? gpu.describeAdapter(probe.report) : probe.reason}); training on the CPU reference`);
+      if (o.progress) console.log(`no hardware GPU (${probe.ok ? gpu.describeAdapter(probe.report) : probe.reason}); training on the CPU`);
       return new CpuTrainer(common);
     }
   }
@@ -135,6 +134,8 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
     await lightning.fit(calcAgent, train, { valDataset: heldOut });
   } finally {
     await store.close();
+    (trainer as { close?: () => void }).close?.();
+    engine.close?.();
   }
   const vals = grpo.validations;
   const steps = grpo.steps;

@@ -127,7 +127,10 @@ export async function startPolicyServer(config: ServeConfig, host: ServerHost): 
   const stopped = new Promise<void>((r) => (resolveStopped = r));
   let stopping: Promise<void> | null = null;
   const shutdown = (): Promise<void> => {
-    stopping ??= server.stop().finally(resolveStopped);
+    stopping ??= server.stop().finally(() => {
+      engine.close?.();
+      resolveStopped();
+    });
     return stopping;
   };
   host.onShutdownSignal((signal) => {

@@ -313,6 +313,8 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
   } finally {
     await store.close();
     (trainer as { destroy?: () => void }).destroy?.();
+    (trainer as { close?: () => void }).close?.();
+    engine.close?.();
   }
   return { startStep, reports, backend: trainer.backend, adapterDir, svgPath, seconds: (performance.now() - started) / 1000 };
 }

@@ -1,4 +1,5 @@
 import { parseModelConfig } from "../model/config.ts";
+import type { CpuEngineOptions } from "../model/cpu-engine-ops.ts";
 import { CpuTrainer } from "../model/cpu-trainer.ts";
 import { flattenParams } from "../model/params.ts";
 import type { PolicyTrainer } from "../model/train-types.ts";
@@ -6,7 +7,9 @@ import { ValidationError } from "../types/errors.ts";
 import { GpuUnavailableError } from "./device.ts";
 import { GpuPolicyTrainer, type GpuTrainerOptions } from "./trainer.ts";
 
-export interface CreateTrainerOptions extends GpuTrainerOptions {
+/** `ops` and `threads` (CpuEngineOptions) pick the CPU trainer's ops: the Wasm kernels on every CPU by
+ * default, or `ops: "reference"` (plain TS); the WebGPU trainer has no such setting. */
+export interface CreateTrainerOptions extends GpuTrainerOptions, CpuEngineOptions {
   /** "auto" (default): WebGPU when an adapter exists, else the CPU trainer with a warning. */
   backend?: "auto" | "webgpu" | "cpu";
   /** Where the fallback warning goes [console.warn]. */

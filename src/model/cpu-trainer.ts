@@ -1,7 +1,10 @@
 /**
  * The CPU fallback trainer: the reference forward/backward (`reference.ts`) in float32, AdamW and
  * grad-norm clipping (`reference/optim.ts`), the PPO loss (`ppo-loss.ts`).
- * Slow, but it trains anywhere. Same API and same math as the WebGPU trainer.
+ * It trains anywhere. Same API and same math as the WebGPU trainer. The heavy ops run on the Wasm SIMD
+ * kernels over a worker pool of the trainer's own (`ops`, `threads`; `close()` ends the workers), or on
+ * the plain-TS reference with `ops: "reference"`; both give the same results within the kernels'
+ * documented tolerances, and the Wasm ones the same bits on any thread count.
  *
  * With `lora`, the base weights stay frozen and only a LoRA adapter trains (src/model/lora.ts): the
  * forward adds the adapter, the backward forms the adapter's gradients only, AdamW and the state cover
@@ -15,9 +18,11 @@ import { paramCount, parseModelConfig, type ModelConfig } from "./config.ts";
 import { checkResponseTensor, microBatches, resolveResponseMask, sliceRows, validateBatch } from "./batch.ts";
 import { initParams } from "./init.ts";
 import { initLora, loraParamCount, parseLoraConfig, type LoraConfig } from "./lora.ts";
-import { flattenParams, paramViews, type ModelParams } from "./params.ts";
+import { flattenParams, paramViews, type ModelParams, type ParamViews } from "./params.ts";
+import { EngineOps, type CpuEngineOptions } from "./cpu-engine-ops.ts";
+import type { ModelOps } from "./ops-backend.ts";
 import { backward, backwardLora, forward } from "./reference.ts";
-import { adamwStep, clipGradNorm, globalGradNorm, newOptimizerState, resolveOptimizerOptions } from "./reference/optim.ts";
+import { clipGradNorm, globalGradNorm, newOptimizerState, resolveOptimizerOptions } from "./reference/optim.ts";
 import { aggLoss, aggWeights, normFromMask, ppoPolicyLoss, type AggNorm } from "./ppo-loss.ts";
 import { ValidationError } from "../types/errors.ts";
 import type {
@@ -33,7 +38,7 @@ import type {
   TrainerState,
 } from "./train-types.ts";
 
-export interface CpuTrainerOptions extends OptimizerOptions {
+export interface CpuTrainerOptions extends OptimizerOptions, CpuEngineOptions {
   config: ModelConfig;
   /** Seed of the initial parameters when `params` is absent [0]. */
   seed?: number;
@@ -82,12 +87,16 @@ export class CpuTrainer implements PolicyTrainer {
   private optimizer: OptimizerState;
   private readonly optim: Required<OptimizerOptions>;
   /** LoRA: the frozen base and the adapter's config. */
-  private readonly lora: { config: LoraConfig; base: ModelParams } | null;
+  private readonly lora: { config: LoraConfig; base: ParamViews<Float32Array> } | null;
+  private readonly ops: EngineOps;
 
   constructor(options: CpuTrainerOptions) {
     this.config = parseModelConfig(options.config);
-    this.lora = options.lora ? { config: parseLoraConfig(options.lora.config), base: options.lora.base } : null;
-    if (this.lora) paramViews(this.config, this.lora.base);
+    this.ops = new EngineOps(options);
+    // the base's views are made once, so the Wasm engine can keep the frozen base resident (by identity)
+    this.lora = options.lora
+      ? { config: parseLoraConfig(options.lora.config), base: paramViews(this.config, options.lora.base as Float32Array) }
+      : null;
     const size = this.lora ? loraParamCount(this.config, this.lora.config) : paramCount(this.config);
     const given = this.lora ? options.lora?.adapter : options.params;
     if (given instanceof Float32Array && given.length !== size)
@@ -109,6 +118,23 @@ export class CpuTrainer implements PolicyTrainer {
     this.optim = resolveOptimizerOptions(options);
   }
 
+  /** Which ops the trainer runs on ("wasm" or "reference"). */
+  get opsChoice(): "wasm" | "reference" {
+    return this.ops.choice;
+  }
+
+  /** Ends the Wasm engine's worker threads; the trainer cannot step afterwards. */
+  close(): void {
+    this.ops.close();
+  }
+
+  /** The ops, started on first use; the frozen LoRA base made resident once. */
+  private async kernels(): Promise<ModelOps> {
+    const K = await this.ops.get();
+    if (this.lora) K.resident?.pin(Object.values(this.lora.base));
+    return K;
+  }
+
   get loraConfig(): LoraConfig | null {
     return this.lora ? { ...this.lora.config } : null;
   }
@@ -118,11 +144,12 @@ export class CpuTrainer implements PolicyTrainer {
     const { n, P, R } = batch;
     const log_probs = new Float32Array(n * R);
     const entropy = new Float32Array(n * R);
+    const K = await this.kernels();
     for (const [r0, r1] of microBatches(n, options.microBatchSize)) {
       const out =
         options.baseOnly && this.lora
-          ? forward(this.config, this.lora.base, sliceRows(batch, r0, r1))
-          : this.forward(sliceRows(batch, r0, r1));
+          ? forward(this.config, this.lora.base, sliceRows(batch, r0, r1), { kernels: K })
+          : this.forward(sliceRows(batch, r0, r1), K);
       log_probs.set(responseColumns(out.logprob, r1 - r0, P, R), r0 * R);
       entropy.set(responseColumns(out.entropy, r1 - r0, P, R), r0 * R);
     }
@@ -140,7 +167,7 @@ export class CpuTrainer implements PolicyTrainer {
     checkResponseTensor("oldLogProbs", oldLogProbs, batch);
     if (options.refLogProbs !== undefined) checkResponseTensor("refLogProbs", options.refLogProbs, batch);
     const R = batch.R;
-    return this.step(batch, options, ([r0, r1], logProbs, entropy, mask, norm) => {
+    return this.step(await this.kernels(), batch, options, ([r0, r1], logProbs, entropy, mask, norm) => {
       const cut = <T extends { subarray(a: number, b: number): T }>(a: T): T => a.subarray(r0 * R, r1 * R);
       const r = ppoPolicyLoss(
         {
@@ -175,7 +202,7 @@ export class CpuTrainer implements PolicyTrainer {
   async sftStep(batch: TokenBatch, options: SftStepOptions = {}): Promise<StepMetrics> {
     validateBatch(batch);
     const mode = options.lossAggMode ?? "token-mean";
-    return this.step(batch, options, ([r0, r1], logProbs, entropy, mask, norm) => {
+    return this.step(await this.kernels(), batch, options, ([r0, r1], logProbs, entropy, mask, norm) => {
       const rows = r1 - r0;
       const w = aggWeights(mask, rows, batch.R, mode, norm);
       const nll = -aggLoss(logProbs, mask, rows, batch.R, mode, norm);
@@ -208,14 +235,14 @@ export class CpuTrainer implements PolicyTrainer {
   }
 
   /** The model's forward on a micro-batch: the whole model, or the frozen base plus the adapter. */
-  private forward(micro: TokenBatch) {
+  private forward(micro: TokenBatch, kernels: ModelOps) {
     return this.lora
-      ? forward(this.config, this.lora.base, micro, { lora: { config: this.lora.config, params: this.params } })
-      : forward(this.config, this.params, micro);
+      ? forward(this.config, this.lora.base, micro, { lora: { config: this.lora.config, params: this.params }, kernels })
+      : forward(this.config, this.params, micro, { kernels });
   }
 
   /** Forward, loss and backward per micro-batch; then, if everything is finite, clip and AdamW. */
-  private step(batch: TokenBatch, options: StepOptions, lossFn: MicroLossFn): StepMetrics {
+  private step(K: ModelOps, batch: TokenBatch, options: StepOptions, lossFn: MicroLossFn): StepMetrics {
     const started = now();
     const { n, P, R } = batch;
     const mask = resolveResponseMask(batch);
@@ -225,7 +252,7 @@ export class CpuTrainer implements PolicyTrainer {
     for (const [r0, r1] of microBatches(n, options.microBatchSize)) {
       const rows = r1 - r0;
       const micro = sliceRows(batch, r0, r1);
-      const out = this.forward(micro);
+      const out = this.forward(micro, K);
       const logProbs = responseColumns(out.logprob, rows, P, R);
       const entropy = responseColumns(out.entropy, rows, P, R);
       const res = lossFn([r0, r1], logProbs, entropy, mask.subarray(r0 * R, r1 * R), norm);
@@ -241,7 +268,7 @@ export class CpuTrainer implements PolicyTrainer {
     const skipped = !Number.isFinite(totals.loss) || !Number.isFinite(gradNorm);
     if (!skipped) {
       clipGradNorm(grads, gradNorm, this.optim.maxGradNorm);
-      adamwStep(this.params, grads, this.optimizer, { ...this.optim, lr: options.lr ?? this.optim.lr });
+      K.adamwStep(this.params, grads, this.optimizer, { ...this.optim, lr: options.lr ?? this.optim.lr });
     }
     const seconds = (now() - started) / 1000;
     return {

@@ -2,13 +2,14 @@
  * CPU generation with a KV cache: the fallback for serving the policy without WebGPU and the oracle
  * for GPU generation (greedy decoding must give the same tokens). One sequence at a time, no padding,
  * positions 0, 1, 2, ... The prompt is run through the reference forward once (prefill), then each
- * new token costs one decode step over the cache.
+ * new token costs one decode step over the cache. On a backend with a resident memory (the Wasm ops) the
+ * weights and the KV cache stay in it while a decoder lives, so a step copies only its activations.
  */
 import { headDim, type ModelConfig } from "./config.ts";
 import { Rng } from "./init.ts";
 import { paramViews, type ModelParams } from "./params.ts";
 import { blockForward, headForward, loraState, prefillForward, type AttendFn, type LoraState, type LoraWeights } from "./reference.ts";
-import { referenceOps, type ModelOps } from "./ops-backend.ts";
+import { referenceOps, type ModelOps, type Residency } from "./ops-backend.ts";
 import * as ops from "./reference/ops.ts";
 import { EOS_ID } from "./tokenizer.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -99,6 +100,8 @@ export class CpuDecoder {
   private readonly v: Float32Array[];
   private readonly kvDim: number;
   private readonly lora?: LoraState;
+  /** The backend's resident memory and where this decoder's part of it starts. */
+  private readonly resident?: { r: Residency; mark: number };
   /** Positions filled so far. */
   length = 0;
 
@@ -116,6 +119,19 @@ export class CpuDecoder {
     this.kvDim = config.n_kv_heads * headDim(config);
     this.k = Array.from({ length: config.n_layers }, () => new Float32Array(slots * this.kvDim));
     this.v = Array.from({ length: config.n_layers }, () => new Float32Array(slots * this.kvDim));
+    const r = kernels.resident;
+    if (r) {
+      // weights already resident (an engine's, by identity) are not copied again
+      this.resident = { r, mark: r.mark() };
+      r.pin([...Object.values(this.p), ...Object.values(this.lora?.views ?? {})] as Float32Array[]);
+      r.pin([...this.k, ...this.v]);
+    }
+  }
+
+  /** Frees what this decoder made resident (weights an engine pinned before stay); it cannot step afterwards. */
+  dispose(): void {
+    this.resident?.r.release(this.resident.mark);
+    this.length = this.slots;
   }
 
   private reserve(n: number, what: string): void {
@@ -132,6 +148,8 @@ export class CpuDecoder {
     for (let l = 0; l < this.config.n_layers; l++) {
       this.k[l].set(out.keys[l]);
       this.v[l].set(out.values[l]);
+      this.resident?.r.write(this.k[l], 0, prompt.length * this.kvDim);
+      this.resident?.r.write(this.v[l], 0, prompt.length * this.kvDim);
     }
     this.length = prompt.length;
     return out.logits;
@@ -148,6 +166,8 @@ export class CpuDecoder {
       const attend: AttendFn = (qr, kr, v) => {
         this.k[l].set(kr, at * kvDim);
         this.v[l].set(v, at * kvDim);
+        this.resident?.r.write(this.k[l], at * kvDim, kvDim);
+        this.resident?.r.write(this.v[l], at * kvDim, kvDim);
         return { out: K.attentionDecode(qr, this.k[l], this.v[l], at + 1, dims), probs: NO_PROBS };
       };
       x = blockForward(config, p, l, x, [at], attend, this.lora, K).xOut;
@@ -177,13 +197,17 @@ export function generate(config: ModelConfig, params: ModelParams, prompt: numbe
   if (limit === 0) return { tokens, logprobs, finishReason: "length" };
   // the last new token is sampled, never run through the model: its k, v need no slot
   const decoder = new CpuDecoder(config, params, prompt.length + limit - 1, options.lora, options.kernels);
-  let logits = decoder.prefill(prompt);
-  for (let i = 0; i < limit; i++) {
-    const token = sampleToken(logits, options, rng);
-    tokens.push(token);
-    logprobs.push(logProbOf(logits, token));
-    if (stop.has(token)) return { tokens, logprobs, finishReason: "stop" };
-    if (i + 1 < limit) logits = decoder.step(token);
+  try {
+    let logits = decoder.prefill(prompt);
+    for (let i = 0; i < limit; i++) {
+      const token = sampleToken(logits, options, rng);
+      tokens.push(token);
+      logprobs.push(logProbOf(logits, token));
+      if (stop.has(token)) return { tokens, logprobs, finishReason: "stop" };
+      if (i + 1 < limit) logits = decoder.step(token);
+    }
+    return { tokens, logprobs, finishReason: "length" };
+  } finally {
+    decoder.dispose();
   }
-  return { tokens, logprobs, finishReason: "length" };
 }

@@ -28,6 +28,7 @@ export {
 export * as ops from "./reference/ops.ts";
 export * from "./reference/optim.ts";
 export * from "./cpu-trainer.ts";
+export { EngineOps, resolveCpuEngineOptions, type CpuEngineOptions, type CpuOpsChoice } from "./cpu-engine-ops.ts";
 export * from "./generate.ts";
 export * from "./safetensors.ts";
 export * from "./checkpoint.ts";

@@ -23,7 +23,28 @@ export type ModelOps = Pick<
   | "swigluBackward"
   | "logSoftmaxGatherEntropy"
   | "logSoftmaxGatherEntropyBackward"
-> & { adamwStep: typeof adamwStep };
+> & {
+  adamwStep: typeof adamwStep;
+  /** Where the backend keeps arrays in its own memory across calls (the Wasm backend); absent: none. */
+  resident?: Residency;
+};
+
+/**
+ * Arrays kept in a backend's memory across calls, recognised by identity: an op given a resident array
+ * reads the resident copy instead of copying it in. The caller must not change a resident array except
+ * through `write`. Regions are freed in stack order (`mark`, `release`).
+ */
+export interface Residency {
+  /** Copies the arrays not yet resident in (by identity): all of them, or none (false) when they would
+   * exceed the backend's resident budget (then ops copy them per call as usual). */
+  pin(arrays: Iterable<Float32Array>): boolean;
+  /** Re-copies array[offset, offset + length) of a resident array (no-op for others). */
+  write(array: Float32Array, offset: number, length: number): void;
+  /** A point to release back to. */
+  mark(): number;
+  /** Frees every array pinned after `mark` (all of them without one). */
+  release(mark?: number): void;
+}
 
 /** The plain-TS backend: the reference itself. */
 export const referenceOps: ModelOps = { ...ref, adamwStep };

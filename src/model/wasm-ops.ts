@@ -9,7 +9,7 @@ import { ValidationError } from "../types/errors.ts";
 import { CpuCore, cpuCore, GEMM_FORM } from "../wasm/cpu/index.ts";
 import { CpuPool, type Task } from "./cpu-pool.ts";
 import { ropeInvFreq } from "./config.ts";
-import type { ModelOps } from "./ops-backend.ts";
+import type { ModelOps, Residency } from "./ops-backend.ts";
 import * as ref from "./reference/ops.ts";
 import type { Arr, AttentionDims, MatDims, NormDims, RopeDims, VocabDims } from "./reference/ops.ts";
 import type { OptimizerOptions, OptimizerState } from "./train-types.ts";
@@ -21,6 +21,7 @@ export interface WasmRopeDims extends RopeDims {
 
 /** The Wasm backend: every ModelOps op, RoPE with the choice of pair convention. */
 export interface WasmModelOps extends ModelOps {
+  resident: Residency;
   rope(x: Arr, positions: ArrayLike<number>, dims: WasmRopeDims): Arr;
   ropeBackward(dy: Arr, positions: ArrayLike<number>, dims: WasmRopeDims): Arr;
 }
@@ -41,13 +42,19 @@ const isF64 = (x: Arr): x is Float64Array => x instanceof Float64Array;
  * One kernel call: allocate every input and output first (growth detaches views), then copy inputs in,
  * run, and copy outputs out.
  */
-class Call {
+class CallBase {
   /** [pointer, contents (null: zeros), element type, length] */
   private readonly fills: [number, ArrayLike<number> | null, Ctor, number][] = [];
-  constructor(private readonly core: CpuCore) {
+  constructor(
+    private readonly core: CpuCore,
+    private readonly resident: ReadonlyMap<ArrayLike<number>, number>,
+  ) {
     core.begin();
   }
+  /** A resident array's pointer, else a fresh copy's. */
   in(x: ArrayLike<number>, ctor: Ctor = Float32Array): number {
+    const at = this.resident.get(x);
+    if (at !== undefined) return at;
     const ptr = this.core.alloc(x.length * ctor.BYTES_PER_ELEMENT);
     this.fills.push([ptr, x, ctor, x.length]);
     return ptr;
@@ -123,6 +130,12 @@ export function gemmTasks(form: number, pa: number, pb: number, pc: number, m: n
   return columnRanges(n, threads).map(([j0, j1], t) => ({ name: "gemm", args: [form, pa, pb, pc, m, k, n, j0, j1, scratch[t]] }));
 }
 
+/**
+ * Most bytes kept resident: larger weights (a 0.5B+ Hugging Face model) are copied per call as before,
+ * so the 4 GiB Wasm memory keeps room for the per-call arena.
+ */
+const RESIDENT_MAX_BYTES = 1 << 30;
+
 /** Rows per dw accumulator block of the RMSNorm backward: fixed, so dw does not depend on the thread count. */
 const NORM_CHUNK = 256;
 
@@ -136,6 +149,47 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
   const pool = target instanceof CpuPool ? target : null;
   let c = target instanceof CpuCore ? target : pool?.core;
   const get = () => (c ??= cpuCore());
+  // resident arrays (by identity) and their pointers, in pinning order
+  const resident = new Map<ArrayLike<number>, number>();
+  const pinned: [Float32Array, number, number][] = [];
+  class Call extends CallBase {
+    constructor(core: CpuCore) {
+      super(core, resident);
+    }
+  }
+  const residentBytes = () => (pinned.length === 0 ? 0 : get().mark - pinned[0][2]);
+  const residency: Residency = {
+    pin(arrays) {
+      const core = get();
+      const fresh = [...new Set(arrays)].filter((x) => x instanceof Float32Array && !resident.has(x));
+      const bytes = fresh.reduce((a, x) => a + x.byteLength + 16, 0);
+      if (residentBytes() + bytes > RESIDENT_MAX_BYTES) return false;
+      for (const x of fresh) {
+        const mark = core.mark;
+        const ptr = core.reserve(x.byteLength);
+        core.view(Float32Array, ptr, x.length).set(x);
+        resident.set(x, ptr);
+        pinned.push([x, ptr, mark]);
+      }
+      return true;
+    },
+    write(x, offset, length) {
+      const ptr = resident.get(x);
+      if (ptr === undefined) return;
+      if (!(offset >= 0 && length >= 0 && offset + length <= x.length))
+        throw new ValidationError(`range [${offset}, ${offset + length}) outside the array's ${x.length} elements`, ["offset"]);
+      get()
+        .view(Float32Array, ptr + offset * 4, length)
+        .set(x.subarray(offset, offset + length));
+    },
+    mark: () => pinned.length,
+    release(mark = 0) {
+      if (pinned.length <= mark) return;
+      const core = get();
+      core.releaseTo(pinned[mark][2]);
+      for (const [x] of pinned.splice(mark)) resident.delete(x);
+    },
+  };
 
   /**
    * Runs task(i0, i1) over [0, count): in fixed ranges on the pool when `work` is large enough to pay for
@@ -196,6 +250,7 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
   }
 
   return {
+    resident: residency,
     matmul,
     matmulABt,
     matmulAtB,
@@ -319,8 +374,9 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       const core = get();
       const call = new Call(core);
       const pq = call.in(q);
-      const pk = call.in(kCache.subarray(0, n));
-      const pv = call.in(vCache.subarray(0, n));
+      // a resident cache is read in place; else only its first `len` positions are copied
+      const pk = call.in(resident.has(kCache) ? kCache : kCache.subarray(0, n));
+      const pv = call.in(resident.has(vCache) ? vCache : vCache.subarray(0, n));
       const po = call.out(H * hd);
       const ps = Array.from({ length: pool?.threads ?? 1 }, () => call.out(len));
       let t = 0;

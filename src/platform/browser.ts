@@ -48,4 +48,5 @@ export const browserPlatform: Platform = {
   cpuCount: () => Math.max(1, (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency ?? 1),
   canShareMemory: webCanShareMemory,
   startWorker: startWebWorker,
+  workersKeepAlive: () => false,
 };

@@ -23,6 +23,7 @@ export function denoPlatform(deno: DenoGlobal): Platform {
     runtime: "deno",
     description: `deno ${deno.version.deno}`,
     startWorker: startWebWorker,
+    workersKeepAlive: () => true,
     args: () => [...deno.args],
     onSignal(signal, handler) {
       deno.addSignalListener(signal, handler);

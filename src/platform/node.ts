@@ -96,6 +96,7 @@ export function nodeCompatible(): Omit<Platform, "runtime" | "description" | "se
     cpuCount: () => Math.max(1, os.availableParallelism?.() ?? os.cpus().length),
     canShareMemory: () => typeof SharedArrayBuffer === "function",
     startWorker: startNodeWorker,
+    workersKeepAlive: () => false,
   };
 }
 
@@ -106,7 +107,13 @@ function startNodeWorker(source: string): WorkerPort {
   w.unref();
   return {
     postMessage: (m) => w.postMessage(m),
-    onMessage: (handler) => void w.on("message", handler),
+    // a "message" listener refs the worker's port again: the worker is unref'd once its first message
+    // (a pool worker's "ready") is in, or the process would never exit
+    onMessage: (handler) =>
+      void w.on("message", (m) => {
+        w.unref();
+        handler(m);
+      }),
     onError: (handler) => void w.on("error", handler),
     terminate: () => void w.terminate(),
   };

@@ -145,6 +145,10 @@ export interface Platform {
   cpuCount(): number;
   /** Whether threads can share memory here (SharedArrayBuffer and Atomics.wait on this thread). */
   canShareMemory(): boolean;
-  /** Starts a worker thread running `source` (see {@link WorkerPort}); it does not keep the process alive. */
+  /** Starts a worker thread running `source` (see {@link WorkerPort}); it does not keep the process alive,
+   * except where `workersKeepAlive()`. */
   startWorker(source: string): WorkerPort;
+  /** Whether a started worker keeps the process alive until terminated (Deno: its Worker has no unref),
+   * so that code which may never close its workers should start none by default. */
+  workersKeepAlive(): boolean;
 }

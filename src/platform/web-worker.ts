@@ -18,7 +18,7 @@ export function startWebWorker(source: string): WorkerPort {
   const url = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
   const Ctor = (globalThis as unknown as { Worker: WorkerCtor }).Worker;
   const w = new Ctor(url, { type: "module" });
-  w.unref?.(); // Bun and Deno: a pool must not keep the process alive
+  w.unref?.(); // Bun: a pool must not keep the process alive (Deno has no unref: workersKeepAlive)
   return {
     postMessage: (m) => w.postMessage(m),
     onMessage: (handler) => {

@@ -9,10 +9,13 @@ import { GpuContext } from "../gpu/context.ts";
 import { GpuUnavailableError } from "../gpu/device.ts";
 import type { WeightFormat } from "../gpu/kernels/weights.ts";
 import { BatchingEngine } from "./batching.ts";
-import { cpuGenerationEngine, type GenerationEngine } from "./generation.ts";
+import { resolveCpuEngineOptions, type CpuEngineOptions } from "../model/cpu-engine-ops.ts";
+import { CpuGenerationEngine, type GenerationEngine } from "./generation.ts";
 import { GpuGenerationEngine } from "./gpu-generation.ts";
 
-export interface GenerationEngineOptions {
+/** `ops` and `threads` (CpuEngineOptions) pick the CPU engine's ops: the Wasm kernels on every CPU
+ * [default], or `ops: "reference"` (plain TS). Each CPU engine made here has a worker pool of its own. */
+export interface GenerationEngineOptions extends CpuEngineOptions {
   /** "auto" [default]: WebGPU on a hardware adapter, else the CPU; "webgpu": WebGPU on any adapter, failing
    * (GpuUnavailableError) without one; "cpu": the CPU engine. */
   backend?: "auto" | "webgpu" | "cpu";
@@ -29,7 +32,9 @@ export interface GenerationEngineOptions {
 export async function createGenerationEngine(options: GenerationEngineOptions = {}): Promise<GenerationEngine> {
   const backend = options.backend ?? "auto";
   const log = options.log ?? (() => undefined);
-  if (backend === "cpu") return cpuGenerationEngine;
+  const cpuOptions = resolveCpuEngineOptions(options);
+  const cpu = () => new CpuGenerationEngine(cpuOptions);
+  if (backend === "cpu") return cpu();
   let ctx = options.context;
   if (ctx === undefined) {
     try {
@@ -37,13 +42,13 @@ export async function createGenerationEngine(options: GenerationEngineOptions = 
     } catch (e) {
       if (backend === "webgpu" || !(e instanceof GpuUnavailableError)) throw e;
       log(`generation on the CPU: ${e.message.split(". ")[0]}`);
-      return cpuGenerationEngine;
+      return cpu();
     }
   }
   if (backend === "auto" && ctx.handle?.report.software === true) {
     log("generation on the CPU: the WebGPU adapter is a software one");
     if (options.context === undefined) ctx.destroy();
-    return cpuGenerationEngine;
+    return cpu();
   }
   return new BatchingEngine(new GpuGenerationEngine(ctx, { weightFormat: options.weightFormat }), options.maxBatch);
 }

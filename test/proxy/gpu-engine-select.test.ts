@@ -9,6 +9,7 @@ import { GpuContext } from "../../src/gpu/context.ts";
 import { applyChatTemplate, generate, initParams, presetConfig } from "../../src/model/index.ts";
 import {
   BatchingEngine,
+  CpuGenerationEngine,
   cpuGenerationEngine,
   createGenerationEngine,
   GpuGenerationEngine,
@@ -18,8 +19,16 @@ import {
 import { noGpu, probe } from "../gpu/gpu-env.ts";
 
 describe("generation engine selection", () => {
-  it("cpu is the CPU engine", async () => {
-    expect(await createGenerationEngine({ backend: "cpu" })).toBe(cpuGenerationEngine);
+  it("cpu is a CPU engine of its own, on the Wasm ops unless told otherwise", async () => {
+    const wasm = await createGenerationEngine({ backend: "cpu" });
+    expect(wasm).toBeInstanceOf(CpuGenerationEngine);
+    expect(wasm).not.toBe(cpuGenerationEngine);
+    expect((wasm as CpuGenerationEngine).opsChoice).toBe("wasm");
+    const plain = await createGenerationEngine({ backend: "cpu", ops: "reference" });
+    expect((plain as CpuGenerationEngine).opsChoice).toBe("reference");
+    await expect(createGenerationEngine({ backend: "cpu", ops: "gpu" as "wasm" })).rejects.toThrow(/ops must be/);
+    await expect(createGenerationEngine({ backend: "cpu", threads: 0 })).rejects.toThrow(/threads must be/);
+    (wasm as CpuGenerationEngine).close();
   });
 
   describe.skipIf(noGpu)("with a WebGPU adapter", { timeout: 240_000 }, () => {
