@@ -396,3 +396,24 @@ describe("Wasm backwards vs central finite differences of the Float64 reference 
     expect(y).toEqual(ref.matmul(a, b, { m: 3, k: 4, n: 3 }));
   });
 });
+
+describe("results copied out of Wasm memory", () => {
+  it("small results (carved from a shared slab) and large ones are arrays of their own that later calls leave alone", () => {
+    const rng = new Rng(31);
+    const kept: Float32Array[] = [];
+    // enough small calls to fill several slabs, with sizes on both sides of the slab threshold
+    for (let i = 0; i < 300; i++) {
+      const n = [1, 7, 64, 264, 512, 513, 2000][i % 7];
+      const gate = f32(rng, n);
+      const up = f32(rng, n);
+      const got = ops.swiglu(gate, up);
+      expectClose(`n ${n}`, got, ref.swiglu(gate, up), 1e-6, 1e-6);
+      kept.push(got as Float32Array);
+      got.fill(i); // writing one result must not reach another (or Wasm memory)
+    }
+    kept.forEach((got, i) => expect(got.every((x) => x === i)).toBe(true));
+    const gate = f32(rng, 100);
+    const up = f32(rng, 100);
+    expectClose("after", ops.swiglu(gate, up), ref.swiglu(gate, up), 1e-6, 1e-6);
+  });
+});
