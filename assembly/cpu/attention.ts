@@ -2,8 +2,56 @@
 // and visibility: key j is visible to query i iff j == i or (j < i and mask[j] == 1)), its backward, and
 // single-query decode against a KV cache. Accumulation rule: dot products in f32x4 lanes (+ fixed-order lane
 // sum), exp in f32 (exp4), the softmax denominator and the backward's row dot in f64, every vector
-// accumulation (out, dq, dk, dv) in f32.
+// accumulation (out, dq, dk, dv) in f32. When hd is a multiple of 4, keys go four at a time (dot4, axpy4):
+// the same per-element operations in the same order, so the same bits, with a quarter of the lane sums
+// and of the loads/stores of the accumulated row (what dominates at small head dims such as 16).
 import { exp4, hsum, madd } from "./simd";
+
+/**
+ * The four dot products q·k0..q·k3 (hd a multiple of 4) as one f32x4, each lane summed exactly as `dot`
+ * does: lanes accumulated over d, then (l0 + l1) + (l2 + l3).
+ */
+@inline function dot4(q: usize, k0: usize, k1: usize, k2: usize, k3: usize, hd: i32): v128 {
+  let a = f32x4.splat(0), b = f32x4.splat(0), c = f32x4.splat(0), e = f32x4.splat(0);
+  for (let d = 0; d < hd; d += 4) {
+    const o = <usize>d << 2;
+    const x = v128.load(q + o);
+    a = madd(a, x, v128.load(k0 + o));
+    b = madd(b, x, v128.load(k1 + o));
+    c = madd(c, x, v128.load(k2 + o));
+    e = madd(e, x, v128.load(k3 + o));
+  }
+  // [a0+a1, a2+a3, b0+b1, b2+b3] and the same for c, e; then the pair sums of those, lane by lane
+  const ab = f32x4.add(v128.shuffle<f32>(a, b, 0, 2, 4, 6), v128.shuffle<f32>(a, b, 1, 3, 5, 7));
+  const ce = f32x4.add(v128.shuffle<f32>(c, e, 0, 2, 4, 6), v128.shuffle<f32>(c, e, 1, 3, 5, 7));
+  return f32x4.add(v128.shuffle<f32>(ab, ce, 0, 2, 4, 6), v128.shuffle<f32>(ab, ce, 1, 3, 5, 7));
+}
+
+/**
+ * y += p0 x0 + p1 x1 + p2 x2 + p3 x3 added key by key, as four axpy calls would, y kept in a register. Keys
+ * whose lane of `live` is 0 are skipped, as the one-key loops skip them (a skipped +0 term would turn a -0
+ * of y into +0: skipping keeps the same bits).
+ */
+@inline function axpy4(y: usize, p: v128, live: v128, x0: usize, x1: usize, x2: usize, x3: usize, hd: i32): void {
+  if (!i32x4.all_true(live)) {
+    if (i32x4.extract_lane(live, 0) != 0) axpy(y, f32x4.extract_lane(p, 0), x0, hd);
+    if (i32x4.extract_lane(live, 1) != 0) axpy(y, f32x4.extract_lane(p, 1), x1, hd);
+    if (i32x4.extract_lane(live, 2) != 0) axpy(y, f32x4.extract_lane(p, 2), x2, hd);
+    if (i32x4.extract_lane(live, 3) != 0) axpy(y, f32x4.extract_lane(p, 3), x3, hd);
+    return;
+  }
+  const c0 = f32x4.splat(f32x4.extract_lane(p, 0)), c1 = f32x4.splat(f32x4.extract_lane(p, 1));
+  const c2 = f32x4.splat(f32x4.extract_lane(p, 2)), c3 = f32x4.splat(f32x4.extract_lane(p, 3));
+  for (let d = 0; d < hd; d += 4) {
+    const o = <usize>d << 2;
+    let acc = v128.load(y + o);
+    acc = madd(acc, c0, v128.load(x0 + o));
+    acc = madd(acc, c1, v128.load(x1 + o));
+    acc = madd(acc, c2, v128.load(x2 + o));
+    acc = madd(acc, c3, v128.load(x3 + o));
+    v128.store(y + o, acc);
+  }
+}
 
 @inline function dot(a: usize, b: usize, hd: i32): f32 {
   const h4 = hd & ~3;
@@ -71,14 +119,33 @@ export function attention(
 ): void {
   const group = H / KV;
   const scale = <f32>(1.0 / Math.sqrt(<f64>hd));
+  const scale4 = f32x4.splat(scale), ninf4 = f32x4.splat(-Infinity);
+  const vec = (hd & 3) == 0;
   for (let u = u0; u < u1; u++) {
     const b = u / KV, kvh = u % KV;
     for (let h = kvh * group; h < (kvh + 1) * group; h++) {
       for (let i = 0; i < T; i++) {
         const qo = q + ((<usize>((b * T + i) * H + h) * <usize>hd) << 2);
         const row = keepProbs ? probs + ((<usize>((b * H + h) * T + i) * <usize>T) << 2) : scratch;
-        let max: f32 = -Infinity;
-        for (let j = 0; j <= i; j++) {
+        const kb = k + ((<usize>(b * T * KV + kvh) * <usize>hd) << 2);
+        const kStride = (<usize>(KV * hd)) << 2;
+        const mrow = mask + (<usize>(b * T) << 2);
+        let j0 = 0;
+        let max4 = f32x4.splat(-Infinity);
+        if (vec) {
+          // keys j0..j0+3 all <= i: no row past the query is read
+          for (; j0 + 3 <= i; j0 += 4) {
+            const k0 = kb + <usize>j0 * kStride;
+            let s4 = f32x4.mul(dot4(qo, k0, k0 + kStride, k0 + 2 * kStride, k0 + 3 * kStride, hd), scale4);
+            let vis = i32x4.eq(v128.load(mrow + (<usize>j0 << 2)), i32x4.splat(1));
+            if (j0 + 3 == i) vis = i32x4.replace_lane(vis, 3, -1);
+            s4 = v128.bitselect(s4, ninf4, vis);
+            max4 = f32x4.max(max4, s4);
+            v128.store(row + (<usize>j0 << 2), s4);
+          }
+        }
+        let max: f32 = Mathf.max(Mathf.max(f32x4.extract_lane(max4, 0), f32x4.extract_lane(max4, 1)), Mathf.max(f32x4.extract_lane(max4, 2), f32x4.extract_lane(max4, 3)));
+        for (let j = j0; j <= i; j++) {
           let s: f32 = -Infinity;
           if (j == i || load<i32>(mask + (<usize>(b * T + j) << 2)) == 1) {
             s = dot(qo, k + ((<usize>((b * T + j) * KV + kvh) * <usize>hd) << 2), hd) * scale;
@@ -89,9 +156,18 @@ export function attention(
         softmaxRow(row, i + 1, max);
         const oo = out + ((<usize>((b * T + i) * H + h) * <usize>hd) << 2);
         memory.fill(oo, 0, <usize>hd << 2);
-        for (let j = 0; j <= i; j++) {
+        const vb = v + ((<usize>(b * T * KV + kvh) * <usize>hd) << 2);
+        let j = 0;
+        if (vec) {
+          for (; j + 3 <= i; j += 4) {
+            const v0 = vb + <usize>j * kStride;
+            const p4 = v128.load(row + (<usize>j << 2));
+            axpy4(oo, p4, f32x4.ne(p4, f32x4.splat(0)), v0, v0 + kStride, v0 + 2 * kStride, v0 + 3 * kStride, hd);
+          }
+        }
+        for (; j <= i; j++) {
           const p = load<f32>(row + (<usize>j << 2));
-          if (p != 0) axpy(oo, p, v + ((<usize>((b * T + j) * KV + kvh) * <usize>hd) << 2), hd);
+          if (p != 0) axpy(oo, p, vb + <usize>j * kStride, hd);
         }
         if (keepProbs && i + 1 < T) memory.fill(row + (<usize>(i + 1) << 2), 0, <usize>(T - i - 1) << 2);
       }
@@ -110,6 +186,9 @@ export function attentionBackward(
   const group = H / KV;
   const scale = <f32>(1.0 / Math.sqrt(<f64>hd));
   const dP = scratch;
+  const scale4 = f32x4.splat(scale);
+  const vec = (hd & 3) == 0;
+  const kvStride = (<usize>(KV * hd)) << 2;
   const headBytes = <usize>hd << 2;
   for (let u = u0; u < u1; u++) {
     const b = u / KV, kvh = u % KV;
@@ -118,12 +197,31 @@ export function attentionBackward(
       memory.fill(dk + ((<usize>((b * T + t) * KV + kvh) * <usize>hd) << 2), 0, headBytes);
       memory.fill(dv + ((<usize>((b * T + t) * KV + kvh) * <usize>hd) << 2), 0, headBytes);
     }
+    const vb = v + ((<usize>(b * T * KV + kvh) * <usize>hd) << 2);
     for (let h = kvh * group; h < (kvh + 1) * group; h++) {
       for (let i = 0; i < T; i++) {
         const qOff = (<usize>((b * T + i) * H + h) * <usize>hd) << 2;
         const prow = probs + ((<usize>((b * H + h) * T + i) * <usize>T) << 2);
         let rowDot = 0.0;
-        for (let j = 0; j <= i; j++) {
+        let j0 = 0;
+        if (vec) {
+          // dP for four keys at once; dv and the f64 row dot key by key, in order
+          for (; j0 + 3 <= i; j0 += 4) {
+            const v0 = vb + <usize>j0 * kvStride;
+            v128.store(dP + (<usize>j0 << 2), dot4(dout + qOff, v0, v0 + kvStride, v0 + 2 * kvStride, v0 + 3 * kvStride, hd));
+            for (let j = j0; j < j0 + 4; j++) {
+              const p = load<f32>(prow + (<usize>j << 2));
+              if (p == 0) {
+                store<f32>(dP + (<usize>j << 2), 0);
+                continue;
+              }
+              const s = load<f32>(dP + (<usize>j << 2));
+              axpy(dv + (vb - v) + <usize>j * kvStride, p, dout + qOff, hd);
+              rowDot += <f64>p * <f64>s;
+            }
+          }
+        }
+        for (let j = j0; j <= i; j++) {
           const p = load<f32>(prow + (<usize>j << 2));
           if (p == 0) {
             store<f32>(dP + (<usize>j << 2), 0);
@@ -136,7 +234,23 @@ export function attentionBackward(
           rowDot += <f64>p * <f64>s;
         }
         const rd = <f32>rowDot;
-        for (let j = 0; j <= i; j++) {
+        let j1 = 0;
+        if (vec) {
+          // dq_i over four keys in a register; dk key by key
+          for (; j1 + 3 <= i; j1 += 4) {
+            const p4 = v128.load(prow + (<usize>j1 << 2));
+            const ds4 = f32x4.mul(f32x4.mul(p4, f32x4.sub(v128.load(dP + (<usize>j1 << 2)), f32x4.splat(rd))), scale4);
+            const k0 = k + (vb - v) + <usize>j1 * kvStride;
+            axpy4(dq + qOff, ds4, f32x4.ne(p4, f32x4.splat(0)), k0, k0 + kvStride, k0 + 2 * kvStride, k0 + 3 * kvStride, hd);
+            for (let j = j1; j < j1 + 4; j++) {
+              const p = load<f32>(prow + (<usize>j << 2));
+              if (p == 0) continue;
+              const ds = p * (load<f32>(dP + (<usize>j << 2)) - rd) * scale;
+              axpy(dk + (vb - v) + <usize>j * kvStride, ds, q + qOff, hd);
+            }
+          }
+        }
+        for (let j = j1; j <= i; j++) {
           const p = load<f32>(prow + (<usize>j << 2));
           if (p == 0) continue;
           const ds = p * (load<f32>(dP + (<usize>j << 2)) - rd) * scale;
@@ -158,11 +272,25 @@ export function attentionDecode(
 ): void {
   const group = H / KV;
   const scale = <f32>(1.0 / Math.sqrt(<f64>hd));
+  const scale4 = f32x4.splat(scale);
+  const vec = (hd & 3) == 0;
+  const kvStride = (<usize>(KV * hd)) << 2;
   for (let h = kv0 * group; h < kv1 * group; h++) {
     const kvh = h / group;
     const qo = q + ((<usize>h * <usize>hd) << 2);
-    let max: f32 = -Infinity;
-    for (let j = 0; j < len; j++) {
+    const kb = kCache + ((<usize>kvh * <usize>hd) << 2);
+    let j0 = 0;
+    let max4 = f32x4.splat(-Infinity);
+    if (vec) {
+      for (; j0 + 4 <= len; j0 += 4) {
+        const k0 = kb + <usize>j0 * kvStride;
+        const s4 = f32x4.mul(dot4(qo, k0, k0 + kvStride, k0 + 2 * kvStride, k0 + 3 * kvStride, hd), scale4);
+        v128.store(scratch + (<usize>j0 << 2), s4);
+        max4 = f32x4.max(max4, s4);
+      }
+    }
+    let max: f32 = Mathf.max(Mathf.max(f32x4.extract_lane(max4, 0), f32x4.extract_lane(max4, 1)), Mathf.max(f32x4.extract_lane(max4, 2), f32x4.extract_lane(max4, 3)));
+    for (let j = j0; j < len; j++) {
       const s = dot(qo, kCache + ((<usize>(j * KV + kvh) * <usize>hd) << 2), hd) * scale;
       store<f32>(scratch + (<usize>j << 2), s);
       if (s > max) max = s;
@@ -170,7 +298,16 @@ export function attentionDecode(
     softmaxRow(scratch, len, max);
     const oo = out + ((<usize>h * <usize>hd) << 2);
     memory.fill(oo, 0, <usize>hd << 2);
-    for (let j = 0; j < len; j++) {
+    const vb = vCache + ((<usize>kvh * <usize>hd) << 2);
+    let j = 0;
+    if (vec) {
+      for (; j + 4 <= len; j += 4) {
+        const v0 = vb + <usize>j * kvStride;
+        const p4 = v128.load(scratch + (<usize>j << 2));
+        axpy4(oo, p4, f32x4.ne(p4, f32x4.splat(0)), v0, v0 + kvStride, v0 + 2 * kvStride, v0 + 3 * kvStride, hd);
+      }
+    }
+    for (; j < len; j++) {
       const p = load<f32>(scratch + (<usize>j << 2));
       if (p != 0) axpy(oo, p, vCache + ((<usize>(j * KV + kvh) * <usize>hd) << 2), hd);
     }

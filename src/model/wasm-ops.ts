@@ -69,17 +69,16 @@ class CallBase {
   }
   run(kernel: () => void): void {
     for (const [ptr, x, ctor, n] of this.fills) {
-      const v = this.core.view(ctor as Float32ArrayConstructor, ptr, n);
-      if (x) v.set(x);
-      else v.fill(0);
+      if (x) this.core.write(ctor as Float32ArrayConstructor, ptr, x);
+      else this.core.zero(ctor as Float32ArrayConstructor, ptr, n);
     }
     kernel();
   }
   f32(ptr: number, n: number): Float32Array {
-    return this.core.view(Float32Array, ptr, n).slice();
+    return this.core.read(Float32Array, ptr, n);
   }
   f64(ptr: number, n: number): Float64Array {
-    return this.core.view(Float64Array, ptr, n).slice();
+    return this.core.read(Float64Array, ptr, n);
   }
   /** Copies Wasm memory back into an existing array (in-place ops). */
   into(ptr: number, target: Float32Array): void {
@@ -229,6 +228,14 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
   const matmulAtB = (a: Arr, b: Arr, d: MatDims): Arr =>
     isF64(a) ? ref.matmulAtB(a, b, d) : gemm(GEMM_FORM.ATB, a, b, d, d.k * d.m, d.k * d.n);
 
+  // the last table, by its arguments (scaling by identity): decode rotates q and k of every layer per token
+  let lastFreq: { headDim: number; theta: number; scaling: WasmRopeDims["scaling"]; table: Float64Array } | null = null;
+  const invFreq = (headDim: number, theta: number, scaling: WasmRopeDims["scaling"]): Float64Array => {
+    if (!lastFreq || lastFreq.headDim !== headDim || lastFreq.theta !== theta || lastFreq.scaling !== scaling)
+      lastFreq = { headDim, theta, scaling, table: ropeInvFreq(headDim, theta, scaling) };
+    return lastFreq.table;
+  };
+
   function rotate(x: Arr, positions: ArrayLike<number>, dims: WasmRopeDims, sign: 1 | -1): Arr {
     const { rows, heads, headDim, theta, scaling, interleaved } = dims;
     checkLength("x", x, rows * heads * headDim);
@@ -237,7 +244,7 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
     const call = new Call(core);
     const px = call.in(x);
     const pp = call.in(i32(positions), Int32Array);
-    const pf = call.in(ropeInvFreq(headDim, theta, scaling), Float64Array);
+    const pf = call.in(invFreq(headDim, theta, scaling), Float64Array);
     const py = call.out(x.length);
     const rowBytes = heads * headDim * 4;
     call.run(() =>

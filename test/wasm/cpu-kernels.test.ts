@@ -249,6 +249,8 @@ describe("Wasm attention vs the reference (f32 dot products and accumulations)",
     { batch: 1, seq: 1, heads: 1, kvHeads: 1, headDim: 4 },
     { batch: 2, seq: 13, heads: 6, kvHeads: 2, headDim: 9 },
     { batch: 1, seq: 40, heads: 4, kvHeads: 1, headDim: 64 },
+    // the calc demo's head dim (keys four at a time, a masked key inside a group of four, a tail of 1-3)
+    { batch: 3, seq: 22, heads: 4, kvHeads: 2, headDim: 16 },
   ];
   for (const dims of cases) {
     it(`B${dims.batch} T${dims.seq} H${dims.heads}/${dims.kvHeads} hd${dims.headDim}: forward, backward within 1e-5 of the scale`, () => {
@@ -282,6 +284,18 @@ describe("Wasm attention vs the reference (f32 dot products and accumulations)",
     for (const len of [1, 7, 50])
       expectClose(`len ${len}`, ops.attentionDecode(q, kc, vc, len, dims), ref.attentionDecode(q, kc, vc, len, dims), 1e-5, 1e-6);
     expect(() => ops.attentionDecode(q, kc, vc, 51, dims)).toThrow(/kCache/);
+  });
+
+  it("decode at head dim 16 (keys four at a time) agrees with the batched forward's last row", () => {
+    const rng = new Rng(22);
+    const dims = { batch: 1, seq: 11, heads: 4, kvHeads: 2, headDim: 16 };
+    const q = f32(rng, 11 * 64, 2);
+    const k = f32(rng, 11 * 32, 2);
+    const v = f32(rng, 11 * 32);
+    const full = ops.attention(q, k, v, new Array(11).fill(1), dims, false).out;
+    const dec = ops.attentionDecode(q.subarray(10 * 64), k, v, 11, dims);
+    expectClose("decode", dec, ref.attentionDecode(q.subarray(10 * 64), k, v, 11, dims), 1e-5, 1e-6);
+    expect(dec).toEqual(full.subarray(10 * 64));
   });
 });
 
@@ -380,5 +394,26 @@ describe("Wasm backwards vs central finite differences of the Float64 reference 
     const y = ops.matmul(a, b, { m: 3, k: 4, n: 3 });
     expect(y).toBeInstanceOf(Float64Array);
     expect(y).toEqual(ref.matmul(a, b, { m: 3, k: 4, n: 3 }));
+  });
+});
+
+describe("results copied out of Wasm memory", () => {
+  it("small results (carved from a shared slab) and large ones are arrays of their own that later calls leave alone", () => {
+    const rng = new Rng(31);
+    const kept: Float32Array[] = [];
+    // enough small calls to fill several slabs, with sizes on both sides of the slab threshold
+    for (let i = 0; i < 300; i++) {
+      const n = [1, 7, 64, 264, 512, 513, 2000][i % 7];
+      const gate = f32(rng, n);
+      const up = f32(rng, n);
+      const got = ops.swiglu(gate, up);
+      expectClose(`n ${n}`, got, ref.swiglu(gate, up), 1e-6, 1e-6);
+      kept.push(got as Float32Array);
+      got.fill(i); // writing one result must not reach another (or Wasm memory)
+    }
+    kept.forEach((got, i) => expect(got.every((x) => x === i)).toBe(true));
+    const gate = f32(rng, 100);
+    const up = f32(rng, 100);
+    expectClose("after", ops.swiglu(gate, up), ref.swiglu(gate, up), 1e-6, 1e-6);
   });
 });

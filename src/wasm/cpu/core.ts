@@ -5,6 +5,9 @@ type Ctor<T extends Typed> = { new (buffer: ArrayBuffer, byteOffset: number, len
 
 const PAGE = 65536;
 const align16 = (x: number) => (x + 15) & ~15;
+/** Results up to this size share slabs of SLAB_BYTES (see `read`). */
+const SMALL_BYTES = 2048;
+const SLAB_BYTES = 32768;
 
 /**
  * One instance of the CPU kernels and a bump arena over its memory above heapBase. A call resets the
@@ -69,5 +72,56 @@ export class CpuCore {
 
   view<T extends Typed>(ctor: Ctor<T>, ptr: number, n: number): T {
     return new ctor(this.memory.buffer as ArrayBuffer, ptr, n);
+  }
+
+  // Whole-memory views, one per element type, remade when the buffer changes (growth, here or by another
+  // thread): copies in and out then make no view per call (per-call views dominated small decode calls).
+  private buffer: ArrayBufferLike | null = null;
+  private readonly whole = new Map<Ctor<Typed>, Typed>();
+
+  private all<T extends Typed>(ctor: Ctor<T>): T {
+    const buffer = this.memory.buffer;
+    if (buffer !== this.buffer) {
+      this.buffer = buffer;
+      this.whole.clear();
+    }
+    let w = this.whole.get(ctor);
+    if (!w) {
+      w = new ctor(buffer as ArrayBuffer, 0, buffer.byteLength / ctor.BYTES_PER_ELEMENT);
+      this.whole.set(ctor, w);
+    }
+    return w as T;
+  }
+
+  // Small results are carved from a shared slab: V8 gives a typed array of more than 64 bytes a backing
+  // store of its own (~1 us to create, most of a decode step's small calls), a view on a slab ~30 ns. A
+  // slab lives as long as any result carved from it, so only results up to SMALL_BYTES come from one.
+  private slab = new ArrayBuffer(SLAB_BYTES);
+  private slabAt = 0;
+
+  /** A fresh array holding n elements at ptr (aligned to the element size); its contents are its own. */
+  read<T extends Typed>(ctor: Ctor<T>, ptr: number, n: number): T {
+    const at = ptr / ctor.BYTES_PER_ELEMENT;
+    const bytes = n * ctor.BYTES_PER_ELEMENT;
+    if (bytes > SMALL_BYTES) return this.all(ctor).slice(at, at + n) as T;
+    if (this.slabAt + bytes > SLAB_BYTES) {
+      this.slab = new ArrayBuffer(SLAB_BYTES);
+      this.slabAt = 0;
+    }
+    const out = new ctor(this.slab, this.slabAt, n);
+    this.slabAt = align16(this.slabAt + bytes);
+    out.set(this.all(ctor).subarray(at, at + n));
+    return out;
+  }
+
+  /** Copies x to ptr as elements of `ctor` (aligned to the element size). */
+  write(ctor: Ctor<Typed>, ptr: number, x: ArrayLike<number>): void {
+    this.all(ctor).set(x, ptr / ctor.BYTES_PER_ELEMENT);
+  }
+
+  /** Zeroes n elements of `ctor` at ptr. */
+  zero(ctor: Ctor<Typed>, ptr: number, n: number): void {
+    const at = ptr / ctor.BYTES_PER_ELEMENT;
+    this.all(ctor).fill(0, at, at + n);
   }
 }
