@@ -9,8 +9,7 @@ import { Rng } from "../../src/model/init.ts";
 import { referenceOps, type ModelOps } from "../../src/model/ops-backend.ts";
 import { wasmOps } from "../../src/model/wasm-ops.ts";
 import { CpuPool } from "../../src/model/cpu-pool.ts";
-
-type Out = Record<string, ArrayLike<number>>;
+import { digest, type Out } from "./output-digest.ts";
 
 function run(ops: ModelOps): Out {
   const rng = new Rng(20261127);
@@ -68,20 +67,6 @@ function run(ops: ModelOps): Out {
   ops.adamwStep(p, f32(500), state, { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.01, maxGradNorm: 1 });
   out.adamw = p;
   return out;
-}
-
-/** FNV-1a over the exact bytes of every output, as float64. */
-function digest(out: Out): string {
-  let h = 0x811c9dc5;
-  const buf = new DataView(new ArrayBuffer(8));
-  for (const key of Object.keys(out).sort()) {
-    for (const ch of key) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193) >>> 0;
-    for (const v of Array.from(out[key])) {
-      buf.setFloat64(0, v);
-      for (let i = 0; i < 8; i++) h = Math.imul(h ^ buf.getUint8(i), 0x01000193) >>> 0;
-    }
-  }
-  return h.toString(16).padStart(8, "0");
 }
 
 function mismatches(a: Out, b: Out): string[] {

@@ -6,8 +6,7 @@
  */
 import { instantiateWasmCore, referenceKernels, toRagged, wasmKernels, type Kernels } from "../../src/wasm/index.ts";
 import { randomFloats, randomGroups, randomMask, randomRewards, rng } from "./random.ts";
-
-type Out = Record<string, ArrayLike<number>>;
+import { digest, type Out } from "./output-digest.ts";
 
 function run(k: Kernels): Out {
   const r = rng(20251122);
@@ -67,20 +66,6 @@ function run(k: Kernels): Out {
   keep("trace_labels", calls.labels);
   keep("trace_rewards", calls.rewards);
   return out;
-}
-
-/** FNV-1a over the exact bytes of every output, as float64. */
-function digest(out: Out): string {
-  let h = 0x811c9dc5;
-  const buf = new DataView(new ArrayBuffer(8));
-  for (const key of Object.keys(out).sort()) {
-    for (const ch of key) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193) >>> 0;
-    for (const v of Array.from(out[key])) {
-      buf.setFloat64(0, v);
-      for (let b = 0; b < 8; b++) h = Math.imul(h ^ buf.getUint8(b), 0x01000193) >>> 0;
-    }
-  }
-  return h.toString(16).padStart(8, "0");
 }
 
 function matches(a: Out, b: Out): string[] {
