@@ -1,6 +1,6 @@
 /**
  * A bookkeeping rollout: one rollout that no runner executes, under which an algorithm records its
- * progress as spans (GRPO's `grpo.step`, APO's `apo.candidate`), so the store's readers (the
+ * progress as spans (GRPO's `grpo.step`, SFT's `sft.step`, APO's `apo.candidate`), so the store's readers (the
  * dashboard, `agl` queries) see the training history next to the rollouts it drove.
  */
 import type { LightningStore } from "../store/base.ts";

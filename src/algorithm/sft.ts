@@ -12,7 +12,8 @@
 import { microBatches } from "../model/batch.ts";
 import type { Tokenizer } from "../model/tokenizer-api.ts";
 import type { LossAggMode, PolicyTrainer, TokenBatch } from "../model/train-types.ts";
-import { spanFromAttributes, type Attributes } from "../types/span.ts";
+import type { Attributes } from "../types/span.ts";
+import { BookkeepingRollout } from "./bookkeeping.ts";
 import { ValidationError } from "../types/errors.ts";
 import { Algorithm, type Dataset } from "./base.ts";
 import { sftBatchFromRows, sftPadId, sftRowsFromChats, type SftRow, type SftTrainOn } from "./sft-batch.ts";
@@ -220,14 +221,8 @@ export class SFT extends Algorithm {
     if (!trainDataset || trainDataset.length === 0)
       throw new ValidationError("SFT needs a non-empty training dataset of chat records", ["train_dataset"]);
     const store = this.getStore();
-    // Bookkeeping only: no runner heartbeats it, so no unresponsive limit (a long step must not get it retried).
-    const started = await store.startRollout(
-      { algorithm: "sft" },
-      { metadata: { kind: "sft-metrics" }, config: { unresponsive_seconds: null } },
-    );
-    const rid = started.rollout_id;
-    const aid = started.attempt.attempt_id;
-    try {
+    const metrics = await BookkeepingRollout.start(store, { algorithm: "sft" }, "sft-metrics");
+    await metrics.around(async () => {
       this.result = await trainSft({
         ...this.options,
         records: trainDataset,
@@ -237,25 +232,10 @@ export class SFT extends Algorithm {
           const attributes: Attributes = {};
           for (const [k, v] of Object.entries(r))
             if (typeof v === "number" || typeof v === "boolean" || typeof v === "string") attributes[`sft.${k}`] = v;
-          const now = Date.now() / 1000;
-          await store.addSpan(
-            spanFromAttributes({
-              rollout_id: rid,
-              attempt_id: aid,
-              sequence_id: await store.getNextSpanSequenceId(rid, aid),
-              name: r.kind === "step" ? "sft.step" : "sft.validation",
-              attributes,
-              start_time: now,
-              end_time: now,
-            }),
-          );
+          await metrics.record(r.kind === "step" ? "sft.step" : "sft.validation", attributes);
           await this.options.onReport?.(r);
         },
       });
-      await store.updateRollout(rid, { status: "succeeded" });
-    } catch (e) {
-      await store.updateRollout(rid, { status: "failed" });
-      throw e;
-    }
+    });
   }
 }
