@@ -44,6 +44,21 @@ export interface Residency {
   mark(): number;
   /** Frees every array pinned after `mark` (all of them without one). */
   release(mark?: number): void;
+  /**
+   * Runs `fn` with its activations kept in the backend's memory: a Float32 result of an op called inside
+   * `fn` is a view over that memory (not copied out), and handed back to an op it is read in place. The
+   * scope owns those views and frees them all when `fn` returns or throws: they must not be read or
+   * written afterwards (copy what must outlive it). Editing one in place inside `fn` is allowed and seen
+   * by later ops (there is no second copy). Where results cannot stay (memory that is not shared, whose
+   * growth would detach the views), `fn` runs with results copied out as usual. Scopes nest; `pin` and
+   * `release` are refused inside one.
+   */
+  scoped<T>(fn: () => T): T;
+}
+
+/** `fn` inside an activation scope of `K` when it has one (`Residency.scoped`), else as is. */
+export function withActivations<T>(K: ModelOps, fn: () => T): T {
+  return K.resident ? K.resident.scoped(fn) : fn();
 }
 
 /** The plain-TS backend: the reference itself. */

@@ -5,7 +5,7 @@
  * copied out into fresh arrays: nothing returned aliases Wasm memory); Float64 inputs (finite-difference
  * checks) go to the reference, which stays the oracle. Accumulation rules and tolerances: src/wasm/README.md.
  */
-import { ValidationError } from "../types/errors.ts";
+import { LightningError, ValidationError } from "../types/errors.ts";
 import { CpuCore, cpuCore, GEMM_FORM } from "../wasm/cpu/index.ts";
 import { CpuPool, type Task } from "./cpu-pool.ts";
 import { ropeInvFreq } from "./config.ts";
@@ -38,32 +38,60 @@ function checkInt(name: string, value: number, lo: number, hi: number): void {
 
 const isF64 = (x: Arr): x is Float64Array => x instanceof Float64Array;
 
+/** The open activation scopes of one backend (`Residency.scoped`): kept results, innermost scope last. */
+interface ScopeState {
+  /** Core marks where each open scope began. */
+  marks: number[];
+  /** Results kept by the open scopes, in allocation order, with their pointers. */
+  kept: [Float32Array, number][];
+}
+
 /**
  * One kernel call: allocate every input and output first (growth detaches views), then copy inputs in,
- * run, and copy outputs out.
+ * run, and copy outputs out. Inside an activation scope, outputs allocated before any temporary (an input
+ * copy, scratch) stay in Wasm memory after the call and are returned as views: so each op allocates its
+ * outputs first.
  */
 class CallBase {
   /** [pointer, contents (null: zeros), element type, length] */
   private readonly fills: [number, ArrayLike<number> | null, Ctor, number][] = [];
+  /** End of the outputs kept so far (0: none). */
+  private keptEnd = 0;
+  /** Whether the next output may still be kept: inside a scope, before any temporary, within budget. */
+  private keeping: boolean;
   constructor(
     private readonly core: CpuCore,
-    private readonly resident: ReadonlyMap<ArrayLike<number>, number>,
+    private readonly resident: Map<ArrayLike<number>, number>,
+    private readonly scope: ScopeState | null,
   ) {
     core.begin();
+    this.keeping = scope !== null && scope.marks.length > 0;
   }
   /** A resident array's pointer, else a fresh copy's. */
   in(x: ArrayLike<number>, ctor: Ctor = Float32Array): number {
     const at = this.resident.get(x);
     if (at !== undefined) return at;
-    const ptr = this.core.alloc(x.length * ctor.BYTES_PER_ELEMENT);
+    const ptr = this.temp(x.length, ctor);
     this.fills.push([ptr, x, ctor, x.length]);
     return ptr;
   }
-  out(n: number, ctor: Ctor = Float32Array): number {
+  /** Room for a Float32 result: kept past the call inside a scope (while within its budget). */
+  out(n: number): number {
+    const ptr = this.core.alloc(n * 4);
+    if (this.keeping) {
+      const end = ptr + n * 4;
+      this.keeping = end - this.scope!.marks[0] <= SCOPE_MAX_BYTES;
+      if (this.keeping) this.keptEnd = end;
+    }
+    return ptr;
+  }
+  /** Memory for this call only (scratch, f64 accumulators). */
+  temp(n: number, ctor: Ctor = Float32Array): number {
+    this.keeping = false;
     return this.core.alloc(n * ctor.BYTES_PER_ELEMENT);
   }
   zeros(n: number, ctor: Ctor = Float32Array): number {
-    const ptr = this.out(n, ctor);
+    const ptr = this.temp(n, ctor);
     this.fills.push([ptr, null, ctor, n]);
     return ptr;
   }
@@ -74,8 +102,15 @@ class CallBase {
     }
     kernel();
   }
+  /** The Float32 result at ptr: a view kept by the open scope if it was kept, else a fresh copy. */
   f32(ptr: number, n: number): Float32Array {
-    return this.core.read(Float32Array, ptr, n);
+    if (ptr + n * 4 > this.keptEnd) return this.core.read(Float32Array, ptr, n);
+    // the call arena up to the kept outputs becomes the scope's (a no-op after the first result)
+    this.core.retain(this.keptEnd);
+    const view = this.core.view(Float32Array, ptr, n);
+    this.resident.set(view, ptr);
+    this.scope!.kept.push([view, ptr]);
+    return view;
   }
   f64(ptr: number, n: number): Float64Array {
     return this.core.read(Float64Array, ptr, n);
@@ -135,6 +170,12 @@ export function gemmTasks(form: number, pa: number, pb: number, pc: number, m: n
  */
 const RESIDENT_MAX_BYTES = 1 << 30;
 
+/**
+ * Most bytes an activation scope keeps (above the resident weights, below the 4 GiB Wasm memory's end);
+ * results past it are copied out as outside a scope.
+ */
+const SCOPE_MAX_BYTES = 3 << 29;
+
 /** Rows per dw accumulator block of the RMSNorm backward: fixed, so dw does not depend on the thread count. */
 const NORM_CHUNK = 256;
 
@@ -151,14 +192,22 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
   // resident arrays (by identity) and their pointers, in pinning order
   const resident = new Map<ArrayLike<number>, number>();
   const pinned: [Float32Array, number, number][] = [];
+  const scope: ScopeState = { marks: [], kept: [] };
   class Call extends CallBase {
     constructor(core: CpuCore) {
-      super(core, resident);
+      super(core, resident, scope);
     }
   }
+  // a view over a shared memory survives growth; over a plain one growth detaches it, so results stay only
+  // where the memory is shared
+  const canKeep = () => typeof SharedArrayBuffer !== "undefined" && get().memory.buffer instanceof SharedArrayBuffer;
+  const noScope = (what: string) => {
+    if (scope.marks.length > 0) throw new LightningError(`resident.${what} inside an activation scope (it would free the scope's results)`);
+  };
   const residentBytes = () => (pinned.length === 0 ? 0 : get().mark - pinned[0][2]);
   const residency: Residency = {
     pin(arrays) {
+      noScope("pin");
       const core = get();
       const fresh = [...new Set(arrays)].filter((x) => x instanceof Float32Array && !resident.has(x));
       const bytes = fresh.reduce((a, x) => a + x.byteLength + 16, 0);
@@ -184,9 +233,24 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
     mark: () => pinned.length,
     release(mark = 0) {
       if (pinned.length <= mark) return;
+      noScope("release");
       const core = get();
       core.releaseTo(pinned[mark][2]);
       for (const [x] of pinned.splice(mark)) resident.delete(x);
+    },
+    scoped<T>(fn: () => T): T {
+      if (!canKeep()) return fn();
+      const core = get();
+      const start = core.mark;
+      const first = scope.kept.length;
+      scope.marks.push(start);
+      try {
+        return fn();
+      } finally {
+        scope.marks.pop();
+        for (const [x] of scope.kept.splice(first)) resident.delete(x);
+        core.releaseTo(start);
+      }
     },
   };
 
@@ -209,11 +273,11 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
     checkLength("b", b, bLen);
     const core = get();
     const call = new Call(core);
+    const py = call.out(m * n);
     const pa = call.in(a);
     const pb = call.in(b);
-    const py = call.out(m * n);
     const threads = pool && m * n * k >= PARALLEL_MIN_WORK ? pool.threads : 1;
-    const scratch = Array.from({ length: threads }, () => call.out(core.exports.gemmScratchBytes() / 4));
+    const scratch = Array.from({ length: threads }, () => call.temp(core.exports.gemmScratchBytes() / 4));
     const tasks = gemmTasks(form, pa, pb, py, m, k, n, scratch);
     call.run(() => {
       if (tasks.length === 1) core.exports.gemm(...(tasks[0].args as Parameters<typeof core.exports.gemm>));
@@ -242,10 +306,10 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
     checkLength("positions", positions, rows);
     const core = get();
     const call = new Call(core);
+    const py = call.out(x.length);
     const px = call.in(x);
     const pp = call.in(i32(positions), Int32Array);
     const pf = call.in(invFreq(headDim, theta, scaling), Float64Array);
-    const py = call.out(x.length);
     const rowBytes = heads * headDim * 4;
     call.run(() =>
       split(rows, x.length, (r0, r1) => ({
@@ -272,10 +336,10 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       checkLength("w", w, dim);
       const core = get();
       const call = new Call(core);
-      const px = call.in(x);
-      const pw = call.in(w);
       const py = call.out(rows * dim);
       const pr = call.out(rows);
+      const px = call.in(x);
+      const pw = call.in(w);
       call.run(() =>
         split(rows, rows * dim, (r0, r1) => ({
           name: "rmsnorm",
@@ -294,8 +358,8 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       checkLength("dy", dy, rows * dim);
       const core = get();
       const call = new Call(core);
-      const [px, pw, pr, pdy] = [call.in(x), call.in(w), call.in(rstd), call.in(dy)];
       const pdx = call.out(rows * dim);
+      const [px, pw, pr, pdy] = [call.in(x), call.in(w), call.in(rstd), call.in(dy)];
       const chunks = Math.ceil(rows / NORM_CHUNK);
       const pacc = call.zeros(chunks * dim, Float64Array);
       call.run(() =>
@@ -328,15 +392,15 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       if (H % KV !== 0) throw new ValidationError(`heads ${H} is not a multiple of kvHeads ${KV}`, ["kvHeads"]);
       const core = get();
       const call = new Call(core);
+      const po = call.out(B * T * H * hd);
+      const nProbs = keepProbs ? B * H * T * T : 0;
+      const pp = call.out(nProbs);
       const [pq, pk, pv] = [call.in(q), call.in(k), call.in(v)];
       const pm = call.in(
         Int32Array.from(mask as ArrayLike<number>, (x) => (x === 1 ? 1 : 0)),
         Int32Array,
       );
-      const po = call.out(B * T * H * hd);
-      const nProbs = keepProbs ? B * H * T * T : 0;
-      const pp = call.out(nProbs);
-      const ps = Array.from({ length: pool?.threads ?? 1 }, () => call.out(T));
+      const ps = Array.from({ length: pool?.threads ?? 1 }, () => call.temp(T));
       let t = 0;
       // units of (batch row, kv head): each owns its rows of out and probs
       call.run(() =>
@@ -358,9 +422,9 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       checkLength("dout", dout, B * T * H * hd);
       const core = get();
       const call = new Call(core);
-      const [pq, pk, pv, pp, pd] = [call.in(q), call.in(k), call.in(v), call.in(probs), call.in(dout)];
       const [dq, dk, dv] = [call.out(q.length), call.out(k.length), call.out(v.length)];
-      const ps = Array.from({ length: pool?.threads ?? 1 }, () => call.out(T));
+      const [pq, pk, pv, pp, pd] = [call.in(q), call.in(k), call.in(v), call.in(probs), call.in(dout)];
+      const ps = Array.from({ length: pool?.threads ?? 1 }, () => call.temp(T));
       let t = 0;
       call.run(() =>
         split(B * KV, B * H * T * T * hd, (u0, u1) => ({
@@ -380,12 +444,12 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       if (vCache.length < n) throw new ValidationError(`vCache has ${vCache.length} elements, fewer than ${len} positions`, ["vCache"]);
       const core = get();
       const call = new Call(core);
+      const po = call.out(H * hd);
       const pq = call.in(q);
       // a resident cache is read in place; else only its first `len` positions are copied
       const pk = call.in(resident.has(kCache) ? kCache : kCache.subarray(0, n));
       const pv = call.in(resident.has(vCache) ? vCache : vCache.subarray(0, n));
-      const po = call.out(H * hd);
-      const ps = Array.from({ length: pool?.threads ?? 1 }, () => call.out(len));
+      const ps = Array.from({ length: pool?.threads ?? 1 }, () => call.temp(len));
       let t = 0;
       call.run(() =>
         split(KV, len * H * hd * 4, (kv0, kv1) => ({ name: "attentionDecode", args: [pq, pk, pv, po, ps[t++], len, H, KV, hd, kv0, kv1] })),
@@ -398,7 +462,8 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       checkLength("up", up, gate.length);
       const core = get();
       const call = new Call(core);
-      const [pg, pu, py] = [call.in(gate), call.in(up), call.out(gate.length)];
+      const py = call.out(gate.length);
+      const [pg, pu] = [call.in(gate), call.in(up)];
       call.run(() =>
         split(gate.length, gate.length * 8, (i0, i1) => ({ name: "swiglu", args: [pg + i0 * 4, pu + i0 * 4, py + i0 * 4, i1 - i0] }), 4),
       );
@@ -412,7 +477,8 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       const n = gate.length;
       const core = get();
       const call = new Call(core);
-      const [pg, pu, pd, dg, du] = [call.in(gate), call.in(up), call.in(dy), call.out(n), call.out(n)];
+      const [dg, du] = [call.out(n), call.out(n)];
+      const [pg, pu, pd] = [call.in(gate), call.in(up), call.in(dy)];
       call.run(() =>
         split(
           n,
@@ -432,8 +498,8 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       for (let r = 0; r < rows; r++) checkInt("targets", targets[r], 0, vocab);
       const core = get();
       const call = new Call(core);
-      const [pz, pt] = [call.in(logits), call.in(i32(targets), Int32Array)];
       const [pl, pe, ps] = [call.out(rows), call.out(rows), call.out(rows)];
+      const [pz, pt] = [call.in(logits), call.in(i32(targets), Int32Array)];
       call.run(() =>
         split(rows, rows * vocab * 8, (r0, r1) => ({
           name: "logSoftmaxGatherEntropy",
@@ -458,10 +524,10 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       for (let r = 0; r < rows; r++) checkInt("targets", targets[r], 0, vocab);
       const core = get();
       const call = new Call(core);
+      const pdz = call.out(rows * vocab);
       const pz = call.in(logits);
       const pt = call.in(i32(targets), Int32Array);
       const [pl, pe, pgl, pge] = [call.in(lse), call.in(entropy), call.in(dlogprob), call.in(dentropy)];
-      const pdz = call.out(rows * vocab);
       call.run(() =>
         split(rows, rows * vocab * 8, (r0, r1) => ({
           name: "logSoftmaxGatherEntropyBackward",

@@ -52,6 +52,13 @@ export class CpuCore {
     this.top = mark;
   }
 
+  /** Makes the current call's arena below `end` resident (results kept past the call, freed by `releaseTo`). */
+  retain(end: number): void {
+    const at = align16(end);
+    if (at < this.base || at > this.top) throw new RangeError(`retain end ${end} outside the call arena [${this.base}, ${this.top}]`);
+    this.base = at;
+  }
+
   /** Starts a call: everything allocated by the previous call is free again. */
   begin(): void {
     this.top = this.base;
