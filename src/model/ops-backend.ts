@@ -1,7 +1,7 @@
 /**
- * The ops a model backend provides: the heavy ops of `reference/ops.ts` and AdamW, with the reference's
- * signatures. The plain-TS reference is one backend (and the oracle); `wasm-ops.ts` is the other. The
- * light ops (embedding, residual adds, biases) always run on the reference.
+ * The ops a model backend provides: the ops of `reference/ops.ts` the model runs (embedding aside) and
+ * AdamW, with the reference's signatures. The plain-TS reference is one backend (and the oracle);
+ * `wasm-ops.ts` is the other.
  */
 import * as ref from "./reference/ops.ts";
 import { adamwStep } from "./reference/optim.ts";
@@ -23,6 +23,10 @@ export type ModelOps = Pick<
   | "swigluBackward"
   | "logSoftmaxGatherEntropy"
   | "logSoftmaxGatherEntropyBackward"
+  | "add"
+  | "addInPlace"
+  | "addBiasInPlace"
+  | "columnSums"
 > & {
   adamwStep: typeof adamwStep;
   /** Where the backend keeps arrays in its own memory across calls (the Wasm backend); absent: none. */

@@ -3,6 +3,10 @@
  * `reference/ops.ts`: the oracle for the WebGPU trainer and the engine of the CPU fallback.
  * Generic over the parameter buffer's element type (Float64Array for gradient checks).
  * Model conventions (layout, RoPE, attention visibility, log-prob shift) are in `config.ts`.
+ * An op's result may be owned by the backend (a view over Wasm memory inside an activation scope,
+ * `Residency.scoped` in ops-backend.ts): results edited in place (biases, LoRA updates, gradient sums) are
+ * edited through the backend's ops or directly on that view, never on a copy; `forward`'s logits and cache
+ * live as long as the scope.
  */
 import { assertSeqLen, headDim, paramCount, type ModelConfig } from "./config.ts";
 import { loraLayout, loraParamCount, loraScaling, type LoraConfig } from "./lora.ts";
@@ -157,6 +161,8 @@ export function blockForward(
       const t = K.matmul(input, a, { m: dims.m, k: dims.k, n: r });
       loraT[name] = t;
       const u = K.matmul(t, lora.views[`layers.${l}.${name}.lora_b`], { m: dims.m, k: r, n: dims.n });
+      // in place on the backend's result (a view over Wasm memory inside an activation scope: the kernels
+      // read that same memory, so later ops see the edit)
       for (let i = 0; i < y.length; i++) y[i] += lora.scaling * u[i];
     }
     return y;
@@ -167,9 +173,9 @@ export function blockForward(
   let k = proj("wk", h1, { m: N, k: d, n: kvDim });
   const v = proj("wv", h1, { m: N, k: d, n: kvDim });
   if (config.qkv_bias) {
-    ops.addBiasInPlace(q, w("bq"));
-    ops.addBiasInPlace(k, w("bk"));
-    ops.addBiasInPlace(v, w("bv"));
+    K.addBiasInPlace(q, w("bq"));
+    K.addBiasInPlace(k, w("bk"));
+    K.addBiasInPlace(v, w("bv"));
   }
   const qkNorm: Partial<LayerCache> = {};
   if (config.qk_norm) {
@@ -183,12 +189,12 @@ export function blockForward(
   const qr = K.rope(q, positions, qRope);
   const kr = K.rope(k, positions, kRope);
   const { out: attn, probs } = attend(qr, kr, v);
-  const xMid = ops.add(xIn, proj("wo", attn, { m: N, k: qDim, n: d }));
+  const xMid = K.add(xIn, proj("wo", attn, { m: N, k: qDim, n: d }));
   const { y: h2, rstd: rstd2 } = K.rmsnorm(xMid, w("ffn_norm"), norm);
   const gate = proj("w_gate", h2, { m: N, k: d, n: config.d_ff });
   const up = proj("w_up", h2, { m: N, k: d, n: config.d_ff });
   const act = K.swiglu(gate, up);
-  const xOut = ops.add(xMid, proj("w_down", act, { m: N, k: config.d_ff, n: d }));
+  const xOut = K.add(xMid, proj("w_down", act, { m: N, k: config.d_ff, n: d }));
   return { xIn, h1, rstd1, ...qkNorm, qr, kr, v, probs, attn, xMid, h2, rstd2, gate, up, act, xOut, ...(lora ? { loraT } : {}) };
 }
 
@@ -426,7 +432,7 @@ function backwardImpl<A extends Arr>(
           lg[`${key}.lora_b`].set(K.matmulAtB(t, dyScaled, { m: r, k: dims.m, n: dims.n }));
           lg[`${key}.lora_a`].set(K.matmulAtB(x, dt, { m: dims.k, k: dims.m, n: r }));
         }
-        ops.addInPlace(dx, K.matmulABt(dt, lora.views[`${key}.lora_a`], { m: dims.m, k: r, n: dims.k }));
+        K.addInPlace(dx, K.matmulABt(dt, lora.views[`${key}.lora_a`], { m: dims.m, k: r, n: dims.k }));
       }
       return dx;
     };
@@ -435,10 +441,10 @@ function backwardImpl<A extends Arr>(
     const { dgate, dup } = K.swigluBackward(c.gate, c.up, downDx);
     const gateDx = projBack("w_gate", c.h2, dgate, { m: N, k: d, n: config.d_ff });
     const upDx = projBack("w_up", c.h2, dup, { m: N, k: d, n: config.d_ff });
-    ops.addInPlace(gateDx, upDx);
+    K.addInPlace(gateDx, upDx);
     const n2 = K.rmsnormBackward(c.xMid, w("ffn_norm"), c.rstd2, gateDx, dims);
     gw("ffn_norm", n2.dw);
-    const dxMid = ops.add(dx, n2.dx);
+    const dxMid = K.add(dx, n2.dx);
     // Attention block: xMid = xIn + attn @ wo
     const woDx = projBack("wo", c.attn, dxMid, { m: N, k: qDim, n: d });
     const a = K.attentionBackward(c.qr, c.kr, c.v, c.probs, woDx, attnDims);
@@ -454,19 +460,19 @@ function backwardImpl<A extends Arr>(
     }
     if (config.qkv_bias) {
       if (g) {
-        gw("bq", ops.columnSums(dq, N, qDim));
-        gw("bk", ops.columnSums(dk, N, kvDim));
-        gw("bv", ops.columnSums(a.dv, N, kvDim));
+        gw("bq", K.columnSums(dq, N, qDim));
+        gw("bk", K.columnSums(dk, N, kvDim));
+        gw("bv", K.columnSums(a.dv, N, kvDim));
       }
     }
     const qDx = projBack("wq", c.h1, dq, { m: N, k: d, n: qDim });
     const kDx = projBack("wk", c.h1, dk, { m: N, k: d, n: kvDim });
     const vDx = projBack("wv", c.h1, a.dv, { m: N, k: d, n: kvDim });
-    ops.addInPlace(qDx, kDx);
-    ops.addInPlace(qDx, vDx);
+    K.addInPlace(qDx, kDx);
+    K.addInPlace(qDx, vDx);
     const n1 = K.rmsnormBackward(c.xIn, w("attn_norm"), c.rstd1, qDx, dims);
     gw("attn_norm", n1.dw);
-    dx = ops.add(dxMid, n1.dx);
+    dx = K.add(dxMid, n1.dx);
   }
   if (g) ops.addInPlace(g.tok_embeddings, ops.embeddingBackward(cache.input.inputIds, dx, { vocab: V, dim: d }));
   return { base: grads, lora: loraGrads };

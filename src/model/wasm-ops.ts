@@ -42,8 +42,10 @@ const isF64 = (x: Arr): x is Float64Array => x instanceof Float64Array;
 interface ScopeState {
   /** Core marks where each open scope began. */
   marks: number[];
-  /** Results kept by the open scopes, in allocation order, with their pointers. */
-  kept: [Float32Array, number][];
+  /** Results kept by the open scopes, in allocation order. */
+  kept: Float32Array[];
+  /** Their pointers. */
+  ptrs: Map<ArrayLike<number>, number>;
 }
 
 /**
@@ -61,7 +63,7 @@ class CallBase {
   private keeping: boolean;
   constructor(
     private readonly core: CpuCore,
-    private readonly resident: Map<ArrayLike<number>, number>,
+    private readonly resident: ReadonlyMap<ArrayLike<number>, number>,
     private readonly scope: ScopeState | null,
   ) {
     core.begin();
@@ -69,7 +71,7 @@ class CallBase {
   }
   /** A resident array's pointer, else a fresh copy's. */
   in(x: ArrayLike<number>, ctor: Ctor = Float32Array): number {
-    const at = this.resident.get(x);
+    const at = this.resident.get(x) ?? this.scope?.ptrs.get(x);
     if (at !== undefined) return at;
     const ptr = this.temp(x.length, ctor);
     this.fills.push([ptr, x, ctor, x.length]);
@@ -108,8 +110,8 @@ class CallBase {
     // the call arena up to the kept outputs becomes the scope's (a no-op after the first result)
     this.core.retain(this.keptEnd);
     const view = this.core.view(Float32Array, ptr, n);
-    this.resident.set(view, ptr);
-    this.scope!.kept.push([view, ptr]);
+    this.scope!.ptrs.set(view, ptr);
+    this.scope!.kept.push(view);
     return view;
   }
   f64(ptr: number, n: number): Float64Array {
@@ -192,7 +194,7 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
   // resident arrays (by identity) and their pointers, in pinning order
   const resident = new Map<ArrayLike<number>, number>();
   const pinned: [Float32Array, number, number][] = [];
-  const scope: ScopeState = { marks: [], kept: [] };
+  const scope: ScopeState = { marks: [], kept: [], ptrs: new Map() };
   class Call extends CallBase {
     constructor(core: CpuCore) {
       super(core, resident, scope);
@@ -248,7 +250,7 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
         return fn();
       } finally {
         scope.marks.pop();
-        for (const [x] of scope.kept.splice(first)) resident.delete(x);
+        for (const x of scope.kept.splice(first)) scope.ptrs.delete(x);
         core.releaseTo(start);
       }
     },
@@ -545,6 +547,54 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
         })),
       );
       return call.f32(pdz, rows * vocab);
+    },
+
+    // The light ops run here only on arrays already in Wasm memory inside a scope (where going out to
+    // TypeScript would cost a copy each way); elsewhere (decode's one-row calls) the reference is cheaper
+    // than a kernel call. Both give the same bits.
+    add(a, b) {
+      if (isF64(a) || scope.marks.length === 0) return ref.add(a, b);
+      checkLength("b", b, a.length);
+      const core = get();
+      const call = new Call(core);
+      const py = call.out(a.length);
+      const [pa, pb] = [call.in(a), call.in(b)];
+      call.run(() => core.exports.addF32(pa, pb, py, a.length));
+      return call.f32(py, a.length);
+    },
+
+    // in place only on a scope's results: a pinned array's JS copy would go stale
+    addInPlace(a, b) {
+      const pa = scope.ptrs.get(a);
+      if (pa === undefined || isF64(b)) return ref.addInPlace(a, b);
+      checkLength("b", b, a.length);
+      const core = get();
+      const call = new Call(core);
+      const pb = call.in(b);
+      call.run(() => core.exports.addF32(pa, pb, pa, a.length));
+    },
+
+    addBiasInPlace(x, bias) {
+      const px = scope.ptrs.get(x);
+      if (px === undefined || isF64(bias)) return ref.addBiasInPlace(x, bias);
+      const n = bias.length;
+      if (x.length % n !== 0) throw new ValidationError(`x has ${x.length} elements, not a multiple of the bias's ${n}`, ["x"]);
+      const core = get();
+      const call = new Call(core);
+      const pb = call.in(bias);
+      call.run(() => core.exports.addBias(px, pb, x.length / n, n));
+    },
+
+    columnSums(x, rows, cols) {
+      const px = scope.ptrs.get(x);
+      if (px === undefined) return ref.columnSums(x, rows, cols);
+      checkLength("x", x, rows * cols);
+      const core = get();
+      const call = new Call(core);
+      const py = call.out(cols);
+      const pacc = call.temp(cols, Float64Array);
+      call.run(() => core.exports.columnSums(px, py, pacc, rows, cols));
+      return call.f32(py, cols);
     },
 
     adamwStep(params: Float32Array, grads: ArrayLike<number>, state: OptimizerState, o: Required<OptimizerOptions>): void {

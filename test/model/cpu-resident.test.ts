@@ -13,7 +13,7 @@ import { CpuPool } from "../../src/model/cpu-pool.ts";
 import { CpuTrainer, type CpuTrainerOptions } from "../../src/model/cpu-trainer.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { parseLoraConfig } from "../../src/model/lora.ts";
-import { withActivations } from "../../src/model/ops-backend.ts";
+import { referenceOps as refOps, withActivations } from "../../src/model/ops-backend.ts";
 import { backward, forward } from "../../src/model/reference.ts";
 import { newOptimizerState, resolveOptimizerOptions } from "../../src/model/reference/optim.ts";
 import type { TokenBatch } from "../../src/model/train-types.ts";
@@ -187,5 +187,41 @@ describe("activation scopes", () => {
     const logits = K.resident.scoped(() => forward(config, params, batch, { kernels: K }).logits);
     expect(logits.buffer).toBeInstanceOf(ArrayBuffer);
     expect(logits.buffer.byteLength).toBe(logits.byteLength);
+  });
+});
+
+describe("the light ops inside a scope", () => {
+  it("add, addInPlace, addBiasInPlace and columnSums run in Wasm and give the reference's bits", async () => {
+    const pool = await CpuPool.create(1);
+    open.push(pool);
+    const K = wasmOps(pool);
+    const rng = new Rng(9);
+    const rand = (n: number) => Float32Array.from({ length: n }, () => rng.normal() * 10 ** randInt(rng, -3, 3));
+    for (const [rows, cols] of [
+      [7, 13],
+      [16, 64],
+      [3, 1],
+    ]) {
+      const n = rows * cols;
+      const [a, b, c, bias] = [rand(n), rand(n), rand(n), rand(cols)];
+      const want = refOps.add(a, b);
+      refOps.addInPlace(want, c);
+      refOps.addBiasInPlace(want, bias);
+      const wantSums = refOps.columnSums(want, rows, cols);
+      const [got, sums] = K.resident.scoped(() => {
+        // a kept result (the identity matmul's) is what the in-place ops work on in Wasm memory
+        const eye = new Float32Array(cols * cols);
+        for (let j = 0; j < cols; j++) eye[j * cols + j] = 1;
+        const y = K.add(K.matmul(a, eye, { m: rows, k: cols, n: cols }), b);
+        expect(y.buffer).toBeInstanceOf(SharedArrayBuffer);
+        K.addInPlace(y, c);
+        K.addBiasInPlace(y, bias);
+        const s = K.columnSums(y, rows, cols);
+        expect(s.buffer).toBeInstanceOf(SharedArrayBuffer);
+        return [Array.from(y), Array.from(s)];
+      });
+      expect(got).toEqual(Array.from(want));
+      expect(sums).toEqual(Array.from(wantSums));
+    }
   });
 });

@@ -104,6 +104,9 @@ export interface CpuKernelExports {
     KV: number,
     hd: number,
   ): void;
+  addF32(a: number, b: number, y: number, n: number): void;
+  addBias(x: number, bias: number, rows: number, cols: number): void;
+  columnSums(x: number, y: number, acc: number, rows: number, cols: number): void;
 }
 
 /** GEMM forms (assembly/cpu/matmul.ts FORM_*): which operand is stored transposed. */
