@@ -1,9 +1,11 @@
 /**
  * The model ops on the Wasm SIMD kernels (assembly/cpu/, loaded by src/wasm/cpu/), with exactly the
  * signatures of the plain-TS reference (`reference/ops.ts`, `reference/optim.ts`): a `ModelOps` backend
- * (ops-backend.ts) for reference.ts's forward and backward. Float32 inputs run in Wasm (copied into the instance's memory, results
- * copied out into fresh arrays: nothing returned aliases Wasm memory); Float64 inputs (finite-difference
- * checks) go to the reference, which stays the oracle. Accumulation rules and tolerances: src/wasm/README.md.
+ * (ops-backend.ts) for reference.ts's forward and backward. Float32 inputs run in Wasm (copied into the
+ * instance's memory unless resident, results copied out into fresh arrays; inside an activation scope,
+ * `resident.scoped`, results are views over Wasm memory that the scope frees); Float64 inputs
+ * (finite-difference checks) go to the reference, which stays the oracle. Accumulation rules, tolerances
+ * and the scopes' lifetime rule: src/wasm/README.md.
  */
 import { LightningError, ValidationError } from "../types/errors.ts";
 import { CpuCore, cpuCore, GEMM_FORM } from "../wasm/cpu/index.ts";

@@ -12,9 +12,9 @@ const SLAB_BYTES = 32768;
 /**
  * One instance of the CPU kernels and a bump arena over its memory above heapBase. A call resets the
  * arena (`begin`), allocates its inputs, scratch and outputs (`alloc`), and only then takes views (growth
- * detaches earlier views): the façade copies inputs in and outputs out, so nothing outlives a call.
- * Below the call arena sits a resident region (`reserve`, `releaseTo`): arrays an engine keeps in Wasm
- * memory across calls (weights, a KV cache), freed in stack order.
+ * detaches earlier views over a plain memory). Below the call arena sits a resident region (`reserve`,
+ * `releaseTo`): arrays an engine keeps in Wasm memory across calls (weights, a KV cache, a scope's
+ * activations: `retain` keeps the start of a call's arena), freed in stack order.
  * The memory is created here and imported by the module, so a worker pool can share it.
  */
 export class CpuCore {
