@@ -44,6 +44,8 @@ const isF64 = (x: Arr): x is Float64Array => x instanceof Float64Array;
 interface ScopeState {
   /** Core marks where each open scope began. */
   marks: number[];
+  /** Most bytes the open scopes keep in all. */
+  maxBytes: number;
   /** Results kept by the open scopes, in allocation order. */
   kept: Float32Array[];
   /** Their pointers. */
@@ -84,7 +86,7 @@ class CallBase {
     const ptr = this.core.alloc(n * 4);
     if (this.keeping) {
       const end = ptr + n * 4;
-      this.keeping = end - this.scope!.marks[0] <= SCOPE_MAX_BYTES;
+      this.keeping = end - this.scope!.marks[0] <= this.scope!.maxBytes;
       if (this.keeping) this.keptEnd = end;
     }
     return ptr;
@@ -188,15 +190,16 @@ const NORM_CHUNK = 256;
  * or a worker pool. On a pool, large calls are split in fixed ranges — GEMM by columns (or rows when n is
  * small), row-wise kernels by
  * rows, attention by (batch row, kv head) — and every split gives the bits one thread gives.
+ * `scopeMaxBytes`: most bytes activation scopes keep [1.5 GiB]; results past it are copied out.
  */
-export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
+export function wasmOps(target?: CpuCore | CpuPool, { scopeMaxBytes = SCOPE_MAX_BYTES }: { scopeMaxBytes?: number } = {}): WasmModelOps {
   const pool = target instanceof CpuPool ? target : null;
   let c = target instanceof CpuCore ? target : pool?.core;
   const get = () => (c ??= cpuCore());
   // resident arrays (by identity) and their pointers, in pinning order
   const resident = new Map<ArrayLike<number>, number>();
   const pinned: [Float32Array, number, number][] = [];
-  const scope: ScopeState = { marks: [], kept: [], ptrs: new Map() };
+  const scope: ScopeState = { marks: [], maxBytes: scopeMaxBytes, kept: [], ptrs: new Map() };
   class Call extends CallBase {
     constructor(core: CpuCore) {
       super(core, resident, scope);

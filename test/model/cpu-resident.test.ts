@@ -181,6 +181,30 @@ describe("activation scopes", () => {
     K.resident.release();
   });
 
+  it("copy results out past their budget, with the same results", async () => {
+    const pool = await CpuPool.create(1);
+    open.push(pool);
+    const params = initParams(config, 1);
+    const run = (scopeMaxBytes?: number) => {
+      const K = wasmOps(pool, { scopeMaxBytes });
+      const start = pool.core.mark;
+      return K.resident.scoped(() => {
+        const out = forward(config, params, batch, { kernels: K });
+        const kept = out.cache.layers.map((l) => [l.h1, l.probs, l.xOut].map((x) => x.buffer instanceof SharedArrayBuffer));
+        const bytes = pool.core.mark - start;
+        return { kept, bytes, logits: Array.from(out.logits), grads: backward(config, params, out.cache, dl, dl) };
+      });
+    };
+    const all = run();
+    expect(all.kept.flat().every((x) => x)).toBe(true);
+    // room for about half the forward's activations: the first layer's are kept, the last layer's output copied
+    const some = run(all.bytes / 2);
+    expect(some.kept[0]).toEqual([true, true, true]);
+    expect(some.kept[config.n_layers - 1][2]).toBe(false);
+    expect(some.logits).toEqual(all.logits);
+    expect(Array.from(some.grads)).toEqual(Array.from(all.grads));
+  });
+
   it("copy results out as before where the memory is not shared", () => {
     const K = wasmOps(instantiateCpuCore());
     const params = initParams(config, 1);
