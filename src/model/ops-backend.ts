@@ -4,6 +4,7 @@
  * `wasm-ops.ts` is the other.
  */
 import * as ref from "./reference/ops.ts";
+import type { Arr } from "./reference/ops.ts";
 import { adamwStep } from "./reference/optim.ts";
 
 export type ModelOps = Pick<
@@ -58,6 +59,17 @@ export interface Residency {
    * `release` are refused inside one.
    */
   scoped<T>(fn: () => T): T;
+  /**
+   * `scoped`, except that the array `fn` returns survives: inside an enclosing scope it moves (within the
+   * backend's memory) to where this scope began and belongs to the enclosing scope; outside any scope it
+   * is copied out. Frees everything else `fn` made (a layer's backward temporaries).
+   */
+  scopedKeep<A extends Arr>(fn: () => A): A;
+}
+
+/** `fn` inside a nested activation scope of `K` whose result survives (`Residency.scopedKeep`), else as is. */
+export function withActivationsKeep<A extends Arr>(K: ModelOps, fn: () => A): A {
+  return K.resident ? K.resident.scopedKeep(fn) : fn();
 }
 
 /** `fn` inside an activation scope of `K` when it has one (`Residency.scoped`), else as is. */

@@ -259,7 +259,35 @@ export function wasmOps(target?: CpuCore | CpuPool, { scopeMaxBytes = SCOPE_MAX_
         core.releaseTo(start);
       }
     },
+    scopedKeep<A extends Arr>(fn: () => A): A {
+      if (!canKeep()) return fn();
+      // outside a scope there is nothing to move the result into: a copy
+      if (scope.marks.length === 0) return residency.scoped(() => copyIfKept(fn()));
+      const core = get();
+      const start = core.mark;
+      const first = scope.kept.length;
+      scope.marks.push(start);
+      let r: A | undefined;
+      let at: number | undefined;
+      try {
+        r = fn();
+        at = scope.ptrs.get(r);
+      } finally {
+        scope.marks.pop();
+        for (const x of scope.kept.splice(first)) scope.ptrs.delete(x);
+        core.releaseTo(start);
+      }
+      if (at === undefined) return r;
+      // move it down to where this scope began (the regions may overlap: copyWithin allows that)
+      core.move(start, at, r.length * 4);
+      const ptr = core.reserve(r.length * 4);
+      const view = core.view(Float32Array, ptr, r.length);
+      scope.ptrs.set(view, ptr);
+      scope.kept.push(view);
+      return view as A;
+    },
   };
+  const copyIfKept = <A extends Arr>(x: A): A => (scope.ptrs.has(x) ? (x.slice() as A) : x);
 
   /**
    * Runs task(i0, i1) over [0, count): in fixed ranges on the pool when `work` is large enough to pay for

@@ -181,6 +181,55 @@ describe("activation scopes", () => {
     K.resident.release();
   });
 
+  it("free each backward layer's temporaries as it ends: the backward adds far less memory than the forward", async () => {
+    const pool = await CpuPool.create(1);
+    open.push(pool);
+    const K = wasmOps(pool);
+    const big = parseModelConfig({ ...randomConfig(new Rng(12), { qkvBias: false, qkNorm: false, tied: true }), n_layers: 6 });
+    const rows = randomBatch(new Rng(13), big, 96);
+    const grad = Float32Array.from({ length: rows.inputIds.length }, (_, i) => Math.cos(i));
+    const params = initParams(big, 1);
+    const start = pool.core.mark;
+    const { fwd, grads } = K.resident.scoped(() => {
+      const out = forward(big, params, rows, { kernels: K });
+      const fwd = pool.core.mark - start;
+      return { fwd, grads: backward(big, params, out.cache, grad, grad) };
+    });
+    // memory grew to the peak and stays there: the forward's activations plus one layer's backward (and a
+    // call's GEMM scratch); without the nested scopes the backward's temporaries add about the forward's size
+    const scratch = pool.core.exports.gemmScratchBytes();
+    expect(pool.core.memory.buffer.byteLength - start).toBeLessThan(1.4 * fwd + scratch + 65536);
+    const plain = forward(big, params, rows, { kernels: K });
+    expect(Array.from(grads)).toEqual(Array.from(backward(big, params, plain.cache, grad, grad)));
+  });
+
+  it("keep the one result of a nested scopedKeep, moved into the enclosing scope; outside one, a copy", async () => {
+    const pool = await CpuPool.create(1);
+    open.push(pool);
+    const K = wasmOps(pool);
+    const rng = new Rng(4);
+    const a = Float32Array.from({ length: 16 * 8 }, () => rng.normal());
+    const b = Float32Array.from({ length: 8 * 8 }, () => rng.normal());
+    const dims = { m: 16, k: 8, n: 8 };
+    const want = Array.from(K.matmul(K.matmul(K.matmul(a, b, dims), b, dims), b, dims));
+    const start = pool.core.mark;
+    K.resident.scoped(() => {
+      const y = K.matmul(a, b, dims);
+      const inner = pool.core.mark;
+      // two products inside; only the second survives, moved down to where the nested scope began
+      const z = K.resident.scopedKeep(() => K.matmul(K.matmul(y, b, dims), b, dims));
+      expect(z.buffer).toBeInstanceOf(SharedArrayBuffer);
+      expect(pool.core.mark).toBe(inner + z.byteLength);
+      expect(Array.from(z)).toEqual(want);
+      // it is the enclosing scope's: read in place by the next op
+      expect(Array.from(K.add(z, z))).toEqual(want.map((x) => Math.fround(x + x)));
+    });
+    expect(pool.core.mark).toBe(start);
+    const outside = K.resident.scopedKeep(() => K.matmul(K.matmul(a, b, dims), b, dims));
+    expect(outside.buffer).toBeInstanceOf(ArrayBuffer);
+    expect(pool.core.mark).toBe(start);
+  });
+
   it("copy results out past their budget, with the same results", async () => {
     const pool = await CpuPool.create(1);
     open.push(pool);

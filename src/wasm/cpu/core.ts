@@ -126,6 +126,11 @@ export class CpuCore {
     this.all(ctor).set(x, ptr / ctor.BYTES_PER_ELEMENT);
   }
 
+  /** Copies `bytes` (a multiple of 4) from src to dst; the two ranges may overlap. */
+  move(dst: number, src: number, bytes: number): void {
+    this.all(Float32Array).copyWithin(dst / 4, src / 4, (src + bytes) / 4);
+  }
+
   /** Zeroes n elements of `ctor` at ptr. */
   zero(ctor: Ctor<Typed>, ptr: number, n: number): void {
     const at = ptr / ctor.BYTES_PER_ELEMENT;
