@@ -111,6 +111,12 @@ export type FlagValues<Fs extends readonly FlagSpec[]> = {
   [F in Fs[number] as F["name"]]?: F extends { repeatable: true } ? One<F>[] : One<F>;
 };
 
+/** A TCP port: 0 lets the system pick a free one. */
+export const PORT_BOUNDS = { integer: true, min: 0, max: 65535 } as const;
+
+/** The `--port` flag the server commands share; its default differs, so the help is each command's. */
+export const portFlag = (help: string) => ({ name: "port", type: "number", ...PORT_BOUNDS, value: "PORT", help }) as const;
+
 const HELP_FLAG: FlagSpec = { name: "help", type: "boolean", help: "this text" };
 
 const flagsOf = (command: CommandSpec): FlagSpec[] => command.sections.flatMap((s) => s.flags);

@@ -9,7 +9,7 @@ import { LLMProxy } from "../proxy/llm-proxy.ts";
 import { platformServe } from "../proxy/openai-http.ts";
 import { normaliseDb } from "../server/open-store.ts";
 import type { ServerHost } from "../server/run.ts";
-import { type CommandSpec, formatHelp, parseFlags } from "./flags.ts";
+import { type CommandSpec, formatHelp, parseFlags, portFlag } from "./flags.ts";
 import type { LightningStore } from "../store/base.ts";
 import { runnerFetch } from "../trainer/runner-fetch.ts";
 
@@ -25,15 +25,7 @@ export const PROXY_COMMAND = {
       flags: [
         { name: "config", type: "string", value: "FILE", required: true, help: "the JSON config (required)" },
         { name: "host", type: "string", value: "HOST", help: "interface to bind (default: the config's host, else 127.0.0.1)" },
-        {
-          name: "port",
-          type: "number",
-          integer: true,
-          min: 0,
-          max: 65535,
-          value: "PORT",
-          help: "port (default: the config's port, else 4000; 0 picks a free one)",
-        },
+        portFlag("port (default: the config's port, else 4000; 0 picks a free one)"),
         {
           name: "store",
           type: "string",

@@ -9,7 +9,7 @@ import { platformServe } from "../proxy/openai-http.ts";
 import { PolicyServer } from "../proxy/policy-server.ts";
 import type { ServerHost } from "../server/run.ts";
 import { UsageError } from "../server/config.ts";
-import { type CommandSpec, formatHelp, parseFlags } from "./flags.ts";
+import { type CommandSpec, formatHelp, parseFlags, portFlag } from "./flags.ts";
 
 export const SERVE_DEFAULT_PORT = 8000;
 
@@ -31,15 +31,7 @@ export const SERVE_COMMAND = {
         },
         { name: "name", type: "string", value: "NAME", help: "the model name clients send (default: the folder's name)" },
         { name: "host", type: "string", value: "HOST", help: "interface to bind (default 127.0.0.1)" },
-        {
-          name: "port",
-          type: "number",
-          integer: true,
-          min: 0,
-          max: 65535,
-          value: "PORT",
-          help: `port (default ${SERVE_DEFAULT_PORT}; 0 picks a free one)`,
-        },
+        portFlag(`port (default ${SERVE_DEFAULT_PORT}; 0 picks a free one)`),
         {
           name: "device",
           type: "string",

@@ -8,10 +8,9 @@ import { DEFAULT_BODY_LIMIT } from "../server/app.ts";
 import { DEFAULT_DB, DEFAULT_HOST, DEFAULT_PORT, type StoreServerConfig, UsageError } from "../server/config.ts";
 import { DEFAULT_IDEMPOTENCY_MAX_BYTES, DEFAULT_IDEMPOTENCY_MAX_KEYS, DEFAULT_IDEMPOTENCY_TTL_SECONDS } from "../server/idempotency.ts";
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "../server/paging.ts";
-import { type CommandSpec, formatHelp, parseFlags, parseNumber } from "./flags.ts";
+import { type CommandSpec, formatHelp, PORT_BOUNDS, parseFlags, parseNumber, portFlag } from "./flags.ts";
 
 const MAX = Number.MAX_SAFE_INTEGER;
-const PORT = { integer: true, min: 0, max: 65535 } as const;
 const SECONDS = { type: "number", value: "S", unit: "seconds", min: 0, exclusiveMin: true, max: 86_400 } as const;
 
 export const STORE_COMMAND = {
@@ -28,14 +27,7 @@ export const STORE_COMMAND = {
           help: `interface to bind (default ${DEFAULT_HOST}; 0.0.0.0 for all interfaces)`,
           env: "AGL_SERVER_HOST",
         },
-        {
-          name: "port",
-          type: "number",
-          ...PORT,
-          value: "PORT",
-          help: `port (default ${DEFAULT_PORT}; 0 picks a free one)`,
-          env: "AGL_SERVER_PORT",
-        },
+        { ...portFlag(`port (default ${DEFAULT_PORT}; 0 picks a free one)`), env: "AGL_SERVER_PORT" },
         {
           name: "db",
           type: "string",
@@ -202,7 +194,7 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
   }
   const cfg: StoreServerConfig = {
     host: v.host ?? (env("AGL_SERVER_HOST") || DEFAULT_HOST),
-    port: v.port ?? (envPort ? parseNumber("AGL_SERVER_PORT", envPort, PORT) : DEFAULT_PORT),
+    port: v.port ?? (envPort ? parseNumber("AGL_SERVER_PORT", envPort, PORT_BOUNDS) : DEFAULT_PORT),
     db: v.db ?? (env("AGL_STORE_DB") || DEFAULT_DB),
     token: null,
     tokenSource: null,
