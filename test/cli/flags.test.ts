@@ -1,4 +1,5 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
+import { runCli } from "../../src/cli/agl.ts";
 import {
   type CommandSpec,
   FlagError,
@@ -204,5 +205,41 @@ describe("formatHelp", () => {
       for (const flag of validFlags(command)) expect(help, `${command.usage}: ${flag}`).toMatch(new RegExp(`^  (-h, )?${flag}\\b`, "m"));
     }
     expect(formatHelp(STORE_COMMAND)).not.toContain("--test-clock");
+  });
+});
+
+describe("agl's answer to a bad command line", () => {
+  /** Exit code and stderr of `agl ...argv` (none of these gets as far as starting anything). */
+  async function agl(...argv: string[]): Promise<{ code: number; err: string }> {
+    const err: string[] = [];
+    const spy = vi.spyOn(console, "error").mockImplementation((m: unknown) => void err.push(String(m)));
+    try {
+      return { code: await runCli(argv), err: err.join("\n") };
+    } finally {
+      spy.mockRestore();
+    }
+  }
+
+  it("exits 2 naming the flag, with the usage; train's long usage only for an unknown flag or a missing value", async () => {
+    expect(await agl("store", "--prot", "1")).toEqual({
+      code: 2,
+      err: expect.stringMatching(/^agl store: unknown option "--prot"; the options are --host, --port, [^\n]*--help\n\nUsage: agl store/),
+    });
+    expect(await agl("proxy", "--config")).toEqual({
+      code: 2,
+      err: expect.stringMatching(/^agl proxy: --config needs a value\n\nUsage: agl proxy/),
+    });
+    expect(await agl("train", "--bogus")).toEqual({
+      code: 2,
+      err: expect.stringMatching(/^agl train: unknown option "--bogus";[^\n]*\n\nUsage: agl train/),
+    });
+    expect(await agl("train", "--steps")).toEqual({
+      code: 2,
+      err: expect.stringMatching(/^agl train: --steps needs a value\n\nUsage: agl train/),
+    });
+    expect(await agl("train", "--model", "m", "--agent", "a", "--data", "d", "--steps", "1.5")).toEqual({
+      code: 2,
+      err: 'agl train: --steps must be an integer (got "1.5")',
+    });
   });
 });
