@@ -43,14 +43,23 @@ step() {
   SUMMARY+=("$name|$status|$((SECONDS - t0))")
 }
 
+# unxz_to FILE.xz DEST: with xz, or Python's lzma where the host has no xz.
+unxz_to() {
+  if command -v xz >/dev/null; then
+    xz -dc "$1" >"$2"
+  else
+    "$PYTHON" -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2"
+  fi
+}
+
 setup() {
   echo "=== setup in $WORK"
   if [[ ! -f $KIT/node.xz ]]; then
     echo "no kit at $KIT: run bench/gpu-host/build-kit.sh first"
     return 1
   fi
-  xz -dc "$KIT/node.xz" >"$WORK/node" && chmod +x "$WORK/node"
-  xz -dc "$KIT/dawn.node.xz" >"$WORK/dawn.node"
+  unxz_to "$KIT/node.xz" "$WORK/node" && chmod +x "$WORK/node"
+  unxz_to "$KIT/dawn.node.xz" "$WORK/dawn.node"
   NODE=$WORK/node
   export LIGHTNING_DAWN_NODE=$WORK/dawn.node
   # the Vulkan loader, only where the host has none (unpacked into /, as the device README says)
@@ -78,6 +87,11 @@ setup() {
     done
   fi
   echo "--- WebGPU adapter: $adapter"
+  if [[ $adapter == none* || $adapter == *software* ]]; then
+    echo "--- Vulkan ICD files here:"
+    ls /usr/local/nvidia/share/vulkan/icd.d /usr/share/vulkan/icd.d /etc/vulkan/icd.d 2>&1
+  fi
+  return 0
 }
 
 # The adapter Dawn offers, straight from dawn.node (no bundle needed): "vendor architecture device (description)".
