@@ -9,7 +9,7 @@ import { headDim, type ModelConfig } from "./config.ts";
 import { Rng } from "./init.ts";
 import { paramViews, type ModelParams } from "./params.ts";
 import { blockForward, headForward, loraState, prefillForward, type AttendFn, type LoraState, type LoraWeights } from "./reference.ts";
-import { referenceOps, type ModelOps, type Residency } from "./ops-backend.ts";
+import { referenceOps, type DecodeStepper, type ModelOps, type Residency } from "./ops-backend.ts";
 import * as ops from "./reference/ops.ts";
 import { EOS_ID } from "./tokenizer.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -102,6 +102,9 @@ export class CpuDecoder {
   private readonly lora?: LoraState;
   /** The backend's resident memory and where this decoder's part of it starts. */
   private readonly resident?: { r: Residency; mark: number };
+  /** The backend's fused step (whole model, one call), where it serves this model; the KV cache's
+   * resident copy is then the only one kept up to date. */
+  private readonly stepper: DecodeStepper | null = null;
   /** Positions filled so far. */
   length = 0;
 
@@ -125,7 +128,13 @@ export class CpuDecoder {
       this.resident = { r, mark: r.mark() };
       r.pin([...Object.values(this.p), ...Object.values(this.lora?.views ?? {})] as Float32Array[]);
       r.pin([...this.k, ...this.v]);
+      this.stepper = kernels.decodeStepper?.({ config, p: this.p, lora: this.lora, kCache: this.k, vCache: this.v, slots }) ?? null;
     }
+  }
+
+  /** Whether steps run as one fused backend call (else op by op). */
+  get fused(): boolean {
+    return this.stepper !== null;
   }
 
   /** Frees what this decoder made resident (weights an engine pinned before stay); it cannot step afterwards. */
@@ -160,6 +169,11 @@ export class CpuDecoder {
     const { config, p, kvDim, kernels: K } = this;
     this.reserve(1, "token");
     const at = this.length;
+    if (this.stepper) {
+      const logits = this.stepper.step(token, at);
+      this.length += 1;
+      return logits;
+    }
     const dims = { heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: headDim(config) };
     let x = ops.embedding([token], p.tok_embeddings, { vocab: config.vocab_size, dim: config.d_model });
     for (let l = 0; l < config.n_layers; l++) {

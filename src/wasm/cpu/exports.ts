@@ -104,6 +104,8 @@ export interface CpuKernelExports {
     KV: number,
     hd: number,
   ): void;
+  /** One token through the whole model over a descriptor (assembly/cpu/decode.ts, src/model/wasm-decode.ts). */
+  decodeStep(desc: number, token: number, pos: number, eps: number, loraScale: number): void;
 }
 
 /** GEMM forms (assembly/cpu/matmul.ts FORM_*): which operand is stored transposed. */
