@@ -101,7 +101,15 @@ export function fusedDecodeStepper(host: FusedDecodeHost, request: DecodeStepper
     const work = [d * qDim, d * kvDim, qDim * d, d * ff, ff * d, d * V, slots * qDim * 4, ff * 8, d * r, r * Math.max(qDim, ff, d)];
     if (work.some((w) => w >= host.parallelMinWork)) return null;
   }
-  const at = (x: ArrayLike<number> | undefined): number => (x ? (pointer(x) ?? -1) : 0);
+  // pointers of the tensors (0: absent); one that is not resident (its pin failed, or it is not Float32)
+  // leaves the model to the per-op path. Int32Array wraps pointers past 2 GiB; the kernel reads them as u32.
+  let missing = false;
+  const at = (x: ArrayLike<number> | undefined): number => {
+    if (!x) return 0;
+    const ptr = pointer(x);
+    if (ptr === undefined) missing = true;
+    return ptr ?? 0;
+  };
 
   // workspace: activations of one token, then the descriptor, then the RoPE table (f64, 16-aligned)
   const sizes: [keyof typeof H, number][] = [
@@ -150,8 +158,7 @@ export function fusedDecodeStepper(host: FusedDecodeHost, request: DecodeStepper
       desc[o + L_LORA + 2 * i + 1] = at(lora?.views[`layers.${l}.${name}.lora_b`]);
     });
   }
-  // a tensor that is not resident (its pin failed, or it is not Float32): the per-op path serves it
-  if (desc.some((w) => w < 0)) return null;
+  if (missing) return null;
   const workspace = new Float32Array(floats);
   if (!host.residency.pin([workspace])) return null;
   const base = pointer(workspace)!;
@@ -161,7 +168,7 @@ export function fusedDecodeStepper(host: FusedDecodeHost, request: DecodeStepper
   core.view(Float64Array, base + freqAt * 4, hd / 2).set(ropeInvFreq(hd, c.rope_theta, c.rope_scaling));
 
   const descPtr = base + descAt * 4;
-  const logitsPtr = desc[H.logits];
+  const logitsPtr = desc[H.logits] >>> 0;
   const scale = lora?.scaling ?? 0;
   return {
     step(token, pos) {
