@@ -154,6 +154,11 @@ export class CpuDecoder {
     if (this.length !== 0) throw new ValidationError("prefill needs an empty KV cache", ["prompt"]);
     if (prompt.length === 0) throw new ValidationError("prompt must hold at least one token", ["prompt"]);
     this.reserve(prompt.length, "prompt");
+    const fused = this.stepper?.prefill(prompt);
+    if (fused) {
+      this.length = prompt.length;
+      return fused;
+    }
     const out = prefillForward(this.config, this.p, prompt, this.lora, this.kernels);
     for (let l = 0; l < this.config.n_layers; l++) {
       this.k[l].set(out.keys[l]);

@@ -49,6 +49,9 @@ export interface DecodeStepperRequest {
 
 /** One token through every layer and the head; the backend's copy of the KV cache gains its k, v. */
 export interface DecodeStepper {
+  /** The prompt into the empty cache; the last position's logits (a fresh array), or null where the
+   * backend leaves this prompt to the per-op prefill. */
+  prefill(prompt: ArrayLike<number>): Float32Array | null;
   /** The logits [vocab] of `token` at position `at` (the cache holds [0, at)): a fresh array. */
   step(token: number, at: number): Float32Array;
 }

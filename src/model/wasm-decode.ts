@@ -1,7 +1,7 @@
 /**
  * The fused decode step (assembly/cpu/decode.ts): one Wasm call per token runs every layer and the lm
  * head over the resident weights and KV cache, with the activations kept in a resident workspace, instead
- * of ~10 façade calls per layer that copy activations in and out. It runs the per-op path's kernels in the
+ * of ~10 façade calls per layer that copy activations in and out; one call runs a prompt (prefill). It runs the per-op path's kernels in the
  * same order, so it gives that path's bits. Served when every tensor is resident and the per-op path
  * would run the whole step on one thread (a pool of one, or a model whose decode ops are all below the
  * size at which the façade splits work over threads); otherwise the decoder stays op by op.
@@ -170,7 +170,66 @@ export function fusedDecodeStepper(host: FusedDecodeHost, request: DecodeStepper
   const descPtr = base + descAt * 4;
   const logitsPtr = desc[H.logits] >>> 0;
   const scale = lora?.scaling ?? 0;
+  const wide = Math.max(qDim, kvDim, d, ff);
   return {
+    prefill(prompt) {
+      const L = prompt.length;
+      if (!(L >= 1 && L <= slots)) throw new ValidationError(`prompt of ${L} tokens outside [1, ${slots}]`, ["prompt"]);
+      for (let i = 0; i < L; i++) {
+        const id = prompt[i];
+        if (!(Number.isInteger(id) && id >= 0 && id < V)) throw new ValidationError(`token id ${id} outside [0, ${V})`, ["prompt", i]);
+      }
+      if (host.threads > 1) {
+        // the per-op prefill's splits on these L rows (rope and RMSNorm by elements, attention by B*H*T*T*hd)
+        const work = [
+          L * d * qDim,
+          L * d * kvDim,
+          L * ff * d,
+          L * d * ff,
+          c.n_heads * L * L * hd,
+          L * ff * 8,
+          L * qDim,
+          L * d * r,
+          L * r * wide,
+        ];
+        if (work.some((w) => w >= host.parallelMinWork)) return null;
+      }
+      // the per-call table and L-row activations in the call arena (freed by the next call)
+      core.begin();
+      const f32 = (n: number) => core.alloc(n * 4);
+      const table = [
+        f32(L), // ids (i32)
+        f32(L * d),
+        f32(L * d),
+        f32(L * qDim),
+        f32(L * kvDim),
+        f32(L * qDim),
+        f32(L * kvDim),
+        f32(L * qDim),
+        f32(L * d),
+        f32(L * ff),
+        f32(L * ff),
+        f32(L * ff),
+        f32(L * Math.max(c.n_heads, c.n_kv_heads)),
+        f32(L),
+        f32(L * Math.max(r, 1)),
+        f32(L * wide),
+        f32(L), // positions (i32)
+        f32(L), // mask (i32)
+        core.alloc(core.exports.gemmScratchBytes()),
+      ];
+      const ws = core.alloc(table.length * 4);
+      core.write(Int32Array, ws, table);
+      core.write(Int32Array, table[0], prompt);
+      core.write(
+        Int32Array,
+        table[16],
+        Int32Array.from({ length: L }, (_, i) => i),
+      );
+      core.view(Int32Array, table[17], L).fill(1);
+      core.exports.decodePrefill(descPtr, ws, L, c.norm_eps, scale);
+      return core.read(Float32Array, logitsPtr, V);
+    },
     step(token, pos) {
       if (!(Number.isInteger(token) && token >= 0 && token < V))
         throw new ValidationError(`token id ${token} outside [0, ${V})`, ["token"]);

@@ -1,6 +1,6 @@
 /**
- * The fused decode step (assembly/cpu/decode.ts via src/model/wasm-decode.ts): one Wasm call per token.
- * On random small configs with odd sizes and each model feature on and off (GQA, head_dim, qkv bias,
+ * The fused decode step and prefill (assembly/cpu/decode.ts via src/model/wasm-decode.ts): one Wasm call
+ * per token, one per prompt. On random small configs with odd sizes and each model feature on and off (GQA, head_dim, qkv bias,
  * qk-norm, llama3 RoPE scaling, untied head, a LoRA adapter), its logits are the per-op Wasm path's bits and
  * the reference decoder's to f32 noise; generation gives the same tokens for a seed; a pool of 2 threads
  * gives the bits of 1, where it fuses and where it falls back to the per-op path; a decoder whose tensors
@@ -87,12 +87,12 @@ function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
   return m;
 }
 
-/** Prefill then steps; every step's logits. */
+/** Prefill then steps; the prefill's logits and every step's. */
 function decode(config: ModelConfig, w: ReturnType<typeof weights>, ops: ModelOps | undefined, prompt: number[], tokens: number[]) {
   const d = new CpuDecoder(config, w.params, prompt.length + tokens.length, w.lora, ops);
   try {
-    d.prefill(prompt);
-    return { fused: d.fused, steps: tokens.map((t) => d.step(t)) };
+    const first = d.prefill(prompt);
+    return { fused: d.fused, steps: [first, ...tokens.map((t) => d.step(t))] };
   } finally {
     d.dispose();
   }
@@ -193,6 +193,9 @@ describe("the fused decode step", () => {
     d.step(3);
     expect(Array.from(first)).toEqual(Array.from(copy));
     expect(() => d.step(config.vocab_size)).toThrow(ValidationError);
+    const e = new CpuDecoder(config, w.params, 4, undefined, fused);
+    expect(() => e.prefill([1, -2])).toThrow(/token id -2/);
+    e.dispose();
     expect(() => d.step(1.5)).toThrow(/token id 1.5/);
     d.step(4);
     expect(() => d.step(5)).toThrow(/KV cache holds 4/);

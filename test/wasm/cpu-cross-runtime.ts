@@ -73,8 +73,8 @@ function run(ops: ModelOps): Out {
   return out;
 }
 
-/** Logits of three KV-cached steps of a small model with every optional feature and an adapter (the fused
- * decode step on the Wasm ops). */
+/** Logits of a prefill and three KV-cached steps of a small model with every optional feature and an
+ * adapter (the fused prefill and decode step on the Wasm ops). */
 function decodeSteps(ops: ModelOps): Float32Array {
   const config = parseModelConfig({
     vocab_size: 53,
@@ -97,8 +97,8 @@ function decodeSteps(ops: ModelOps): Float32Array {
   const loraConfig = parseLoraConfig({ r: 3, alpha: 6, targetModules: ["q_proj", "v_proj", "o_proj", "down_proj"] });
   const lora = initLora(config, loraConfig, 5).map((x) => (x === 0 ? rng.normal() * 0.1 : x));
   const decoder = new CpuDecoder(config, params, 7, { config: loraConfig, params: lora }, ops);
-  decoder.prefill([1, 2, 3, 4]);
-  const out = [5, 6, 7].flatMap((t) => Array.from(decoder.step(t)));
+  const out = Array.from(decoder.prefill([1, 2, 3, 4]));
+  for (const t of [5, 6, 7]) out.push(...decoder.step(t));
   decoder.dispose();
   return Float32Array.from(out);
 }
