@@ -156,14 +156,18 @@ describe("the fused decode step", () => {
     const small = configOf({ ...none, gqa: true, lora: true }, 4);
     // d * d_ff = 128 * 2048 multiply-adds per token reach the size from which the façade splits a GEMM
     const large = parseModelConfig({ ...small, vocab_size: 70, d_model: 128, n_heads: 4, n_kv_heads: 2, d_ff: 2048, n_layers: 1 });
-    for (const [config, fusedOnTwo] of [
-      [small, true],
-      [large, false],
+    // fused steps, but a 9-token prompt's 9 * 128 * 384 reaches it: the per-op prefill on 2 threads
+    const mid = parseModelConfig({ ...large, d_ff: 384 });
+    for (const [config, fusedOnTwo, promptLength] of [
+      [small, true, 2],
+      [large, false, 2],
+      [mid, true, 9],
     ] as const) {
       const w = weights(config, 2, true);
       const tokens = [7, 1, 9, 3, 3, 0];
-      const one = decode(config, w, fused, [5, 6], tokens);
-      const got = decode(config, w, two, [5, 6], tokens);
+      const prompt = Array.from({ length: promptLength }, (_, i) => (5 + 3 * i) % config.vocab_size);
+      const one = decode(config, w, fused, prompt, tokens);
+      const got = decode(config, w, two, prompt, tokens);
       expect(one.fused).toBe(true);
       expect(got.fused).toBe(fusedOnTwo);
       for (const [s, logits] of got.steps.entries()) expect(Array.from(logits)).toEqual(Array.from(one.steps[s]));
