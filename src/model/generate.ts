@@ -3,8 +3,9 @@
  * for GPU generation (greedy decoding must give the same tokens). One sequence at a time, no padding,
  * positions 0, 1, 2, ... The prompt is run through the reference forward once (prefill), then each
  * new token costs one decode step over the cache. On a backend with a resident memory (the Wasm ops) the
- * weights and the KV cache stay in it while a decoder lives, and a step is one fused backend call where the
- * backend serves the model (`ModelOps.decodeStepper`), else op by op copying only its activations.
+ * weights and the KV cache stay in it while a decoder lives, and the prefill and each step are one fused
+ * backend call where the backend serves the model (`ModelOps.decodeStepper`), else op by op copying only
+ * their activations.
  */
 import { headDim, type ModelConfig } from "./config.ts";
 import { Rng } from "./init.ts";

@@ -29,8 +29,8 @@ export type ModelOps = Pick<
   adamwStep: typeof adamwStep;
   /** Where the backend keeps arrays in its own memory across calls (the Wasm backend); absent: none. */
   resident?: Residency;
-  /** A decode step of the whole model in one call over resident weights and KV cache (the Wasm
-   * backend); absent, or null for a model it does not serve: the decoder runs op by op. */
+  /** Prefill and decode steps of the whole model, one call each, over resident weights and KV cache (the
+   * Wasm backend); absent, or null for a model it does not serve: the decoder runs op by op. */
   decodeStepper?(request: DecodeStepperRequest): DecodeStepper | null;
 };
 
@@ -47,7 +47,8 @@ export interface DecodeStepperRequest {
   slots: number;
 }
 
-/** One token through every layer and the head; the backend's copy of the KV cache gains its k, v. */
+/** A prompt, then one token at a time, through every layer and the head; the backend's copy of the KV
+ * cache gains their k, v. */
 export interface DecodeStepper {
   /** The prompt into the empty cache; the last position's logits (a fresh array), or null where the
    * backend leaves this prompt to the per-op prefill. */
