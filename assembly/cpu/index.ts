@@ -11,3 +11,4 @@ export * from "./norm";
 export * from "./pointwise";
 export * from "./softmax";
 export * from "./attention";
+export * from "./decode";

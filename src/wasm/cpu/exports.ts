@@ -104,6 +104,10 @@ export interface CpuKernelExports {
     KV: number,
     hd: number,
   ): void;
+  /** One token through the whole model over a descriptor (assembly/cpu/decode.ts, src/model/wasm-decode.ts). */
+  decodeStep(desc: number, token: number, pos: number, eps: number, loraScale: number): void;
+  /** A prompt through the whole model into an empty cache over the same descriptor and a per-call table. */
+  decodePrefill(desc: number, ws: number, rows: number, eps: number, loraScale: number): void;
 }
 
 /** GEMM forms (assembly/cpu/matmul.ts FORM_*): which operand is stored transposed. */
