@@ -4,14 +4,16 @@
  * CPU. Policy step: `CpuTrainer.policyStep` on a GRPO-shaped batch (calc demo: 16 problems x 8 rollouts,
  * 16 prompt + 48 response tokens; `tiny` preset: 16 rows of 32 + 96), tokens/s = every token of the batch
  * (prompt and response) per second of step. Decode: `CpuGenerationEngine.generate`, 4 greedy requests of a
- * 16-token prompt and 48 new tokens, tokens/s = new tokens per second; plus the Wasm engine with its
- * weights and KV cache NOT resident (copied per call, as before the engine kept them in Wasm memory).
+ * 16-token prompt and 48 new tokens, tokens/s = new tokens per second; plus the Wasm engine decoding op
+ * by op (weights resident, no fused decode step) and with its weights and KV cache NOT resident (copied
+ * per call, as before the engine kept them in Wasm memory).
  * Run: `npm run bench -- cpu-engine` (or `npx tsx bench/cpu-engine.ts`).
  */
 import { loadavg } from "node:os";
 import { CALC_CONFIG } from "../examples/calc/config.ts";
 import { batchFromTokens } from "../src/model/batch.ts";
 import { parseModelConfig, type ModelConfig } from "../src/model/config.ts";
+import { paramViews, type ParamViews } from "../src/model/params.ts";
 import { CpuPool } from "../src/model/cpu-pool.ts";
 import { CpuTrainer } from "../src/model/cpu-trainer.ts";
 import { initParams, Rng } from "../src/model/init.ts";
@@ -64,11 +66,43 @@ class CopyingEngine implements GenerationEngine {
   }
 }
 
+/** The Wasm engine decoding op by op (no fused step), its weights resident as the engine keeps them. */
+class PerOpEngine implements GenerationEngine {
+  readonly backend = "cpu" as const;
+  private from: Float32Array | null = null;
+  private views: ParamViews = {};
+  constructor(private readonly ops: ModelOps) {}
+  async generate(config: ModelConfig, params: Float32Array, requests: readonly GenerationRequest[]) {
+    if (this.from !== params) {
+      this.ops.resident?.release();
+      this.views = paramViews(config, params);
+      this.ops.resident?.pin(Object.values(this.views));
+      this.from = params;
+    }
+    return requests.map((r) => {
+      const out = generate(config, this.views, r.prompt, { maxTokens: r.maxTokens, temperature: 0, stop: [], kernels: this.ops });
+      return { tokenIds: out.tokens, logprobs: out.logprobs, text: "", finishReason: out.finishReason };
+    });
+  }
+}
+
 const rows: string[][] = [
-  ["model", "work", "TS engine", "Wasm 1 thr", "ratio", `Wasm ${all} thr`, "ratio", "Wasm 1 thr, weights copied per call"],
+  [
+    "model",
+    "work",
+    "TS engine",
+    "Wasm 1 thr",
+    "ratio",
+    `Wasm ${all} thr`,
+    "ratio",
+    "Wasm 1 thr, op by op",
+    "Wasm 1 thr, weights copied per call",
+  ],
 ];
 const pool1 = await CpuPool.create(1);
 const copying = { ...wasmOps(pool1), resident: undefined };
+const poolPerOp = await CpuPool.create(1);
+const perOp = { ...wasmOps(poolPerOp), decodeStepper: undefined };
 for (const [name, config, B, P, R] of [
   ["calc demo", CALC_CONFIG, 128, 16, 48],
   ["tiny preset", parseModelConfig(presetConfig("tiny")), 16, 32, 96],
@@ -96,6 +130,7 @@ for (const [name, config, B, P, R] of [
     new CpuGenerationEngine({ ops: "reference" }),
     new CpuGenerationEngine({ threads: 1 }),
     new CpuGenerationEngine({ threads: all }),
+    new PerOpEngine(perOp),
     new CopyingEngine(copying),
   ];
   for (const e of engines) {
@@ -115,6 +150,7 @@ for (const [name, config, B, P, R] of [
     f(stepTokS[2]),
     r(stepTokS[2], stepTokS[0]),
     "",
+    "",
   ]);
   rows.push([
     name,
@@ -125,9 +161,11 @@ for (const [name, config, B, P, R] of [
     f(decTokS[2]),
     r(decTokS[2], decTokS[0]),
     `${f(decTokS[3])} (${r(decTokS[3], decTokS[0])})`,
+    `${f(decTokS[4])} (${r(decTokS[4], decTokS[0])})`,
   ]);
 }
 pool1.close();
+poolPerOp.close();
 
 console.log(`${all} CPUs; load average before: ${loadBefore}, after: ${loadAverage()}`);
 console.log([rows[0], rows[0].map(() => "---"), ...rows.slice(1)].map((x) => `| ${x.join(" | ")} |`).join("\n"));

@@ -12,3 +12,4 @@ export * from "./pointwise";
 export * from "./softmax";
 export * from "./attention";
 export * from "./residual";
+export * from "./decode";

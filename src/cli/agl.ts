@@ -3,11 +3,13 @@
  * unless a test gives its own (entries: runtimes/node.ts for the npm `agl` binary, runtimes/deno.ts and
  * runtimes/bun.ts for the others).
  */
-import { STORE_USAGE, UsageError, parseStoreArgs } from "../server/config.ts";
+import { UsageError } from "../server/config.ts";
 import { platformHost, startStoreServer, type ServerHost } from "../server/run.ts";
 import { platform } from "../platform/index.ts";
+import { MissingFlagValueError, UnknownFlagError } from "./flags.ts";
 import { PROXY_USAGE, parseProxyArgs, startLlmProxy } from "./proxy.ts";
 import { SERVE_USAGE, parseServeArgs, startPolicyServer } from "./serve.ts";
+import { STORE_USAGE, parseStoreArgs } from "./store.ts";
 import { runTraining } from "./train.ts";
 import { parseTrainArgs, TRAIN_USAGE } from "./train-config.ts";
 
@@ -117,7 +119,8 @@ async function runTrain(argv: readonly string[], host: ServerHost): Promise<numb
   } catch (e) {
     if (e instanceof UsageError) {
       console.error(
-        `agl train: ${e.message}${e.message.startsWith("unknown option") || e.message.includes("needs a value") ? `\n\n${TRAIN_USAGE}` : ""}`,
+        // The long usage only where it answers the mistake: a flag it lists, or how that flag is given.
+        `agl train: ${e.message}${e instanceof UnknownFlagError || e instanceof MissingFlagValueError ? `\n\n${TRAIN_USAGE}` : ""}`,
       );
       return 2;
     }

@@ -7,27 +7,39 @@ import { platform } from "../platform/index.ts";
 import { MissingEnvironmentVariableError, type LlmProxyConfig, parseLlmProxyConfigText } from "../proxy/llm-proxy-config.ts";
 import { LLMProxy } from "../proxy/llm-proxy.ts";
 import { platformServe } from "../proxy/openai-http.ts";
-import { UsageError } from "../server/config.ts";
 import { normaliseDb } from "../server/open-store.ts";
 import type { ServerHost } from "../server/run.ts";
-import { positiveInt } from "./serve.ts";
+import { type CommandSpec, formatHelp, parseFlags, portFlag } from "./flags.ts";
 import type { LightningStore } from "../store/base.ts";
 import { runnerFetch } from "../trainer/runner-fetch.ts";
 
-export const PROXY_USAGE = `Usage: agl proxy --config FILE [options]
+export const PROXY_COMMAND = {
+  usage: "agl proxy --config FILE [options]",
+  about:
+    "An OpenAI-compatible proxy (/v1/chat/completions, /v1/completions, /v1/models, also under\n" +
+    "/rollout/{rid}/attempt/{aid}) in front of the models of a JSON config file; calls under the rollout prefix\n" +
+    "are recorded as LLM-call spans in the store. The config: docs/llm-proxy.md#configuration.",
+  sections: [
+    {
+      title: "Options:",
+      flags: [
+        { name: "config", type: "string", value: "FILE", required: true, help: "the JSON config (required)" },
+        { name: "host", type: "string", value: "HOST", help: "interface to bind (default: the config's host, else 127.0.0.1)" },
+        portFlag("port (default: the config's port, else 4000; 0 picks a free one)"),
+        {
+          name: "store",
+          type: "string",
+          value: "URL|PATH",
+          help:
+            "where spans go: an `agl store` server (http://...), memory, a libSQL URL or a file path\n" +
+            "(default: the config's store; without one nothing is recorded)",
+        },
+      ],
+    },
+  ],
+} as const satisfies CommandSpec;
 
-An OpenAI-compatible proxy (/v1/chat/completions, /v1/completions, /v1/models, also under
-/rollout/{rid}/attempt/{aid}) in front of the models of a JSON config file; calls under the rollout prefix
-are recorded as LLM-call spans in the store. The config: docs/llm-proxy.md#configuration.
-
-Options:
-  --config FILE      the JSON config (required)
-  --host HOST        interface to bind (default: the config's host, else 127.0.0.1)
-  --port PORT        port (default: the config's port, else 4000; 0 picks a free one)
-  --store URL|PATH   where spans go: an \`agl store\` server (http://...), memory, a libSQL URL or a file path
-                     (default: the config's store; without one nothing is recorded)
-  -h, --help         this text
-`;
+export const PROXY_USAGE = formatHelp(PROXY_COMMAND);
 
 export interface ProxyArgs {
   config: string;
@@ -38,23 +50,8 @@ export interface ProxyArgs {
 }
 
 export function parseProxyArgs(argv: readonly string[]): ProxyArgs {
-  const a: ProxyArgs = { config: "", host: null, port: null, store: null, help: false };
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i];
-    const value = (): string => {
-      const v = argv[++i];
-      if (v === undefined) throw new UsageError(`${flag} needs a value`);
-      return v;
-    };
-    if (flag === "-h" || flag === "--help") a.help = true;
-    else if (flag === "--config") a.config = value();
-    else if (flag === "--host") a.host = value();
-    else if (flag === "--store") a.store = value();
-    else if (flag === "--port") a.port = positiveInt(flag, value(), 0, 65535);
-    else throw new UsageError(`unknown option ${JSON.stringify(flag)}`);
-  }
-  if (!a.help && a.config === "") throw new UsageError("--config FILE is required");
-  return a;
+  const { help, values: v } = parseFlags(PROXY_COMMAND, argv);
+  return { config: v.config ?? "", host: v.host ?? null, port: v.port ?? null, store: v.store ?? null, help };
 }
 
 /** An `agl store` server for http(s) URLs; otherwise the library's store URL rule (memory, libSQL URL, file path). */

@@ -9,27 +9,66 @@ import { platformServe } from "../proxy/openai-http.ts";
 import { PolicyServer } from "../proxy/policy-server.ts";
 import type { ServerHost } from "../server/run.ts";
 import { UsageError } from "../server/config.ts";
+import { type CommandSpec, formatHelp, parseFlags, portFlag } from "./flags.ts";
 
 export const SERVE_DEFAULT_PORT = 8000;
 
-export const SERVE_USAGE = `Usage: agl serve --model DIR [options]
+export const SERVE_COMMAND = {
+  usage: "agl serve --model DIR [options]",
+  about:
+    "Serves a Hugging Face model folder (Llama, Qwen2, Qwen3: config.json, safetensors, tokenizer.json) with an\n" +
+    "OpenAI-compatible API: /v1/chat/completions, /v1/completions, /v1/models (token ids and log-probs included).",
+  sections: [
+    {
+      title: "Options:",
+      flags: [
+        { name: "model", type: "string", value: "DIR", required: true, help: "the model folder (required)" },
+        {
+          name: "adapter",
+          type: "string",
+          value: "DIR",
+          help: "a LoRA adapter in PEFT's layout (adapter_config.json + adapter_model.safetensors), merged into the model",
+        },
+        { name: "name", type: "string", value: "NAME", help: "the model name clients send (default: the folder's name)" },
+        { name: "host", type: "string", value: "HOST", help: "interface to bind (default 127.0.0.1)" },
+        portFlag(`port (default ${SERVE_DEFAULT_PORT}; 0 picks a free one)`),
+        {
+          name: "device",
+          type: "string",
+          choices: ["cpu", "webgpu", "auto"],
+          value: "DEVICE",
+          help: "cpu | webgpu | auto (default auto: WebGPU on a hardware adapter, else the CPU)",
+        },
+        {
+          name: "max-batch",
+          type: "number",
+          integer: true,
+          min: 1,
+          value: "N",
+          help: "most sequences decoded together on the GPU (default 64)",
+        },
+        {
+          name: "gpu-weights",
+          type: "string",
+          choices: ["f32", "bf16", "f16"],
+          value: "F",
+          help: "f32 | bf16 | f16: how weight matrices are stored on the GPU (default f32; 16 bits halve the memory)",
+        },
+        {
+          name: "max-seq-len",
+          type: "number",
+          integer: true,
+          min: 2,
+          value: "N",
+          help: "cap the context length (default: the model's max_position_embeddings)",
+        },
+        { name: "token", type: "string", value: "TOKEN", help: 'require "Authorization: Bearer TOKEN"', env: "AGL_SERVE_TOKEN" },
+      ],
+    },
+  ],
+} as const satisfies CommandSpec;
 
-Serves a Hugging Face model folder (Llama, Qwen2, Qwen3: config.json, safetensors, tokenizer.json) with an
-OpenAI-compatible API: /v1/chat/completions, /v1/completions, /v1/models (token ids and log-probs included).
-
-Options:
-  --model DIR          the model folder (required)
-  --adapter DIR        a LoRA adapter in PEFT's layout (adapter_config.json + adapter_model.safetensors), merged into the model
-  --name NAME          the model name clients send (default: the folder's name)
-  --host HOST          interface to bind (default 127.0.0.1)
-  --port PORT          port (default ${SERVE_DEFAULT_PORT}; 0 picks a free one)
-  --device DEVICE      cpu | webgpu | auto (default auto: WebGPU on a hardware adapter, else the CPU)
-  --max-batch N        most sequences decoded together on the GPU (default 64)
-  --gpu-weights F      f32 | bf16 | f16: how weight matrices are stored on the GPU (default f32; 16 bits halve the memory)
-  --max-seq-len N      cap the context length (default: the model's max_position_embeddings)
-  --token TOKEN        require "Authorization: Bearer TOKEN" (also AGL_SERVE_TOKEN)
-  -h, --help           this text
-`;
+export const SERVE_USAGE = formatHelp(SERVE_COMMAND);
 
 export interface ServeConfig {
   model: string;
@@ -45,59 +84,21 @@ export interface ServeConfig {
   help: boolean;
 }
 
-/** An integer flag value from `min` to `max`, else a UsageError naming the flag. */
-export function positiveInt(flag: string, v: string | undefined, min = 1, max = Number.MAX_SAFE_INTEGER): number {
-  const n = Number(v);
-  if (v === undefined || v.trim() === "" || !Number.isInteger(n) || n < min || n > max)
-    throw new UsageError(
-      `${flag} needs an integer ${max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`}, got ${JSON.stringify(v ?? null)}`,
-    );
-  return n;
-}
-
 export function parseServeArgs(argv: readonly string[], env: (name: string) => string | undefined): ServeConfig {
+  const { help, values: v } = parseFlags(SERVE_COMMAND, argv);
   const c: ServeConfig = {
-    model: "",
-    adapter: null,
-    name: null,
-    host: "127.0.0.1",
-    port: SERVE_DEFAULT_PORT,
-    device: "auto",
-    maxBatch: 64,
-    gpuWeights: "f32",
-    maxSeqLen: null,
-    token: env("AGL_SERVE_TOKEN") ?? null,
-    help: false,
+    model: v.model ?? "",
+    adapter: v.adapter ?? null,
+    name: v.name ?? null,
+    host: v.host ?? "127.0.0.1",
+    port: v.port ?? SERVE_DEFAULT_PORT,
+    device: v.device ?? "auto",
+    maxBatch: v["max-batch"] ?? 64,
+    gpuWeights: v["gpu-weights"] ?? "f32",
+    maxSeqLen: v["max-seq-len"] ?? null,
+    token: v.token ?? env("AGL_SERVE_TOKEN") ?? null,
+    help,
   };
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i];
-    const value = (): string => {
-      const v = argv[++i];
-      if (v === undefined) throw new UsageError(`${flag} needs a value`);
-      return v;
-    };
-    if (flag === "-h" || flag === "--help") c.help = true;
-    else if (flag === "--model") c.model = value();
-    else if (flag === "--adapter") c.adapter = value();
-    else if (flag === "--name") c.name = value();
-    else if (flag === "--host") c.host = value();
-    else if (flag === "--port") c.port = positiveInt(flag, value(), 0, 65535);
-    else if (flag === "--max-batch") c.maxBatch = positiveInt(flag, value());
-    else if (flag === "--max-seq-len") c.maxSeqLen = positiveInt(flag, value(), 2);
-    else if (flag === "--token") c.token = value();
-    else if (flag === "--gpu-weights") {
-      const f = value();
-      if (f !== "f32" && f !== "bf16" && f !== "f16")
-        throw new UsageError(`--gpu-weights must be f32, bf16 or f16, got ${JSON.stringify(f)}`);
-      c.gpuWeights = f;
-    } else if (flag === "--device") {
-      const d = value();
-      if (d !== "cpu" && d !== "webgpu" && d !== "auto")
-        throw new UsageError(`--device must be cpu, webgpu or auto, got ${JSON.stringify(d)}`);
-      c.device = d;
-    } else throw new UsageError(`unknown option ${JSON.stringify(flag)}`);
-  }
-  if (!c.help && c.model === "") throw new UsageError("--model DIR is required");
   if (c.token !== null && c.token.trim() === "") throw new UsageError("--token must not be empty");
   return c;
 }

@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { LORA_TARGETS } from "../model/lora.ts";
 import { UsageError } from "../server/config.ts";
+import { type CommandSpec, formatHelp, parseFlags } from "./flags.ts";
 
 const positive = z.number().int().min(1);
 
@@ -67,152 +68,118 @@ export const TrainConfigSchema = z
 
 export type TrainConfig = z.infer<typeof TrainConfigSchema>;
 
-type Kind = "string" | "int" | "number" | "bool" | "list";
+type Flag = CommandSpec["sections"][number]["flags"][number];
+const str = (name: string, value: string, help: string): Flag => ({ name, type: "string", value, help });
+const int = (name: string, help: string, value = "N"): Flag => ({ name, type: "number", integer: true, value, help });
+const num = (name: string, value: string, help: string): Flag => ({ name, type: "number", value, help });
 
-/** Each setting's flag kind; the flag is the key in kebab case (`loraR` → `--lora-r`). */
-const KINDS: Record<Exclude<keyof TrainConfig, "progress">, Kind> = {
-  model: "string",
-  agent: "string",
-  data: "string",
-  valData: "string",
-  out: "string",
-  store: "string",
-  storeServer: "string",
-  device: "string",
-  loraR: "int",
-  loraAlpha: "number",
-  loraTargets: "list",
-  steps: "int",
-  batch: "int",
-  group: "int",
-  lr: "number",
-  lrDecayShare: "number",
-  lrFinal: "number",
-  weightDecay: "number",
-  epochs: "int",
-  miniBatch: "int",
-  microBatch: "int",
-  klCoef: "number",
-  klType: "string",
-  clipRatio: "number",
-  maxPrompt: "int",
-  maxResponse: "int",
-  temperature: "number",
-  valEvery: "int",
-  checkpointEvery: "int",
-  runners: "int",
-  seed: "int",
-  gpuWeights: "string",
-  recompute: "bool",
-};
-
-const kebab = (k: string): string => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
-const FLAGS = new Map(Object.entries(KINDS).map(([k, kind]) => [kebab(k), { key: k, kind }]));
-
-export const TRAIN_USAGE = `Usage: agl train --model DIR --agent FILE --data FILE.jsonl [options]
-
-Trains a LoRA adapter on a Hugging Face model (Llama, Qwen2, Qwen3) with GRPO: runners run the agent on
+/**
+ * The flags: each sets the setting of its name in camel case (`--lora-r` sets `loraR`), but for
+ * `--config` and `--no-progress`. The ranges are the schema's, checked once flags and file are merged.
+ */
+export const TRAIN_COMMAND: CommandSpec = {
+  usage: "agl train --model DIR --agent FILE --data FILE.jsonl [options]",
+  about: `Trains a LoRA adapter on a Hugging Face model (Llama, Qwen2, Qwen3) with GRPO: runners run the agent on
 the tasks against the policy server, the adapter learns from the rewards, and every step's adapter is
 served to the runners without reloading the model. The output folder is resumable: run the same command
-again after Ctrl-C or a crash and it continues from the last checkpoint.
+again after Ctrl-C or a crash and it continues from the last checkpoint.`,
+  sections: [
+    {
+      title: "Required:",
+      flags: [
+        str("model", "DIR", "the model folder (config.json, safetensors, tokenizer.json)"),
+        str(
+          "agent",
+          "FILE",
+          "module exporting the agent (default or `agent` export): a LitAgent, or a\nfunction (task, llm) => reward that calls llm.endpoint with the openai client",
+        ),
+        str("data", "FILE", "training tasks, one JSON value per line"),
+      ],
+    },
+    {
+      title: "Options (defaults in brackets; every option can also come from --config FILE.json, keys in camelCase):",
+      flags: [
+        str("config", "FILE", "JSON file with settings (flags override it)"),
+        str("val-data", "FILE", "validation tasks (JSONL), evaluated greedily every --val-every steps"),
+        str("out", "DIR", "output folder [runs/train]"),
+        str("store", "URL", "store: memory | file:PATH | libsql://... | http(s):// libSQL server [file:OUT/store.db]"),
+        str("store-server", "URL", "an `agl store` server instead of a store URL"),
+        str("device", "D", "cpu | webgpu | auto [auto: WebGPU on a hardware adapter, else the CPU]"),
+        int("lora-r", "LoRA rank [16]"),
+        num("lora-alpha", "X", "LoRA alpha [32]"),
+        str("lora-targets", "LIST", "comma-separated: q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj [all]"),
+        int("steps", "GRPO steps [20]"),
+        int("batch", "tasks per step [8]"),
+        int("group", "rollouts per task [8]"),
+        num("lr", "X", "learning rate [1e-4]"),
+        num("lr-decay-share", "S", "over the last S (0..1) of the steps the lr decays linearly to --lr-final x lr [0]"),
+        num("lr-final", "F", "the lr factor at the last step when decaying [0.1]"),
+        num("weight-decay", "X", "AdamW weight decay [0]"),
+        int("epochs", "PPO epochs per step [1]"),
+        int("mini-batch", "rows per optimizer update [all]"),
+        int("micro-batch", "rows per forward/backward, gradients accumulate [all]"),
+        num("kl-coef", "X", "KL-to-base loss coefficient [0]"),
+        str("kl-type", "K", "k1 | k2 | k3 (kl, mse, low_var_kl, abs) [low_var_kl]"),
+        num("clip-ratio", "X", "PPO clip ratio [0.2]"),
+        int("max-prompt", "prompt tokens kept per row [512]"),
+        int("max-response", "response tokens kept per row [256]"),
+        num("temperature", "X", "sampling temperature of training rollouts [1]"),
+        int("val-every", "validate every N steps (0: before and after only) [5]"),
+        int("checkpoint-every", "steps between checkpoints [5]"),
+        int("runners", "concurrent agent runners [4]"),
+        int("seed", "seed of the task order and the adapter's init [0]"),
+        str("gpu-weights", "F", "f32 | bf16 | f16: the frozen base on the GPU [f32]"),
+        { name: "recompute", type: "boolean", help: "recompute activations in the backward (less GPU memory)" },
+        { name: "no-progress", type: "boolean", help: "no progress lines" },
+      ],
+    },
+  ],
+  footer: `Output: OUT/adapter (the latest adapter, PEFT layout: agl serve --model DIR --adapter OUT/adapter),
+OUT/checkpoints/step-N (adapter + optimizer), OUT/metrics.jsonl, OUT/reward-curve.svg, OUT/store.db.`,
+};
 
-Required:
-  --model DIR             the model folder (config.json, safetensors, tokenizer.json)
-  --agent FILE            module exporting the agent (default or \`agent\` export): a LitAgent, or a
-                          function (task, llm) => reward that calls llm.endpoint with the openai client
-  --data FILE             training tasks, one JSON value per line
+export const TRAIN_USAGE = formatHelp(TRAIN_COMMAND);
 
-Options (defaults in brackets; every option can also come from --config FILE.json, keys in camelCase):
-  --config FILE           JSON file with settings (flags override it)
-  --val-data FILE         validation tasks (JSONL), evaluated greedily every --val-every steps
-  --out DIR               output folder [runs/train]
-  --store URL             store: memory | file:PATH | libsql://... | http(s):// libSQL server [file:OUT/store.db]
-  --store-server URL      an \`agl store\` server instead of a store URL
-  --device D              cpu | webgpu | auto [auto: WebGPU on a hardware adapter, else the CPU]
-  --lora-r N              LoRA rank [16]
-  --lora-alpha X          LoRA alpha [32]
-  --lora-targets LIST     comma-separated: q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj [all]
-  --steps N               GRPO steps [20]
-  --batch N               tasks per step [8]
-  --group N               rollouts per task [8]
-  --lr X                  learning rate [1e-4]
-  --lr-decay-share S      over the last S (0..1) of the steps the lr decays linearly to --lr-final x lr [0]
-  --lr-final F            the lr factor at the last step when decaying [0.1]
-  --weight-decay X        AdamW weight decay [0]
-  --epochs N              PPO epochs per step [1]
-  --mini-batch N          rows per optimizer update [all]
-  --micro-batch N         rows per forward/backward, gradients accumulate [all]
-  --kl-coef X             KL-to-base loss coefficient [0]
-  --kl-type K             k1 | k2 | k3 (kl, mse, low_var_kl, abs) [low_var_kl]
-  --clip-ratio X          PPO clip ratio [0.2]
-  --max-prompt N          prompt tokens kept per row [512]
-  --max-response N        response tokens kept per row [256]
-  --temperature X         sampling temperature of training rollouts [1]
-  --val-every N           validate every N steps (0: before and after only) [5]
-  --checkpoint-every N    steps between checkpoints [5]
-  --runners N             concurrent agent runners [4]
-  --seed N                seed of the task order and the adapter's init [0]
-  --gpu-weights F         f32 | bf16 | f16: the frozen base on the GPU [f32]
-  --recompute             recompute activations in the backward (less GPU memory)
-  --no-progress           no progress lines
-  -h, --help              this text
-
-Output: OUT/adapter (the latest adapter, PEFT layout: agl serve --model DIR --adapter OUT/adapter),
-OUT/checkpoints/step-N (adapter + optimizer), OUT/metrics.jsonl, OUT/reward-curve.svg, OUT/store.db.
-`;
+const camel = (name: string): string => name.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+const kebab = (key: string): string => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+const FLAG_NAMES = new Set(TRAIN_COMMAND.sections.flatMap((s) => s.flags.map((f) => f.name)));
 
 /** Flags (and `--config FILE` through `readText`) → a checked TrainConfig; `help` when asked. */
 export function parseTrainArgs(
   argv: readonly string[],
   readText: (path: string) => string,
 ): { help: true } | { help: false; config: TrainConfig } {
+  const { help, values } = parseFlags(TRAIN_COMMAND, argv);
+  if (help) return { help: true };
   const flags: Record<string, unknown> = {};
   let file: Record<string, unknown> = {};
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i];
-    if (flag === "-h" || flag === "--help") return { help: true };
-    if (flag === "--no-progress") {
-      flags.progress = false;
-      continue;
-    }
-    if (flag === "--recompute") {
-      flags.recompute = true;
-      continue;
-    }
-    const value = (): string => {
-      const v = argv[++i];
-      if (v === undefined) throw new UsageError(`${flag} needs a value`);
-      return v;
-    };
-    if (flag === "--config") {
-      const path = value();
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(readText(path));
-      } catch (e) {
-        throw new UsageError(`--config ${path}: ${(e as Error).message}`);
-      }
-      if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
-        throw new UsageError(`--config ${path}: must hold a JSON object`);
-      file = parsed as Record<string, unknown>;
-      continue;
-    }
-    const spec = FLAGS.get(flag);
-    if (!spec) throw new UsageError(`unknown option ${JSON.stringify(flag)}`);
-    const raw = value();
-    if (spec.kind === "int" || spec.kind === "number") {
-      const n = Number(raw);
-      if (raw.trim() === "" || !Number.isFinite(n)) throw new UsageError(`${flag} needs a number, got ${JSON.stringify(raw)}`);
-      flags[spec.key] = n;
-    } else if (spec.kind === "list") flags[spec.key] = raw.split(",").map((s) => s.trim());
-    else flags[spec.key] = raw;
+  for (const [name, value] of Object.entries(values)) {
+    if (name === "config") file = readConfigFile(String(value), readText);
+    else if (name === "no-progress") flags.progress = false;
+    else if (name === "lora-targets")
+      flags.loraTargets = String(value)
+        .split(",")
+        .map((s) => s.trim());
+    else flags[camel(name)] = value;
   }
   const parsed = TrainConfigSchema.safeParse({ ...file, ...flags });
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const key = String(issue.path[0] ?? "");
-    const where = key in KINDS ? kebab(key) : key || "config";
+    const where = FLAG_NAMES.has(kebab(key)) ? `--${kebab(key)}` : key || "config";
     throw new UsageError(`${where}${issue.path.length > 1 ? `[${issue.path.slice(1).join(".")}]` : ""}: ${issue.message}`);
   }
   return { help: false, config: parsed.data };
+}
+
+function readConfigFile(path: string, readText: (path: string) => string): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readText(path));
+  } catch (e) {
+    throw new UsageError(`--config ${path}: ${(e as Error).message}`);
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+    throw new UsageError(`--config ${path}: must hold a JSON object`);
+  return parsed as Record<string, unknown>;
 }

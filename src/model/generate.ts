@@ -3,13 +3,15 @@
  * for GPU generation (greedy decoding must give the same tokens). One sequence at a time, no padding,
  * positions 0, 1, 2, ... The prompt is run through the reference forward once (prefill), then each
  * new token costs one decode step over the cache. On a backend with a resident memory (the Wasm ops) the
- * weights and the KV cache stay in it while a decoder lives, so a step copies only its activations.
+ * weights and the KV cache stay in it while a decoder lives, and the prefill and each step are one fused
+ * backend call where the backend serves the model (`ModelOps.decodeStepper`), else op by op copying only
+ * their activations.
  */
 import { headDim, type ModelConfig } from "./config.ts";
 import { Rng } from "./init.ts";
 import { paramViews, type ModelParams } from "./params.ts";
 import { blockForward, headForward, loraState, prefillForward, type AttendFn, type LoraState, type LoraWeights } from "./reference.ts";
-import { referenceOps, type ModelOps, type Residency } from "./ops-backend.ts";
+import { referenceOps, type DecodeStepper, type ModelOps, type Residency } from "./ops-backend.ts";
 import * as ops from "./reference/ops.ts";
 import { EOS_ID } from "./tokenizer.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -102,6 +104,9 @@ export class CpuDecoder {
   private readonly lora?: LoraState;
   /** The backend's resident memory and where this decoder's part of it starts. */
   private readonly resident?: { r: Residency; mark: number };
+  /** The backend's fused step (whole model, one call), where it serves this model; the KV cache's
+   * resident copy is then the only one kept up to date. */
+  private readonly stepper: DecodeStepper | null = null;
   /** Positions filled so far. */
   length = 0;
 
@@ -125,7 +130,13 @@ export class CpuDecoder {
       this.resident = { r, mark: r.mark() };
       r.pin([...Object.values(this.p), ...Object.values(this.lora?.views ?? {})] as Float32Array[]);
       r.pin([...this.k, ...this.v]);
+      this.stepper = kernels.decodeStepper?.({ config, p: this.p, lora: this.lora, kCache: this.k, vCache: this.v, slots }) ?? null;
     }
+  }
+
+  /** Whether steps run as one fused backend call (else op by op). */
+  get fused(): boolean {
+    return this.stepper !== null;
   }
 
   /** Frees what this decoder made resident (weights an engine pinned before stay); it cannot step afterwards. */
@@ -144,6 +155,11 @@ export class CpuDecoder {
     if (this.length !== 0) throw new ValidationError("prefill needs an empty KV cache", ["prompt"]);
     if (prompt.length === 0) throw new ValidationError("prompt must hold at least one token", ["prompt"]);
     this.reserve(prompt.length, "prompt");
+    const fused = this.stepper?.prefill(prompt);
+    if (fused) {
+      this.length = prompt.length;
+      return fused;
+    }
     const out = prefillForward(this.config, this.p, prompt, this.lora, this.kernels);
     for (let l = 0; l < this.config.n_layers; l++) {
       this.k[l].set(out.keys[l]);
@@ -160,6 +176,11 @@ export class CpuDecoder {
     const { config, p, kvDim, kernels: K } = this;
     this.reserve(1, "token");
     const at = this.length;
+    if (this.stepper) {
+      const logits = this.stepper.step(token, at);
+      this.length += 1;
+      return logits;
+    }
     const dims = { heads: config.n_heads, kvHeads: config.n_kv_heads, headDim: headDim(config) };
     let x = ops.embedding([token], p.tok_embeddings, { vocab: config.vocab_size, dim: config.d_model });
     for (let l = 0; l < config.n_layers; l++) {

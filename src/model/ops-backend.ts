@@ -3,6 +3,7 @@
  * AdamW, with the reference's signatures. The plain-TS reference is one backend (and the oracle);
  * `wasm-ops.ts` is the other.
  */
+import type { ModelConfig } from "./config.ts";
 import * as ref from "./reference/ops.ts";
 import type { Arr } from "./reference/ops.ts";
 import { adamwStep } from "./reference/optim.ts";
@@ -32,7 +33,33 @@ export type ModelOps = Pick<
   adamwStep: typeof adamwStep;
   /** Where the backend keeps arrays in its own memory across calls (the Wasm backend); absent: none. */
   resident?: Residency;
+  /** Prefill and decode steps of the whole model, one call each, over resident weights and KV cache (the
+   * Wasm backend); absent, or null for a model it does not serve: the decoder runs op by op. */
+  decodeStepper?(request: DecodeStepperRequest): DecodeStepper | null;
 };
+
+/** What a fused decode step runs over: the model's tensors and its KV cache, resident already. */
+export interface DecodeStepperRequest {
+  config: ModelConfig;
+  /** Tensors by name (paramViews). */
+  p: Record<string, Arr>;
+  /** The adapter: its scale, rank and tensors by name (loraState). */
+  lora?: { scaling: number; config: { r: number }; views: Record<string, Arr> };
+  /** Per layer, rotated keys and values, [slots, n_kv*hd] each. */
+  kCache: Float32Array[];
+  vCache: Float32Array[];
+  slots: number;
+}
+
+/** A prompt, then one token at a time, through every layer and the head; the backend's copy of the KV
+ * cache gains their k, v. */
+export interface DecodeStepper {
+  /** The prompt into the empty cache; the last position's logits (a fresh array), or null where the
+   * backend leaves this prompt to the per-op prefill. */
+  prefill(prompt: ArrayLike<number>): Float32Array | null;
+  /** The logits [vocab] of `token` at position `at` (the cache holds [0, at)): a fresh array. */
+  step(token: number, at: number): Float32Array;
+}
 
 /**
  * Arrays kept in a backend's memory across calls, recognised by identity: an op given a resident array

@@ -12,6 +12,7 @@ import { CpuCore, cpuCore, GEMM_FORM } from "../wasm/cpu/index.ts";
 import { CpuPool, type Task } from "./cpu-pool.ts";
 import { ropeInvFreq } from "./config.ts";
 import type { ModelOps, Residency } from "./ops-backend.ts";
+import { fusedDecodeStepper } from "./wasm-decode.ts";
 import * as ref from "./reference/ops.ts";
 import type { Arr, AttentionDims, MatDims, NormDims, RopeDims, VocabDims } from "./reference/ops.ts";
 import type { OptimizerOptions, OptimizerState } from "./train-types.ts";
@@ -357,6 +358,11 @@ export function wasmOps(target?: CpuCore | CpuPool, { scopeMaxBytes = SCOPE_MAX_
 
   return {
     resident: residency,
+    decodeStepper: (request) =>
+      fusedDecodeStepper(
+        { core: get(), residency, pointer: (x) => resident.get(x), threads: pool?.threads ?? 1, parallelMinWork: PARALLEL_MIN_WORK },
+        request,
+      ),
     matmul,
     matmulABt,
     matmulAtB,

@@ -277,7 +277,9 @@ describe("agl serve arguments", () => {
     expect(() => parseServeArgs(["--model", "x", "--port", "-1"], () => undefined)).toThrow(/--port/);
     expect(() => parseServeArgs(["--model", "x", "--bogus"], () => undefined)).toThrow(/--bogus/);
     expect(parseServeArgs(["--model", "x"], (n) => (n === "AGL_SERVE_TOKEN" ? "t" : undefined)).token).toBe("t");
-    expect(() => parseServeArgs(["--model", "x", "--port", "65536"], () => undefined)).toThrow(/--port needs an integer from 0 to 65535/);
+    expect(() => parseServeArgs(["--model", "x", "--port", "65536"], () => undefined)).toThrow(
+      /--port must be an integer from 0 to 65535 \(got "65536"\)/,
+    );
     expect(() => parseServeArgs(["--model", "x", "--max-batch", ""], () => undefined)).toThrow(/--max-batch/);
     expect(() => parseServeArgs(["--model", "x", "--token", " "], () => undefined)).toThrow(/--token must not be empty/);
   });

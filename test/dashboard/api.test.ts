@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStoreApp } from "../../src/server/index.ts";
-import { parseStoreArgs } from "../../src/server/config.ts";
+import { parseStoreArgs } from "../../src/cli/store.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { spanFromAttributes } from "../../src/types/span.ts";
 import { DASHBOARD_ASSETS } from "../../src/server/dashboard/assets.generated.ts";

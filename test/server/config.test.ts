@@ -1,6 +1,7 @@
 /** `agl store` options: defaults, flags over environment, and clear refusals. */
 import { describe, expect, it } from "vitest";
-import { DEFAULT_DB, DEFAULT_HOST, DEFAULT_PORT, UsageError, parseStoreArgs } from "../../src/server/config.ts";
+import { parseStoreArgs } from "../../src/cli/store.ts";
+import { DEFAULT_DB, DEFAULT_HOST, DEFAULT_PORT, UsageError } from "../../src/server/config.ts";
 import { normaliseDb } from "../../src/server/open-store.ts";
 
 const env = (vars: Record<string, string>) => (name: string) => vars[name];

@@ -4,7 +4,7 @@
  * bounded; a duplicate that arrives while the first still runs waits for it; no header, no change.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { parseStoreArgs } from "../../src/server/config.ts";
+import { parseStoreArgs } from "../../src/cli/store.ts";
 import { createStoreApp, type StoreAppOptions } from "../../src/server/index.ts";
 import { IdempotencyCache, parseIdempotencyKey } from "../../src/server/idempotency.ts";
 import type { LightningStore } from "../../src/store/base.ts";

@@ -1,6 +1,7 @@
 /** `agl store` options for the server's timeouts and connection cap: defaults, parsing, refusals. */
 import { describe, expect, it } from "vitest";
-import { UsageError, parseStoreArgs } from "../../src/server/config.ts";
+import { parseStoreArgs } from "../../src/cli/store.ts";
+import { UsageError } from "../../src/server/config.ts";
 import { DEFAULT_SERVE_LIMITS, longestHoldSeconds } from "../../src/platform/index.ts";
 
 describe("server limit options", () => {

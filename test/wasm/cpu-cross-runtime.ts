@@ -5,7 +5,10 @@
  * pool of 3 threads gives the same bits as one. Run with
  * `npx tsx`, `npx deno run -A` or `npx bun`; test/wasm/runtimes.test.ts runs all three and compares.
  */
-import { Rng } from "../../src/model/init.ts";
+import { parseModelConfig } from "../../src/model/config.ts";
+import { CpuDecoder } from "../../src/model/generate.ts";
+import { initParams, Rng } from "../../src/model/init.ts";
+import { initLora, parseLoraConfig } from "../../src/model/lora.ts";
 import { referenceOps, type ModelOps } from "../../src/model/ops-backend.ts";
 import { wasmOps } from "../../src/model/wasm-ops.ts";
 import { CpuPool } from "../../src/model/cpu-pool.ts";
@@ -66,7 +69,38 @@ function run(ops: ModelOps): Out {
   const state = { step: 0, m: new Float32Array(500), v: new Float32Array(500) };
   ops.adamwStep(p, f32(500), state, { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.01, maxGradNorm: 1 });
   out.adamw = p;
+  out.decode_step = decodeSteps(ops);
   return out;
+}
+
+/** Logits of a prefill and three KV-cached steps of a small model with every optional feature and an
+ * adapter (the fused prefill and decode step on the Wasm ops). */
+function decodeSteps(ops: ModelOps): Float32Array {
+  const config = parseModelConfig({
+    vocab_size: 53,
+    d_model: 21,
+    n_layers: 2,
+    n_heads: 6,
+    n_kv_heads: 2,
+    head_dim: 6,
+    d_ff: 27,
+    max_seq_len: 16,
+    rope_theta: 10000,
+    norm_eps: 1e-5,
+    tie_embeddings: false,
+    qkv_bias: true,
+    qk_norm: true,
+    rope_scaling: { rope_type: "llama3", factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 8 },
+  });
+  const rng = new Rng(7);
+  const params = initParams(config, 3).map((x) => x + rng.normal() * 0.05);
+  const loraConfig = parseLoraConfig({ r: 3, alpha: 6, targetModules: ["q_proj", "v_proj", "o_proj", "down_proj"] });
+  const lora = initLora(config, loraConfig, 5).map((x) => (x === 0 ? rng.normal() * 0.1 : x));
+  const decoder = new CpuDecoder(config, params, 7, { config: loraConfig, params: lora }, ops);
+  const out = Array.from(decoder.prefill([1, 2, 3, 4]));
+  for (const t of [5, 6, 7]) out.push(...decoder.step(t));
+  decoder.dispose();
+  return Float32Array.from(out);
 }
 
 function mismatches(a: Out, b: Out): string[] {
