@@ -11,4 +11,5 @@ export * from "./norm";
 export * from "./pointwise";
 export * from "./softmax";
 export * from "./attention";
+export * from "./residual";
 export * from "./decode";

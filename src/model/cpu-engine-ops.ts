@@ -34,14 +34,17 @@ export function resolveCpuEngineOptions(o: CpuEngineOptions): { ops: CpuOpsChoic
 export class EngineOps {
   readonly choice: CpuOpsChoice;
   private readonly threads?: number;
+  /** Shared memory even on one thread, where it can be shared: activation scopes need it (trainers). */
+  private readonly keepActivations: boolean;
   private pending: Promise<ModelOps> | null = null;
   private pool: CpuPool | null = null;
   private closed = false;
 
-  constructor(options: CpuEngineOptions = {}) {
+  constructor(options: CpuEngineOptions = {}, { keepActivations = false }: { keepActivations?: boolean } = {}) {
     const o = resolveCpuEngineOptions(options);
     this.choice = o.ops;
     this.threads = o.threads;
+    this.keepActivations = keepActivations;
   }
 
   /** The ops, the pool started on the first call. */
@@ -61,8 +64,9 @@ export class EngineOps {
     const threads = this.threads ?? (platform.workersKeepAlive() ? 1 : platform.cpuCount());
     // one thread, or no shared memory (a browser page that is not cross-origin isolated): an instance of
     // its own over plain memory, compiled asynchronously (a browser's main thread refuses to compile it
-    // synchronously)
-    if (threads === 1 || !platform.canShareMemory()) {
+    // synchronously). A trainer on one thread still gets a shared memory (a pool without workers) where it
+    // can: growth never detaches views over it, so its activations can stay in Wasm memory (wasm-ops.ts).
+    if (!platform.canShareMemory() || (threads === 1 && !this.keepActivations)) {
       await loadCpuCore();
       return wasmOps(instantiateCpuCore());
     }

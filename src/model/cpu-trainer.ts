@@ -20,7 +20,7 @@ import { initParams } from "./init.ts";
 import { initLora, loraParamCount, parseLoraConfig, type LoraConfig } from "./lora.ts";
 import { flattenParams, paramViews, type ModelParams, type ParamViews } from "./params.ts";
 import { EngineOps, type CpuEngineOptions } from "./cpu-engine-ops.ts";
-import type { ModelOps } from "./ops-backend.ts";
+import { withActivations, type ModelOps } from "./ops-backend.ts";
 import { backward, backwardLora, forward } from "./reference.ts";
 import { clipGradNorm, globalGradNorm, newOptimizerState, resolveOptimizerOptions } from "./reference/optim.ts";
 import { aggLoss, aggWeights, normFromMask, ppoPolicyLoss, type AggNorm } from "./ppo-loss.ts";
@@ -92,7 +92,8 @@ export class CpuTrainer implements PolicyTrainer {
 
   constructor(options: CpuTrainerOptions) {
     this.config = parseModelConfig(options.config);
-    this.ops = new EngineOps(options);
+    // activations stay in Wasm memory between forward and backward (withActivations below)
+    this.ops = new EngineOps(options, { keepActivations: true });
     // the base's views are made once, so the Wasm engine can keep the frozen base resident (by identity)
     this.lora = options.lora
       ? { config: parseLoraConfig(options.lora.config), base: paramViews(this.config, options.lora.base as Float32Array) }
@@ -145,14 +146,15 @@ export class CpuTrainer implements PolicyTrainer {
     const log_probs = new Float32Array(n * R);
     const entropy = new Float32Array(n * R);
     const K = await this.kernels();
-    for (const [r0, r1] of microBatches(n, options.microBatchSize)) {
-      const out =
-        options.baseOnly && this.lora
-          ? forward(this.config, this.lora.base, sliceRows(batch, r0, r1), { kernels: K })
-          : this.forward(sliceRows(batch, r0, r1), K);
-      log_probs.set(responseColumns(out.logprob, r1 - r0, P, R), r0 * R);
-      entropy.set(responseColumns(out.entropy, r1 - r0, P, R), r0 * R);
-    }
+    for (const [r0, r1] of microBatches(n, options.microBatchSize))
+      withActivations(K, () => {
+        const out =
+          options.baseOnly && this.lora
+            ? forward(this.config, this.lora.base, sliceRows(batch, r0, r1), { kernels: K })
+            : this.forward(sliceRows(batch, r0, r1), K);
+        log_probs.set(responseColumns(out.logprob, r1 - r0, P, R), r0 * R);
+        entropy.set(responseColumns(out.entropy, r1 - r0, P, R), r0 * R);
+      });
     return { log_probs, entropy };
   }
 
@@ -249,21 +251,25 @@ export class CpuTrainer implements PolicyTrainer {
     const norm = normFromMask(mask, n, R);
     const grads = new Float32Array(this.params.length);
     const totals = { loss: 0, pg_loss: 0, clip_frac: 0, clip_frac_lower: 0, approx_kl: 0, entropy: 0 };
-    for (const [r0, r1] of microBatches(n, options.microBatchSize)) {
-      const rows = r1 - r0;
-      const micro = sliceRows(batch, r0, r1);
-      const out = this.forward(micro, K);
-      const logProbs = responseColumns(out.logprob, rows, P, R);
-      const entropy = responseColumns(out.entropy, rows, P, R);
-      const res = lossFn([r0, r1], logProbs, entropy, mask.subarray(r0 * R, r1 * R), norm);
-      for (const [k, v] of Object.entries(res.parts)) totals[k as keyof typeof totals] += v;
-      const dEntropy = res.dEntropy ? fullColumns(res.dEntropy, rows, P, R) : new Float32Array(rows * (P + R));
-      const dLogProbs = fullColumns(res.dLogProbs, rows, P, R);
-      const g = this.lora
-        ? backwardLora(this.config, this.lora.base, out.cache, dLogProbs, dEntropy)
-        : backward(this.config, this.params, out.cache, dLogProbs, dEntropy);
-      for (let i = 0; i < grads.length; i++) grads[i] += g[i];
-    }
+    // one activation scope per micro-batch: its forward's activations (and the backward's temporaries)
+    // live in Wasm memory until its gradient is added to `grads`, then are freed at once; nothing the scope
+    // returns (logits, cache) is used after it
+    for (const [r0, r1] of microBatches(n, options.microBatchSize))
+      withActivations(K, () => {
+        const rows = r1 - r0;
+        const micro = sliceRows(batch, r0, r1);
+        const out = this.forward(micro, K);
+        const logProbs = responseColumns(out.logprob, rows, P, R);
+        const entropy = responseColumns(out.entropy, rows, P, R);
+        const res = lossFn([r0, r1], logProbs, entropy, mask.subarray(r0 * R, r1 * R), norm);
+        for (const [k, v] of Object.entries(res.parts)) totals[k as keyof typeof totals] += v;
+        const dEntropy = res.dEntropy ? fullColumns(res.dEntropy, rows, P, R) : new Float32Array(rows * (P + R));
+        const dLogProbs = fullColumns(res.dLogProbs, rows, P, R);
+        const g = this.lora
+          ? backwardLora(this.config, this.lora.base, out.cache, dLogProbs, dEntropy)
+          : backward(this.config, this.params, out.cache, dLogProbs, dEntropy);
+        for (let i = 0; i < grads.length; i++) grads[i] += g[i];
+      });
     const gradNorm = globalGradNorm(grads);
     const skipped = !Number.isFinite(totals.loss) || !Number.isFinite(gradNorm);
     if (!skipped) {

@@ -1,7 +1,7 @@
 /**
- * The ops a model backend provides: the heavy ops of `reference/ops.ts` and AdamW, with the reference's
- * signatures. The plain-TS reference is one backend (and the oracle); `wasm-ops.ts` is the other. The
- * light ops (embedding, residual adds, biases) always run on the reference.
+ * The ops a model backend provides: the ops of `reference/ops.ts` the model runs (embedding aside) and
+ * AdamW, with the reference's signatures. The plain-TS reference is one backend (and the oracle);
+ * `wasm-ops.ts` is the other.
  */
 import type { ModelConfig } from "./config.ts";
 import * as ref from "./reference/ops.ts";
@@ -25,6 +25,10 @@ export type ModelOps = Pick<
   | "swigluBackward"
   | "logSoftmaxGatherEntropy"
   | "logSoftmaxGatherEntropyBackward"
+  | "add"
+  | "addInPlace"
+  | "addBiasInPlace"
+  | "columnSums"
 > & {
   adamwStep: typeof adamwStep;
   /** Where the backend keeps arrays in its own memory across calls (the Wasm backend); absent: none. */
@@ -72,6 +76,32 @@ export interface Residency {
   mark(): number;
   /** Frees every array pinned after `mark` (all of them without one). */
   release(mark?: number): void;
+  /**
+   * Runs `fn` with its activations kept in the backend's memory: a Float32 result of an op called inside
+   * `fn` is a view over that memory (not copied out), and handed back to an op it is read in place. The
+   * scope owns those views and frees them all when `fn` returns or throws: they must not be read or
+   * written afterwards (copy what must outlive it). Editing one in place inside `fn` is allowed and seen
+   * by later ops (there is no second copy). Where results cannot stay (memory that is not shared, whose
+   * growth would detach the views), `fn` runs with results copied out as usual. Scopes nest; `pin` and
+   * `release` are refused inside one.
+   */
+  scoped<T>(fn: () => T): T;
+  /**
+   * `scoped`, except that the array `fn` returns survives: inside an enclosing scope it moves (within the
+   * backend's memory) to where this scope began and belongs to the enclosing scope; outside any scope it
+   * is copied out. Frees everything else `fn` made (a layer's backward temporaries).
+   */
+  scopedKeep<A extends Arr>(fn: () => A): A;
+}
+
+/** `fn` inside a nested activation scope of `K` whose result survives (`Residency.scopedKeep`), else as is. */
+export function withActivationsKeep<A extends Arr>(K: ModelOps, fn: () => A): A {
+  return K.resident ? K.resident.scopedKeep(fn) : fn();
+}
+
+/** `fn` inside an activation scope of `K` when it has one (`Residency.scoped`), else as is. */
+export function withActivations<T>(K: ModelOps, fn: () => T): T {
+  return K.resident ? K.resident.scoped(fn) : fn();
 }
 
 /** The plain-TS backend: the reference itself. */

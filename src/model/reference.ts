@@ -3,6 +3,10 @@
  * `reference/ops.ts`: the oracle for the WebGPU trainer and the engine of the CPU fallback.
  * Generic over the parameter buffer's element type (Float64Array for gradient checks).
  * Model conventions (layout, RoPE, attention visibility, log-prob shift) are in `config.ts`.
+ * An op's result may be owned by the backend (a view over Wasm memory inside an activation scope,
+ * `Residency.scoped` in ops-backend.ts): results edited in place (biases, LoRA updates, gradient sums) are
+ * edited through the backend's ops or directly on that view, never on a copy; `forward`'s logits and cache
+ * live as long as the scope.
  */
 import { assertSeqLen, headDim, paramCount, type ModelConfig } from "./config.ts";
 import { loraLayout, loraParamCount, loraScaling, type LoraConfig } from "./lora.ts";
@@ -11,7 +15,7 @@ import type { TokenBatch } from "./train-types.ts";
 import { ValidationError } from "../types/errors.ts";
 import * as ops from "./reference/ops.ts";
 import type { Arr } from "./reference/ops.ts";
-import { referenceOps, type ModelOps } from "./ops-backend.ts";
+import { referenceOps, withActivationsKeep, type ModelOps } from "./ops-backend.ts";
 
 export * as ops from "./reference/ops.ts";
 
@@ -157,6 +161,8 @@ export function blockForward(
       const t = K.matmul(input, a, { m: dims.m, k: dims.k, n: r });
       loraT[name] = t;
       const u = K.matmul(t, lora.views[`layers.${l}.${name}.lora_b`], { m: dims.m, k: r, n: dims.n });
+      // in place on the backend's result (a view over Wasm memory inside an activation scope: the kernels
+      // read that same memory, so later ops see the edit)
       for (let i = 0; i < y.length; i++) y[i] += lora.scaling * u[i];
     }
     return y;
@@ -167,9 +173,9 @@ export function blockForward(
   let k = proj("wk", h1, { m: N, k: d, n: kvDim });
   const v = proj("wv", h1, { m: N, k: d, n: kvDim });
   if (config.qkv_bias) {
-    ops.addBiasInPlace(q, w("bq"));
-    ops.addBiasInPlace(k, w("bk"));
-    ops.addBiasInPlace(v, w("bv"));
+    K.addBiasInPlace(q, w("bq"));
+    K.addBiasInPlace(k, w("bk"));
+    K.addBiasInPlace(v, w("bv"));
   }
   const qkNorm: Partial<LayerCache> = {};
   if (config.qk_norm) {
@@ -183,12 +189,12 @@ export function blockForward(
   const qr = K.rope(q, positions, qRope);
   const kr = K.rope(k, positions, kRope);
   const { out: attn, probs } = attend(qr, kr, v);
-  const xMid = ops.add(xIn, proj("wo", attn, { m: N, k: qDim, n: d }));
+  const xMid = K.add(xIn, proj("wo", attn, { m: N, k: qDim, n: d }));
   const { y: h2, rstd: rstd2 } = K.rmsnorm(xMid, w("ffn_norm"), norm);
   const gate = proj("w_gate", h2, { m: N, k: d, n: config.d_ff });
   const up = proj("w_up", h2, { m: N, k: d, n: config.d_ff });
   const act = K.swiglu(gate, up);
-  const xOut = ops.add(xMid, proj("w_down", act, { m: N, k: config.d_ff, n: d }));
+  const xOut = K.add(xMid, proj("w_down", act, { m: N, k: config.d_ff, n: d }));
   return { xIn, h1, rstd1, ...qkNorm, qr, kr, v, probs, attn, xMid, h2, rstd2, gate, up, act, xOut, ...(lora ? { loraT } : {}) };
 }
 
@@ -376,97 +382,104 @@ function backwardImpl<A extends Arr>(
   const pos = cache.input.positionIds;
   const attnDims = attentionDims(config, B, T);
 
-  // Un-shift the per-token gradients onto the rows that made the predictions.
-  const dlpRows = ops.alloc(p.tok_embeddings, N);
-  const dentRows = ops.alloc(p.tok_embeddings, N);
-  for (let b = 0; b < B; b++)
-    for (let t = 1; t < T; t++) {
-      dlpRows[b * T + t - 1] = dlogprob[b * T + t];
-      dentRows[b * T + t - 1] = dentropy[b * T + t];
-    }
-  const dlogits = K.logSoftmaxGatherEntropyBackward(cache.logits, cache.targets, cache.lse, cache.entropyRows, dlpRows, dentRows, {
-    rows: N,
-    vocab: V,
+  // The head, then each layer, in a nested activation scope: only its dx stays, so the backward holds one
+  // layer's temporaries at a time (on the reference this is just the call).
+  let dx = withActivationsKeep(K, () => {
+    // Un-shift the per-token gradients onto the rows that made the predictions.
+    const dlpRows = ops.alloc(p.tok_embeddings, N);
+    const dentRows = ops.alloc(p.tok_embeddings, N);
+    for (let b = 0; b < B; b++)
+      for (let t = 1; t < T; t++) {
+        dlpRows[b * T + t - 1] = dlogprob[b * T + t];
+        dentRows[b * T + t - 1] = dentropy[b * T + t];
+      }
+    const dlogits = K.logSoftmaxGatherEntropyBackward(cache.logits, cache.targets, cache.lse, cache.entropyRows, dlpRows, dentRows, {
+      rows: N,
+      vocab: V,
+    });
+
+    let dh: Arr;
+    if (config.tie_embeddings) {
+      dh = K.matmul(dlogits, p.tok_embeddings, { m: N, k: V, n: d });
+      if (g) g.tok_embeddings.set(K.matmulAtB(dlogits, cache.hFinal, { m: V, k: N, n: d }));
+    } else if (g) {
+      const r = K.matmulBackward(cache.hFinal, p.lm_head, dlogits, { m: N, k: d, n: V });
+      dh = r.dx;
+      g.lm_head.set(r.dw);
+    } else dh = K.matmulABt(dlogits, p.lm_head, { m: N, k: V, n: d });
+    const fin = K.rmsnormBackward(cache.xFinal, p.norm, cache.rstdFinal, dh, dims);
+    set("norm", fin.dw);
+    return fin.dx;
   });
 
-  let dh: Arr;
-  if (config.tie_embeddings) {
-    dh = K.matmul(dlogits, p.tok_embeddings, { m: N, k: V, n: d });
-    if (g) g.tok_embeddings.set(K.matmulAtB(dlogits, cache.hFinal, { m: V, k: N, n: d }));
-  } else if (g) {
-    const r = K.matmulBackward(cache.hFinal, p.lm_head, dlogits, { m: N, k: d, n: V });
-    dh = r.dx;
-    g.lm_head.set(r.dw);
-  } else dh = K.matmulABt(dlogits, p.lm_head, { m: N, k: V, n: d });
-  const fin = K.rmsnormBackward(cache.xFinal, p.norm, cache.rstdFinal, dh, dims);
-  set("norm", fin.dw);
-  let dx = fin.dx;
-
   for (let l = config.n_layers - 1; l >= 0; l--) {
-    const c = cache.layers[l];
-    const w = (name: string): Arr => p[`layers.${l}.${name}`];
-    const gw = (name: string, value: Arr): void => set(`layers.${l}.${name}`, value);
-    /** dL/dx of `y = x · W (+ scaling · (x · lora_a) · lora_b)` given dy; W's gradient when the base trains,
-     * the adapter's when it is frozen. */
-    const projBack = (name: string, x: Arr, dy: Arr, dims: ops.MatDims): Arr => {
-      let dx: Arr;
-      if (g) {
-        const r = K.matmulBackward(x, w(name), dy, dims);
-        gw(name, r.dw);
-        dx = r.dx;
-      } else dx = K.matmulABt(dy, w(name), { m: dims.m, k: dims.n, n: dims.k });
-      const t = c.loraT?.[name];
-      if (lora && t) {
-        const key = `layers.${l}.${name}`;
-        const r = lora.config.r;
-        const dyScaled = ops.alloc(dy, dy.length);
-        for (let i = 0; i < dy.length; i++) dyScaled[i] = lora.scaling * dy[i];
-        const dt = K.matmulABt(dyScaled, lora.views[`${key}.lora_b`], { m: dims.m, k: dims.n, n: r });
-        if (loraGrads) {
-          lg[`${key}.lora_b`].set(K.matmulAtB(t, dyScaled, { m: r, k: dims.m, n: dims.n }));
-          lg[`${key}.lora_a`].set(K.matmulAtB(x, dt, { m: dims.k, k: dims.m, n: r }));
+    const dxIn = dx;
+    dx = withActivationsKeep(K, () => {
+      const c = cache.layers[l];
+      const w = (name: string): Arr => p[`layers.${l}.${name}`];
+      const gw = (name: string, value: Arr): void => set(`layers.${l}.${name}`, value);
+      /** dL/dx of `y = x · W (+ scaling · (x · lora_a) · lora_b)` given dy; W's gradient when the base trains,
+       * the adapter's when it is frozen. */
+      const projBack = (name: string, x: Arr, dy: Arr, dims: ops.MatDims): Arr => {
+        let dx: Arr;
+        if (g) {
+          const r = K.matmulBackward(x, w(name), dy, dims);
+          gw(name, r.dw);
+          dx = r.dx;
+        } else dx = K.matmulABt(dy, w(name), { m: dims.m, k: dims.n, n: dims.k });
+        const t = c.loraT?.[name];
+        if (lora && t) {
+          const key = `layers.${l}.${name}`;
+          const r = lora.config.r;
+          const dyScaled = ops.alloc(dy, dy.length);
+          for (let i = 0; i < dy.length; i++) dyScaled[i] = lora.scaling * dy[i];
+          const dt = K.matmulABt(dyScaled, lora.views[`${key}.lora_b`], { m: dims.m, k: dims.n, n: r });
+          if (loraGrads) {
+            lg[`${key}.lora_b`].set(K.matmulAtB(t, dyScaled, { m: r, k: dims.m, n: dims.n }));
+            lg[`${key}.lora_a`].set(K.matmulAtB(x, dt, { m: dims.k, k: dims.m, n: r }));
+          }
+          K.addInPlace(dx, K.matmulABt(dt, lora.views[`${key}.lora_a`], { m: dims.m, k: r, n: dims.k }));
         }
-        ops.addInPlace(dx, K.matmulABt(dt, lora.views[`${key}.lora_a`], { m: dims.m, k: r, n: dims.k }));
+        return dx;
+      };
+      // MLP block: x = xMid + act @ w_down
+      const downDx = projBack("w_down", c.act, dxIn, { m: N, k: config.d_ff, n: d });
+      const { dgate, dup } = K.swigluBackward(c.gate, c.up, downDx);
+      const gateDx = projBack("w_gate", c.h2, dgate, { m: N, k: d, n: config.d_ff });
+      const upDx = projBack("w_up", c.h2, dup, { m: N, k: d, n: config.d_ff });
+      K.addInPlace(gateDx, upDx);
+      const n2 = K.rmsnormBackward(c.xMid, w("ffn_norm"), c.rstd2, gateDx, dims);
+      gw("ffn_norm", n2.dw);
+      const dxMid = K.add(dxIn, n2.dx);
+      // Attention block: xMid = xIn + attn @ wo
+      const woDx = projBack("wo", c.attn, dxMid, { m: N, k: qDim, n: d });
+      const a = K.attentionBackward(c.qr, c.kr, c.v, c.probs, woDx, attnDims);
+      let dq = K.ropeBackward(a.dq, pos, qRope);
+      let dk = K.ropeBackward(a.dk, pos, kRope);
+      if (config.qk_norm) {
+        const qn = K.rmsnormBackward(c.qPre!, w("q_norm"), c.qRstd!, dq, { rows: N * config.n_heads, dim: hd });
+        const kn = K.rmsnormBackward(c.kPre!, w("k_norm"), c.kRstd!, dk, { rows: N * config.n_kv_heads, dim: hd });
+        gw("q_norm", qn.dw);
+        gw("k_norm", kn.dw);
+        dq = qn.dx;
+        dk = kn.dx;
       }
-      return dx;
-    };
-    // MLP block: x = xMid + act @ w_down
-    const downDx = projBack("w_down", c.act, dx, { m: N, k: config.d_ff, n: d });
-    const { dgate, dup } = K.swigluBackward(c.gate, c.up, downDx);
-    const gateDx = projBack("w_gate", c.h2, dgate, { m: N, k: d, n: config.d_ff });
-    const upDx = projBack("w_up", c.h2, dup, { m: N, k: d, n: config.d_ff });
-    ops.addInPlace(gateDx, upDx);
-    const n2 = K.rmsnormBackward(c.xMid, w("ffn_norm"), c.rstd2, gateDx, dims);
-    gw("ffn_norm", n2.dw);
-    const dxMid = ops.add(dx, n2.dx);
-    // Attention block: xMid = xIn + attn @ wo
-    const woDx = projBack("wo", c.attn, dxMid, { m: N, k: qDim, n: d });
-    const a = K.attentionBackward(c.qr, c.kr, c.v, c.probs, woDx, attnDims);
-    let dq = K.ropeBackward(a.dq, pos, qRope);
-    let dk = K.ropeBackward(a.dk, pos, kRope);
-    if (config.qk_norm) {
-      const qn = K.rmsnormBackward(c.qPre!, w("q_norm"), c.qRstd!, dq, { rows: N * config.n_heads, dim: hd });
-      const kn = K.rmsnormBackward(c.kPre!, w("k_norm"), c.kRstd!, dk, { rows: N * config.n_kv_heads, dim: hd });
-      gw("q_norm", qn.dw);
-      gw("k_norm", kn.dw);
-      dq = qn.dx;
-      dk = kn.dx;
-    }
-    if (config.qkv_bias) {
-      if (g) {
-        gw("bq", ops.columnSums(dq, N, qDim));
-        gw("bk", ops.columnSums(dk, N, kvDim));
-        gw("bv", ops.columnSums(a.dv, N, kvDim));
+      if (config.qkv_bias) {
+        if (g) {
+          gw("bq", K.columnSums(dq, N, qDim));
+          gw("bk", K.columnSums(dk, N, kvDim));
+          gw("bv", K.columnSums(a.dv, N, kvDim));
+        }
       }
-    }
-    const qDx = projBack("wq", c.h1, dq, { m: N, k: d, n: qDim });
-    const kDx = projBack("wk", c.h1, dk, { m: N, k: d, n: kvDim });
-    const vDx = projBack("wv", c.h1, a.dv, { m: N, k: d, n: kvDim });
-    ops.addInPlace(qDx, kDx);
-    ops.addInPlace(qDx, vDx);
-    const n1 = K.rmsnormBackward(c.xIn, w("attn_norm"), c.rstd1, qDx, dims);
-    gw("attn_norm", n1.dw);
-    dx = ops.add(dxMid, n1.dx);
+      const qDx = projBack("wq", c.h1, dq, { m: N, k: d, n: qDim });
+      const kDx = projBack("wk", c.h1, dk, { m: N, k: d, n: kvDim });
+      const vDx = projBack("wv", c.h1, a.dv, { m: N, k: d, n: kvDim });
+      K.addInPlace(qDx, kDx);
+      K.addInPlace(qDx, vDx);
+      const n1 = K.rmsnormBackward(c.xIn, w("attn_norm"), c.rstd1, qDx, dims);
+      gw("attn_norm", n1.dw);
+      return K.add(dxMid, n1.dx);
+    });
   }
   if (g) ops.addInPlace(g.tok_embeddings, ops.embeddingBackward(cache.input.inputIds, dx, { vocab: V, dim: d }));
   return { base: grads, lora: loraGrads };

@@ -1,11 +1,13 @@
 /**
  * The model ops on the Wasm SIMD kernels (assembly/cpu/, loaded by src/wasm/cpu/), with exactly the
  * signatures of the plain-TS reference (`reference/ops.ts`, `reference/optim.ts`): a `ModelOps` backend
- * (ops-backend.ts) for reference.ts's forward and backward. Float32 inputs run in Wasm (copied into the instance's memory, results
- * copied out into fresh arrays: nothing returned aliases Wasm memory); Float64 inputs (finite-difference
- * checks) go to the reference, which stays the oracle. Accumulation rules and tolerances: src/wasm/README.md.
+ * (ops-backend.ts) for reference.ts's forward and backward. Float32 inputs run in Wasm (copied into the
+ * instance's memory unless resident, results copied out into fresh arrays; inside an activation scope,
+ * `resident.scoped`, results are views over Wasm memory that the scope frees); Float64 inputs
+ * (finite-difference checks) go to the reference, which stays the oracle. Accumulation rules, tolerances
+ * and the scopes' lifetime rule: src/wasm/README.md.
  */
-import { ValidationError } from "../types/errors.ts";
+import { LightningError, ValidationError } from "../types/errors.ts";
 import { CpuCore, cpuCore, GEMM_FORM } from "../wasm/cpu/index.ts";
 import { CpuPool, type Task } from "./cpu-pool.ts";
 import { ropeInvFreq } from "./config.ts";
@@ -39,32 +41,64 @@ function checkInt(name: string, value: number, lo: number, hi: number): void {
 
 const isF64 = (x: Arr): x is Float64Array => x instanceof Float64Array;
 
+/** The open activation scopes of one backend (`Residency.scoped`): kept results, innermost scope last. */
+interface ScopeState {
+  /** Core marks where each open scope began. */
+  marks: number[];
+  /** Most bytes the open scopes keep in all. */
+  maxBytes: number;
+  /** Results kept by the open scopes, in allocation order. */
+  kept: Float32Array[];
+  /** Their pointers. */
+  ptrs: Map<ArrayLike<number>, number>;
+}
+
 /**
  * One kernel call: allocate every input and output first (growth detaches views), then copy inputs in,
- * run, and copy outputs out.
+ * run, and copy outputs out. Inside an activation scope, outputs allocated before any temporary (an input
+ * copy, scratch) stay in Wasm memory after the call and are returned as views: so each op allocates its
+ * outputs first.
  */
 class CallBase {
   /** [pointer, contents (null: zeros), element type, length] */
   private readonly fills: [number, ArrayLike<number> | null, Ctor, number][] = [];
+  /** End of the outputs kept so far (0: none). */
+  private keptEnd = 0;
+  /** Whether the next output may still be kept: inside a scope, before any temporary, within budget. */
+  private keeping: boolean;
   constructor(
     private readonly core: CpuCore,
     private readonly resident: ReadonlyMap<ArrayLike<number>, number>,
+    private readonly scope: ScopeState | null,
   ) {
     core.begin();
+    this.keeping = scope !== null && scope.marks.length > 0;
   }
   /** A resident array's pointer, else a fresh copy's. */
   in(x: ArrayLike<number>, ctor: Ctor = Float32Array): number {
-    const at = this.resident.get(x);
+    const at = this.resident.get(x) ?? this.scope?.ptrs.get(x);
     if (at !== undefined) return at;
-    const ptr = this.core.alloc(x.length * ctor.BYTES_PER_ELEMENT);
+    const ptr = this.temp(x.length, ctor);
     this.fills.push([ptr, x, ctor, x.length]);
     return ptr;
   }
-  out(n: number, ctor: Ctor = Float32Array): number {
+  /** Room for a Float32 result: kept past the call inside a scope (while within its budget). */
+  out(n: number): number {
+    const ptr = this.core.alloc(n * 4);
+    if (this.keeping) {
+      const end = ptr + n * 4;
+      this.keeping = end - this.scope!.marks[0] <= this.scope!.maxBytes;
+      if (this.keeping) this.keptEnd = end;
+    }
+    return ptr;
+  }
+  /** Memory for this call only (scratch, f64 accumulators). */
+  temp(n: number, ctor: Ctor = Float32Array): number {
+    this.keeping = false;
     return this.core.alloc(n * ctor.BYTES_PER_ELEMENT);
   }
   zeros(n: number, ctor: Ctor = Float32Array): number {
-    const ptr = this.out(n, ctor);
+    const ptr = this.temp(n, ctor);
     this.fills.push([ptr, null, ctor, n]);
     return ptr;
   }
@@ -75,8 +109,15 @@ class CallBase {
     }
     kernel();
   }
+  /** The Float32 result at ptr: a view kept by the open scope if it was kept, else a fresh copy. */
   f32(ptr: number, n: number): Float32Array {
-    return this.core.read(Float32Array, ptr, n);
+    if (ptr + n * 4 > this.keptEnd) return this.core.read(Float32Array, ptr, n);
+    // the call arena up to the kept outputs becomes the scope's (a no-op after the first result)
+    this.core.retain(this.keptEnd);
+    const view = this.core.view(Float32Array, ptr, n);
+    this.scope!.ptrs.set(view, ptr);
+    this.scope!.kept.push(view);
+    return view;
   }
   f64(ptr: number, n: number): Float64Array {
     return this.core.read(Float64Array, ptr, n);
@@ -136,6 +177,12 @@ export function gemmTasks(form: number, pa: number, pb: number, pc: number, m: n
  */
 const RESIDENT_MAX_BYTES = 1 << 30;
 
+/**
+ * Most bytes an activation scope keeps (above the resident weights, below the 4 GiB Wasm memory's end);
+ * results past it are copied out as outside a scope.
+ */
+const SCOPE_MAX_BYTES = 3 << 29;
+
 /** Rows per dw accumulator block of the RMSNorm backward: fixed, so dw does not depend on the thread count. */
 const NORM_CHUNK = 256;
 
@@ -144,22 +191,31 @@ const NORM_CHUNK = 256;
  * or a worker pool. On a pool, large calls are split in fixed ranges — GEMM by columns (or rows when n is
  * small), row-wise kernels by
  * rows, attention by (batch row, kv head) — and every split gives the bits one thread gives.
+ * `scopeMaxBytes`: most bytes activation scopes keep [1.5 GiB]; results past it are copied out.
  */
-export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
+export function wasmOps(target?: CpuCore | CpuPool, { scopeMaxBytes = SCOPE_MAX_BYTES }: { scopeMaxBytes?: number } = {}): WasmModelOps {
   const pool = target instanceof CpuPool ? target : null;
   let c = target instanceof CpuCore ? target : pool?.core;
   const get = () => (c ??= cpuCore());
   // resident arrays (by identity) and their pointers, in pinning order
   const resident = new Map<ArrayLike<number>, number>();
   const pinned: [Float32Array, number, number][] = [];
+  const scope: ScopeState = { marks: [], maxBytes: scopeMaxBytes, kept: [], ptrs: new Map() };
   class Call extends CallBase {
     constructor(core: CpuCore) {
-      super(core, resident);
+      super(core, resident, scope);
     }
   }
+  // a view over a shared memory survives growth; over a plain one growth detaches it, so results stay only
+  // where the memory is shared
+  const canKeep = () => typeof SharedArrayBuffer !== "undefined" && get().memory.buffer instanceof SharedArrayBuffer;
+  const noScope = (what: string) => {
+    if (scope.marks.length > 0) throw new LightningError(`resident.${what} inside an activation scope (it would free the scope's results)`);
+  };
   const residentBytes = () => (pinned.length === 0 ? 0 : get().mark - pinned[0][2]);
   const residency: Residency = {
     pin(arrays) {
+      noScope("pin");
       const core = get();
       const fresh = [...new Set(arrays)].filter((x) => x instanceof Float32Array && !resident.has(x));
       const bytes = fresh.reduce((a, x) => a + x.byteLength + 16, 0);
@@ -185,11 +241,54 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
     mark: () => pinned.length,
     release(mark = 0) {
       if (pinned.length <= mark) return;
+      noScope("release");
       const core = get();
       core.releaseTo(pinned[mark][2]);
       for (const [x] of pinned.splice(mark)) resident.delete(x);
     },
+    scoped<T>(fn: () => T): T {
+      if (!canKeep()) return fn();
+      const core = get();
+      const start = core.mark;
+      const first = scope.kept.length;
+      scope.marks.push(start);
+      try {
+        return fn();
+      } finally {
+        scope.marks.pop();
+        for (const x of scope.kept.splice(first)) scope.ptrs.delete(x);
+        core.releaseTo(start);
+      }
+    },
+    scopedKeep<A extends Arr>(fn: () => A): A {
+      if (!canKeep()) return fn();
+      // outside a scope there is nothing to move the result into: a copy
+      if (scope.marks.length === 0) return residency.scoped(() => copyIfKept(fn()));
+      const core = get();
+      const start = core.mark;
+      const first = scope.kept.length;
+      scope.marks.push(start);
+      let r: A | undefined;
+      let at: number | undefined;
+      try {
+        r = fn();
+        at = scope.ptrs.get(r);
+      } finally {
+        scope.marks.pop();
+        for (const x of scope.kept.splice(first)) scope.ptrs.delete(x);
+        core.releaseTo(start);
+      }
+      if (at === undefined) return r;
+      // move it down to where this scope began (the regions may overlap: copyWithin allows that)
+      core.move(start, at, r.length * 4);
+      const ptr = core.reserve(r.length * 4);
+      const view = core.view(Float32Array, ptr, r.length);
+      scope.ptrs.set(view, ptr);
+      scope.kept.push(view);
+      return view as A;
+    },
   };
+  const copyIfKept = <A extends Arr>(x: A): A => (scope.ptrs.has(x) ? (x.slice() as A) : x);
 
   /**
    * Runs task(i0, i1) over [0, count): in fixed ranges on the pool when `work` is large enough to pay for
@@ -210,11 +309,11 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
     checkLength("b", b, bLen);
     const core = get();
     const call = new Call(core);
+    const py = call.out(m * n);
     const pa = call.in(a);
     const pb = call.in(b);
-    const py = call.out(m * n);
     const threads = pool && m * n * k >= PARALLEL_MIN_WORK ? pool.threads : 1;
-    const scratch = Array.from({ length: threads }, () => call.out(core.exports.gemmScratchBytes() / 4));
+    const scratch = Array.from({ length: threads }, () => call.temp(core.exports.gemmScratchBytes() / 4));
     const tasks = gemmTasks(form, pa, pb, py, m, k, n, scratch);
     call.run(() => {
       if (tasks.length === 1) core.exports.gemm(...(tasks[0].args as Parameters<typeof core.exports.gemm>));
@@ -243,10 +342,10 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
     checkLength("positions", positions, rows);
     const core = get();
     const call = new Call(core);
+    const py = call.out(x.length);
     const px = call.in(x);
     const pp = call.in(i32(positions), Int32Array);
     const pf = call.in(invFreq(headDim, theta, scaling), Float64Array);
-    const py = call.out(x.length);
     const rowBytes = heads * headDim * 4;
     call.run(() =>
       split(rows, x.length, (r0, r1) => ({
@@ -278,10 +377,10 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       checkLength("w", w, dim);
       const core = get();
       const call = new Call(core);
-      const px = call.in(x);
-      const pw = call.in(w);
       const py = call.out(rows * dim);
       const pr = call.out(rows);
+      const px = call.in(x);
+      const pw = call.in(w);
       call.run(() =>
         split(rows, rows * dim, (r0, r1) => ({
           name: "rmsnorm",
@@ -300,8 +399,8 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       checkLength("dy", dy, rows * dim);
       const core = get();
       const call = new Call(core);
-      const [px, pw, pr, pdy] = [call.in(x), call.in(w), call.in(rstd), call.in(dy)];
       const pdx = call.out(rows * dim);
+      const [px, pw, pr, pdy] = [call.in(x), call.in(w), call.in(rstd), call.in(dy)];
       const chunks = Math.ceil(rows / NORM_CHUNK);
       const pacc = call.zeros(chunks * dim, Float64Array);
       call.run(() =>
@@ -334,15 +433,15 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       if (H % KV !== 0) throw new ValidationError(`heads ${H} is not a multiple of kvHeads ${KV}`, ["kvHeads"]);
       const core = get();
       const call = new Call(core);
+      const po = call.out(B * T * H * hd);
+      const nProbs = keepProbs ? B * H * T * T : 0;
+      const pp = call.out(nProbs);
       const [pq, pk, pv] = [call.in(q), call.in(k), call.in(v)];
       const pm = call.in(
         Int32Array.from(mask as ArrayLike<number>, (x) => (x === 1 ? 1 : 0)),
         Int32Array,
       );
-      const po = call.out(B * T * H * hd);
-      const nProbs = keepProbs ? B * H * T * T : 0;
-      const pp = call.out(nProbs);
-      const ps = Array.from({ length: pool?.threads ?? 1 }, () => call.out(T));
+      const ps = Array.from({ length: pool?.threads ?? 1 }, () => call.temp(T));
       let t = 0;
       // units of (batch row, kv head): each owns its rows of out and probs
       call.run(() =>
@@ -364,9 +463,9 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       checkLength("dout", dout, B * T * H * hd);
       const core = get();
       const call = new Call(core);
-      const [pq, pk, pv, pp, pd] = [call.in(q), call.in(k), call.in(v), call.in(probs), call.in(dout)];
       const [dq, dk, dv] = [call.out(q.length), call.out(k.length), call.out(v.length)];
-      const ps = Array.from({ length: pool?.threads ?? 1 }, () => call.out(T));
+      const [pq, pk, pv, pp, pd] = [call.in(q), call.in(k), call.in(v), call.in(probs), call.in(dout)];
+      const ps = Array.from({ length: pool?.threads ?? 1 }, () => call.temp(T));
       let t = 0;
       call.run(() =>
         split(B * KV, B * H * T * T * hd, (u0, u1) => ({
@@ -386,12 +485,12 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       if (vCache.length < n) throw new ValidationError(`vCache has ${vCache.length} elements, fewer than ${len} positions`, ["vCache"]);
       const core = get();
       const call = new Call(core);
+      const po = call.out(H * hd);
       const pq = call.in(q);
       // a resident cache is read in place; else only its first `len` positions are copied
       const pk = call.in(resident.has(kCache) ? kCache : kCache.subarray(0, n));
       const pv = call.in(resident.has(vCache) ? vCache : vCache.subarray(0, n));
-      const po = call.out(H * hd);
-      const ps = Array.from({ length: pool?.threads ?? 1 }, () => call.out(len));
+      const ps = Array.from({ length: pool?.threads ?? 1 }, () => call.temp(len));
       let t = 0;
       call.run(() =>
         split(KV, len * H * hd * 4, (kv0, kv1) => ({ name: "attentionDecode", args: [pq, pk, pv, po, ps[t++], len, H, KV, hd, kv0, kv1] })),
@@ -404,7 +503,8 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       checkLength("up", up, gate.length);
       const core = get();
       const call = new Call(core);
-      const [pg, pu, py] = [call.in(gate), call.in(up), call.out(gate.length)];
+      const py = call.out(gate.length);
+      const [pg, pu] = [call.in(gate), call.in(up)];
       call.run(() =>
         split(gate.length, gate.length * 8, (i0, i1) => ({ name: "swiglu", args: [pg + i0 * 4, pu + i0 * 4, py + i0 * 4, i1 - i0] }), 4),
       );
@@ -418,7 +518,8 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       const n = gate.length;
       const core = get();
       const call = new Call(core);
-      const [pg, pu, pd, dg, du] = [call.in(gate), call.in(up), call.in(dy), call.out(n), call.out(n)];
+      const [dg, du] = [call.out(n), call.out(n)];
+      const [pg, pu, pd] = [call.in(gate), call.in(up), call.in(dy)];
       call.run(() =>
         split(
           n,
@@ -438,8 +539,8 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       for (let r = 0; r < rows; r++) checkInt("targets", targets[r], 0, vocab);
       const core = get();
       const call = new Call(core);
-      const [pz, pt] = [call.in(logits), call.in(i32(targets), Int32Array)];
       const [pl, pe, ps] = [call.out(rows), call.out(rows), call.out(rows)];
+      const [pz, pt] = [call.in(logits), call.in(i32(targets), Int32Array)];
       call.run(() =>
         split(rows, rows * vocab * 8, (r0, r1) => ({
           name: "logSoftmaxGatherEntropy",
@@ -464,10 +565,10 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
       for (let r = 0; r < rows; r++) checkInt("targets", targets[r], 0, vocab);
       const core = get();
       const call = new Call(core);
+      const pdz = call.out(rows * vocab);
       const pz = call.in(logits);
       const pt = call.in(i32(targets), Int32Array);
       const [pl, pe, pgl, pge] = [call.in(lse), call.in(entropy), call.in(dlogprob), call.in(dentropy)];
-      const pdz = call.out(rows * vocab);
       call.run(() =>
         split(rows, rows * vocab * 8, (r0, r1) => ({
           name: "logSoftmaxGatherEntropyBackward",
@@ -485,6 +586,54 @@ export function wasmOps(target?: CpuCore | CpuPool): WasmModelOps {
         })),
       );
       return call.f32(pdz, rows * vocab);
+    },
+
+    // The light ops run here only on arrays already in Wasm memory inside a scope (where going out to
+    // TypeScript would cost a copy each way); elsewhere (decode's one-row calls) the reference is cheaper
+    // than a kernel call. Both give the same bits.
+    add(a, b) {
+      if (isF64(a) || scope.marks.length === 0) return ref.add(a, b);
+      checkLength("b", b, a.length);
+      const core = get();
+      const call = new Call(core);
+      const py = call.out(a.length);
+      const [pa, pb] = [call.in(a), call.in(b)];
+      call.run(() => core.exports.addF32(pa, pb, py, a.length));
+      return call.f32(py, a.length);
+    },
+
+    // in place only on a scope's results: a pinned array's JS copy would go stale
+    addInPlace(a, b) {
+      const pa = scope.ptrs.get(a);
+      if (pa === undefined || isF64(b)) return ref.addInPlace(a, b);
+      checkLength("b", b, a.length);
+      const core = get();
+      const call = new Call(core);
+      const pb = call.in(b);
+      call.run(() => core.exports.addF32(pa, pb, pa, a.length));
+    },
+
+    addBiasInPlace(x, bias) {
+      const px = scope.ptrs.get(x);
+      if (px === undefined || isF64(bias)) return ref.addBiasInPlace(x, bias);
+      const n = bias.length;
+      if (x.length % n !== 0) throw new ValidationError(`x has ${x.length} elements, not a multiple of the bias's ${n}`, ["x"]);
+      const core = get();
+      const call = new Call(core);
+      const pb = call.in(bias);
+      call.run(() => core.exports.addBias(px, pb, x.length / n, n));
+    },
+
+    columnSums(x, rows, cols) {
+      const px = scope.ptrs.get(x);
+      if (px === undefined) return ref.columnSums(x, rows, cols);
+      checkLength("x", x, rows * cols);
+      const core = get();
+      const call = new Call(core);
+      const py = call.out(cols);
+      const pacc = call.temp(cols, Float64Array);
+      call.run(() => core.exports.columnSums(px, py, pacc, rows, cols));
+      return call.f32(py, cols);
     },
 
     adamwStep(params: Float32Array, grads: ArrayLike<number>, state: OptimizerState, o: Required<OptimizerOptions>): void {

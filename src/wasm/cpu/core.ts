@@ -12,9 +12,9 @@ const SLAB_BYTES = 32768;
 /**
  * One instance of the CPU kernels and a bump arena over its memory above heapBase. A call resets the
  * arena (`begin`), allocates its inputs, scratch and outputs (`alloc`), and only then takes views (growth
- * detaches earlier views): the façade copies inputs in and outputs out, so nothing outlives a call.
- * Below the call arena sits a resident region (`reserve`, `releaseTo`): arrays an engine keeps in Wasm
- * memory across calls (weights, a KV cache), freed in stack order.
+ * detaches earlier views over a plain memory). Below the call arena sits a resident region (`reserve`,
+ * `releaseTo`): arrays an engine keeps in Wasm memory across calls (weights, a KV cache, a scope's
+ * activations: `retain` keeps the start of a call's arena), freed in stack order.
  * The memory is created here and imported by the module, so a worker pool can share it.
  */
 export class CpuCore {
@@ -50,6 +50,13 @@ export class CpuCore {
     if (mark < this.heap || mark > this.base) throw new RangeError(`resident mark ${mark} outside [${this.heap}, ${this.base}]`);
     this.base = mark;
     this.top = mark;
+  }
+
+  /** Makes the current call's arena below `end` resident (results kept past the call, freed by `releaseTo`). */
+  retain(end: number): void {
+    const at = align16(end);
+    if (at < this.base || at > this.top) throw new RangeError(`retain end ${end} outside the call arena [${this.base}, ${this.top}]`);
+    this.base = at;
   }
 
   /** Starts a call: everything allocated by the previous call is free again. */
@@ -117,6 +124,11 @@ export class CpuCore {
   /** Copies x to ptr as elements of `ctor` (aligned to the element size). */
   write(ctor: Ctor<Typed>, ptr: number, x: ArrayLike<number>): void {
     this.all(ctor).set(x, ptr / ctor.BYTES_PER_ELEMENT);
+  }
+
+  /** Copies `bytes` (a multiple of 4) from src to dst; the two ranges may overlap. */
+  move(dst: number, src: number, bytes: number): void {
+    this.all(Float32Array).copyWithin(dst / 4, src / 4, (src + bytes) / 4);
   }
 
   /** Zeroes n elements of `ctor` at ptr. */

@@ -104,6 +104,9 @@ export interface CpuKernelExports {
     KV: number,
     hd: number,
   ): void;
+  addF32(a: number, b: number, y: number, n: number): void;
+  addBias(x: number, bias: number, rows: number, cols: number): void;
+  columnSums(x: number, y: number, acc: number, rows: number, cols: number): void;
   /** One token through the whole model over a descriptor (assembly/cpu/decode.ts, src/model/wasm-decode.ts). */
   decodeStep(desc: number, token: number, pos: number, eps: number, loraScale: number): void;
   /** A prompt through the whole model into an empty cache over the same descriptor and a per-call table. */
