@@ -15,3 +15,6 @@ export const CALC_CONFIG: ModelConfig = {
   d_ff: 192,
   max_seq_len: 64,
 };
+
+/** The `tiny` preset itself (0.82M parameters) with the demo's context: `sft.ts --preset tiny`. */
+export const CALC_TINY_CONFIG: ModelConfig = { ...presetConfig("tiny"), max_seq_len: CALC_CONFIG.max_seq_len };

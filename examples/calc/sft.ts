@@ -3,7 +3,7 @@
  * GRPO demo. It stops early on purpose (a modest held-out accuracy leaves GRPO room to improve).
  *
  *   npx tsx examples/calc/sft.ts [--steps 450] [--batch 32] [--lr 3e-3] [--seed 0] [--out examples/calc/checkpoint-sft]
- *                                [--init <checkpoint>] [--teacher-noise 0]
+ *                                [--init <checkpoint>] [--teacher-noise 0] [--preset calc|tiny]
  *
  * The committed checkpoint (examples/calc/checkpoint-sft, 24% greedy accuracy on the 100 held-out problems)
  * is this script with its defaults: 450 steps of 32 problems, about 12 minutes on one free core.
@@ -21,7 +21,7 @@ import {
   saveCheckpoint,
   type ModelConfig,
 } from "../../src/model/index.ts";
-import { CALC_CONFIG } from "./config.ts";
+import { CALC_CONFIG, CALC_TINY_CONFIG } from "./config.ts";
 import { cpuGenerationEngine } from "../../src/proxy/generation.ts";
 import { MAX_ANSWER_TOKENS } from "./agent.ts";
 import { heldOutTasks, reward, trainTasks, type CalcTask } from "./tasks.ts";
@@ -112,7 +112,10 @@ function parseArgs(argv: string[]): SftOptions {
     else if (k === "--out") o.out = v === "none" ? null : v;
     else if (k === "--init") o.init = v;
     else if (k === "--teacher-noise") o.teacherNoise = Number(v);
-    else throw new Error(`unknown option ${k}`);
+    else if (k === "--preset") {
+      if (v !== "calc" && v !== "tiny") throw new Error(`--preset must be calc or tiny, got ${v}`);
+      o.config = v === "tiny" ? CALC_TINY_CONFIG : CALC_CONFIG;
+    } else throw new Error(`unknown option ${k}`);
   }
   return o;
 }

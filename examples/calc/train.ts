@@ -6,10 +6,11 @@
  *
  *   npm run demo                      # = npx tsx examples/calc/train.ts
  *   npx tsx examples/calc/train.ts --steps 100 --batch 16 --n 8 --lr 1e-3 --decay-share 0.5 --lr-final 0.1 --out runs/calc
+ *   npx tsx examples/calc/train.ts --ops reference   # the plain-TS CPU engine instead of the Wasm kernels
  */
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { GRPO, lateDecay, type GrpoReport } from "../../src/algorithm/grpo.ts";
-import { CpuTrainer, loadCheckpoint, type PolicyTrainer } from "../../src/model/index.ts";
+import { CpuTrainer, loadCheckpoint, resolveCpuEngineOptions, type CpuOpsChoice, type PolicyTrainer } from "../../src/model/index.ts";
 import type { GpuPolicyTrainer } from "../../src/gpu/index.ts";
 import { createGenerationEngine, ModelPolicy, PolicyServer } from "../../src/proxy/index.ts";
 import { LlmProxyTraceToTriplet } from "../../src/adapter/index.ts";
@@ -38,6 +39,8 @@ export interface CalcTrainOptions {
   out: string;
   /** "auto": WebGPU on a hardware adapter, else the CPU reference. */
   backend: "auto" | "cpu" | "webgpu";
+  /** Ops of the CPU trainer and generation engine: the Wasm kernels, or the plain-TS reference. */
+  ops: CpuOpsChoice;
   runners: number;
   progress: boolean;
   /** Training problems [4096 drawn from seed + 17, none held out]. */
@@ -57,6 +60,7 @@ export const CALC_TRAIN_DEFAULTS: CalcTrainOptions = {
   checkpoint: "examples/calc/checkpoint-sft",
   out: "runs/calc",
   backend: "auto",
+  ops: "wasm",
   runners: 4,
   progress: true,
 };
@@ -72,13 +76,14 @@ export interface CalcTrainResult {
 
 async function makeTrainer(o: CalcTrainOptions, ckpt: Awaited<ReturnType<typeof loadCheckpoint>>): Promise<PolicyTrainer> {
   const common = { config: ckpt.config, params: ckpt.params, lr: o.lr, weightDecay: 0 };
-  if (o.backend === "cpu") return new CpuTrainer(common);
+  const cpu = () => new CpuTrainer({ ...common, ops: o.ops });
+  if (o.backend === "cpu") return cpu();
   const gpu = await import("../../src/gpu/index.ts");
   if (o.backend === "auto") {
     const probe = await gpu.probeGpu();
     if (!probe.ok || probe.report.software) {
       if (o.progress) console.log(`no hardware GPU (${probe.ok ? gpu.describeAdapter(probe.report) : probe.reason}); training on the CPU`);
-      return new CpuTrainer(common);
+      return cpu();
     }
   }
   return gpu.createPolicyTrainer({ ...common, backend: "webgpu" });
@@ -86,12 +91,14 @@ async function makeTrainer(o: CalcTrainOptions, ckpt: Awaited<ReturnType<typeof 
 
 export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promise<CalcTrainResult> {
   const o = { ...CALC_TRAIN_DEFAULTS, ...options };
+  resolveCpuEngineOptions({ ops: o.ops });
   const t0 = performance.now();
   const ckpt = await loadCheckpoint(o.checkpoint, undefined, { optimizer: false });
   const trainer = await makeTrainer(o, ckpt);
   // KV-cached generation on the trainer's GPU when it trains there (same device), else the CPU engine
   const engine = await createGenerationEngine({
     backend: trainer.backend === "webgpu" ? "webgpu" : "cpu",
+    ops: o.ops,
     context: (trainer as Partial<GpuPolicyTrainer>).ctx,
   });
   const policy = new ModelPolicy({ model: "calc-policy", config: ckpt.config, params: ckpt.params, seed: o.seed, engine });
@@ -129,7 +136,9 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
     runner: { type: "LitAgentRunner", poll_interval: 0.01, heartbeat_interval: 5 },
   });
   if (o.progress)
-    console.log(`calc GRPO: ${o.steps} steps x ${o.batch} tasks x ${o.n} samples, trainer ${trainer.backend}, store ${dbPath}`);
+    console.log(
+      `calc GRPO: ${o.steps} steps x ${o.batch} tasks x ${o.n} samples, trainer ${trainer.backend}${trainer.backend === "cpu" ? ` (${o.ops} ops)` : ""}, store ${dbPath}`,
+    );
   try {
     await lightning.fit(calcAgent, train, { valDataset: heldOut });
   } finally {
@@ -183,6 +192,7 @@ function parseArgs(argv: readonly string[]): Partial<CalcTrainOptions> {
     else if (k === "--checkpoint") o.checkpoint = v;
     else if (k === "--out") o.out = v;
     else if (k === "--backend") o.backend = v as CalcTrainOptions["backend"];
+    else if (k === "--ops") o.ops = v as CpuOpsChoice;
     else throw new Error(`unknown option ${k}`);
   }
   return o;

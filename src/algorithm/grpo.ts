@@ -3,7 +3,8 @@
  *
  * Each step: publish the policy server as the `main_llm` resource (a ProxyLLM, so every runner's calls
  * carry the rollout/attempt routing prefix and land in the store with their token ids), enqueue each
- * task of the batch `nSamples` times with `metadata.data_id`, wait for the rollouts, turn each one's
+ * task of the batch `nSamples` times with `metadata.data_id` and a `sampling_seed` from `seed` (so a seed
+ * gives the same samples whatever order the runners' calls arrive in), wait for the rollouts, turn each one's
  * spans into triplets with the adapter, build the padded batch and the GRPO advantages in the Wasm
  * core, take one `policyStep` on the trainer (WebGPU or CPU), and serve the new weights as the next
  * policy version. Validation (temperature 0, one rollout per task) runs before the first step, every
@@ -33,6 +34,7 @@ import { Rng } from "../model/init.ts";
 import type { PolicyLossOptions, PolicyTrainer } from "../model/train-types.ts";
 import type { ModelPolicy } from "../proxy/policy.ts";
 import type { PolicyServer } from "../proxy/policy-server.ts";
+import { rolloutSamplingSeed, SAMPLING_SEED_KEY } from "../proxy/sampling-seed.ts";
 import type { LightningStore } from "../store/base.ts";
 import { getLogger } from "../platform/log.ts";
 import type { Kernels } from "../wasm/index.ts";
@@ -275,12 +277,18 @@ export class GRPO extends Algorithm {
     const t0 = performance.now();
     const temperature = mode === "train" ? o.temperature : o.valTemperature;
     const resources = await store.addResources({ main_llm: server.asResource({ samplingParameters: { temperature } }) });
+    // each rollout names its sampler seed, so the policy server's samples do not depend on the order
+    // the runners' calls reach it in
     const requests = tasks.flatMap((input, i) =>
-      Array.from({ length: n }, () => ({
+      Array.from({ length: n }, (_, j) => ({
         input,
         mode,
         resources_id: resources.resources_id,
-        metadata: { data_id: `${tag}-${i}`, is_train: mode === "train" },
+        metadata: {
+          data_id: `${tag}-${i}`,
+          is_train: mode === "train",
+          [SAMPLING_SEED_KEY]: rolloutSamplingSeed(o.seed, tag, i * n + j),
+        },
       })),
     );
     const enqueued = await store.enqueueManyRollouts(requests);

@@ -3,7 +3,9 @@
  * answers with the current policy version and returns `prompt_token_ids` and per-choice `token_ids`
  * (the vLLM convention). Requests under upstream's routing prefix `/rollout/{rid}/attempt/{aid}/…`
  * are recorded in the store as LLM-call spans (llm-span.ts), with a sequence id allocated when the
- * request arrives, so an agent written with the official `openai` client needs no tracing code.
+ * request arrives, so an agent written with the official `openai` client needs no tracing code. A routed
+ * call without a `seed` is seeded from its rollout's `sampling_seed` when it has one (sampling-seed.ts),
+ * else from the policy's stream of seeds.
  *
  * Streaming answers are the OpenAI SSE chunk format, produced once the generation has finished (as
  * upstream's stream-conversion middleware does): each chunk carries its `token_ids`, the first one the
@@ -37,6 +39,7 @@ import {
 import type { Generation } from "./generation.ts";
 import { ChatCompletionRequest, CompletionRequest, contentText, stopList, type ChatMessageInput } from "./openai-schemas.ts";
 import type { Policy } from "./policy.ts";
+import { routedCallSeed } from "./sampling-seed.ts";
 import { parseToolCalls } from "./tool-calls.ts";
 
 export interface PolicyAppOptions {
@@ -330,7 +333,13 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
     const prepared = prepare(policy, kind, body);
     // One sequence id per request, taken when it arrives (upstream's RolloutAttemptMiddleware).
     const sequenceId = routed !== null && store !== null ? await store.getNextSpanSequenceId(routed.rolloutId, routed.attemptId) : null;
-    const baseSeed = prepared.seed ?? policy.nextSeed();
+    // a routed call is seeded from its rollout when the rollout names a sampling seed, so the samples do
+    // not depend on the order concurrent calls arrive in (sampling-seed.ts)
+    const rolloutSeed =
+      prepared.seed === undefined && sequenceId !== null
+        ? await routedCallSeed(store!, routed!.rolloutId, routed!.attemptId, sequenceId)
+        : null;
+    const baseSeed = prepared.seed ?? rolloutSeed ?? policy.nextSeed();
     const version = policy.version;
     const choices = await policy.generate(
       Array.from({ length: prepared.n }, (_, i) => ({

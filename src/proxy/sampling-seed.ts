@@ -1,0 +1,61 @@
+/**
+ * Sampler seeds that do not depend on the order in which calls reach the server. An algorithm puts a
+ * `sampling_seed` (an unsigned 32-bit integer) in a rollout's metadata; the policy server seeds each routed
+ * call that names no `seed` of its own from it, the attempt's number and the call's sequence id. Without
+ * it, concurrent runners' calls would draw seeds from one shared stream in arrival order, so the same
+ * seed gave other samples to other rollouts from run to run.
+ */
+import type { LightningStore } from "../store/base.ts";
+import { ValidationError } from "../types/errors.ts";
+
+/** The rollout metadata key the policy server reads. */
+export const SAMPLING_SEED_KEY = "sampling_seed";
+
+/** One 32-bit seed from several (each word through splitmix32's finalizer, chained). */
+export function mixSeeds(...words: number[]): number {
+  let h = 0x9e3779b9;
+  for (const w of words) {
+    h = (h ^ (w >>> 0)) >>> 0;
+    h = Math.imul(h ^ (h >>> 16), 0x85ebca6b) >>> 0;
+    h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35) >>> 0;
+    h = (h ^ (h >>> 16)) >>> 0;
+    h = (h + 0x9e3779b9) >>> 0;
+  }
+  return h;
+}
+
+/** A 32-bit hash of a string (FNV-1a over its UTF-16 code units). */
+export function hashString(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193) >>> 0;
+  return h;
+}
+
+/** The `sampling_seed` of the `index`-th rollout an algorithm seeded with `seed` enqueues under `tag`. */
+export function rolloutSamplingSeed(seed: number, tag: string, index: number): number {
+  return mixSeeds(seed, hashString(tag), index);
+}
+
+/**
+ * The seed of a routed call from its rollout's `sampling_seed`, the attempt's number (a retry samples
+ * anew) and the call's sequence id within the attempt; null when the rollout carries none.
+ */
+export async function routedCallSeed(
+  store: LightningStore,
+  rolloutId: string,
+  attemptId: string,
+  sequenceId: number,
+): Promise<number | null> {
+  const rollout = await store.getRolloutById(rolloutId);
+  const seed = (rollout?.metadata as Record<string, unknown> | null | undefined)?.[SAMPLING_SEED_KEY];
+  if (seed === undefined || seed === null) return null;
+  if (!(typeof seed === "number" && Number.isInteger(seed) && seed >= 0 && seed <= 0xffffffff))
+    throw new ValidationError(`rollout metadata ${SAMPLING_SEED_KEY} must be an unsigned 32-bit integer, got ${JSON.stringify(seed)}`, [
+      "metadata",
+      SAMPLING_SEED_KEY,
+    ]);
+  const attempt = rollout && "attempt" in rollout && rollout.attempt.attempt_id === attemptId ? rollout.attempt : null;
+  const attemptNumber =
+    attempt?.sequence_id ?? (await store.queryAttempts(rolloutId)).items.find((a) => a.attempt_id === attemptId)?.sequence_id ?? 0;
+  return mixSeeds(seed, attemptNumber, sequenceId);
+}
