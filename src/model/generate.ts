@@ -21,6 +21,11 @@ export interface SamplingOptions {
   temperature?: number;
   /** Nucleus sampling: keep the most likely tokens whose cumulative probability reaches topP [1]. */
   topP?: number;
+  /** Ids at or above this are never drawn (greedy never picks them either): their logits count as
+   * -Infinity, for sampling and for the returned log-prob. The engines pass the tokenizer's vocabSize when
+   * the model's vocab is padded past it (our presets: 264 rows, 263 ids; Qwen2.5: 151,936 rows) [the
+   * logits' length]. */
+  vocabLimit?: number;
 }
 
 export interface GenerateOptions extends SamplingOptions {
@@ -39,21 +44,31 @@ export interface GenerateOptions extends SamplingOptions {
 export interface GenerateResult {
   /** New token ids (the stop token included when one ended generation). */
   tokens: number[];
-  /** log-prob of each new token under the model's distribution (temperature 1, no top-p). */
+  /** log-prob of each new token under the model's distribution (temperature 1, no top-p) over the ids
+   * below `vocabLimit`: what the sampler draws from at temperature 1. */
   logprobs: number[];
   finishReason: "stop" | "length";
 }
 
+/** How many leading logits may be drawn from: `vocabLimit` capped at the logits' length. */
+export function allowedVocab(logits: ArrayLike<number>, vocabLimit?: number): number {
+  if (vocabLimit === undefined) return logits.length;
+  if (!(Number.isInteger(vocabLimit) && vocabLimit >= 1))
+    throw new ValidationError(`vocabLimit must be a positive integer, got ${vocabLimit}`, ["vocabLimit"]);
+  return Math.min(vocabLimit, logits.length);
+}
+
 /**
  * One token from logits: greedy at temperature 0, else softmax(logits / temperature) restricted to
- * the top-p nucleus (ties ordered by id), drawn with one `rng.uniform()`.
+ * the top-p nucleus (ties ordered by id), drawn with one `rng.uniform()`. Only ids below `vocabLimit`
+ * take part.
  */
 export function sampleToken(logits: ArrayLike<number>, options: SamplingOptions, rng: Rng): number {
   const temperature = options.temperature ?? 1;
   const topP = options.topP ?? 1;
   if (!(temperature >= 0)) throw new ValidationError(`temperature must be >= 0, got ${temperature}`, ["temperature"]);
   if (!(topP > 0 && topP <= 1)) throw new ValidationError(`top_p must be in (0, 1], got ${topP}`, ["top_p"]);
-  const V = logits.length;
+  const V = allowedVocab(logits, options.vocabLimit);
   if (temperature === 0) {
     let best = 0;
     for (let j = 1; j < V; j++) if (logits[j] > logits[best]) best = j;
@@ -81,12 +96,15 @@ export function sampleToken(logits: ArrayLike<number>, options: SamplingOptions,
   return order[keep - 1];
 }
 
-/** log softmax(logits)[id], computed stably: the log-prob of a sampled token, shared by every engine. */
-export function logProbOf(logits: ArrayLike<number>, id: number): number {
+/** log softmax(logits)[id] over the ids below `vocabLimit` [all], computed stably: the log-prob of a
+ * sampled token, shared by every engine. The trainer's log-probs are over the whole vocab; it recomputes
+ * the old ones of the PPO ratio itself, so the two never mix (docs/serving.md, "Padded vocabularies"). */
+export function logProbOf(logits: ArrayLike<number>, id: number, vocabLimit?: number): number {
+  const V = allowedVocab(logits, vocabLimit);
   let max = -Infinity;
-  for (let j = 0; j < logits.length; j++) if (logits[j] > max) max = logits[j];
+  for (let j = 0; j < V; j++) if (logits[j] > max) max = logits[j];
   let sum = 0;
-  for (let j = 0; j < logits.length; j++) sum += Math.exp(logits[j] - max);
+  for (let j = 0; j < V; j++) sum += Math.exp(logits[j] - max);
   return logits[id] - max - Math.log(sum);
 }
 
@@ -223,7 +241,7 @@ export function generate(config: ModelConfig, params: ModelParams, prompt: numbe
     for (let i = 0; i < limit; i++) {
       const token = sampleToken(logits, options, rng);
       tokens.push(token);
-      logprobs.push(logProbOf(logits, token));
+      logprobs.push(logProbOf(logits, token, options.vocabLimit));
       if (stop.has(token)) return { tokens, logprobs, finishReason: "stop" };
       if (i + 1 < limit) logits = decoder.step(token);
     }

@@ -43,7 +43,8 @@ export type FinishReason = "stop" | "length";
 export interface Generation {
   /** Sampled token ids, the stop token included. */
   tokenIds: number[];
-  /** log p(token) under the policy (temperature 1, no top-p) for each sampled token. */
+  /** log p(token) under the policy (temperature 1, no top-p) for each sampled token, normalised over the
+   * ids the tokenizer has (see {@link tokenizerVocabLimit}). */
   logprobs: number[];
   /** Decoded text without special tokens, cut before a matched stop string. */
   text: string;
@@ -87,6 +88,14 @@ export function finishGeneration(
   const cut = applyStopStrings(tokens, stop, tokenizer);
   if (cut) return { tokenIds: tokens.slice(0, cut.keep), logprobs: logprobs.slice(0, cut.keep), text: cut.text, finishReason: "stop" };
   return { tokenIds: tokens, logprobs, text: decodeIds(tokenizer, tokens), finishReason };
+}
+
+/**
+ * The `vocabLimit` every engine samples under: the tokenizer's vocabSize when the model's vocab is padded
+ * past it (ids there have no text; sampling one made the server fail on its own output), else undefined.
+ */
+export function tokenizerVocabLimit(config: ModelConfig, tokenizer: Tokenizer): number | undefined {
+  return tokenizer.vocabSize < config.vocab_size ? tokenizer.vocabSize : undefined;
 }
 
 export function validateRequest(config: ModelConfig, r: GenerationRequest, index = 0): void {
@@ -142,6 +151,7 @@ export class CpuGenerationEngine implements GenerationEngine {
     const K = await this.ops.get();
     // from here on synchronous: concurrent calls cannot interleave their use of the resident memory
     const { views, lora } = this.weights(K, config, params, adapter);
+    const vocabLimit = tokenizerVocabLimit(config, tokenizer);
     return requests.map((r) => {
       const out = generate(config, views, r.prompt, {
         maxTokens: r.maxTokens,
@@ -149,6 +159,7 @@ export class CpuGenerationEngine implements GenerationEngine {
         topP: r.topP,
         stop: [...(r.stopTokenIds ?? tokenizer.eosTokenIds)],
         seed: r.seed,
+        vocabLimit,
         lora,
         kernels: K,
       });

@@ -2,7 +2,8 @@
  * Generation on WebGPU. The default path is KV-cached (src/gpu/decode.ts): the batch's prompts are
  * prefilled once, then each step feeds one token per live sequence and attends over the cache. Only the
  * last position's logits of the live rows come back per step; sampling runs on the host with the same
- * sampler and per-request seed stream as the CPU engine, so equal logits give equal tokens. A sequence
+ * sampler, per-request seed stream and vocab limit (the tokenizer's ids only) as the CPU engine, so equal
+ * logits give equal tokens. A sequence
  * ends on a stop id, at its limit, or on the step whose token completes a stop string in its text.
  * `kvCache: false` keeps the older path that recomputes the whole (left-padded) prefix every step: the
  * baseline of bench/generate.ts and a cross-check in the tests.
@@ -24,6 +25,7 @@ import type { Tokenizer } from "../model/tokenizer-api.ts";
 import { ValidationError } from "../types/errors.ts";
 import {
   finishGeneration,
+  tokenizerVocabLimit,
   validateRequest,
   type FinishReason,
   type Generation,
@@ -41,6 +43,8 @@ class Live {
   readonly limit: number;
   readonly stop: Set<number>;
   readonly rng: Rng;
+  /** Ids at or above this are never sampled (the tokenizer has no text for them). */
+  private readonly vocabLimit: number | undefined;
   finish: FinishReason | null = null;
   /** The text so far, when stop strings can end the sequence before its limit. */
   private readonly text: IncrementalDecoder | null;
@@ -55,6 +59,7 @@ class Live {
     this.limit = Math.min(req.maxTokens, config.max_seq_len - req.prompt.length);
     this.stop = new Set(req.stopTokenIds ?? tokenizer.eosTokenIds);
     this.rng = new Rng(req.seed ?? 0);
+    this.vocabLimit = tokenizerVocabLimit(config, tokenizer);
     this.needles = (req.stop ?? []).filter((n) => n.length > 0);
     this.longest = Math.max(0, ...this.needles.map((n) => n.length));
     this.text = this.needles.length > 0 ? new IncrementalDecoder(tokenizer) : null;
@@ -72,9 +77,9 @@ class Live {
 
   /** Samples the next token from this sequence's logits row and updates its state. */
   take(row: Float32Array): void {
-    const token = sampleToken(row, { temperature: this.req.temperature, topP: this.req.topP }, this.rng);
+    const token = sampleToken(row, { temperature: this.req.temperature, topP: this.req.topP, vocabLimit: this.vocabLimit }, this.rng);
     this.tokens.push(token);
-    this.logprobs.push(logProbOf(row, token));
+    this.logprobs.push(logProbOf(row, token, this.vocabLimit));
     if (this.stop.has(token) || this.stopStringSeen(token)) this.finish = "stop";
     else if (this.tokens.length >= this.limit) this.finish = "length";
   }

@@ -1,8 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { parseModelConfig } from "../../src/model/config.ts";
-import { generate, sampleToken } from "../../src/model/generate.ts";
+import { generate, logProbOf, sampleToken } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { forward } from "../../src/model/reference.ts";
+import { byteTokenizer, TOKENIZER_VOCAB_SIZE } from "../../src/model/tokenizer.ts";
+import { CpuGenerationEngine, referenceGenerationEngine } from "../../src/proxy/generation.ts";
+import { favouredModel } from "./favoured-token.ts";
 
 const config = parseModelConfig({
   vocab_size: 13,
@@ -88,5 +91,62 @@ describe("CPU generation with a KV cache", () => {
     for (let i = 0; i < 2000; i++) kept.add(sampleToken(logits, { temperature: 1, topP: 0.8 }, rng));
     expect([...kept].sort()).toEqual([0, 1]);
     expect(() => sampleToken(logits, { topP: 0 }, rng)).toThrow(/top_p/);
+  });
+
+  it("sampleToken and logProbOf leave out the ids at or above vocabLimit", () => {
+    const logits = [0, 1, 0.5, 9];
+    const rng = new Rng(2);
+    expect(sampleToken(logits, { temperature: 0 }, rng)).toBe(3);
+    expect(sampleToken(logits, { temperature: 0, vocabLimit: 3 }, rng)).toBe(1);
+    const drawn = new Set<number>();
+    for (let i = 0; i < 2000; i++) drawn.add(sampleToken(logits, { temperature: 3, vocabLimit: 3 }, rng));
+    expect([...drawn].sort()).toEqual([0, 1, 2]);
+    // normalised over the allowed ids: they sum to 1 on their own
+    const mass = [0, 1, 2].reduce((a, j) => a + Math.exp(logProbOf(logits, j, 3)), 0);
+    expect(mass).toBeCloseTo(1, 12);
+    expect(logProbOf(logits, 1, 3)).toBeCloseTo(1 - Math.log(1 + Math.E + Math.exp(0.5)), 12);
+    // a limit past the logits is no limit
+    expect(sampleToken(logits, { temperature: 0, vocabLimit: 100 }, rng)).toBe(3);
+    expect(() => sampleToken(logits, { vocabLimit: 0 }, rng)).toThrow(/vocabLimit/);
+    expect(() => logProbOf(logits, 0, 2.5)).toThrow(/vocabLimit/);
+  });
+});
+
+describe("a model padded past its tokenizer's ids", () => {
+  const padded = TOKENIZER_VOCAB_SIZE - 1; // the presets' one row the byte tokenizer has no id for
+  const { config: tiny, params: favoured } = favouredModel(padded);
+  const prompt = [257, 72, 105, 10];
+
+  it("is the case for the presets", () => {
+    expect(tiny.vocab_size).toBe(byteTokenizer.vocabSize + 1);
+  });
+
+  it("makes that id by far the most likely, and generate never yields it under vocabLimit (greedy and sampled)", () => {
+    const unlimited = generate(tiny, favoured, prompt, { maxTokens: 6, temperature: 1, seed: 1, stop: [] });
+    expect(unlimited.tokens).toEqual(Array(6).fill(padded));
+    for (const temperature of [0, 1, 2]) {
+      for (const seed of [0, 1, 2]) {
+        const out = generate(tiny, favoured, prompt, { maxTokens: 12, temperature, seed, stop: [], vocabLimit: padded });
+        expect(out.tokens).toHaveLength(12);
+        expect(out.tokens.every((t) => t < padded)).toBe(true);
+        expect(out.logprobs.every((lp) => Number.isFinite(lp) && lp <= 0)).toBe(true);
+      }
+    }
+  });
+
+  it("the CPU engines sample below the tokenizer's vocabSize, on the Wasm and the plain-TS ops", async () => {
+    const wasm = new CpuGenerationEngine({ threads: 1 });
+    try {
+      for (const engine of [wasm, referenceGenerationEngine]) {
+        const requests = [0, 1, 2].map((seed) => ({ prompt, maxTokens: 10, temperature: seed === 0 ? 0 : 1.5, seed, stopTokenIds: [] }));
+        const out = await engine.generate(tiny, favoured, requests, byteTokenizer);
+        for (const g of out) {
+          expect(g.tokenIds).toHaveLength(10);
+          expect(g.tokenIds.every((t) => t < byteTokenizer.vocabSize)).toBe(true);
+        }
+      }
+    } finally {
+      wasm.close();
+    }
   });
 });

@@ -6,8 +6,15 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LlmProxyTraceToTriplet, TraceToMessages, TracerTraceToTriplet, buildTrainingBatch } from "../../src/adapter/index.ts";
-import { applyChatTemplate, EOS_ID, generate, initParams, presetConfig } from "../../src/model/index.ts";
-import { LLM_CALL_SPAN_NAME, llmCallSpans, ModelPolicy, PolicyServer, textDeltas } from "../../src/proxy/index.ts";
+import { applyChatTemplate, byteTokenizer, EOS_ID, generate, initParams, presetConfig } from "../../src/model/index.ts";
+import {
+  LLM_CALL_SPAN_NAME,
+  llmCallSpans,
+  ModelPolicy,
+  PolicyServer,
+  referenceGenerationEngine,
+  textDeltas,
+} from "../../src/proxy/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { spanFromAttributes } from "../../src/types/span.ts";
 
@@ -44,7 +51,7 @@ describe("policy server with the openai client", () => {
     const promptIds = applyChatTemplate(messages, { addGenerationPrompt: true });
     expect(raw.prompt_token_ids).toEqual(promptIds);
     // greedy through the server equals greedy through the model's own generation
-    const direct = generate(config, params, promptIds, { maxTokens: 6, temperature: 0 });
+    const direct = generate(config, params, promptIds, { maxTokens: 6, temperature: 0, vocabLimit: byteTokenizer.vocabSize });
     expect(raw.choices[0].token_ids).toEqual(direct.tokens);
     expect(res.choices[0].finish_reason).toBe(direct.finishReason);
     expect(res.usage).toEqual({
@@ -138,7 +145,12 @@ describe("policy server with the openai client", () => {
     expect((bare as unknown as WithIds).prompt_token_ids).toEqual([97, 98, 99]);
     expect(res.choices).toHaveLength(3);
     for (const [i, ch] of res.choices.entries()) {
-      const direct = generate(config, params, [BOS_PROMPT, 97, 98, 99], { maxTokens: 12, temperature: 1, seed: 9 + i });
+      const direct = generate(config, params, [BOS_PROMPT, 97, 98, 99], {
+        maxTokens: 12,
+        temperature: 1,
+        seed: 9 + i,
+        vocabLimit: byteTokenizer.vocabSize,
+      });
       expect(raw.choices[i].token_ids).toEqual(direct.tokens);
       expect(ch.index).toBe(i);
     }
@@ -269,6 +281,36 @@ describe("textDeltas", () => {
     expect(deltas.map((d) => d.text).join("")).toBe("añ€b");
     expect(deltas.flatMap((d) => d.tokenIds)).toEqual([...bytes, EOS_ID]);
     expect(deltas.map((d) => d.text)).toEqual(["a", "ñ", "€", "b", ""]);
+  });
+});
+
+describe("a fresh random model on the preset's padded vocab", () => {
+  // 264 embedding rows, 263 byte-tokenizer ids: id 263 has no text. The plain-TS engine, so `generate`
+  // below does the server's arithmetic.
+  const fresh = new ModelPolicy({ model: "fresh", config, params, engine: referenceGenerationEngine });
+  const freshServer = new PolicyServer({ policy: fresh, store: new InMemoryLightningStore() });
+  beforeAll(() => freshServer.start());
+  afterAll(() => freshServer.stop());
+
+  it("is answered (never a 400 on its own output) and samples only ids the tokenizer has", async () => {
+    const messages = [{ role: "user" as const, content: "hi" }];
+    const prompt = applyChatTemplate(messages, { addGenerationPrompt: true });
+    // unrestricted, this seed draws the padding id 263 within the first few tokens
+    const unrestricted = generate(config, params, prompt, { maxTokens: 8, temperature: 1, seed: 9 });
+    expect(unrestricted.tokens).toContain(263);
+    const res = await fetch(`${freshServer.asResource().endpoint}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "fresh", messages, max_tokens: 8, temperature: 1, seed: 9, n: 4, logprobs: true }),
+    });
+    const body = (await res.json()) as { choices: { token_ids: number[]; logprobs: { content: { logprob: number }[] } }[] };
+    expect(res.status).toBe(200);
+    expect(body.choices).toHaveLength(4);
+    for (const c of body.choices) {
+      expect(c.token_ids.length).toBeGreaterThan(0);
+      expect(c.token_ids.every((t) => t < 263)).toBe(true);
+      expect(c.logprobs.content.every((l) => l.logprob <= 0)).toBe(true);
+    }
   });
 });
 
