@@ -95,8 +95,11 @@ export class CpuPool {
     const memory = new WebAssembly.Memory({ initial: 1, maximum: 65536, shared: true });
     const instance = await WebAssembly.instantiate(module, { env: { memory } });
     const core = new CpuCore(instance.exports as unknown as CpuKernelExports, memory);
-    const ctrlBuffer = new SharedArrayBuffer((OPS + n) * 4);
-    const argsBuffer = new SharedArrayBuffer(n * MAX_ARGS * 8);
+    // no worker reads them on one thread, and a browser context that is not cross-origin isolated has no
+    // SharedArrayBuffer at all
+    const Buffer = n > 1 ? SharedArrayBuffer : ArrayBuffer;
+    const ctrlBuffer = new Buffer((OPS + n) * 4);
+    const argsBuffer = new Buffer(n * MAX_ARGS * 8);
     const workers: WorkerPort[] = [];
     const ready: Promise<void>[] = [];
     for (let index = 1; index < n; index++) {

@@ -11,6 +11,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { extname, join, normalize } from "node:path";
+import { build } from "esbuild";
 import { type Browser, chromium, type Page } from "playwright-core";
 
 export const CHROMIUM = process.env.AGL_CHROMIUM ?? "/usr/bin/chromium";
@@ -35,6 +36,20 @@ export async function openPage(browser: Browser, url: string): Promise<Page> {
   return page;
 }
 
+/** `entry` (TypeScript, imports relative to `resolveDir`) bundled for a page or worker: one ES module. */
+export async function bundleForPage(entry: string, resolveDir: string): Promise<string> {
+  const out = await build({
+    stdin: { contents: entry, resolveDir, loader: "ts" },
+    bundle: true,
+    platform: "browser",
+    format: "esm",
+    target: "es2022",
+    write: false,
+    logLevel: "silent",
+  });
+  return out.outputFiles[0]!.text;
+}
+
 const TYPES: Record<string, string> = {
   ".html": "text/html; charset=utf-8",
   ".js": "text/javascript; charset=utf-8",
@@ -53,17 +68,21 @@ export interface PageServer {
 
 /**
  * Serves `routes` (path → body, for generated pages and bundles) and files under `mounts` (URL prefix →
- * folder) on 127.0.0.1.
+ * folder) on 127.0.0.1, every response with `headers` added (e.g. the cross-origin isolation ones).
  */
 export type Body = string | Uint8Array;
 
-export async function servePages(routes: Record<string, Body | (() => Body)>, mounts: Record<string, string> = {}): Promise<PageServer> {
+export async function servePages(
+  routes: Record<string, Body | (() => Body)>,
+  mounts: Record<string, string> = {},
+  headers: Record<string, string> = {},
+): Promise<PageServer> {
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     const path = decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname);
     const route = path === "/favicon.ico" ? "" : routes[path];
     if (route !== undefined) {
       const type = TYPES[extname(path)] ?? (path.endsWith("/") ? TYPES[".html"] : "application/octet-stream");
-      res.writeHead(200, { "content-type": type, "cache-control": "no-store" });
+      res.writeHead(200, { ...headers, "content-type": type, "cache-control": "no-store" });
       res.end(typeof route === "function" ? route() : route);
       return;
     }
@@ -71,11 +90,11 @@ export async function servePages(routes: Record<string, Body | (() => Body)>, mo
       if (!path.startsWith(prefix)) continue;
       const file = normalize(join(dir, path.slice(prefix.length)));
       if (!file.startsWith(dir) || !existsSync(file) || !statSync(file).isFile()) break;
-      res.writeHead(200, { "content-type": TYPES[extname(file)] ?? "application/octet-stream" });
+      res.writeHead(200, { ...headers, "content-type": TYPES[extname(file)] ?? "application/octet-stream" });
       res.end(readFileSync(file));
       return;
     }
-    res.writeHead(404).end(`not found: ${path}`);
+    res.writeHead(404, headers).end(`not found: ${path}`);
   };
   const server = createServer(handle);
   await new Promise<void>((ok) => server.listen(0, "127.0.0.1", ok));

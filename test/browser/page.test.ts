@@ -5,13 +5,12 @@
  */
 import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { maxRelError, noGpu } from "../gpu/gpu-env.ts";
 import { startInProcess } from "../server/in-process.ts";
-import { launchChromium, noChromium, openPage, type PageServer, servePages } from "./chromium.ts";
+import { bundleForPage, launchChromium, noChromium, openPage, type PageServer, servePages } from "./chromium.ts";
 import { clientRun, type GpuStepResult, gpuStep, wasmNumbers } from "./scenarios.ts";
 
 /** What the page's bundle sets (page.evaluate sends the function's text, so each call names it inline). */
@@ -20,18 +19,7 @@ type InPage = { scenarios: typeof import("./scenarios.ts") };
 const here = dirname(fileURLToPath(import.meta.url));
 
 /** The scenarios bundled for the page, exposed as `globalThis.scenarios`. */
-async function bundleScenarios(): Promise<string> {
-  const out = await build({
-    stdin: { contents: `import * as s from "./scenarios.ts"; globalThis.scenarios = s;`, resolveDir: here, loader: "ts" },
-    bundle: true,
-    platform: "browser",
-    format: "esm",
-    target: "es2022",
-    write: false,
-    logLevel: "silent",
-  });
-  return out.outputFiles[0]!.text;
-}
+const bundleScenarios = () => bundleForPage(`import * as s from "./scenarios.ts"; globalThis.scenarios = s;`, here);
 
 const PAGE = `<!doctype html><meta charset="utf-8"><title>lightning-ts browser test</title>
 <script type="module">import "/scenarios.js"; window.ready = true;</script>`;
