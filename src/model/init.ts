@@ -1,5 +1,15 @@
 import { paramLayout, type ModelConfig } from "./config.ts";
 
+/** splitmix32's increment (the golden ratio in 32 bits). */
+export const SPLITMIX32_GAMMA = 0x9e3779b9;
+
+/** splitmix32's output function: a 32-bit avalanche of `z` (also used to mix seeds, src/proxy/sampling-seed.ts). */
+export function splitmix32Finalize(z: number): number {
+  z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0;
+  z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
+  return (z ^ (z >>> 16)) >>> 0;
+}
+
 /**
  * Deterministic PRNG: splitmix32 seeding a xorshift128 state; uniforms in (0, 1) with 32-bit
  * resolution, normals by Box-Muller (both outputs used). Same seed, same sequence; Node, Deno and Bun
@@ -16,11 +26,8 @@ export class Rng {
     let x = seed >>> 0;
     const next = (): number => {
       // splitmix32
-      x = (x + 0x9e3779b9) >>> 0;
-      let z = x;
-      z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0;
-      z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
-      return (z ^ (z >>> 16)) >>> 0;
+      x = (x + SPLITMIX32_GAMMA) >>> 0;
+      return splitmix32Finalize(x);
     };
     this.s0 = next();
     this.s1 = next();

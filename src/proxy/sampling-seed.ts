@@ -5,6 +5,7 @@
  * it, concurrent runners' calls would draw seeds from one shared stream in arrival order, so the same
  * seed gave other samples to other rollouts from run to run.
  */
+import { SPLITMIX32_GAMMA, splitmix32Finalize } from "../model/init.ts";
 import type { LightningStore } from "../store/base.ts";
 import { ValidationError } from "../types/errors.ts";
 
@@ -13,14 +14,8 @@ export const SAMPLING_SEED_KEY = "sampling_seed";
 
 /** One 32-bit seed from several (each word through splitmix32's finalizer, chained). */
 export function mixSeeds(...words: number[]): number {
-  let h = 0x9e3779b9;
-  for (const w of words) {
-    h = (h ^ (w >>> 0)) >>> 0;
-    h = Math.imul(h ^ (h >>> 16), 0x85ebca6b) >>> 0;
-    h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35) >>> 0;
-    h = (h ^ (h >>> 16)) >>> 0;
-    h = (h + 0x9e3779b9) >>> 0;
-  }
+  let h = SPLITMIX32_GAMMA;
+  for (const w of words) h = (splitmix32Finalize((h ^ (w >>> 0)) >>> 0) + SPLITMIX32_GAMMA) >>> 0;
   return h;
 }
 
