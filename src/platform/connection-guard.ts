@@ -66,9 +66,10 @@ export function guardConnections(server: Server, limits: Limits, report: ReturnT
     waiting.delete(socket);
     requests.set(socket, (requests.get(socket) ?? 0) + 1);
     res.once("finish", () => {
+      if (!open.has(socket)) return;
       const left = (requests.get(socket) ?? 1) - 1;
       if (left > 0) requests.set(socket, left);
-      else if (open.has(socket)) {
+      else {
         requests.delete(socket);
         // Waiting for the next request's headers again: at the back of the line.
         waiting.add(socket);
