@@ -3,7 +3,7 @@
  * CLI and the three runtime entries. Flags win over the environment, which wins over the defaults.
  */
 import { parseLogLevel } from "../platform/log.ts";
-import { DEFAULT_SERVE_LIMITS, platform } from "../platform/index.ts";
+import { DEFAULT_SERVE_LIMITS, defaultPerAddressLimit, platform } from "../platform/index.ts";
 import { DEFAULT_BODY_LIMIT } from "../server/app.ts";
 import { DEFAULT_DB, DEFAULT_HOST, DEFAULT_PORT, type StoreServerConfig, UsageError } from "../server/config.ts";
 import { DEFAULT_IDEMPOTENCY_MAX_BYTES, DEFAULT_IDEMPOTENCY_MAX_KEYS, DEFAULT_IDEMPOTENCY_TTL_SECONDS } from "../server/idempotency.ts";
@@ -119,7 +119,20 @@ export const STORE_COMMAND = {
           min: 1,
           max: 1_000_000,
           value: "N",
-          help: `open connections at most; more are closed at once (default ${DEFAULT_SERVE_LIMITS.maxConnections})`,
+          help:
+            `open connections at most (default ${DEFAULT_SERVE_LIMITS.maxConnections}); at the cap the one waiting longest for\n` +
+            "a request's headers is closed to make room, and a new one is refused only when none waits",
+        },
+        {
+          name: "max-connections-per-address",
+          type: "number",
+          integer: true,
+          min: 0,
+          max: 1_000_000,
+          value: "N",
+          help:
+            `open connections from one client address at most, 0 for no limit (default ${DEFAULT_SERVE_LIMITS.maxConnectionsPerAddress},\n` +
+            "a quarter of --max-connections); behind a reverse proxy all clients share its address: raise it or give 0",
         },
         {
           name: "page-size",
@@ -192,6 +205,7 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
       throw new UsageError((e as Error).message);
     }
   }
+  const maxConnections = v["max-connections"] ?? DEFAULT_SERVE_LIMITS.maxConnections;
   const cfg: StoreServerConfig = {
     host: v.host ?? (env("AGL_SERVER_HOST") || DEFAULT_HOST),
     port: v.port ?? (envPort ? parseNumber("AGL_SERVER_PORT", envPort, PORT_BOUNDS) : DEFAULT_PORT),
@@ -210,7 +224,8 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
       headersTimeoutSeconds: v["headers-timeout"] ?? DEFAULT_SERVE_LIMITS.headersTimeoutSeconds,
       requestTimeoutSeconds: v["request-timeout"] ?? DEFAULT_SERVE_LIMITS.requestTimeoutSeconds,
       keepAliveTimeoutSeconds: v["keep-alive-timeout"] ?? DEFAULT_SERVE_LIMITS.keepAliveTimeoutSeconds,
-      maxConnections: v["max-connections"] ?? DEFAULT_SERVE_LIMITS.maxConnections,
+      maxConnections,
+      maxConnectionsPerAddress: v["max-connections-per-address"] ?? defaultPerAddressLimit(maxConnections),
     },
     pageSize: v["page-size"] ?? null,
     maxPageSize: v["max-page-size"] ?? null,

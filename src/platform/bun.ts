@@ -1,21 +1,29 @@
 /**
  * Bun's platform: Node's (Bun implements `node:*`), but serving through `Bun.serve`, faster there than
  * Bun's node:http. Its one knob is `idleTimeout`, which bounds a request's reception and handling
- * together and an idle keep-alive connection; requests in flight are capped here (503 and the
- * connection closed beyond the cap).
+ * together and an idle keep-alive connection. Bun shows no connection before its request's headers are
+ * in, so what is capped here are requests in flight, in all and per client address (503 and the
+ * connection closed beyond a limit); connections still sending headers are left to Bun's own timeout.
  */
 import { nodeCompatible, thisProcess } from "./node.ts";
-import { refusalReporter } from "./refusals.ts";
+import { limitReporters } from "./refusals.ts";
 import { startWebWorker } from "./web-worker.ts";
-import { DEFAULT_SERVE_LIMITS, type FetchHandler, type Platform, type ServeLimits, type ServeOptions, type ServedApp } from "./types.ts";
+import { type FetchHandler, type Platform, type ServeLimits, type ServeOptions, type ServedApp, serveLimits } from "./types.ts";
 
 interface BunServer {
   port: number;
   stop(closeActiveConnections?: boolean): Promise<void> | void;
+  /** The client's address, known once a request is in (Bun shows no connection before that). */
+  requestIP(req: Request): { address: string } | null;
 }
 interface BunGlobal {
   version: string;
-  serve(o: { hostname: string; port: number; fetch: FetchHandler; idleTimeout?: number }): BunServer;
+  serve(o: {
+    hostname: string;
+    port: number;
+    fetch: (req: Request, server: BunServer) => Response | Promise<Response>;
+    idleTimeout?: number;
+  }): BunServer;
 }
 
 /** Bun's `idleTimeout` is whole seconds, at most 255. */
@@ -29,7 +37,7 @@ export function bunPlatform(bun: BunGlobal): Platform {
     startWorker: startWebWorker,
     serveFetch: async (fetch, options) => serveOnBun(bun, fetch, options),
     // The idle timeout also runs while a request is handled, so a hold gets half of it.
-    longestHoldSeconds: (limits = {}) => bunIdleSeconds({ ...DEFAULT_SERVE_LIMITS, ...limits }) / 2,
+    longestHoldSeconds: (limits = {}) => bunIdleSeconds(serveLimits(limits)) / 2,
     selfCommand() {
       const self = thisProcess();
       return [self.execPath, self.script, ...self.args];
@@ -38,19 +46,31 @@ export function bunPlatform(bun: BunGlobal): Platform {
 }
 
 function serveOnBun(bun: BunGlobal, fetch: FetchHandler, at: ServeOptions): ServedApp {
-  const limits: ServeLimits = { ...DEFAULT_SERVE_LIMITS, ...at.limits };
-  const refused = refusalReporter(at.log, limits.maxConnections);
+  const limits = serveLimits(at.limits);
+  const report = limitReporters(at.log, limits.maxConnections, limits.maxConnectionsPerAddress);
   let inFlight = 0;
-  const capped = async (req: Request): Promise<Response> => {
+  const perAddress = new Map<string, number>();
+  const refuse = (): Response => new Response(null, { status: 503, headers: { connection: "close", "retry-after": "1" } });
+  const capped = async (req: Request, server: BunServer): Promise<Response> => {
     if (inFlight >= limits.maxConnections) {
-      refused();
-      return new Response(null, { status: 503, headers: { connection: "close", "retry-after": "1" } });
+      report.refusedAtCap();
+      return refuse();
+    }
+    const address = server.requestIP(req)?.address ?? "";
+    const fromAddress = perAddress.get(address) ?? 0;
+    if (limits.maxConnectionsPerAddress > 0 && fromAddress >= limits.maxConnectionsPerAddress) {
+      report.refusedForAddress();
+      return refuse();
     }
     inFlight++;
+    perAddress.set(address, fromAddress + 1);
     try {
       return await fetch(req);
     } finally {
       inFlight--;
+      const left = (perAddress.get(address) ?? 1) - 1;
+      if (left > 0) perAddress.set(address, left);
+      else perAddress.delete(address);
     }
   };
   const server = bun.serve({ hostname: at.hostname, port: at.port, fetch: capped, idleTimeout: bunIdleSeconds(limits) });

@@ -7,18 +7,19 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import process from "node:process";
 import { Worker } from "node:worker_threads";
-import { refusalReporter } from "./refusals.ts";
+import type { Server as HttpServer } from "node:http";
+import { guardConnections } from "./connection-guard.ts";
+import { limitReporters } from "./refusals.ts";
 import {
-  DEFAULT_SERVE_LIMITS,
   type ChildProcessPort,
   type FetchHandler,
   type FileReader,
   type Platform,
-  type ServeLimits,
   type ServeOptions,
   type ServedApp,
   type SpawnOptions,
   type WorkerPort,
+  serveLimits,
 } from "./types.ts";
 
 /** A file handle read in ranges: into a fresh buffer the caller owns, or into the caller's memory. */
@@ -138,12 +139,11 @@ export function thisProcess(): { execPath: string; execArgv: string[]; script: s
 
 /**
  * node:http through @hono/node-server, whose server has every knob (headers, whole-request and
- * keep-alive timeouts, a connection cap). Deno serves through here too: `Deno.serve` has none of them
+ * keep-alive timeouts) and shows each connection (the limits of connection-guard.ts). Deno serves through here too: `Deno.serve` has none of them
  * and cannot close a connection whose body is still trickling in (docs/server.md).
  */
 export async function serveOnNodeHttp(fetch: FetchHandler, at: ServeOptions): Promise<ServedApp> {
-  const limits: ServeLimits = { ...DEFAULT_SERVE_LIMITS, ...at.limits };
-  const refused = refusalReporter(at.log, limits.maxConnections);
+  const limits = serveLimits(at.limits);
   const { serve } = await import("@hono/node-server");
   const ms = (s: number) => Math.round(s * 1000);
   const requestTimeout = ms(limits.requestTimeoutSeconds);
@@ -180,9 +180,8 @@ export async function serveOnNodeHttp(fetch: FetchHandler, at: ServeOptions): Pr
             }),
         }),
     );
-    const http = server as unknown as { maxConnections: number; closeIdleConnections?: () => void; closeAllConnections?: () => void };
-    http.maxConnections = limits.maxConnections;
-    server.on("drop", refused);
+    const http = server as HttpServer;
+    guardConnections(http, limits, limitReporters(at.log, limits.maxConnections, limits.maxConnectionsPerAddress));
     server.once("error", reject);
   });
 }

@@ -28,22 +28,47 @@ export interface ServeLimits {
   requestTimeoutSeconds: number;
   /** How long an idle keep-alive connection stays open (Bun: `requestTimeoutSeconds` instead). */
   keepAliveTimeoutSeconds: number;
-  /** Open connections at most (Bun: requests in flight); beyond it a new one is closed at once. */
+  /**
+   * Open connections at most (Bun: requests in flight). At the cap, the connection that has waited
+   * longest for a request's headers (a slow client, or an idle keep-alive one) is closed to make room
+   * for a new one; only when none is waiting is the new one closed at once.
+   */
   maxConnections: number;
+  /**
+   * Open connections from one client address at most (Bun: requests in flight); beyond it a new one
+   * is closed at once. 0: no such limit (behind a reverse proxy every client has the proxy's address).
+   * Default: a quarter of `maxConnections`.
+   */
+  maxConnectionsPerAddress: number;
 }
+
+/** The per-address limit when none is given: a quarter of the cap, so one address cannot fill it. */
+export const defaultPerAddressLimit = (maxConnections: number): number => Math.max(1, Math.floor(maxConnections / 4));
 
 export const DEFAULT_SERVE_LIMITS: Readonly<ServeLimits> = Object.freeze({
   headersTimeoutSeconds: 10,
   requestTimeoutSeconds: 60,
   keepAliveTimeoutSeconds: 5,
   maxConnections: 512,
+  maxConnectionsPerAddress: defaultPerAddressLimit(512),
 });
+
+/** `limits` completed with the defaults; the per-address limit follows a given cap unless given too. */
+export function serveLimits(limits: Partial<ServeLimits> = {}): ServeLimits {
+  const maxConnections = limits.maxConnections ?? DEFAULT_SERVE_LIMITS.maxConnections;
+  return {
+    ...DEFAULT_SERVE_LIMITS,
+    ...limits,
+    maxConnections,
+    maxConnectionsPerAddress: limits.maxConnectionsPerAddress ?? defaultPerAddressLimit(maxConnections),
+  };
+}
 
 export interface ServeOptions {
   hostname: string;
   port: number;
   limits?: Partial<ServeLimits>;
-  /** Told (at most once a minute) when connections are refused at the cap. */
+  /** Told (at most once a minute for each limit) when connections are refused or closed at the limits. */
   log?: { warning(message: string): void };
 }
 

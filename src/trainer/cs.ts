@@ -344,7 +344,12 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
     try {
       if (this.managedStore) {
         const app = createStoreApp(store, { shutdownSignal: shutdown.signal });
-        served = await serveFetch(app.fetch, { hostname: bindable(this.serverHost), port: this.serverPort });
+        // Its clients are this trainer's runners, usually all on this host (one address): no per-address limit.
+        served = await serveFetch(app.fetch, {
+          hostname: bindable(this.serverHost),
+          port: this.serverPort,
+          limits: { maxConnectionsPerAddress: 0 },
+        });
         this.boundPort = served.port;
         log.info(`Store server listening on ${this.address(served.port)}`);
       }

@@ -9,60 +9,16 @@ import { connect, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { LightningStoreClient } from "../../src/client/index.ts";
 import { RUNTIMES, startServerProcess, type Runtime, type ServerProcess } from "../server/processes.ts";
+import { headersHead, type SlowSocket, stillOpenAfter, trickle, uploadHead } from "./slow-sockets.ts";
 
 const SLOW_UPLOADS = 150;
 const SLOW_HEADERS = 10;
-const PROBES = 20;
+const PROBES = 30;
 /** Seconds; short so that the test sees the server act, generous bounds below so that load cannot break it. */
 const REQUEST_TIMEOUT = 2;
 
-interface SlowSocket {
-  socket: Socket;
-  /** Everything the server sent back. */
-  received: string;
-  /** When the socket closed (performance.now()), or null while open. */
-  closedAt: number | null;
-  closed: Promise<void>;
-}
-
-/**
- * A connection that sends `head` at once and then one more byte a second, forever: a request whose
- * body (or headers) never completes. Resolves once connected and `head` is written.
- */
-function trickle(url: string, head: string): Promise<SlowSocket> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(port), hostname);
-    let timer: ReturnType<typeof setInterval> | undefined;
-    let markClosed!: () => void;
-    const slow: SlowSocket = { socket, received: "", closedAt: null, closed: new Promise((r) => (markClosed = r)) };
-    socket.on("data", (d) => (slow.received += d.toString("latin1")));
-    socket.on("error", () => {}); // a reset from the server is one of the outcomes under test
-    socket.on("close", () => {
-      clearInterval(timer);
-      slow.closedAt = performance.now();
-      markClosed();
-    });
-    socket.once("connect", () => {
-      socket.write(head);
-      timer = setInterval(() => socket.writable && socket.write("x"), 1000);
-      resolve(slow);
-    });
-    socket.once("error", reject);
-  });
-}
-
-/** Waits until every socket is closed or `seconds` have passed; returns those still open. */
-async function stillOpenAfter(list: SlowSocket[], seconds: number): Promise<SlowSocket[]> {
-  await Promise.race([Promise.all(list.map((s) => s.closed)), new Promise((r) => setTimeout(r, seconds * 1000))]);
-  return list.filter((s) => s.closedAt === null);
-}
-
 /** How long the server may take past a timeout before the test calls it a failure (the machine may be loaded). */
 const SLACK = 25;
-
-const uploadHead = "POST /v1/agl/rollouts HTTP/1.1\r\nHost: agl\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{";
-const headersHead = "GET /v1/agl/health HTTP/1.1\r\nHost: agl\r\nX-Slow: ";
 
 async function realWork(client: LightningStoreClient, tag: string): Promise<void> {
   const r = await client.enqueueRollout({ tag });
@@ -99,6 +55,9 @@ describe.each(RUNTIMES)("slow clients against agl store under %s", (runtime: Run
       "1",
       "--max-connections",
       String(cap),
+      // Every client here shares one address; the per-address limit has its own test (slowloris.test.ts).
+      "--max-connections-per-address",
+      "0",
     ]);
     const url = server.url;
     const client = new LightningStoreClient(url, { retryDelays: [] });
@@ -123,8 +82,10 @@ describe.each(RUNTIMES)("slow clients against agl store under %s", (runtime: Run
     const refused = probes.filter(
       (p) => p.closedAt !== null && (runtime === "bun" ? p.received.startsWith("HTTP/1.1 503") : p.received === ""),
     );
-    // At most the 5 places left under the cap were given (fewer if the client's connection holds one).
-    expect(refused.length).toBeGreaterThanOrEqual(PROBES - 5);
+    // At most the 5 places left under the cap were given, and on Node and Deno one more for each
+    // connection waiting for headers that a newcomer displaced (the slow headers, the client's idle one).
+    const displaced = runtime === "bun" ? 0 : SLOW_HEADERS + 1;
+    expect(refused.length).toBeGreaterThanOrEqual(PROBES - 5 - displaced);
 
     // (b) every slow socket is closed by the server, near the timeout.
     expect((await stillOpenAfter(slow, REQUEST_TIMEOUT + SLACK)).length).toBe(0);

@@ -1,0 +1,79 @@
+/**
+ * The connection limits of a node:http server (Node, and Deno through its node:http), kept here rather
+ * than by `server.maxConnections`, which can only refuse the newcomer: a full server would then be
+ * held by clients that never finish their headers (slowloris) while complete requests are turned
+ * away. Here a client address gets at most `maxConnectionsPerAddress` connections, and at the cap the
+ * connection that has waited longest for a request's headers (a slow client, or an idle keep-alive
+ * one: both wait for headers) is closed to make room. Only when every connection is busy with a
+ * request (being received or answered) is the newcomer refused.
+ */
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import type { limitReporters } from "./refusals.ts";
+import type { ServeLimits } from "./types.ts";
+
+type Limits = Pick<ServeLimits, "maxConnections" | "maxConnectionsPerAddress">;
+
+export function guardConnections(server: Server, limits: Limits, report: ReturnType<typeof limitReporters>): void {
+  const open = new Set<Socket>();
+  /** Connections waiting for a request's headers, longest waiting first (a Set keeps insertion order). */
+  const waiting = new Set<Socket>();
+  /** Requests of a connection being received or answered (several when pipelined). */
+  const requests = new Map<Socket, number>();
+  const perAddress = new Map<string, number>();
+
+  const addressOf = (socket: Socket): string => socket.remoteAddress ?? "";
+  const forget = (socket: Socket): void => {
+    if (!open.delete(socket)) return;
+    waiting.delete(socket);
+    requests.delete(socket);
+    const address = addressOf(socket);
+    const n = (perAddress.get(address) ?? 1) - 1;
+    if (n > 0) perAddress.set(address, n);
+    else perAddress.delete(address);
+  };
+
+  // node:http's own listener has set the socket up by now: closing it here is what any client hang-up does.
+  server.on("connection", (socket: Socket) => {
+    const address = addressOf(socket);
+    const fromAddress = perAddress.get(address) ?? 0;
+    if (limits.maxConnectionsPerAddress > 0 && fromAddress >= limits.maxConnectionsPerAddress) {
+      socket.destroy();
+      report.refusedForAddress();
+      return;
+    }
+    if (open.size >= limits.maxConnections) {
+      const oldest = waiting.values().next().value;
+      if (oldest === undefined) {
+        socket.destroy();
+        report.refusedAtCap();
+        return;
+      }
+      forget(oldest);
+      oldest.destroy();
+      report.evicted();
+    }
+    open.add(socket);
+    waiting.add(socket);
+    perAddress.set(address, fromAddress + 1);
+    socket.once("close", () => forget(socket));
+  });
+
+  // Before the app's listener, so that the connection counts as busy before any answer can finish.
+  server.prependListener("request", (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    if (!open.has(socket)) return;
+    waiting.delete(socket);
+    requests.set(socket, (requests.get(socket) ?? 0) + 1);
+    res.once("finish", () => {
+      if (!open.has(socket)) return;
+      const left = (requests.get(socket) ?? 1) - 1;
+      if (left > 0) requests.set(socket, left);
+      else {
+        requests.delete(socket);
+        // Waiting for the next request's headers again: at the back of the line.
+        waiting.add(socket);
+      }
+    });
+  });
+}
