@@ -2,7 +2,9 @@
  * The connection limits of a node:http server (Node, and Deno through its node:http), kept here rather
  * than by `server.maxConnections`, which can only refuse the newcomer: a full server would then be
  * held by clients that never finish their headers (slowloris) while complete requests are turned
- * away. Here a client address gets at most `maxConnectionsPerAddress` connections, and at the cap the
+ * away. Here a client address gets at most `maxConnectionsPerAddress` connections (beyond it, that
+ * address's own connection waiting longest for headers is closed, or the newcomer refused when all of
+ * its connections are busy), and at the cap the
  * connection that has waited longest for a request's headers (a slow client, or an idle keep-alive
  * one: both wait for headers) is closed to make room. Only when every connection is busy with a
  * request (being received or answered) is the newcomer refused.
@@ -33,16 +35,28 @@ export function guardConnections(server: Server, limits: Limits, report: ReturnT
     else perAddress.delete(address);
   };
 
+  const oldestWaitingFrom = (address: string): Socket | undefined => {
+    for (const socket of waiting) if (addressOf(socket) === address) return socket;
+    return undefined;
+  };
+
   // node:http's own listener has set the socket up by now: closing it here is what any client hang-up does.
   server.on("connection", (socket: Socket) => {
     const address = addressOf(socket);
     const fromAddress = perAddress.get(address) ?? 0;
     if (limits.maxConnectionsPerAddress > 0 && fromAddress >= limits.maxConnectionsPerAddress) {
-      socket.destroy();
-      report.refusedForAddress();
-      return;
-    }
-    if (open.size >= limits.maxConnections) {
+      // The address's own connection waiting longest gives way, so a host whose pool holds idle
+      // keep-alive connections is never refused for them; slow headers from it still hold no more.
+      const own = oldestWaitingFrom(address);
+      if (own === undefined) {
+        socket.destroy();
+        report.refusedForAddress();
+        return;
+      }
+      forget(own);
+      own.destroy();
+      report.evictedForAddress();
+    } else if (open.size >= limits.maxConnections) {
       const oldest = waiting.values().next().value;
       if (oldest === undefined) {
         socket.destroy();
@@ -55,7 +69,7 @@ export function guardConnections(server: Server, limits: Limits, report: ReturnT
     }
     open.add(socket);
     waiting.add(socket);
-    perAddress.set(address, fromAddress + 1);
+    perAddress.set(address, (perAddress.get(address) ?? 0) + 1); // after any eviction above
     socket.once("close", () => forget(socket));
   });
 

@@ -31,6 +31,12 @@ export function limitReporters(log: ServeOptions["log"], max: number, perAddress
         `connections from one address capped at ${perAddress}: refused ${n} connection(s) since the last report; ` +
         "raise it with --max-connections-per-address (behind a reverse proxy every client shares one address: raise it or give 0)",
     ),
+    evictedForAddress: refusalReporter(
+      log,
+      (n) =>
+        `connections from one address capped at ${perAddress}: closed ${n} connection(s) of such an address still waiting for a request's headers ` +
+        "since the last report, longest waiting first; raise it with --max-connections-per-address",
+    ),
     evicted: refusalReporter(
       log,
       (n) =>
