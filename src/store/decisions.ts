@@ -135,7 +135,7 @@ export function rolloutStatusAfterSpan(
 }
 
 /**
- * The largest explicit span sequence id that raises a rollout's counter: 2^52 (docs/departures.md#54).
+ * The largest explicit span sequence id that raises a rollout's counter: 2^52 (docs/departures.md#55).
  * A span with a larger id is stored with it, but the counter stops here, so the ids handed out after it
  * stay exact integers for 2^52 more calls: a client-supplied id cannot exhaust or stall the numbering.
  */
