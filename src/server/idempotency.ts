@@ -190,10 +190,14 @@ export function idempotentWrites(cache: IdempotencyCache, log: LogWriter = silen
   return async (c, next) => {
     const header = c.req.header(IDEMPOTENCY_KEY_HEADER);
     if (header === undefined) return next();
+    // The body is read before a bad key is refused: a refusal sent while the body still arrives reaches
+    // few clients on Node and Deno, whose node:http server (@hono/node-server) resets a connection whose
+    // unread body takes over 500 ms to drain, and most clients read the answer only after sending the body.
+    const text = await c.req.text();
     const key = parseIdempotencyKey(header);
     // The token is kept only as a fingerprint; the route reads the same (cached) body text.
     const scope = `${c.req.method} ${c.req.path}\n${fingerprintOf(c.req.header("authorization") ?? "")}\n${key}`;
-    const fingerprint = fingerprintOf(c.req.header("prefer") ?? "", await c.req.text());
+    const fingerprint = fingerprintOf(c.req.header("prefer") ?? "", text);
     const reused = () =>
       new IdempotencyKeyReusedError(
         `Idempotency-Key ${JSON.stringify(key)} was already used with a different request to ${c.req.method} ${c.req.path}`,

@@ -134,5 +134,15 @@ export function rolloutStatusAfterSpan(
   return rolloutStatus === "preparing" || rolloutStatus === "requeuing" || rolloutStatus === "queuing" ? "running" : null;
 }
 
+/**
+ * The largest explicit span sequence id that raises a rollout's counter: 2^52 (docs/departures.md#55).
+ * A span with a larger id is stored with it, but the counter stops here, so the ids handed out after it
+ * stay exact integers for 2^52 more calls: a client-supplied id cannot exhaust or stall the numbering.
+ */
+export const MAX_COUNTED_SEQUENCE_ID = 2 ** 52;
+
+/** What an explicit sequence id raises its rollout's counter to (the counter takes the max with it). */
+export const countedSequenceId = (sequenceId: number): number => Math.min(sequenceId, MAX_COUNTED_SEQUENCE_ID);
+
 /** Attempt statuses that write `end_time` (timeout and unresponsive do not, as upstream). */
 export const attemptStatusEnds = (s: AttemptStatus): boolean => s === "succeeded" || s === "failed";

@@ -6,7 +6,7 @@
 import type { Attempt, PaginatedResult, ResourcesUpdate, Rollout, Span, StoreStatistics, Worker } from "../types/index.ts";
 import { EvictedError, newWorker } from "../types/index.ts";
 import { DeadlineIndex } from "./deadline-index.ts";
-import { watchdogDeadline } from "./decisions.ts";
+import { countedSequenceId, watchdogDeadline } from "./decisions.ts";
 import { AsyncMutex } from "./mutex.ts";
 import { deepFreeze } from "./owned.ts";
 import { pinnedValue, runQuery, type QuerySpec } from "./query.ts";
@@ -354,7 +354,8 @@ export class MemoryStorage implements Storage {
         for (let i = 0; i < spans.length; i++) {
           const span = spans[i]!;
           const e = s.entry(span.rollout_id, "insertSpans");
-          if (span.sequence_id > e.sequence) e.sequence = span.sequence_id;
+          const counted = countedSequenceId(span.sequence_id);
+          if (counted > e.sequence) e.sequence = counted;
           if (MemoryStorage.hasSpan(e, span.attempt_id, span.span_id)) continue;
           deepFreeze(span);
           e.spans.push(span);

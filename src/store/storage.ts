@@ -95,7 +95,8 @@ export interface StorageTx {
    * Inserts spans, skipping any whose (rollout_id, attempt_id, span_id) already exists, in the store
    * or earlier in the same batch. Returns the inserted spans in input order. Raises each rollout's
    * sequence counter to the largest `sequence_id` among the given spans, skipped ones included (an
-   * explicit id counts even when its span is a duplicate, as upstream's chmax before the insert).
+   * explicit id counts even when its span is a duplicate, as upstream's chmax before the insert), but
+   * never past MAX_COUNTED_SEQUENCE_ID (decisions.ts countedSequenceId).
    */
   insertSpans(spans: Span[]): MaybePromise<Span[]>;
 

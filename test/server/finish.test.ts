@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { LightningStoreClient, finishAttempt, finishFailure } from "../../src/client/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
+import { MAX_COUNTED_SEQUENCE_ID } from "../../src/store/decisions.ts";
 import {
   ConflictError,
   NotFoundError,
@@ -189,6 +190,27 @@ describe("POST /v1/agl/attempts/finish", () => {
     const err = (await res.json()) as { error_type: string; failed_part: string; completed: string[] };
     expect([err.error_type, err.failed_part, err.completed]).toEqual(["ConflictError", "claim", ["spans", "attempt"]]);
     expect(await snapshot(first, secondId)).toEqual({ spans: [["a", 1]], attempt: "succeeded", second: "queuing" });
+  });
+});
+
+describe("numbering after a client-supplied sequence id at the top of the safe range", () => {
+  it("/spans/next, /spans/next/many, /spans/batch and /attempts/finish keep handing out exact ids", async () => {
+    const { first } = await setup();
+    const call = (path: string, body: unknown) =>
+      fetch(`${server.url}/v1/agl${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const top = spanFromAttributes({ ...ids(first), sequence_id: Number.MAX_SAFE_INTEGER, name: "top" });
+    expect((await call("/spans", top)).status).toBe(201);
+    const next = MAX_COUNTED_SEQUENCE_ID + 1;
+    const one = await call("/spans/next", ids(first));
+    expect([one.status, await one.json()]).toEqual([200, { sequence_id: next }]);
+    const many = await call("/spans/next/many", { pairs: [[first.rollout_id, first.attempt.attempt_id]] });
+    expect([many.status, await many.json()]).toEqual([200, { sequence_ids: [next + 1] }]);
+    const batch = await call("/spans/batch", { spans: [unnumbered(first, "batched")] });
+    expect(batch.status).toBe(201);
+    expect(((await batch.json()) as Span[]).map((s) => s.sequence_id)).toEqual([next + 2]);
+    const finished = await post({ ...ids(first), spans: [unnumbered(first, "last")], attempt: { status: "succeeded" } });
+    expect(finished.status).toBe(200);
+    expect(((await finished.json()) as { spans: Span[] }).spans.map((s) => s.sequence_id)).toEqual([next + 3]);
   });
 });
 

@@ -1,27 +1,62 @@
 /**
  * `Idempotency-Key` on a real `agl store` process under Node, Deno and Bun: a repeat is replayed, two
- * concurrent copies write once, another body is a 422, and the `--idempotency-keys` flag reaches the server.
+ * concurrent copies write once, another body is a 422, the `--idempotency-keys` flag reaches the server,
+ * and a bad key is a 400 naming the header even when the body arrives slowly.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { connect } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RUNTIMES, startServerProcess, type ServerProcess } from "./processes.ts";
 
-let server: ServerProcess | null = null;
-afterEach(async () => {
-  await server?.stop();
-  server = null;
-});
+/**
+ * A POST that sends its body in pieces over `ms` and reads the answer only once the body is sent, as most
+ * HTTP clients do (a reset during the upload discards an answer that arrived early). Resolves with the
+ * status and body of the answer, or the socket error.
+ */
+function slowPost(url: string, path: string, headers: Record<string, string>, body: string, ms: number): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const socket = connect(Number(port), hostname);
+    socket.pause();
+    let answer = "";
+    socket.on("data", (d) => (answer += d.toString("latin1")));
+    socket.on("error", (e) => resolve(`error ${(e as NodeJS.ErrnoException).code ?? e.message}`));
+    socket.on("end", () => resolve(answer));
+    const head = Object.entries({ host: `${hostname}:${port}`, "content-type": "application/json", ...headers })
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join("");
+    socket.write(`POST ${path} HTTP/1.1\r\n${head}content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`, "latin1");
+    const pieces = 10;
+    const size = Math.ceil(body.length / pieces);
+    let sent = 0;
+    const tick = setInterval(() => {
+      if (socket.destroyed) return clearInterval(tick);
+      socket.write(body.slice(sent, sent + size));
+      sent += size;
+      if (sent >= body.length) {
+        clearInterval(tick);
+        socket.resume();
+      }
+    }, ms / pieces);
+  });
+}
 
 describe.each(RUNTIMES)("Idempotency-Key under %s", (runtime) => {
-  it("replays repeats, writes concurrent copies once, refuses another body, honours --idempotency-keys", async () => {
+  let server: ServerProcess;
+  beforeAll(async () => {
     server = await startServerProcess(runtime, ["--port", "0", "--db", "memory", "--idempotency-keys", "2"]);
+  });
+  afterAll(() => server?.stop());
+  const total = async () => ((await (await fetch(`${server.url}/v1/agl/statistics`)).json()) as { total_rollouts: number }).total_rollouts;
+
+  it("replays repeats, writes concurrent copies once, refuses another body, honours --idempotency-keys", async () => {
     const url = server.url;
+    const before = await total();
     const enqueue = (key: string, input: unknown = 1) =>
       fetch(`${url}/v1/agl/queues/rollouts/enqueue`, {
         method: "POST",
         headers: { "content-type": "application/json", "idempotency-key": `"${key}"` },
         body: JSON.stringify({ rollouts: [{ input }] }),
       });
-    const total = async () => ((await (await fetch(`${url}/v1/agl/statistics`)).json()) as { total_rollouts: number }).total_rollouts;
 
     const [a, b] = await Promise.all([enqueue("k1"), enqueue("k1")]);
     const again = await enqueue("k1");
@@ -30,12 +65,30 @@ describe.each(RUNTIMES)("Idempotency-Key under %s", (runtime) => {
     expect(bodies[2]).toEqual(bodies[0]);
     expect(again.headers.get("idempotent-replayed")).toBe("true");
     expect((await enqueue("k1", 2)).status).toBe(422);
-    expect(await total()).toBe(1);
+    expect(await total()).toBe(before + 1);
 
     // Two keys are kept: a third evicts the least recently used (k1), whose repeat then runs again.
     await enqueue("k2");
     await enqueue("k3");
     expect((await enqueue("k1")).headers.get("idempotent-replayed")).toBeNull();
-    expect(await total()).toBe(4);
+    expect(await total()).toBe(before + 4);
+  });
+
+  it.each([
+    ["1,000 characters", "k".repeat(1000), /at most 255 characters/],
+    ["not ASCII", "cl\u00e9", /printable ASCII/],
+  ])("a bad key (%s) with a body that takes a second to arrive: 400 naming the header, nothing written", async (_l, key, message) => {
+    const before = await total();
+    const body = JSON.stringify({ rollouts: [{ input: "x".repeat(200_000) }] });
+    const answer = await slowPost(server.url, "/v1/agl/queues/rollouts/enqueue", { "idempotency-key": key }, body, 1_200);
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    const json = JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)) as {
+      error_type: string;
+      issues: { path: string[]; message: string }[];
+    };
+    expect(json.error_type).toBe("ValidationError");
+    expect(json.issues[0]!.path).toEqual(["idempotency-key"]);
+    expect(json.issues[0]!.message).toMatch(message);
+    expect(await total()).toBe(before);
   });
 });

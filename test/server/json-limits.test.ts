@@ -1,7 +1,8 @@
 /**
- * JSON bodies at the HTTP layer: nesting deeper than MAX_JSON_DEPTH is a 400 naming where (on every route
- * that takes JSON, OTLP included), never a 500; `"__proto__"` keys travel through the server and the
- * client and come back byte for byte, from the memory store and from a libSQL file.
+ * JSON bodies at the HTTP layer: nesting deeper than MAX_JSON_DEPTH and an object with more than
+ * MAX_JSON_KEYS keys are 400s naming where (on every route that takes JSON, OTLP included), never a 500;
+ * `"__proto__"` keys travel through the server and the client and come back byte for byte, from the
+ * memory store and from a libSQL file.
  */
 import { create, toBinary } from "@bufbuild/protobuf";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -10,6 +11,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { LightningStoreClient } from "../../src/client/index.ts";
 import { createStoreApp } from "../../src/server/index.ts";
+import { MAX_JSON_KEYS } from "../../src/server/json-scan.ts";
 import { ExportTraceServiceRequestSchema } from "../../src/server/otlp/schema.ts";
 import type { LightningStore } from "../../src/store/base.ts";
 import { LibsqlLightningStore } from "../../src/store/libsql/index.ts";
@@ -136,6 +138,65 @@ describe(`request bodies nested more than ${MAX_JSON_DEPTH} levels`, () => {
       body: toBinary(ExportTraceServiceRequestSchema, msg),
     });
     expect(res.status).toBe(400);
+    expect(await dump()).toBe(before);
+    await store.close();
+  });
+});
+
+describe(`request bodies with an object of more than ${MAX_JSON_KEYS} keys`, () => {
+  /** An object with `n` members, as JSON text. */
+  const wideText = (n: number): string => `{${Array.from({ length: n }, (_, i) => `"k${i}":${i % 10}`).join(",")}}`;
+
+  it("is a 400 naming the object's path, on routes of every kind, and stores nothing", async () => {
+    const { app, r, dump, store } = await seeded();
+    const before = await dump();
+    const aid = r.attempt.attempt_id;
+    const cases: [string, string, (string | number)[]][] = [
+      ["/v1/agl/rollouts", '{"input":W}', ["input"]],
+      ["/v1/agl/queues/rollouts/enqueue", '{"rollouts":[{"input":1},{"input":{"a":W}}]}', ["rollouts", 1, "input", "a"]],
+      ["/v1/agl/resources", "W", []],
+      ["/v1/agl/spans/batch", `{"spans":[{"rollout_id":"${r.rollout_id}","attributes":W}]}`, ["spans", 0, "attributes"]],
+      [
+        "/v1/agl/attempts/finish",
+        `{"rollout_id":"${r.rollout_id}","attempt_id":"${aid}","spans":[],"attempt":{"status":"succeeded","metadata":W}}`,
+        ["attempt", "metadata"],
+      ],
+    ];
+    for (const [path, template, issuePath] of cases) {
+      const res = await postText(app, path, template.replace("W", wideText(MAX_JSON_KEYS + 1)));
+      const body = (await res.json()) as { detail: string; error_type: string; issues: { path: (string | number)[]; message: string }[] };
+      expect(res.status, path).toBe(400);
+      expect(body.error_type).toBe("ValidationError");
+      expect(body.detail).toMatch(`an object with more than ${MAX_JSON_KEYS} keys`);
+      expect(body.issues[0]!.path, path).toEqual(issuePath);
+    }
+    // The body of the report: one object with a million keys (12 MB).
+    const million = await postText(app, "/v1/agl/rollouts", `{"input":${wideText(1_000_000)}}`);
+    expect(million.status).toBe(400);
+    expect(await dump()).toBe(before);
+    await store.close();
+  });
+
+  it(`an object of exactly ${MAX_JSON_KEYS} keys is taken, and the limit is per object, not per body`, async () => {
+    const { app, store } = await seeded();
+    const res = await postText(app, "/v1/agl/rollouts", `{"input":${wideText(MAX_JSON_KEYS)}}`);
+    expect(res.status).toBe(201);
+    const r = (await res.json()) as { rollout_id: string };
+    expect(Object.keys((await store.getRolloutById(r.rollout_id))!.input as object)).toHaveLength(MAX_JSON_KEYS);
+    const many = `{"rollouts":[${Array.from({ length: 3 }, () => `{"input":${wideText(MAX_JSON_KEYS)}}`).join(",")}]}`;
+    expect((await postText(app, "/v1/agl/queues/rollouts/enqueue", many)).status).toBe(201);
+    await store.close();
+  });
+
+  it("OTLP/JSON: a google.rpc.Status 400 naming the limit", async () => {
+    const { app, dump, store } = await seeded();
+    const before = await dump();
+    const body = `{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"s","extra":${wideText(MAX_JSON_KEYS + 1)}}]}]}]}`;
+    const res = await postText(app, "/v1/traces", body);
+    expect(res.status).toBe(400);
+    const status = (await res.json()) as { code: number; message: string };
+    expect(status.code).toBe(3);
+    expect(status.message).toMatch(`an object with more than ${MAX_JSON_KEYS} keys`);
     expect(await dump()).toBe(before);
     await store.close();
   });

@@ -10,7 +10,7 @@
  * waiting tests measure real time.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { LightningStore, PageOptions } from "../../src/store/index.ts";
+import { MAX_COUNTED_SEQUENCE_ID, type LightningStore, type PageOptions } from "../../src/store/index.ts";
 import {
   ConflictError,
   LightningError,
@@ -1376,6 +1376,39 @@ function sequenceIdTests(env: Env): void {
       const second = await env.store.startAttempt(r.rollout_id);
       await env.store.addSpan(makeSpan(at(r), 10));
       expect(await env.store.getNextSpanSequenceId(r.rollout_id, second.attempt.attempt_id)).toBe(11);
+    });
+
+    it("an explicit id at the top of the safe range cannot exhaust the counter: it counts up to MAX_COUNTED_SEQUENCE_ID", async () => {
+      const r = await env.store.startRollout(1);
+      const top = Number.MAX_SAFE_INTEGER;
+      expect((await env.store.addSpan(makeSpan(at(r), top)))!.sequence_id).toBe(top);
+      const next = MAX_COUNTED_SEQUENCE_ID + 1;
+      expect(await env.store.getNextSpanSequenceId(r.rollout_id, "x")).toBe(next);
+      expect(await env.store.getNextSpanSequenceId(r.rollout_id, "x")).toBe(next + 1);
+      expect(
+        await env.store.getManySpanSequenceIds([
+          [r.rollout_id, "x"],
+          [r.rollout_id, "y"],
+        ]),
+      ).toEqual([next + 2, next + 3]);
+      // Ids handed out are taken back as explicit ids; ids up to the ceiling still raise the counter as before.
+      expect(await env.store.addManySpans([makeSpan(at(r), next + 1), makeSpan(at(r), MAX_COUNTED_SEQUENCE_ID - 5)])).toHaveLength(2);
+      expect(await env.store.getNextSpanSequenceId(r.rollout_id, "x")).toBe(next + 4);
+      if (env.opts.otelSpans) {
+        const s = otelSpan({ name: "o", traceId: "0123456789abcdef0123456789abcdef", spanId: "00000000000000ee" });
+        expect((await env.store.addOtelSpan(r.rollout_id, r.attempt.attempt_id, s))!.sequence_id).toBe(next + 5);
+      }
+      const ids = (await env.store.querySpans(r.rollout_id)).items.map((s) => s.sequence_id);
+      expect(ids.every(Number.isSafeInteger)).toBe(true);
+      expect(ids.at(-1)).toBe(top);
+
+      // On a fresh rollout: the ceiling itself counts, an id above it counts as the ceiling.
+      const a = await env.store.startRollout(2);
+      await env.store.addSpan(makeSpan(at(a), MAX_COUNTED_SEQUENCE_ID));
+      expect(await env.store.getNextSpanSequenceId(a.rollout_id, "x")).toBe(next);
+      const b = await env.store.startRollout(3);
+      await env.store.addManySpans([makeSpan(at(b), MAX_COUNTED_SEQUENCE_ID + 7), makeSpan(at(b), 3)]);
+      expect(await env.store.getNextSpanSequenceId(b.rollout_id, "x")).toBe(next);
     });
   });
 }

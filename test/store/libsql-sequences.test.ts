@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { LibsqlLightningStore } from "../../src/store/index.ts";
+import { LibsqlLightningStore, MAX_COUNTED_SEQUENCE_ID } from "../../src/store/index.ts";
 import { spanFromAttributes, type AttemptedRollout, type Span } from "../../src/types/index.ts";
 
 interface RawDb {
@@ -137,6 +137,22 @@ describe("libSQL span sequence counters", () => {
     expect(await store.getNextSpanSequenceId(r2.rollout_id, "x")).toBe(18);
     // A rollout that does not exist (ids are not checked) starts at 1.
     expect(await store.getNextSpanSequenceId("ro-ffffffffffff", "x")).toBe(1);
+    await store.close();
+  });
+
+  it("an id above MAX_COUNTED_SEQUENCE_ID counts as the ceiling, also when read from SQL or refused as a duplicate", async () => {
+    const path = newPath();
+    const store = await LibsqlLightningStore.open(`file:${path}`);
+    const r1 = await store.startRollout(1);
+    const r2 = await store.startRollout(2);
+    await store.addSpan(span(r1, Number.MAX_SAFE_INTEGER, "00000000000000aa"));
+    await store.addSpan(span(r2, 1, "00000000000000aa"));
+    // A second connection has neither counter cached: r1's comes from its spans, r2's refused id goes straight to SQL.
+    const other = await LibsqlLightningStore.open(`file:${path}`);
+    expect(await other.addSpan(span(r2, Number.MAX_SAFE_INTEGER, "00000000000000aa"))).toBeNull();
+    expect(await other.getNextSpanSequenceId(r1.rollout_id, "x")).toBe(MAX_COUNTED_SEQUENCE_ID + 1);
+    expect(await other.getNextSpanSequenceId(r2.rollout_id, "x")).toBe(MAX_COUNTED_SEQUENCE_ID + 1);
+    await other.close();
     await store.close();
   });
 });

@@ -14,7 +14,7 @@
  */
 import type { Attempt, PaginatedResult, ResourcesUpdate, Rollout, Span, Worker } from "../../types/index.ts";
 import { newWorker } from "../../types/index.ts";
-import { watchdogDeadline } from "../decisions.ts";
+import { MAX_COUNTED_SEQUENCE_ID, countedSequenceId, watchdogDeadline } from "../decisions.ts";
 import { deepFreeze } from "../owned.ts";
 import { runQuery, type QuerySpec } from "../query.ts";
 import type {
@@ -79,13 +79,13 @@ const QUEUE_READ_AHEAD = 64;
 const SELECT_WORKER = `${workerSpec.select} WHERE "worker_id" = ?`;
 /**
  * A rollout's span sequence counter: the larger of its `span_sequences` row and the largest sequence_id
- * among its stored spans (the spans index on (rollout_id, sequence_id) finds it). So inserting spans
- * raises the counter with no write of its own; only ids handed out (incSequence) and the ids of spans
- * refused as duplicates are written to `span_sequences`.
+ * among its stored spans (the spans index on (rollout_id, sequence_id) finds it), counted only up to
+ * MAX_COUNTED_SEQUENCE_ID. So inserting spans raises the counter with no write of its own; only ids
+ * handed out (incSequence) and the ids of spans refused as duplicates are written to `span_sequences`.
  */
 const SELECT_SEQUENCE =
   `SELECT MAX(COALESCE((SELECT "value" FROM "span_sequences" WHERE "rollout_id" = ?), 0), ` +
-  `COALESCE((SELECT MAX("sequence_id") FROM "spans" WHERE "rollout_id" = ?), 0))`;
+  `MIN(COALESCE((SELECT MAX("sequence_id") FROM "spans" WHERE "rollout_id" = ?), 0), ${MAX_COUNTED_SEQUENCE_ID}))`;
 /** Raises a counter that is not cached (a refused span's explicit id must still count). */
 const CHMAX_SEQUENCE =
   `INSERT INTO "span_sequences" ("rollout_id", "value") VALUES (?, ?) ` +
@@ -407,7 +407,7 @@ export class SqlTx implements StorageTx {
         rid = s.rollout_id;
         known = counters.rows.get(rid);
       }
-      const seq = s.sequence_id;
+      const seq = countedSequenceId(s.sequence_id);
       const inserted = kept === null || kept[i]!;
       if (known !== undefined && known !== null) {
         if (seq <= known) continue;
