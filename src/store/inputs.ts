@@ -27,7 +27,8 @@ import type {
   FilterLogic as FilterLogicT,
 } from "../types/index.ts";
 import type { AttemptPatch, PageOptions, RolloutPatch } from "./base.ts";
-import { EMPTY_ARRAY, EMPTY_OBJECT, ownedCopy, setOwn, withProtoKeysOf } from "./owned.ts";
+import { setOwn } from "../types/own-keys.ts";
+import { EMPTY_ARRAY, EMPTY_OBJECT, ownedCopy, withProtoKeysOf } from "./owned.ts";
 
 /**
  * A JSON object of anything, checked but not rebuilt: zod's record would copy it and drop a `"__proto__"`

@@ -4,6 +4,7 @@
  * and the memory backend freezes the rows it builds, so returning a stored row needs no copy.
  */
 import { ValidationError } from "../types/index.ts";
+import { setOwn } from "../types/own-keys.ts";
 
 const isPlainObject = (v: object): boolean => {
   const proto = Object.getPrototypeOf(v);
@@ -16,15 +17,6 @@ const isPlainObject = (v: object): boolean => {
  * the copy, the JSON writer or a reader.
  */
 export const MAX_JSON_DEPTH = 512;
-
-/**
- * `o[k] = v` as an own enumerable property, `"__proto__"` included: assigning that key on a plain
- * object would set its prototype (or do nothing), and the key would vanish from the stored JSON.
- */
-export function setOwn(o: Record<string, unknown>, k: string, v: unknown): void {
-  if (k === "__proto__") Object.defineProperty(o, k, { value: v, enumerable: true, writable: true, configurable: true });
-  else o[k] = v;
-}
 
 /** Shared frozen empties: spans are full of `{}` and `[]`, and fewer live objects mean cheaper GC. */
 export const EMPTY_ARRAY: readonly never[] = Object.freeze([]);
