@@ -31,6 +31,24 @@ export const nested = (levels: number): unknown => JSON.parse("[".repeat(levels)
 /** The keys that reach a prototype when an object is built naively from untrusted keys. */
 export const PROTOTYPE_KEYS = ["__proto__", "constructor", "prototype"] as const;
 
+/** Every place a prototype-naming segment `k` can sit in a dotted attribute key. */
+export const shapesFor = (k: string): string[] => [
+  k,
+  `${k}.x`,
+  `a.${k}`,
+  `a.${k}.x`,
+  `a.b.${k}`,
+  `${k}.${k}.x`,
+  `a.${k}.constructor.prototype.x`,
+  `a.constructor.prototype.${k}`,
+  `0.${k}`,
+  `0.${k}.x`,
+];
+
+/** The JSON text one dotted key unflattens to: each segment an object key, the index 0 a one-item list. */
+export const nestedText = (key: string, value: unknown): string =>
+  key.split(".").reduceRight((inner, part) => (part === "0" ? `[${inner}]` : `{${JSON.stringify(part)}:${inner}}`), JSON.stringify(value));
+
 const PROTOTYPES: readonly [string, object][] = [
   ["Object.prototype", Object.prototype],
   ["Array.prototype", Array.prototype],

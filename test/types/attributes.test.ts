@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { filterAndUnflatten, unflatten } from "../../src/types/index.ts";
-import { PROTOTYPE_KEYS, prototypeChanges, restorePrototypes, snapshotPrototypes } from "../store/proto-json.ts";
+import { PROTOTYPE_KEYS, nestedText, prototypeChanges, restorePrototypes, shapesFor, snapshotPrototypes } from "../store/proto-json.ts";
 
 let before: ReturnType<typeof snapshotPrototypes>;
 beforeEach(() => {
@@ -20,24 +20,6 @@ afterEach(() => {
 /** `{ [key]: value }` as JSON.parse makes it (an own key, whatever its name). */
 const flat = (entries: [string, unknown][]): Record<string, unknown> =>
   JSON.parse(`{${entries.map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`).join(",")}}`);
-
-/** The JSON text one dotted key unflattens to: each segment an object key, the index 0 a one-item list. */
-const nestedText = (key: string, value: unknown): string =>
-  key.split(".").reduceRight((inner, part) => (part === "0" ? `[${inner}]` : `{${JSON.stringify(part)}:${inner}}`), JSON.stringify(value));
-
-/** Every place a prototype-naming segment can sit in a dotted key. */
-const shapesFor = (k: string): string[] => [
-  k,
-  `${k}.x`,
-  `a.${k}`,
-  `a.${k}.x`,
-  `a.b.${k}`,
-  `${k}.${k}.x`,
-  `a.${k}.constructor.prototype.x`,
-  `a.constructor.prototype.${k}`,
-  `0.${k}`,
-  `0.${k}.x`,
-];
 
 /** Every object in `v`, nested in objects and arrays. */
 function objectsIn(v: unknown, out: object[] = []): object[] {
