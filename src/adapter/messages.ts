@@ -1,5 +1,6 @@
 /** TraceToMessages: spans -> OpenAI chat fine-tuning records `{messages, tools}` (docs/adapters.md#tracetomessages). */
 import { ValidationError } from "../types/errors.ts";
+import { setOwn } from "../types/own-keys.ts";
 import type { Span } from "../types/span.ts";
 import { semconvInputMessages, semconvOutputMessages, semconvToolDefinitions } from "./semconv.ts";
 import { TraceAdapter } from "./types.ts";
@@ -28,7 +29,7 @@ export function groupGenai(attrs: Obj, prefix: string): unknown {
   for (const [k, v] of stripped) {
     const dot = k.indexOf(".");
     if (dot < 0) {
-      out[k] = v;
+      setOwn(out, k, v);
       continue;
     }
     const head = k.slice(0, dot);
@@ -36,7 +37,7 @@ export function groupGenai(attrs: Obj, prefix: string): unknown {
     group[`${prefix}.${k}`] = v;
     nested.set(head, group);
   }
-  for (const [head, group] of nested) out[head] = groupGenai(group, `${prefix}.${head}`);
+  for (const [head, group] of nested) setOwn(out, head, groupGenai(group, `${prefix}.${head}`));
   return out;
 }
 

@@ -3,6 +3,8 @@
  * ints, floats, True/False/None. LiteLLM writes token ids this way (`"[1, 2, 3]"`,
  * `"[{'token_ids': [1, 2], 'logprobs': None}]"`). Invalid text returns the string unchanged.
  */
+import { setOwn } from "../types/own-keys.ts";
+
 export function parsePythonLiteral(input: unknown): unknown {
   if (typeof input !== "string") return input;
   try {
@@ -91,7 +93,7 @@ class Parser {
       this.ws();
       if (this.s[this.i] !== ":") this.fail();
       this.i++;
-      out[String(k)] = this.value();
+      setOwn(out, String(k), this.value());
     });
     return out;
   }

@@ -1,7 +1,7 @@
 /** GET query parameters read into the same (strict) zod schemas as the JSON bodies of the POST routes. */
 import type { Context } from "hono";
 import type { z } from "zod";
-import { setOwn } from "../store/owned.ts";
+import { setOwn } from "../types/own-keys.ts";
 import { parseOrThrow } from "../types/index.ts";
 import { ARRAY_PARAMS, NUMBER_PARAMS } from "./schemas.ts";
 

@@ -27,7 +27,8 @@ import type {
   FilterLogic as FilterLogicT,
 } from "../types/index.ts";
 import type { AttemptPatch, PageOptions, RolloutPatch } from "./base.ts";
-import { EMPTY_ARRAY, EMPTY_OBJECT, ownedCopy, setOwn, withProtoKeysOf } from "./owned.ts";
+import { setOwn } from "../types/own-keys.ts";
+import { EMPTY_ARRAY, EMPTY_OBJECT, ownedCopy, safeParseWithProtoKeys } from "./owned.ts";
 
 /**
  * A JSON object of anything, checked but not rebuilt: zod's record would copy it and drop a `"__proto__"`
@@ -159,7 +160,9 @@ export function attemptPatch(patch: AttemptPatch): AttemptPatch {
 }
 
 export function namedResources(resources: unknown): NamedResourcesT {
-  return ownedCopy(withProtoKeysOf(resources, parseOrThrow(NamedResources, resources, "resources")), "resources");
+  const r = safeParseWithProtoKeys(NamedResources, resources);
+  if (!r.success) throw ValidationError.fromZod(r.error, "resources");
+  return ownedCopy(r.data, "resources");
 }
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -317,13 +320,13 @@ function copyCompleteSpan(s: unknown): Span | null {
 export function ownedSpan(span: unknown, index?: number): Span {
   const copy = copyCompleteSpan(span);
   if (copy !== null) return copy;
-  const r = Span.safeParse(span);
+  const r = safeParseWithProtoKeys(Span, span);
   if (!r.success) {
     const err = ValidationError.fromZod(r.error, index === undefined ? "span" : `span #${index}`);
     if (index !== undefined) for (const i of err.issues) i.path.unshift(index);
     throw err;
   }
-  return ownedCopy(withProtoKeysOf(span, r.data), "span");
+  return ownedCopy(r.data, "span");
 }
 
 export function heartbeatStats(stats: unknown): Record<string, unknown> {

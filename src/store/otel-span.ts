@@ -6,7 +6,7 @@
 import type { Attributes, Span, SpanContext, SpanEvent, SpanLink, StatusCode } from "../types/index.ts";
 import { convertTimestamp } from "../types/index.ts";
 import type { OtelReadableSpanLike } from "./base.ts";
-import { setOwn } from "./owned.ts";
+import { setOwn } from "../types/own-keys.ts";
 
 type HrTime = readonly [number, number] | number | null | undefined;
 

@@ -3,7 +3,9 @@
  * it later) and never hands out a live one (docs/departures.md#9): input is copied and frozen on the way in,
  * and the memory backend freezes the rows it builds, so returning a stored row needs no copy.
  */
+import { z } from "zod";
 import { ValidationError } from "../types/index.ts";
+import { setOwn } from "../types/own-keys.ts";
 
 const isPlainObject = (v: object): boolean => {
   const proto = Object.getPrototypeOf(v);
@@ -16,15 +18,6 @@ const isPlainObject = (v: object): boolean => {
  * the copy, the JSON writer or a reader.
  */
 export const MAX_JSON_DEPTH = 512;
-
-/**
- * `o[k] = v` as an own enumerable property, `"__proto__"` included: assigning that key on a plain
- * object would set its prototype (or do nothing), and the key would vanish from the stored JSON.
- */
-export function setOwn(o: Record<string, unknown>, k: string, v: unknown): void {
-  if (k === "__proto__") Object.defineProperty(o, k, { value: v, enumerable: true, writable: true, configurable: true });
-  else o[k] = v;
-}
 
 /** Shared frozen empties: spans are full of `{}` and `[]`, and fewer live objects mean cheaper GC. */
 export const EMPTY_ARRAY: readonly never[] = Object.freeze([]);
@@ -76,35 +69,66 @@ function copyAt<T>(value: T, what: string, depth: number): T {
 const tooDeep = (what: string): ValidationError =>
   new ValidationError(`${what} is nested more than ${MAX_JSON_DEPTH} levels deep (arrays and objects)`, []);
 
+const PROTO = "__proto__";
+
 /**
- * `parsed` (what a zod schema made of `input`) with the `"__proto__"` keys of `input` put back, in their
- * place among the input's keys: zod skips that key when it rebuilds a record or a loose object. A key is
- * put back only into objects that kept every other key of their input (records and loose objects; a
- * stripping object drops unknown keys anyway), and only where zod built a new object (values it passed
- * through still have theirs).
+ * `schema.safeParse(input)` with `"__proto__"` an ordinary key: zod skips that key (it neither checks its
+ * value nor keeps it), so where the input has one it is parsed under a stand-in name that no key of the
+ * input uses, and the result and the issues get the real name back, in the same place among the keys.
  */
-export function withProtoKeysOf<T>(input: unknown, parsed: T): T {
-  return restoreProtoKeys(input, parsed, 1) as T;
+export function safeParseWithProtoKeys<T extends z.ZodType>(
+  schema: T,
+  input: unknown,
+): { success: true; data: z.output<T> } | { success: false; error: z.ZodError } {
+  if (!hasKey(input, PROTO, 1)) return schema.safeParse(input);
+  // U+2060 (word joiner): JSON.stringify does not escape it, so messages name the stand-in as written.
+  let standIn = "\u2060__proto__";
+  while (hasKey(input, standIn, 1)) standIn = `\u2060${standIn}`;
+  const r = schema.safeParse(renameKey(input, PROTO, standIn, 1));
+  if (r.success) return { success: true, data: renameKey(r.data, standIn, PROTO, 1) as z.output<T> };
+  const real = <K extends PropertyKey>(k: K) => (k === standIn ? PROTO : k);
+  const issues = r.error.issues.map((i) => ({
+    ...i,
+    path: i.path.map(real),
+    message: i.message.replaceAll(standIn, PROTO),
+    ...(i.code === "unrecognized_keys" ? { keys: i.keys.map(real) } : {}),
+  }));
+  return { success: false, error: new z.ZodError(issues as z.core.$ZodIssue[]) };
 }
 
-function restoreProtoKeys(input: unknown, out: unknown, depth: number): unknown {
-  if (input === out || depth > MAX_JSON_DEPTH) return out;
-  if (input === null || out === null || typeof input !== "object" || typeof out !== "object" || Object.isFrozen(out)) return out;
-  if (Array.isArray(input)) {
-    if (Array.isArray(out) && out.length === input.length) input.forEach((v, i) => (out[i] = restoreProtoKeys(v, out[i], depth + 1)));
-    return out;
+/** True when a plain object in `v` (nested in plain objects and arrays) has the own key `key`. */
+function hasKey(v: unknown, key: string, depth: number): boolean {
+  if (v === null || typeof v !== "object" || depth > MAX_JSON_DEPTH) return false;
+  if (Array.isArray(v)) return v.some((x) => hasKey(x, key, depth + 1));
+  if (!isPlainObject(v)) return false;
+  if (Object.hasOwn(v, key)) return true;
+  for (const k in v) if (hasKey((v as Record<string, unknown>)[k], key, depth + 1)) return true;
+  return false;
+}
+
+/** `v` with the key `from` of its plain objects renamed `to`, in place among the keys; what holds no such key is shared, not copied. */
+function renameKey(v: unknown, from: string, to: string, depth: number): unknown {
+  if (v === null || typeof v !== "object" || depth > MAX_JSON_DEPTH) return v;
+  if (Array.isArray(v)) {
+    let out: unknown[] | null = null;
+    v.forEach((x, i) => {
+      const y = renameKey(x, from, to, depth + 1);
+      if (y !== x) (out ??= [...v])[i] = y;
+    });
+    return out ?? v;
   }
-  if (Array.isArray(out) || !isPlainObject(input) || !isPlainObject(out)) return out;
-  const i = input as Record<string, unknown>;
-  const o = out as Record<string, unknown>;
-  for (const k of Object.keys(o)) if (k !== "__proto__" && Object.hasOwn(i, k)) o[k] = restoreProtoKeys(i[k], o[k], depth + 1);
-  const keys = Object.keys(i);
-  if (!Object.hasOwn(i, "__proto__") || Object.hasOwn(o, "__proto__") || !keys.every((k) => k === "__proto__" || Object.hasOwn(o, k)))
-    return out;
-  const rebuilt: Record<string, unknown> = {};
-  for (const k of keys) setOwn(rebuilt, k, k === "__proto__" ? i[k] : o[k]);
-  for (const k of Object.keys(o)) if (!Object.hasOwn(rebuilt, k)) rebuilt[k] = o[k];
-  return rebuilt;
+  if (!isPlainObject(v)) return v;
+  const o = v as Record<string, unknown>;
+  let changed = Object.hasOwn(o, from);
+  const entries = Object.keys(o).map((k): [string, unknown] => {
+    const y = renameKey(o[k], from, to, depth + 1);
+    if (y !== o[k]) changed = true;
+    return [k === from ? to : k, y];
+  });
+  if (!changed) return v;
+  const out: Record<string, unknown> = {};
+  for (const [k, y] of entries) setOwn(out, k, y);
+  return out;
 }
 
 /**

@@ -6,6 +6,7 @@
 import type { AttributeValue, Attributes, Span } from "../types/index.ts";
 import { ExceptionAttributes, LinkAttributes, LightningSpanAttributes, ValidationError } from "../types/index.ts";
 import { getLogger } from "../platform/log.ts";
+import { setOwn } from "../types/own-keys.ts";
 
 const log = getLogger("agentlightning.utils.otel");
 
@@ -50,7 +51,7 @@ function walk(v: unknown, prefix: string, out: Record<string, unknown>, expand: 
       const kinds = new Set(v.map(primitiveKind));
       if (!kinds.has(null)) {
         if (kinds.size === 1) {
-          out[prefix] = [...v];
+          setOwn(out, prefix, [...v]);
           return;
         }
         log.warn(`List at '${prefix}' has mixed primitive types (${[...kinds].join(", ")}); expanding it into indexed keys`);
@@ -72,7 +73,7 @@ function walk(v: unknown, prefix: string, out: Record<string, unknown>, expand: 
     for (const k of Object.keys(v)) walk(v[k], join(prefix, k), out, expand);
     return;
   }
-  out[prefix] = v;
+  setOwn(out, prefix, v);
 }
 
 function jsonOrString(v: unknown, force: boolean): string {
@@ -101,7 +102,7 @@ export function sanitizeValue(v: unknown, force = true): AttributeValue {
 
 export function sanitizeAttributes(attrs: Record<string, unknown>, force = true): Attributes {
   const out: Attributes = {};
-  for (const [k, v] of Object.entries(attrs)) out[k] = sanitizeValue(v, force);
+  for (const [k, v] of Object.entries(attrs)) setOwn(out, k, sanitizeValue(v, force));
   return out;
 }
 

@@ -3,12 +3,15 @@
  * encoding is in docs/tracing.md#span-names-attributes-and-emitters). Writers (flatten, sanitize) belong to the tracer.
  */
 import { ValidationError } from "./errors.ts";
+import { getOwn, setOwn } from "./own-keys.ts";
 
 export type Nested = unknown;
 
 /**
  * Dotted keys to nested objects; a dict whose keys are exactly "0".."n-1" becomes a list.
  * Later keys win: `{"a":1,"a.b":2}` gives `{"a":{"b":2}}`, while `{"a.b":2,"a":1}` gives `{"a":1}` (as upstream).
+ * Key segments are data: `a.__proto__.b` gives `{"a":{"__proto__":{"b":...}}}` with `__proto__` an own key,
+ * and nothing is read from or written to a prototype (docs/tracing.md).
  */
 export function unflatten(flat: Record<string, unknown>): Nested {
   const root: Record<string, unknown> = {};
@@ -16,11 +19,11 @@ export function unflatten(flat: Record<string, unknown>): Nested {
     const parts = key.split(".");
     let d = root;
     for (const part of parts.slice(0, -1)) {
-      const next = d[part];
-      if (typeof next !== "object" || next === null || Array.isArray(next)) d[part] = {};
-      d = d[part] as Record<string, unknown>;
+      let next = getOwn(d, part);
+      if (typeof next !== "object" || next === null || Array.isArray(next)) setOwn(d, part, (next = {}));
+      d = next as Record<string, unknown>;
     }
-    d[parts[parts.length - 1]] = value;
+    setOwn(d, parts[parts.length - 1], value);
   }
   return listify(root);
 }
@@ -28,7 +31,7 @@ export function unflatten(flat: Record<string, unknown>): Nested {
 function listify(v: unknown): unknown {
   if (typeof v !== "object" || v === null || Array.isArray(v)) return v;
   const obj = v as Record<string, unknown>;
-  for (const k of Object.keys(obj)) obj[k] = listify(obj[k]);
+  for (const k of Object.keys(obj)) setOwn(obj, k, listify(obj[k]));
   const keys = Object.keys(obj);
   if (keys.length === 0 || !keys.every((k) => /^\d+$/.test(k))) return obj;
   const idx = keys.map(Number).sort((a, b) => a - b);
@@ -41,7 +44,7 @@ export function filterAndUnflatten(attrs: Record<string, unknown>, prefix: strin
   const picked: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(attrs)) {
     if (k === prefix) throw new ValidationError(`Attribute '${prefix}' must not be set directly; it is a prefix`, [prefix]);
-    if (k.startsWith(prefix + ".")) picked[k.slice(prefix.length + 1)] = v;
+    if (k.startsWith(prefix + ".")) setOwn(picked, k.slice(prefix.length + 1), v);
   }
   return unflatten(picked);
 }

@@ -18,6 +18,12 @@ describe("Python literal parser", () => {
     const arr = [1, 2];
     expect(parsePythonLiteral(arr)).toBe(arr);
   });
+  it("keeps dict keys named __proto__, constructor and prototype as own keys, not as the dict's prototype", () => {
+    const v = parsePythonLiteral("[{'__proto__': {'token_ids': [7]}, 'constructor': 1, 'prototype': [2]}]") as Record<string, unknown>[];
+    expect(JSON.stringify(v)).toBe('[{"__proto__":{"token_ids":[7]},"constructor":1,"prototype":[2]}]');
+    expect(Object.getPrototypeOf(v[0])).toBe(Object.prototype);
+    expect(v[0]!.token_ids).toBeUndefined();
+  });
 });
 
 describe("LlmProxyTraceToTriplet (§5.10)", () => {
@@ -72,6 +78,18 @@ describe("LlmProxyTraceToTriplet (§5.10)", () => {
 });
 
 describe("TraceToMessages (§5.11)", () => {
+  it("groupGenai keeps keys named __proto__, constructor and prototype as own keys at every level", () => {
+    const attrs = JSON.parse(
+      '{"p.__proto__":[1],"p.a.__proto__":["x"],"p.a.constructor.prototype":2,"p.b.prototype.__proto__.c":3,"q.0.__proto__":[4]}',
+    ) as Record<string, unknown>;
+    const p = groupGenai(attrs, "p");
+    expect(JSON.stringify(p)).toBe(
+      '{"__proto__":[1],"a":{"__proto__":["x"],"constructor":{"prototype":2}},"b":{"prototype":{"__proto__":{"c":3}}}}',
+    );
+    expect(Object.getPrototypeOf(p)).toBe(Object.prototype);
+    expect(JSON.stringify(groupGenai(attrs, "q"))).toBe('[{"__proto__":[4]}]');
+  });
+
   it("regroups gen_ai attributes into lists and dicts", () => {
     expect(
       groupGenai({ "gen_ai.prompt.1.role": "user", "gen_ai.prompt.0.role": "system", "gen_ai.prompt.0.content": "s" }, "gen_ai.prompt"),

@@ -346,6 +346,45 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     await screenshot(page, "store");
   });
 
+  it("Rollout detail: span attribute keys named __proto__ show as data, and the server keeps answering", async () => {
+    const post = (path: string, body: string) => api(path, { method: "POST", headers: { "content-type": "application/json" }, body });
+    const r = await post("rollouts", '{"input":{"__proto__":{"polluted":true}}}');
+    // JSON text: an object literal cannot carry an own "__proto__" key.
+    const attributes =
+      '{"gen_ai.prompt.0.role":"user","gen_ai.prompt.0.content":"hi","gen_ai.prompt.0.__proto__":["evil"],' +
+      '"gen_ai.prompt.__proto__.x.y":1,"gen_ai.completion.0.role":"assistant","gen_ai.completion.0.content":"ok"}';
+    const spanText = JSON.stringify({
+      rollout_id: r.rollout_id,
+      attempt_id: r.attempt.attempt_id,
+      trace_id: "b".repeat(32),
+      span_id: "c".repeat(16),
+      parent_id: null,
+      name: "openai.chat.completion",
+      status: { status_code: "OK", description: null },
+      attributes: "ATTRIBUTES",
+      events: [],
+      links: [],
+      start_time: 1,
+      end_time: 2,
+      context: null,
+      parent: null,
+      resource: { attributes: {}, schema_url: "" },
+    }).replace('"ATTRIBUTES"', attributes);
+    expect(await post("spans/batch", `{"spans":[${spanText}]}`)).toHaveLength(1);
+
+    await go(`rollouts/${r.rollout_id}`);
+    await page.getByRole("tab", { name: /LLM calls/ }).click();
+    await page.locator("details.card summary").first().click();
+    expect(await page.getByTestId("llm-call").first().locator(".msg pre").allInnerTexts()).toEqual(["hi", "ok"]);
+    await page.getByRole("tab", { name: "Triplets" }).click();
+    const triplets = page.getByTestId("triplets");
+    await poll(() => triplets.innerText()).toContain("1 triplets from 1 spans");
+    expect(await triplets.locator(".triplet pre").first().innerText()).toContain('"__proto__": {\n      "x": {\n        "y": 1');
+    expect(await page.evaluate(() => "x" in {} || "polluted" in {})).toBe(false);
+    expect(await api("health")).toEqual({ status: "ok" });
+    expect((await api("rollouts?limit=1")).items).toHaveLength(1);
+  });
+
   it("has a dark look too, and raised no page errors", async () => {
     const { page: dark, errors: darkErrors } = await openPage(browser, { dark: true });
     await dark.goto(`${server.url}/#/rollouts/${seeded.showcase}`);

@@ -104,6 +104,22 @@ describe("span readers", () => {
   });
 });
 
+describe("span readers with keys named __proto__, constructor and prototype", () => {
+  it("keeps them as fields of a message or a reward, and leaves the prototypes alone", () => {
+    const attributes = JSON.parse(
+      '{"gen_ai.prompt.0.__proto__":["evil"],"gen_ai.prompt.0.role":"user","gen_ai.prompt.0.constructor":"c",' +
+        '"gen_ai.completion.0.prototype":[1],"agentlightning.reward.0.__proto__":{"name":"fake"},"agentlightning.reward.0.value":2}',
+    );
+    const call = llmCall(span("x", null, 0, 1, { attributes }));
+    expect(JSON.stringify(call.prompt)).toBe('[{"__proto__":["evil"],"role":"user","constructor":"c"}]');
+    expect(Object.getPrototypeOf(call.prompt[0])).toBe(Object.prototype);
+    expect(JSON.stringify(call.completion)).toBe('[{"prototype":[1]}]');
+    // A `__proto__` field is not where a reward's name comes from.
+    expect(rewardValues(span("r", null, 0, 0, { attributes }))).toEqual([{ name: "reward", value: 2 }]);
+    expect(({} as Record<string, unknown>).name).toBeUndefined();
+  });
+});
+
 describe("diffLines", () => {
   it("keeps common lines and marks removed and added ones", () => {
     expect(diffLines("a\nb\nc\nd", "a\nc\nx\nd")).toEqual([

@@ -118,7 +118,8 @@ describe.each(BACKENDS)("$name store", (backend) => {
       expect(spans).toHaveLength(2);
       expectSameJsonFields(spans[0]!, JSON.parse(complete));
       const { status: _, ...rest } = JSON.parse(incomplete) as Record<string, unknown>;
-      expectSameJsonFields(spans[1]!, rest, { status: '{"status_code":"OK","__proto__":"s","description":null}' });
+      // The filled description comes before the extra key, as it does for an extra key of any other name.
+      expectSameJsonFields(spans[1]!, rest, { status: '{"status_code":"OK","description":null,"__proto__":"s"}' });
       expect(JSON.stringify((await store.getResourcesById(res.resources_id))!.resources)).toBe(resourcesText);
       expect(JSON.stringify((await store.getWorkerById("w1"))!.heartbeat_stats)).toBe(PROTO_STATS);
       // Nothing reached Object.prototype on the way.
@@ -157,6 +158,77 @@ describe.each(BACKENDS)("$name store", (backend) => {
         JSON.stringify([await store.queryRollouts(), await store.queryAttempts(r.rollout_id), await store.querySpans(r.rollout_id)]),
       ).toBe(before);
       expect(await store.getWorkerById("w2")).toBeNull();
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe('"__proto__" is validated like any other key', () => {
+  /** The issues (path and message) of what `call` throws, with `name` in the paths written as `<key>`. */
+  const issuesOf = async (call: () => Promise<unknown>, name: string): Promise<string[]> => {
+    const err = await call().then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err, name).toBeInstanceOf(ValidationError);
+    return (err as ValidationError).issues.map((i) => `${i.path.map((p) => (p === name ? "<key>" : p)).join(".")}: ${i.message}`);
+  };
+  /** JSON text of `{ [name]: value }`: an object literal or JSON.stringify cannot write a "__proto__" key. */
+  const keyed = (name: string, value: unknown): Record<string, unknown> => JSON.parse(`{${JSON.stringify(name)}:${JSON.stringify(value)}}`);
+
+  it("a resource named __proto__ with an invalid value is refused with the same issues as any other name, and nothing is stored", async () => {
+    const store = new InMemoryLightningStore();
+    try {
+      const bad = { resource_type: "llm", endpoint: 5 };
+      const other = await issuesOf(() => store.addResources(keyed("x", bad) as never), "x");
+      expect(other.length).toBeGreaterThan(0);
+      expect(await issuesOf(() => store.addResources(keyed("__proto__", bad) as never), "__proto__")).toEqual(other);
+      expect((await store.queryResources()).total).toBe(0);
+      const ok = await store.addResources({ x: { resource_type: "prompt_template", template: "t", engine: "f-string" } });
+      const update = () => store.updateResources(ok.resources_id, keyed("__proto__", bad) as never);
+      expect(await issuesOf(update, "__proto__")).toEqual(other);
+      expect((await store.getResourcesById(ok.resources_id))!.resources).toEqual(ok.resources);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("a valid resource named __proto__ gets its defaults filled like any other, and stays an own key", async () => {
+    const store = new InMemoryLightningStore();
+    try {
+      const llm = { resource_type: "llm", endpoint: "http://x", model: "m" };
+      const other = await store.addResources(keyed("x", llm) as never);
+      const proto = await store.addResources(keyed("__proto__", llm) as never);
+      expect(Object.keys(proto.resources)).toEqual(["__proto__"]);
+      expect(Object.getPrototypeOf(proto.resources)).toBe(Object.prototype);
+      expect(JSON.stringify(Object.values(proto.resources)[0])).toBe(JSON.stringify(other.resources.x));
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("a span attribute, event attribute, resource attribute or trace state key __proto__ with an invalid value is refused like any other", async () => {
+    const store = new InMemoryLightningStore();
+    try {
+      const r = await store.startRollout(1);
+      const base = JSON.parse(protoSpanText(r.rollout_id, r.attempt.attempt_id, 1, "e".repeat(16), true)) as Record<string, unknown>;
+      const ctx = base.context as Record<string, unknown>;
+      const invalid: [string, (name: string) => Record<string, unknown>][] = [
+        ["attributes", (name) => ({ ...base, attributes: keyed(name, { nested: 1 }) })],
+        ["event attributes", (name) => ({ ...base, events: [{ name: "e", attributes: keyed(name, [1, "mixed"]), timestamp: 1 }] })],
+        ["resource attributes", (name) => ({ ...base, resource: { attributes: keyed(name, null), schema_url: "" } })],
+        ["trace state", (name) => ({ ...base, context: { ...ctx, trace_state: keyed(name, 1) } })],
+      ];
+      for (const [what, span] of invalid) {
+        const other = await issuesOf(() => store.addSpan(span("x") as unknown as Span), "x");
+        expect(other.length, what).toBeGreaterThan(0);
+        expect(await issuesOf(() => store.addSpan(span("__proto__") as unknown as Span), "__proto__"), what).toEqual(other);
+        expect(await issuesOf(() => store.addManySpans([span("__proto__") as unknown as Span]), "__proto__"), what).toEqual(
+          await issuesOf(() => store.addManySpans([span("x") as unknown as Span]), "x"),
+        );
+      }
+      expect((await store.querySpans(r.rollout_id)).items).toEqual([]);
     } finally {
       await store.close();
     }

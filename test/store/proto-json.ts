@@ -27,3 +27,60 @@ export function expectSameJsonFields(actual: object, sent: Record<string, unknow
 
 /** `[[...[0]...]]` with `levels` arrays. */
 export const nested = (levels: number): unknown => JSON.parse("[".repeat(levels) + "0" + "]".repeat(levels));
+
+/** The keys that reach a prototype when an object is built naively from untrusted keys. */
+export const PROTOTYPE_KEYS = ["__proto__", "constructor", "prototype"] as const;
+
+/** Every place a prototype-naming segment `k` can sit in a dotted attribute key. */
+export const shapesFor = (k: string): string[] => [
+  k,
+  `${k}.x`,
+  `a.${k}`,
+  `a.${k}.x`,
+  `a.b.${k}`,
+  `${k}.${k}.x`,
+  `a.${k}.constructor.prototype.x`,
+  `a.constructor.prototype.${k}`,
+  `0.${k}`,
+  `0.${k}.x`,
+];
+
+/** The JSON text one dotted key unflattens to: each segment an object key, the index 0 a one-item list. */
+export const nestedText = (key: string, value: unknown): string =>
+  key.split(".").reduceRight((inner, part) => (part === "0" ? `[${inner}]` : `{${JSON.stringify(part)}:${inner}}`), JSON.stringify(value));
+
+const PROTOTYPES: readonly [string, object][] = [
+  ["Object.prototype", Object.prototype],
+  ["Array.prototype", Array.prototype],
+  ["Function.prototype", Function.prototype],
+];
+
+/** The own properties of the prototypes every object, array and function inherits from, to compare and restore. */
+export function snapshotPrototypes(): Map<object, Map<PropertyKey, PropertyDescriptor>> {
+  return new Map(
+    PROTOTYPES.map(([, p]) => [p, new Map(Reflect.ownKeys(p).map((k) => [k, Object.getOwnPropertyDescriptor(p, k)!]))] as const),
+  );
+}
+
+/** What was added to or changed on those prototypes since `before` (`Object.prototype.polluted`, ...); [] when nothing. */
+export function prototypeChanges(before: ReturnType<typeof snapshotPrototypes>): string[] {
+  const changes: string[] = [];
+  for (const [name, p] of PROTOTYPES) {
+    const was = before.get(p)!;
+    for (const k of Reflect.ownKeys(p)) {
+      const d = Object.getOwnPropertyDescriptor(p, k)!;
+      const old = was.get(k);
+      if (!old || !Object.is(old.value, d.value) || old.get !== d.get || old.set !== d.set) changes.push(`${name}.${String(k)}`);
+    }
+  }
+  return changes;
+}
+
+/** Puts those prototypes back as they were in `before`, so that one polluting failure does not break the tests after it. */
+export function restorePrototypes(before: ReturnType<typeof snapshotPrototypes>): void {
+  for (const [, p] of PROTOTYPES) {
+    const was = before.get(p)!;
+    for (const k of Reflect.ownKeys(p)) if (!was.has(k)) delete (p as Record<PropertyKey, unknown>)[k];
+    for (const [k, d] of was) Object.defineProperty(p, k, d);
+  }
+}

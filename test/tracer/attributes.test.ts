@@ -7,6 +7,7 @@ import {
   makeLinkAttributes,
   makeTagAttributes,
   queryLinkedSpans,
+  sanitizeAttributes,
   sanitizeValue,
 } from "../../src/tracer/index.ts";
 import { filterAndUnflatten, spanFromAttributes, ValidationError } from "../../src/types/index.ts";
@@ -29,6 +30,16 @@ describe("flatten", () => {
   it("drops empty lists and dicts, keeps null and a root primitive under ''", () => {
     expect(flatten({ a: [], b: {}, c: null })).toEqual({ c: null });
     expect(flatten(5)).toEqual({ "": 5 });
+  });
+
+  it("keeps keys named __proto__, constructor and prototype as own keys, and they round-trip through filterAndUnflatten", () => {
+    const text = '{"__proto__":[1,2],"a":{"__proto__":{"constructor":{"prototype":"x"}}},"b":{"__proto__":5}}';
+    const flat = flatten(JSON.parse(text));
+    expect(JSON.stringify(flat)).toBe('{"__proto__":[1,2],"a.__proto__.constructor.prototype":"x","b.__proto__":5}');
+    expect(Object.getPrototypeOf(flat)).toBe(Object.prototype);
+    const prefixed = Object.fromEntries(Object.entries(flat).map(([k, v]) => [`p.${k}`, v]));
+    expect(JSON.stringify(filterAndUnflatten(prefixed, "p"))).toBe(text);
+    expect(JSON.stringify(sanitizeAttributes(flat))).toBe(JSON.stringify(flat));
   });
 
   it("rejects non-string Map keys", () => {

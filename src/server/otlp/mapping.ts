@@ -16,7 +16,7 @@
  */
 import type { Attributes, AttributeValue, Span, SpanContext } from "../../types/index.ts";
 import { LightningResourceAttributes, convertTimestamp } from "../../types/index.ts";
-import { setOwn } from "../../store/owned.ts";
+import { setOwn } from "../../types/own-keys.ts";
 
 /** The decoded message shapes (field local names of @bufbuild/protobuf). */
 interface AnyValueMsg {

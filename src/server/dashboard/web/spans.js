@@ -66,6 +66,9 @@ export function timeRange(spans) {
   return Number.isFinite(start) ? { start, end: Math.max(end, start) } : { start: 0, end: 0 };
 }
 
+/** `o[k] = v` as an own property, so that a key such as `__proto__` stays data instead of setting the prototype. */
+const setOwn = (o, k, v) => Object.defineProperty(o, k, { value: v, enumerable: true, writable: true, configurable: true });
+
 /** `prefix.N.field` attributes as a list of { field: value } ordered by N. */
 function indexed(attributes, prefix) {
   const items = new Map();
@@ -76,7 +79,7 @@ function indexed(attributes, prefix) {
     const n = Number(dot < 0 ? rest : rest.slice(0, dot));
     if (!Number.isInteger(n)) continue;
     if (!items.has(n)) items.set(n, {});
-    items.get(n)[dot < 0 ? "value" : rest.slice(dot + 1)] = v;
+    setOwn(items.get(n), dot < 0 ? "value" : rest.slice(dot + 1), v);
   }
   return [...items.entries()].sort((a, b) => a[0] - b[0]).map(([, item]) => item);
 }
