@@ -61,8 +61,8 @@ async function stillOpenAfter(list: SlowSocket[], seconds: number): Promise<Slow
 /** How long the server may take past a timeout before the test calls it a failure (the machine may be loaded). */
 const SLACK = 25;
 
-const uploadHead = "POST /v1/agl/rollouts HTTP/1.1\r\nHost: agl\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{";
-const headersHead = "GET /v1/agl/health HTTP/1.1\r\nHost: agl\r\nX-Slow: ";
+const uploadHead = "POST /v1/agl/rollouts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{";
+const headersHead = "GET /v1/agl/health HTTP/1.1\r\nHost: localhost\r\nX-Slow: ";
 
 async function realWork(client: LightningStoreClient, tag: string): Promise<void> {
   const r = await client.enqueueRollout({ tag });
@@ -164,7 +164,7 @@ describe.each(RUNTIMES)("slow clients against agl store under %s", (runtime: Run
       const s = connect(Number(port), hostname);
       sockets.push(s);
       await new Promise<void>((r) => s.once("connect", () => r()));
-      s.write(`POST /v1/agl/rollouts HTTP/1.1\r\nHost: agl\r\nContent-Type: application/json\r\n${body}`);
+      s.write(`POST /v1/agl/rollouts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n${body}`);
       await new Promise((r) => setTimeout(r, 300));
       s.destroy();
     }
