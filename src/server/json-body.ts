@@ -15,7 +15,7 @@ import { HttpProblem } from "./errors.ts";
 
 /**
  * A request body is read as JSON only when it declares a JSON Content-Type (`application/json`,
- * `application/*+json`); anything else (a form, `text/plain`) or none is a 415 (docs/departures.md#54:
+ * `application/*+json`); anything else (a form, `text/plain`) or none is a 415 (docs/departures.md#55:
  * upstream reads a body without one as JSON). A web page can send a form, plain text or a Blob without
  * a type with no CORS preflight (`fetch(url, { mode: "no-cors", body: new Blob([json]) })` declares none);
  * a JSON type it cannot send without one.

@@ -6,7 +6,7 @@
  */
 import type { Hono } from "hono";
 import { request } from "undici";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { parseAllowedHosts } from "../../src/cli/flags.ts";
 import { parseProxyArgs } from "../../src/cli/proxy.ts";
 import { parseServeArgs } from "../../src/cli/serve.ts";
@@ -15,6 +15,7 @@ import { initParams, presetConfig } from "../../src/model/index.ts";
 import { createPolicyApp, LLMProxy, ModelPolicy, parseLlmProxyConfig } from "../../src/proxy/index.ts";
 import { isLoopbackAddress } from "../../src/server/browser-guard.ts";
 import { createStoreApp } from "../../src/server/index.ts";
+import { type ServerHost, startStoreServer } from "../../src/server/run.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { ValidationError } from "../../src/types/index.ts";
 import { type ScriptedUpstream, startScriptedUpstream } from "../proxy/scripted-upstream.ts";
@@ -308,6 +309,35 @@ describe("allowed hosts as options", () => {
   it("loopback bind addresses are told from the others", () => {
     for (const a of ["127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"]) expect(isLoopbackAddress(a), a).toBe(true);
     for (const a of ["0.0.0.0", "::", "192.168.1.2", "gpu-box.lan", "10.0.0.1"]) expect(isLoopbackAddress(a), a).toBe(false);
+  });
+});
+
+describe("agl store's startup", () => {
+  it("warns when it listens beyond loopback without a token, not on loopback or with a token", async () => {
+    const host: ServerHost = {
+      runtime: "test",
+      onShutdownSignal: () => undefined,
+      cwd: () => ".",
+      env: () => undefined,
+      exit: () => process.exit(1),
+    };
+    const warningsOf = async (argv: string[]) => {
+      const warnings: string[] = [];
+      const log = { debug() {}, info() {}, error() {}, warning: (m: string) => void warnings.push(m) };
+      const spy = vi.spyOn(console, "log").mockImplementation(() => undefined);
+      try {
+        const running = await startStoreServer(parseStoreArgs(["--port", "0", "--db", "memory", ...argv]), host, log);
+        await running.shutdown();
+      } finally {
+        spy.mockRestore();
+      }
+      return warnings.filter((w) => w.includes("without a token"));
+    };
+    expect(await warningsOf(["--host", "0.0.0.0"])).toEqual([
+      expect.stringMatching(/listening on 0\.0\.0\.0 without a token.*--allowed-host/),
+    ]);
+    expect(await warningsOf([])).toEqual([]);
+    expect(await warningsOf(["--host", "0.0.0.0", "--token", "t0k"])).toEqual([]);
   });
 });
 
