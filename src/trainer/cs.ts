@@ -343,8 +343,10 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
     const shutdown = new AbortController();
     try {
       if (this.managedStore) {
-        const app = createStoreApp(store, { shutdownSignal: shutdown.signal });
-        served = await serveFetch(app.fetch, { hostname: bindable(this.serverHost), port: this.serverPort });
+        const hostname = bindable(this.serverHost);
+        // The bind address decides the Host check of a server without a token (src/server/browser-guard.ts).
+        const app = createStoreApp(store, { shutdownSignal: shutdown.signal, bindAddress: hostname });
+        served = await serveFetch(app.fetch, { hostname, port: this.serverPort });
         this.boundPort = served.port;
         log.info(`Store server listening on ${this.address(served.port)}`);
       }

@@ -17,6 +17,7 @@ import { isLoopbackAddress } from "../../src/server/browser-guard.ts";
 import { createStoreApp } from "../../src/server/index.ts";
 import { type ServerHost, startStoreServer } from "../../src/server/run.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
+import { ClientServerExecutionStrategy } from "../../src/trainer/cs.ts";
 import { ValidationError } from "../../src/types/index.ts";
 import { type ScriptedUpstream, startScriptedUpstream } from "../proxy/scripted-upstream.ts";
 import { RUNTIMES, startServerProcess } from "./processes.ts";
@@ -309,6 +310,23 @@ describe("allowed hosts as options", () => {
   it("loopback bind addresses are told from the others", () => {
     for (const a of ["127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"]) expect(isLoopbackAddress(a), a).toBe(true);
     for (const a of ["0.0.0.0", "::", "192.168.1.2", "gpu-box.lan", "10.0.0.1"]) expect(isLoopbackAddress(a), a).toBe(false);
+  });
+});
+
+describe("the Trainer's client-server strategy", () => {
+  it("serves its store with the Host check of the address it binds: on 0.0.0.0 any name reaches it", async () => {
+    const strategy = new ClientServerExecutionStrategy({ role: "algorithm", serverHost: "0.0.0.0", serverPort: 0 });
+    let answer: number | null = null;
+    await strategy.execute(
+      async () => {
+        const res = await request(`http://127.0.0.1:${strategy.boundPort}/v1/agl/statistics`, { headers: { host: "gpu-box.lan" } });
+        answer = res.statusCode;
+        await res.body.dump();
+      },
+      async () => undefined,
+      new InMemoryLightningStore(),
+    );
+    expect(answer).toBe(200);
   });
 });
 
