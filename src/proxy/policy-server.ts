@@ -400,7 +400,8 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
   return app;
 }
 
-export interface PolicyServerOptions extends PolicyAppOptions {
+/** `hostname` is also the bind address of the `Host` check. */
+export interface PolicyServerOptions extends Omit<PolicyAppOptions, "bindAddress"> {
   hostname?: string;
   /** 0 picks a free port [0]. */
   port?: number;

@@ -4,15 +4,18 @@
  * `Origin` or `Sec-Fetch-Site` (403), and a `Host` that names neither loopback, an IP address, the bind
  * address nor an allowed name (403, against DNS rebinding). Each refusal leaves nothing written.
  */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { Hono } from "hono";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { parseAllowedHosts } from "../../src/cli/flags.ts";
-import { parseProxyArgs } from "../../src/cli/proxy.ts";
+import { parseProxyArgs, startLlmProxy } from "../../src/cli/proxy.ts";
 import { parseServeArgs } from "../../src/cli/serve.ts";
 import { parseStoreArgs } from "../../src/cli/store.ts";
 import { initParams, presetConfig } from "../../src/model/index.ts";
-import { createPolicyApp, LLMProxy, ModelPolicy, parseLlmProxyConfig } from "../../src/proxy/index.ts";
+import { createPolicyApp, LLMProxy, ModelPolicy, PolicyServer, parseLlmProxyConfig } from "../../src/proxy/index.ts";
 import { isLoopbackAddress } from "../../src/server/browser-guard.ts";
 import { createStoreApp } from "../../src/server/index.ts";
 import { type ServerHost, startStoreServer } from "../../src/server/run.ts";
@@ -76,6 +79,15 @@ async function routedStore() {
     spans: async () => (await store.querySpans(rollout_id)).items.length,
   };
 }
+
+/** What the `agl` commands get from their runtime, for starting them in this process. */
+const TEST_HOST: ServerHost = {
+  runtime: "test",
+  onShutdownSignal: () => undefined,
+  cwd: () => ".",
+  env: () => undefined,
+  exit: () => process.exit(1),
+};
 
 const CHAT = { model: "tiny-policy", messages: [{ role: "user", content: "hi" }], max_tokens: 2 };
 
@@ -313,6 +325,50 @@ describe("allowed hosts as options", () => {
   });
 });
 
+describe("the servers pass their address and allowed names on", () => {
+  /** The status of `GET path` with `Host: host` (fetch() would drop a Host header; undici's request sends it). */
+  const statusFor = async (url: string, host: string): Promise<number> => {
+    const res = await request(url, { headers: { host } });
+    await res.body.dump();
+    return res.statusCode;
+  };
+
+  it("PolicyServer: its allowedHosts", async () => {
+    const server = new PolicyServer({ policy, allowedHosts: ["app.example"] });
+    await server.start();
+    try {
+      expect(await statusFor(`${server.endpoint}/models`, "app.example")).toBe(200);
+      expect(await statusFor(`${server.endpoint}/models`, "other.example")).toBe(403);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it("agl proxy: the config's allowed_hosts, replaced by --allowed-host", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agl-guard-"));
+    const config = join(dir, "proxy.json");
+    writeFileSync(config, JSON.stringify({ models: [{ name: "m", upstreams: [upstream.url] }], allowed_hosts: ["from-config.example"] }));
+    const spy = vi.spyOn(console, "log").mockImplementation(() => undefined);
+    try {
+      for (const [flags, allowed, refused] of [
+        [[], "from-config.example", "from-flag.example"],
+        [["--allowed-host", "from-flag.example"], "from-flag.example", "from-config.example"],
+      ] as const) {
+        const running = await startLlmProxy(parseProxyArgs(["--config", config, "--port", "0", ...flags]), TEST_HOST);
+        try {
+          expect(await statusFor(`${running.proxy.endpoint}/models`, allowed)).toBe(200);
+          expect(await statusFor(`${running.proxy.endpoint}/models`, refused)).toBe(403);
+        } finally {
+          await running.shutdown();
+        }
+      }
+    } finally {
+      spy.mockRestore();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("the Trainer's client-server strategy", () => {
   it("serves its store with the Host check of the address it binds: on 0.0.0.0 any name reaches it", async () => {
     const strategy = new ClientServerExecutionStrategy({ role: "algorithm", serverHost: "0.0.0.0", serverPort: 0 });
@@ -332,19 +388,12 @@ describe("the Trainer's client-server strategy", () => {
 
 describe("agl store's startup", () => {
   it("warns when it listens beyond loopback without a token, not on loopback or with a token", async () => {
-    const host: ServerHost = {
-      runtime: "test",
-      onShutdownSignal: () => undefined,
-      cwd: () => ".",
-      env: () => undefined,
-      exit: () => process.exit(1),
-    };
     const warningsOf = async (argv: string[]) => {
       const warnings: string[] = [];
       const log = { debug() {}, info() {}, error() {}, warning: (m: string) => void warnings.push(m) };
       const spy = vi.spyOn(console, "log").mockImplementation(() => undefined);
       try {
-        const running = await startStoreServer(parseStoreArgs(["--port", "0", "--db", "memory", ...argv]), host, log);
+        const running = await startStoreServer(parseStoreArgs(["--port", "0", "--db", "memory", ...argv]), TEST_HOST, log);
         await running.shutdown();
       } finally {
         spy.mockRestore();
