@@ -6,6 +6,7 @@
  * starts with `-` (`--port -1` is a bad port, not an unknown flag). A flag given twice keeps the last
  * value unless it is repeatable. `-h` and `--help` are every command's.
  */
+import { parseAllowedHost } from "../server/browser-guard.ts";
 import { UsageError } from "../server/config.ts";
 
 export interface FlagSpec {
@@ -116,6 +117,32 @@ export const PORT_BOUNDS = { integer: true, min: 0, max: 65535 } as const;
 
 /** The `--port` flag the server commands share; its default differs, so the help is each command's. */
 export const portFlag = (help: string) => ({ name: "port", type: "number", ...PORT_BOUNDS, value: "PORT", help }) as const;
+
+/** `--allowed-host NAME` of the server commands (src/server/browser-guard.ts). */
+export const allowedHostFlag = {
+  name: "allowed-host",
+  type: "string",
+  repeatable: true,
+  value: "NAME",
+  help:
+    "also answer requests whose Host is NAME (repeatable; .NAME adds its subdomains, * any name); without a token\n" +
+    "a server on loopback answers only localhost, IP addresses and its bind address, against DNS rebinding",
+} as const;
+
+/** The `--allowed-host` values, normalised; a bad one is a FlagError naming it. */
+export function parseAllowedHosts(values: readonly string[] | undefined): string[] {
+  return (values ?? []).map((v) => {
+    try {
+      return parseAllowedHost(v);
+    } catch {
+      throw new InvalidFlagValueError(
+        "--allowed-host",
+        v,
+        "must be a host name without a scheme, port or path (example.com, .example.com or *)",
+      );
+    }
+  });
+}
 
 const HELP_FLAG: FlagSpec = { name: "help", type: "boolean", help: "this text" };
 

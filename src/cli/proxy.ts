@@ -9,7 +9,7 @@ import { LLMProxy } from "../proxy/llm-proxy.ts";
 import { platformServe } from "../proxy/openai-http.ts";
 import { normaliseDb } from "../server/open-store.ts";
 import type { ServerHost } from "../server/run.ts";
-import { type CommandSpec, formatHelp, parseFlags, portFlag } from "./flags.ts";
+import { allowedHostFlag, type CommandSpec, formatHelp, parseAllowedHosts, parseFlags, portFlag } from "./flags.ts";
 import type { LightningStore } from "../store/base.ts";
 import { runnerFetch } from "../trainer/runner-fetch.ts";
 
@@ -34,6 +34,7 @@ export const PROXY_COMMAND = {
             "where spans go: an `agl store` server (http://...), memory, a libSQL URL or a file path\n" +
             "(default: the config's store; without one nothing is recorded)",
         },
+        { ...allowedHostFlag, help: `${allowedHostFlag.help}\n(replaces the config's allowed_hosts)` },
       ],
     },
   ],
@@ -46,12 +47,21 @@ export interface ProxyArgs {
   host: string | null;
   port: number | null;
   store: string | null;
+  /** null: the config's. */
+  allowedHosts: string[] | null;
   help: boolean;
 }
 
 export function parseProxyArgs(argv: readonly string[]): ProxyArgs {
   const { help, values: v } = parseFlags(PROXY_COMMAND, argv);
-  return { config: v.config ?? "", host: v.host ?? null, port: v.port ?? null, store: v.store ?? null, help };
+  return {
+    config: v.config ?? "",
+    host: v.host ?? null,
+    port: v.port ?? null,
+    store: v.store ?? null,
+    allowedHosts: v["allowed-host"] === undefined ? null : parseAllowedHosts(v["allowed-host"]),
+    help,
+  };
 }
 
 /** An `agl store` server for http(s) URLs; otherwise the library's store URL rule (memory, libSQL URL, file path). */
@@ -82,6 +92,7 @@ export async function startLlmProxy(args: ProxyArgs, host: ServerHost): Promise<
     hostname: args.host ?? config.host,
     port: args.port ?? config.port,
     token,
+    allowedHosts: args.allowedHosts ?? config.allowed_hosts,
     store,
     env: (n) => host.env(n),
     serve: platformServe,

@@ -9,7 +9,7 @@ import { platformServe } from "../proxy/openai-http.ts";
 import { PolicyServer } from "../proxy/policy-server.ts";
 import type { ServerHost } from "../server/run.ts";
 import { UsageError } from "../server/config.ts";
-import { type CommandSpec, formatHelp, parseFlags, portFlag } from "./flags.ts";
+import { allowedHostFlag, type CommandSpec, formatHelp, parseAllowedHosts, parseFlags, portFlag } from "./flags.ts";
 
 export const SERVE_DEFAULT_PORT = 8000;
 
@@ -63,6 +63,7 @@ export const SERVE_COMMAND = {
           help: "cap the context length (default: the model's max_position_embeddings)",
         },
         { name: "token", type: "string", value: "TOKEN", help: 'require "Authorization: Bearer TOKEN"', env: "AGL_SERVE_TOKEN" },
+        allowedHostFlag,
       ],
     },
   ],
@@ -81,6 +82,7 @@ export interface ServeConfig {
   gpuWeights: "f32" | "bf16" | "f16";
   maxSeqLen: number | null;
   token: string | null;
+  allowedHosts: string[];
   help: boolean;
 }
 
@@ -97,6 +99,7 @@ export function parseServeArgs(argv: readonly string[], env: (name: string) => s
     gpuWeights: v["gpu-weights"] ?? "f32",
     maxSeqLen: v["max-seq-len"] ?? null,
     token: v.token ?? env("AGL_SERVE_TOKEN") ?? null,
+    allowedHosts: parseAllowedHosts(v["allowed-host"]),
     help,
   };
   if (c.token !== null && c.token.trim() === "") throw new UsageError("--token must not be empty");
@@ -118,7 +121,14 @@ export async function startPolicyServer(config: ServeConfig, host: ServerHost): 
   const log = (m: string): void => console.log(`[agl serve] ${m}`);
   const engine = await createGenerationEngine({ backend: config.device, log, weightFormat: config.gpuWeights, maxBatch: config.maxBatch });
   const policy = new ModelPolicy({ model: model.name, config: model.config, params: model.weights, tokenizer: model.tokenizer, engine });
-  const server = new PolicyServer({ policy, hostname: config.host, port: config.port, token: config.token, serve: platformServe });
+  const server = new PolicyServer({
+    policy,
+    hostname: config.host,
+    port: config.port,
+    token: config.token,
+    allowedHosts: config.allowedHosts,
+    serve: platformServe,
+  });
   await server.start();
   const url = server.endpoint;
   console.log(

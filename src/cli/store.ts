@@ -8,7 +8,16 @@ import { DEFAULT_BODY_LIMIT } from "../server/app.ts";
 import { DEFAULT_DB, DEFAULT_HOST, DEFAULT_PORT, type StoreServerConfig, UsageError } from "../server/config.ts";
 import { DEFAULT_IDEMPOTENCY_MAX_BYTES, DEFAULT_IDEMPOTENCY_MAX_KEYS, DEFAULT_IDEMPOTENCY_TTL_SECONDS } from "../server/idempotency.ts";
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "../server/paging.ts";
-import { type CommandSpec, formatHelp, PORT_BOUNDS, parseFlags, parseNumber, portFlag } from "./flags.ts";
+import {
+  allowedHostFlag,
+  type CommandSpec,
+  formatHelp,
+  PORT_BOUNDS,
+  parseAllowedHosts,
+  parseFlags,
+  parseNumber,
+  portFlag,
+} from "./flags.ts";
 
 const MAX = Number.MAX_SAFE_INTEGER;
 const SECONDS = { type: "number", value: "S", unit: "seconds", min: 0, exclusiveMin: true, max: 86_400 } as const;
@@ -60,6 +69,7 @@ export const STORE_COMMAND = {
           value: "ORIGIN",
           help: "allow browser calls from ORIGIN (repeatable; * allows any, without credentials)",
         },
+        allowedHostFlag,
         { name: "log-level", type: "string", value: "LEVEL", help: "debug | info | warning | error (default info)" },
         {
           name: "body-limit",
@@ -213,6 +223,7 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
     token: null,
     tokenSource: null,
     corsOrigins: [...(v["cors-origin"] ?? [])],
+    allowedHosts: parseAllowedHosts(v["allowed-host"]),
     logLevel,
     bodyLimitBytes: v["body-limit"] ?? DEFAULT_BODY_LIMIT,
     idempotency: {

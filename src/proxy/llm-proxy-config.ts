@@ -4,12 +4,22 @@
  * A JSON file for `agl proxy --config`, or the same object given to `new LLMProxy`.
  */
 import { z } from "zod";
+import { parseAllowedHost } from "../server/browser-guard.ts";
 import { LightningError, ValidationError } from "../types/errors.ts";
 
 const baseUrl = z
   .string()
   .refine((s) => /^https?:\/\/[^/\s]+/.test(s), { message: "must be an http(s) base URL such as http://host:8000/v1" })
   .transform((s) => s.replace(/\/+$/, ""));
+
+const allowedHost = z.string().transform((s, ctx) => {
+  try {
+    return parseAllowedHost(s);
+  } catch (e) {
+    ctx.addIssue({ code: "custom", message: e instanceof Error ? e.message : String(e) });
+    return z.NEVER;
+  }
+});
 
 export const ProxyModelEntry = z.strictObject({
   /** The name clients send as `model`. */
@@ -46,6 +56,8 @@ export const LlmProxyConfig = z.strictObject({
   token: z.string().min(1).optional(),
   /** Where spans go: `memory`, a libSQL URL or file path, or an `agl store` server's http(s) URL. */
   store: z.string().min(1).optional(),
+  /** `Host` names answered besides localhost, IP addresses and `host` (src/server/browser-guard.ts). */
+  allowed_hosts: z.array(allowedHost).default([]),
 });
 export type LlmProxyConfig = z.infer<typeof LlmProxyConfig>;
 export type LlmProxyConfigInput = z.input<typeof LlmProxyConfig>;

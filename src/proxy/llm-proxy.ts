@@ -57,6 +57,8 @@ export interface LLMProxyOptions {
   port?: number;
   /** When set, every route but `/health` needs `Authorization: Bearer <token>`. */
   token?: string | null;
+  /** `Host` names answered besides localhost, IP addresses and `hostname` (`--allowed-host`; src/server/browser-guard.ts). */
+  allowedHosts?: readonly string[];
   /** Where routed calls are recorded; without it nothing is recorded. */
   store?: LightningStore | null;
   clock?: Clock;
@@ -204,7 +206,11 @@ export class LLMProxy {
   /** The Hono app (exposed for in-process use and tests). */
   app(): Hono {
     const app = new Hono();
-    installOpenAiBasics(app, this.options.token ?? null);
+    installOpenAiBasics(app, {
+      token: this.options.token,
+      bindAddress: this.options.hostname ?? "127.0.0.1",
+      allowedHosts: this.options.allowedHosts,
+    });
     for (const prefix of ROUTE_PREFIXES) {
       app.get(`${prefix}/health`, (c) => c.json({ status: "ok" }));
       app.get(`${prefix}/v1/models`, (c) =>

@@ -1,11 +1,14 @@
 /**
  * What the policy server and the LLM proxy share as OpenAI-compatible HTTP servers: the routing prefix
- * (`/rollout/{rid}/attempt/{aid}`), the OpenAI error body, bearer authentication, the 404 body, how a
+ * (`/rollout/{rid}/attempt/{aid}`), the OpenAI error body, bearer authentication and the store server's
+ * guard against web pages (src/server/browser-guard.ts), the 404 body, how a
  * fetch handler is served, and the resource (LLM or ProxyLLM) that points at the server.
  */
 import type { Context, Hono } from "hono";
 import { serveFetch } from "../platform/index.ts";
 import { bearerChallenge, bearerToken, tokensEqual } from "../server/auth.ts";
+import { browserGuard } from "../server/browser-guard.ts";
+import { checkJsonContentType } from "../server/json-body.ts";
 import { LightningError, ValidationError } from "../types/errors.ts";
 import { type LLM, type ProxyLLM, proxyBaseUrl } from "../types/resources.ts";
 
@@ -47,7 +50,9 @@ export function errorBody(err: unknown): { status: number; body: unknown } {
   };
 }
 
+/** The JSON body of a request that declares a JSON Content-Type (415 otherwise: src/server/json-body.ts says why). */
 export async function readJson(c: Context): Promise<unknown> {
+  checkJsonContentType(c.req.header("content-type"));
   try {
     return await c.req.json();
   } catch {
@@ -63,11 +68,23 @@ export const SSE_HEADERS = {
   "x-accel-buffering": "no",
 } as const;
 
+/** Who may call an OpenAI-compatible server: its token, and for the `Host` check its address and allowed names. */
+export interface OpenAiAccess {
+  /** When set, every route but `/health` needs `Authorization: Bearer <token>` (401 otherwise). */
+  token?: string | null;
+  /** The address the server listens on. Default 127.0.0.1. */
+  bindAddress?: string;
+  /** `Host` names answered besides localhost, IP addresses and the bind address (`--allowed-host`; src/server/browser-guard.ts). */
+  allowedHosts?: readonly string[];
+}
+
 /**
- * OpenAI error bodies for thrown errors and unknown routes, and, with a token, `Authorization: Bearer
+ * OpenAI error bodies for thrown errors and unknown routes; without a token, the `Host` check and the
+ * refusal of cross-site writes (src/server/browser-guard.ts); with a token, `Authorization: Bearer
  * <token>` required on every route but `/health` (401 otherwise).
  */
-export function installOpenAiBasics(app: Hono, token: string | null): void {
+export function installOpenAiBasics(app: Hono, access: OpenAiAccess): void {
+  const token = access.token ?? null;
   app.onError((err, c) => {
     const { status, body } = errorBody(err);
     return c.json(body, status as 400);
@@ -78,6 +95,8 @@ export function installOpenAiBasics(app: Hono, token: string | null): void {
       404,
     ),
   );
+  const guard = browserGuard({ token, bindAddress: access.bindAddress, allowedHosts: access.allowedHosts });
+  if (guard) app.use("*", guard);
   if (token === null) return;
   if (token.trim() === "") throw new ValidationError("token must not be empty; leave it out to serve without authentication", ["token"]);
   app.use("*", async (c, next) => {

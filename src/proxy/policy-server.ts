@@ -27,6 +27,7 @@ import {
   installOpenAiBasics,
   llmResource,
   nodeServe,
+  type OpenAiAccess,
   OpenAiError,
   readJson,
   type ResourceOptions,
@@ -42,10 +43,9 @@ import type { Policy } from "./policy.ts";
 import { routedCallSeed } from "./sampling-seed.ts";
 import { parseToolCalls } from "./tool-calls.ts";
 
-export interface PolicyAppOptions {
+/** `token`, `bindAddress` and `allowedHosts`: who may call (openai-http.ts). */
+export interface PolicyAppOptions extends OpenAiAccess {
   policy: Policy;
-  /** When set, every route but `/health` needs `Authorization: Bearer <token>` (401 otherwise). */
-  token?: string | null;
   /** Where routed calls are recorded; without it nothing is recorded. */
   store?: LightningStore | null;
   clock?: Clock;
@@ -324,7 +324,7 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
   const store = options.store ?? null;
   const clock = options.clock ?? systemClock;
   const app = new Hono();
-  installOpenAiBasics(app, options.token ?? null);
+  installOpenAiBasics(app, options);
 
   const complete = (kind: Kind) => async (c: Context) => {
     const routed = routedAttempt(c);
@@ -400,7 +400,8 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
   return app;
 }
 
-export interface PolicyServerOptions extends PolicyAppOptions {
+/** `hostname` is also the bind address of the `Host` check. */
+export interface PolicyServerOptions extends Omit<PolicyAppOptions, "bindAddress"> {
   hostname?: string;
   /** 0 picks a free port [0]. */
   port?: number;
@@ -429,7 +430,14 @@ export class PolicyServer {
 
   async start(): Promise<void> {
     if (this.handle) return;
-    const app = createPolicyApp({ policy: this.policy, store: this.store, clock: this.options.clock, token: this.options.token });
+    const app = createPolicyApp({
+      policy: this.policy,
+      store: this.store,
+      clock: this.options.clock,
+      token: this.options.token,
+      bindAddress: this.options.hostname ?? "127.0.0.1",
+      allowedHosts: this.options.allowedHosts,
+    });
     const serve = this.options.serve ?? (await nodeServe());
     this.handle = await serve(app.fetch, { hostname: this.options.hostname ?? "127.0.0.1", port: this.options.port ?? 0 });
   }

@@ -18,6 +18,7 @@ import type { z } from "zod";
 import type { LightningStore } from "../store/base.ts";
 import { LightningError, ValidationError, parseOrThrow, type PaginatedResult, type Rollout, type Span } from "../types/index.ts";
 import { bearerChallenge, bearerToken, tokensEqual } from "./auth.ts";
+import { browserGuard } from "./browser-guard.ts";
 import { HttpProblem, errorResponse, routeNotFound } from "./errors.ts";
 import { checkJsonContentType, parseJsonBody } from "./json-body.ts";
 import { pageLimit, pageResponse, pageSizes } from "./paging.ts";
@@ -43,8 +44,12 @@ export const WAIT_SETTLED_HEADER = "agl-wait-settled";
 export interface StoreAppOptions {
   /** When set, every route but `GET /v1/agl/health` and the dashboard's files needs `Authorization: Bearer <token>`. */
   token?: string | null;
-  /** Allowed CORS origins; `*` allows any. None: no CORS headers. */
+  /** Allowed CORS origins; `*` allows any. None: no CORS headers. Without a token, the only origins besides the server's own whose pages may write. */
   corsOrigins?: readonly string[];
+  /** The address the server listens on, for the `Host` check of a server without a token (browser-guard.ts). Default 127.0.0.1. */
+  bindAddress?: string;
+  /** `Host` names answered besides localhost, IP addresses and the bind address (`--allowed-host`; browser-guard.ts). */
+  allowedHosts?: readonly string[];
   /** Largest request body in bytes (413 beyond). Default 32 MiB. */
   bodyLimitBytes?: number;
   /** Aborted when the server shuts down: held long polls answer at once. */
@@ -173,6 +178,14 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   }
 
   const origins = normaliseOrigins(options.corsOrigins);
+  const guard = browserGuard({
+    token,
+    bindAddress: options.bindAddress,
+    allowedHosts: options.allowedHosts,
+    corsOrigins: origins,
+    corsOption: true,
+  });
+  if (guard) app.use("*", guard);
   if (origins.length > 0) {
     const anyOrigin = origins[0] === "*";
     app.use(

@@ -20,6 +20,8 @@ export interface StoreServerConfig {
   /** Where the token came from, for the startup message (`--token` on a command line shows in `ps`). */
   tokenSource: "--token" | "--token-file" | "AGL_STORE_TOKEN" | "AGL_STORE_TOKEN_FILE" | null;
   corsOrigins: string[];
+  /** `Host` names answered besides localhost, IP addresses and `host` (src/server/browser-guard.ts). */
+  allowedHosts: string[];
   logLevel: LogLevel;
   bodyLimitBytes: number;
   /** Bounds of the answers remembered for `Idempotency-Key` retries (src/server/idempotency.ts). */

@@ -11,12 +11,15 @@ import { HttpProblem } from "./errors.ts";
 import { MAX_JSON_KEYS, jsonPathAt, scanJsonLimits } from "./json-scan.ts";
 
 /**
- * A request body is read as JSON when it declares no Content-Type or a JSON one (`application/json`,
- * `application/*+json`), as upstream does; anything else (a form, `text/plain`) is a 415, so a web page
- * cannot post data to the store with a form or a plain-text request that skips the CORS preflight.
+ * A request body is read as JSON only when it declares a JSON Content-Type (`application/json`,
+ * `application/*+json`); anything else (a form, `text/plain`) or none is a 415 (docs/departures.md#56:
+ * upstream reads a body without one as JSON). A web page can send a form, plain text or a Blob without
+ * a type with no CORS preflight (`fetch(url, { mode: "no-cors", body: new Blob([json]) })` declares none);
+ * a JSON type it cannot send without one.
  */
 export function checkJsonContentType(contentType: string | undefined): void {
-  if (contentType === undefined) return;
+  if (contentType === undefined || contentType.trim() === "")
+    throw new HttpProblem(415, "UnsupportedMediaType", "The request has a body but no Content-Type: send the body as application/json");
   const media = contentType.split(";")[0]!.trim().toLowerCase();
   if (media === "application/json" || /^application\/[^/]*\+json$/.test(media)) return;
   throw new HttpProblem(415, "UnsupportedMediaType", `Content-Type '${contentType}' is not JSON: send the body as application/json`);

@@ -9,6 +9,7 @@ import { InMemoryLightningStore } from "../store/memory.ts";
 import { longestHoldSeconds, platform, serveFetch, type ServedApp } from "../platform/index.ts";
 import { MAX_WAIT_SECONDS, createStoreApp } from "./app.ts";
 import type { StoreServerConfig } from "./config.ts";
+import { isLoopbackAddress } from "./browser-guard.ts";
 import { consoleLogger, type LogWriter } from "../platform/log.ts";
 import { openServerStore } from "./open-store.ts";
 import { createTestStore } from "./test-hooks.ts";
@@ -69,6 +70,8 @@ export async function startStoreServer(
   const app = createStoreApp(store, {
     token: config.token,
     corsOrigins: config.corsOrigins,
+    bindAddress: config.host,
+    allowedHosts: config.allowedHosts,
     bodyLimitBytes: config.bodyLimitBytes,
     idempotency: config.idempotency,
     // Where the runtime's server would cut a held long poll, it is answered before (the client asks again).
@@ -93,6 +96,10 @@ export async function startStoreServer(
     `[agl store] Lightning store (${host.runtime}) listening on ${url}  (${config.dashboard ? `dashboard ${url}/, ` : ""}API ${url}/v1/agl, OTLP ${url}/v1/traces, metrics ${url}/metrics)`,
   );
   console.log(`[agl store] Data: ${location}${config.token ? `; bearer token required (from ${config.tokenSource ?? "options"})` : ""}`);
+  if (config.token === null && !isLoopbackAddress(config.host))
+    log.warning(
+      `listening on ${config.host} without a token: anyone who can reach this address can read and write the store, and the Host check against DNS rebinding is off unless --allowed-host is given; set a token (--token-file) (docs/server.md)`,
+    );
   if (config.tokenSource === "--token")
     log.warning("--token shows the token to every user of this machine (ps); prefer --token-file or AGL_STORE_TOKEN");
 

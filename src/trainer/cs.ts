@@ -343,13 +343,11 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
     const shutdown = new AbortController();
     try {
       if (this.managedStore) {
-        const app = createStoreApp(store, { shutdownSignal: shutdown.signal });
+        const hostname = bindable(this.serverHost);
+        // The bind address decides the Host check of a server without a token (src/server/browser-guard.ts).
+        const app = createStoreApp(store, { shutdownSignal: shutdown.signal, bindAddress: hostname });
         // Its clients are this trainer's runners, usually all on this host (one address): no per-address limit.
-        served = await serveFetch(app.fetch, {
-          hostname: bindable(this.serverHost),
-          port: this.serverPort,
-          limits: { maxConnectionsPerAddress: 0 },
-        });
+        served = await serveFetch(app.fetch, { hostname, port: this.serverPort, limits: { maxConnectionsPerAddress: 0 } });
         this.boundPort = served.port;
         log.info(`Store server listening on ${this.address(served.port)}`);
       }

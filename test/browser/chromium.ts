@@ -21,8 +21,9 @@ export const CHROMIUM_FLAGS = ["--enable-unsafe-webgpu"];
 export const noChromium: string | null = existsSync(CHROMIUM) ? null : `no Chromium at ${CHROMIUM} (run .ci/install-chromium.sh)`;
 if (noChromium) console.warn(`[browser tests] SKIPPED: ${noChromium}`);
 
-export function launchChromium(): Promise<Browser> {
-  return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_FLAGS });
+/** `extraFlags` add to CHROMIUM_FLAGS (e.g. `--host-resolver-rules` to give a test name an address). */
+export function launchChromium(extraFlags: readonly string[] = []): Promise<Browser> {
+  return chromium.launch({ executablePath: CHROMIUM, args: [...CHROMIUM_FLAGS, ...extraFlags] });
 }
 
 /** A page that fails the test on an uncaught error, and echoes the page's console to the test's. */

@@ -45,6 +45,7 @@ describe("agl proxy arguments and config", () => {
       host: "0.0.0.0",
       port: 0,
       store: "memory",
+      allowedHosts: null,
       help: false,
     });
     expect(() => parseProxyArgs([])).toThrow(/--config FILE is required/);

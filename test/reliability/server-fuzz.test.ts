@@ -618,20 +618,24 @@ describe(`store server fuzz (seed ${SEED})`, () => {
       const abuse: [string, string, boolean][] = [
         [
           "a body cut short (Content-Length larger than sent)",
-          `POST /v1/agl/rollouts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 50)}`,
+          `POST /v1/agl/rollouts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 50)}`,
           true,
         ],
         [
           "a chunked body cut mid-chunk",
-          `POST /v1/agl/rollouts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${(body.length).toString(16)}\r\n${body.slice(0, 30)}`,
+          `POST /v1/agl/rollouts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${(body.length).toString(16)}\r\n${body.slice(0, 30)}`,
           true,
         ],
         ["a garbage request line", "BLAH / HTTP/9.9\r\n\r\n", true],
-        ["a bad header", "GET /v1/agl/health HTTP/1.1\r\nHost: x\r\nBad Header: \u0001\r\n\r\n", true],
-        ["a Content-Length that is not a number", "POST /v1/agl/rollouts HTTP/1.1\r\nHost: x\r\nContent-Length: lots\r\n\r\n{}", true],
+        ["a bad header", "GET /v1/agl/health HTTP/1.1\r\nHost: localhost\r\nBad Header: \u0001\r\n\r\n", true],
+        [
+          "a Content-Length that is not a number",
+          "POST /v1/agl/rollouts HTTP/1.1\r\nHost: localhost\r\nContent-Length: lots\r\n\r\n{}",
+          true,
+        ],
         [
           "two Content-Lengths",
-          `POST /v1/agl/rollouts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\nContent-Length: 15\r\n\r\n{"input":1}`,
+          `POST /v1/agl/rollouts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 5\r\nContent-Length: 15\r\n\r\n{"input":1}`,
           true,
         ],
       ];

@@ -125,7 +125,7 @@ describe.each(RUNTIMES)("slow clients against agl store under %s", (runtime: Run
       const s = connect(Number(port), hostname);
       sockets.push(s);
       await new Promise<void>((r) => s.once("connect", () => r()));
-      s.write(`POST /v1/agl/rollouts HTTP/1.1\r\nHost: agl\r\nContent-Type: application/json\r\n${body}`);
+      s.write(`POST /v1/agl/rollouts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n${body}`);
       await new Promise((r) => setTimeout(r, 300));
       s.destroy();
     }

@@ -12,9 +12,9 @@ export interface SlowSocket {
 
 /** A request whose body never ends (100,000 bytes announced). */
 export const uploadHead =
-  "POST /v1/agl/rollouts HTTP/1.1\r\nHost: agl\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{";
+  "POST /v1/agl/rollouts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{";
 /** A request whose headers never end. */
-export const headersHead = "GET /v1/agl/health HTTP/1.1\r\nHost: agl\r\nX-Slow: ";
+export const headersHead = "GET /v1/agl/health HTTP/1.1\r\nHost: localhost\r\nX-Slow: ";
 
 /**
  * A connection that sends `head` at once and then one more byte a second, forever: a request whose

@@ -36,7 +36,7 @@ it.each([
   const log: LogWriter = { debug() {}, info() {}, warning() {}, error: (m) => errors.push(m) };
   server = await startInProcess(store, { log });
   const body = `{"input":"${"x".repeat(500)}"}`;
-  await sendAndClose(server.url, `POST /v1/agl/rollouts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${rest(body)}`);
+  await sendAndClose(server.url, `POST /v1/agl/rollouts HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n${rest(body)}`);
   // The server finishes the request once it sees the connection closed.
   let metrics = "";
   for (let i = 0; i < 100 && !metrics.includes('path="/v1/agl/rollouts"'); i++) {

@@ -224,13 +224,17 @@ describe("Content-Type of JSON bodies", () => {
     await store.close();
   });
 
-  it("a JSON type, with parameters or a +json suffix, or none at all is read as JSON; an empty optional body needs none", async () => {
-    const { app, store } = await seeded();
+  it("a JSON type, with parameters or a +json suffix, is read as JSON; a body without a type is a 415; an empty optional body needs none", async () => {
+    const { app, dump, store } = await seeded();
     for (const type of ["application/json", "Application/JSON; charset=utf-8", "application/vnd.api+json"]) {
       expect((await postText(app, "/v1/agl/rollouts", '{"input":1}', type)).status, type).toBe(201);
     }
-    // A string body gets text/plain from fetch itself; bytes go without a type.
-    expect((await app.request("/v1/agl/rollouts", { method: "POST", body: new TextEncoder().encode('{"input":1}') })).status).toBe(201);
+    // A string body gets text/plain from fetch itself; bytes (a Blob a page posts with no-cors) go without a type.
+    const before = await dump();
+    const untyped = await app.request("/v1/agl/rollouts", { method: "POST", body: new TextEncoder().encode('{"input":1}') });
+    expect(untyped.status).toBe(415);
+    expect(await untyped.json()).toMatchObject({ error_type: "UnsupportedMediaType", detail: expect.stringContaining("no Content-Type") });
+    expect(await dump()).toBe(before);
     expect(
       (await app.request("/v1/agl/queues/rollouts/dequeue", { method: "POST", headers: { "content-type": "text/plain" } })).status,
     ).toBe(200);
