@@ -50,6 +50,7 @@ import { LightningError, ValidationError } from "../types/index.ts";
 import { StoreConnectionError, StoreHttpError, errorFromResponse, errorTypeOf } from "./errors.ts";
 import { finishWithCalls, type FinishAttemptRequest, type FinishAttemptResult } from "./finish.ts";
 import { PREFERENCE_APPLIED_HEADER, PREFER_MINIMAL, sequenceIdsFromEcho, spansFromEcho, type SpanEcho } from "./span-batch.ts";
+import { RequestSlots } from "./request-slots.ts";
 
 export interface LightningStoreClientOptions {
   /** Bearer token sent with every request (the server's `--token`). */
@@ -64,6 +65,11 @@ export interface LightningStoreClientOptions {
   headers?: Readonly<Record<string, string>>;
   /** The fetch implementation (default: the global one). */
   fetch?: typeof fetch;
+  /**
+   * Most requests in flight at once (long polls included); more wait in order. Keeps one client within
+   * the server's per-address connection limit (128 by default, docs/server.md). Default 64.
+   */
+  maxConcurrentRequests?: number;
 }
 
 /** The server's long-poll answer header (see src/server/app.ts). */
@@ -165,6 +171,7 @@ export class LightningStoreClient implements LightningStore {
   private readonly fetchFn: typeof fetch;
   /** Requests in flight, aborted by `close()`. */
   private readonly inFlight = new Set<AbortController>();
+  private readonly slots: RequestSlots;
   private closed = false;
 
   constructor(serverAddress: string, options: LightningStoreClientOptions = {}) {
@@ -176,6 +183,7 @@ export class LightningStoreClient implements LightningStore {
     this.headers = { ...(options.headers ?? {}) };
     if (options.token) this.headers["authorization"] = `Bearer ${options.token}`;
     this.fetchFn = options.fetch ?? ((input, init) => fetch(input, init));
+    this.slots = new RequestSlots(options.maxConcurrentRequests ?? 64);
   }
 
   /** The OTLP/HTTP traces endpoint of the same server. */
@@ -214,7 +222,7 @@ export class LightningStoreClient implements LightningStore {
     }
     this.inFlight.add(ac);
     try {
-      return await run(ac.signal);
+      return await this.slots.run(ac.signal, () => run(ac.signal));
     } finally {
       clearTimeout(timer);
       caller?.removeEventListener("abort", onCallerAbort);

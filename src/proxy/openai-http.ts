@@ -158,7 +158,9 @@ export async function nodeServe(): Promise<ServeFn> {
 
 /** The platform's server (Node, Deno, Bun) in the ServeFn shape: what the `agl` commands use. */
 export const platformServe: ServeFn = async (fetch, at) => {
-  const served = await serveFetch(fetch, { hostname: at.hostname, port: at.port });
+  // Its clients are the agents of a training run, usually many on one host (one address), each call
+  // held for a whole generation: no per-address limit; the cap's rule for slow clients still holds.
+  const served = await serveFetch(fetch, { hostname: at.hostname, port: at.port, limits: { maxConnectionsPerAddress: 0 } });
   return { port: served.port, stop: () => served.stop(true) };
 };
 
