@@ -12,6 +12,7 @@ export * from "./client/index.ts";
 export * from "./adapter/index.ts";
 export * from "./wasm/index.ts";
 export * from "./model/index.ts";
+export * from "./cpu/index.ts";
 export * from "./gpu/index.ts";
 // Both the model and the Wasm core name a KL kind; the loss option's (every alias) is the one users write.
 export type { KlKind } from "./model/train-types.ts";

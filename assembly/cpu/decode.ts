@@ -1,13 +1,13 @@
 // One decoded token through the whole model in one call: embedding row, every block (RMSNorm, q/k/v
 // projections with their biases, LoRA updates and q/k-norm, RoPE, KV-cache append, attention against the
 // cache, o-projection, residual, SwiGLU MLP, residual), the final norm and the lm head. It runs the same
-// kernels in the same order, with the same arguments, as the per-op façade (src/model/wasm-ops.ts under
+// kernels in the same order, with the same arguments, as the per-op façade (src/cpu/wasm-ops.ts under
 // src/model/reference.ts's blockForward), and does the light ops (bias, LoRA add, residual) with the
 // TypeScript's arithmetic, so its logits are the per-op path's bits; what it saves is the ~10 calls per
 // layer from TypeScript and the copies of activations in and out of memory.
 //
 // Everything is found through a descriptor of i32 words (byte pointers and sizes), written once per
-// decoder by src/model/wasm-decode.ts, which mirrors the DESC_* and LAYER_* offsets below.
+// decoder by src/cpu/fused-decode.ts, which mirrors the DESC_* and LAYER_* offsets below.
 import { gemm, FORM_AB, FORM_ABT } from "./matmul";
 import { rmsnorm } from "./norm";
 import { rope, swiglu } from "./pointwise";

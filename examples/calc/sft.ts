@@ -12,7 +12,6 @@
 import {
   applyChatTemplate,
   batchFromTokens,
-  CpuTrainer,
   encode,
   EOS_ID,
   loadCheckpoint,
@@ -21,6 +20,7 @@ import {
   saveCheckpoint,
   type ModelConfig,
 } from "../../src/model/index.ts";
+import { CpuTrainer } from "../../src/cpu/index.ts";
 import { CALC_CONFIG, CALC_TINY_CONFIG } from "./config.ts";
 import { cpuGenerationEngine } from "../../src/proxy/generation.ts";
 import { MAX_ANSWER_TOKENS } from "./agent.ts";

@@ -10,7 +10,8 @@
  */
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { GRPO, lateDecay, type GrpoReport } from "../../src/algorithm/grpo.ts";
-import { CpuTrainer, loadCheckpoint, resolveCpuEngineOptions, type CpuOpsChoice, type PolicyTrainer } from "../../src/model/index.ts";
+import { CpuTrainer, resolveCpuEngineOptions, type CpuOpsChoice } from "../../src/cpu/index.ts";
+import { loadCheckpoint, type PolicyTrainer } from "../../src/model/index.ts";
 import type { GpuPolicyTrainer } from "../../src/gpu/index.ts";
 import { createGenerationEngine, ModelPolicy, PolicyServer } from "../../src/proxy/index.ts";
 import { LlmProxyTraceToTriplet } from "../../src/adapter/index.ts";

@@ -23,7 +23,7 @@ import { loadPretrained, type PretrainedModel } from "../model/hf/index.ts";
 import { loadLoraCheckpoint, saveLoraCheckpoint } from "../model/hf/lora-checkpoint.ts";
 import { savePeftAdapter } from "../model/hf/peft.ts";
 import { parseLoraConfig, type LoraConfig } from "../model/lora.ts";
-import { CpuTrainer } from "../model/cpu-trainer.ts";
+import { CpuTrainer } from "../cpu/trainer.ts";
 import type { OptimizerState, PolicyTrainer } from "../model/train-types.ts";
 import { platform } from "../platform/index.ts";
 import type { GpuContext } from "../gpu/context.ts";

@@ -1,6 +1,6 @@
 import { parseModelConfig } from "../model/config.ts";
-import type { CpuEngineOptions } from "../model/cpu-engine-ops.ts";
-import { CpuTrainer } from "../model/cpu-trainer.ts";
+import type { CpuEngineOptions } from "../cpu/backend.ts";
+import { CpuTrainer } from "../cpu/trainer.ts";
 import { flattenParams } from "../model/params.ts";
 import type { PolicyTrainer } from "../model/train-types.ts";
 import { ValidationError } from "../types/errors.ts";

@@ -1,4 +1,5 @@
-/** The policy model: config contract, presets, init, tokenizer, CPU reference, CPU trainer, generation, checkpoints. */
+/** The policy model: config contract, presets, init, tokenizer, plain-TS reference, generation, checkpoints. The CPU
+ * engine that runs it is `lightning-ts/cpu`, the WebGPU one `lightning-ts/gpu`. */
 export * from "./config.ts";
 export * from "./presets.ts";
 export * from "./params.ts";
@@ -27,8 +28,6 @@ export {
 } from "./reference.ts";
 export * as ops from "./reference/ops.ts";
 export * from "./reference/optim.ts";
-export * from "./cpu-trainer.ts";
-export { EngineOps, resolveCpuEngineOptions, type CpuEngineOptions, type CpuOpsChoice } from "./cpu-engine-ops.ts";
 export * from "./generate.ts";
 export * from "./safetensors.ts";
 export * from "./checkpoint.ts";

@@ -1,5 +1,5 @@
 /**
- * Types shared by every policy-trainer backend: the CPU fallback (`cpu-trainer.ts`) and the WebGPU
+ * Types shared by every policy-trainer backend: the CPU fallback (`src/cpu/trainer.ts`) and the WebGPU
  * trainer (`src/gpu/trainer.ts`) expose the same {@link PolicyTrainer} API and the same math, so the
  * GRPO loop does not care which one runs.
  *

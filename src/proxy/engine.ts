@@ -9,7 +9,7 @@ import { GpuContext } from "../gpu/context.ts";
 import { GpuUnavailableError } from "../gpu/device.ts";
 import type { WeightFormat } from "../gpu/kernels/weights.ts";
 import { BatchingEngine } from "./batching.ts";
-import { resolveCpuEngineOptions, type CpuEngineOptions } from "../model/cpu-engine-ops.ts";
+import { resolveCpuEngineOptions, type CpuEngineOptions } from "../cpu/backend.ts";
 import { CpuGenerationEngine, type GenerationEngine } from "./generation.ts";
 import { GpuGenerationEngine } from "./gpu-generation.ts";
 

@@ -10,7 +10,7 @@
  * engine stops a sequence on the step whose token completes a stop string, the CPU engine decodes on to
  * the limit and cuts. The text of each prefix comes from an incremental decoder (detokenize.ts).
  */
-import { EngineOps, type CpuEngineOptions } from "../model/cpu-engine-ops.ts";
+import { EngineOps, type CpuEngineOptions } from "../cpu/backend.ts";
 import type { ModelConfig } from "../model/config.ts";
 import { generate } from "../model/generate.ts";
 import type { ModelOps } from "../model/ops-backend.ts";

@@ -5,11 +5,11 @@
  * through the Wasm ops. Plain data out, so the result crosses postMessage unchanged.
  */
 import { parseModelConfig } from "../../src/model/config.ts";
-import { EngineOps } from "../../src/model/cpu-engine-ops.ts";
-import { CpuPool, type Task } from "../../src/model/cpu-pool.ts";
+import { EngineOps } from "../../src/cpu/backend.ts";
+import { CpuPool, type Task } from "../../src/cpu/pool.ts";
 import { CpuDecoder } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
-import { wasmOps } from "../../src/model/wasm-ops.ts";
+import { wasmOps } from "../../src/cpu/wasm-ops.ts";
 import { digest, type Out } from "../wasm/output-digest.ts";
 
 export interface PoolRun {

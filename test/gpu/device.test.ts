@@ -5,7 +5,7 @@ import { GpuContext, tuningFromLimits } from "../../src/gpu/context.ts";
 import { matmul } from "../../src/gpu/kernels/matmul.ts";
 import { attentionForward } from "../../src/gpu/kernels/attention.ts";
 import { createPolicyTrainer } from "../../src/gpu/factory.ts";
-import { CpuTrainer } from "../../src/model/cpu-trainer.ts";
+import { CpuTrainer } from "../../src/cpu/trainer.ts";
 import * as ops from "../../src/model/reference/ops.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { batchFromTokens } from "../../src/model/batch.ts";

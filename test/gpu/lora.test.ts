@@ -16,7 +16,7 @@ import { GpuPolicyTrainer } from "../../src/gpu/trainer.ts";
 import { cpuGenerationEngine, type GenerationRequest } from "../../src/proxy/generation.ts";
 import { GpuGenerationEngine } from "../../src/proxy/gpu-generation.ts";
 import { paramCount, paramLayout, type ModelConfig } from "../../src/model/config.ts";
-import { CpuTrainer } from "../../src/model/cpu-trainer.ts";
+import { CpuTrainer } from "../../src/cpu/trainer.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { initLora, loraParamCount, parseLoraConfig, type LoraConfig } from "../../src/model/lora.ts";
 import { forward } from "../../src/model/reference.ts";

@@ -2,7 +2,7 @@
  * The CPU engines on their default ops (the Wasm kernels over a worker pool) against the same engines on
  * the plain-TS reference (`ops: "reference"`), and against themselves on 1 and 2 threads: the trainer's
  * log-probs within 2e-5 and one step's loss, grad norm and new parameters within f32 noise (the kernels'
- * tolerances, src/wasm/README.md); greedy generation gives the reference's tokens; 1 and 2 threads give
+ * tolerances, src/cpu/README.md); greedy generation gives the reference's tokens; 1 and 2 threads give
  * the same bits. The generation engine keeps weights resident, so new weights or a new adapter must
  * still be what it generates with.
  */
@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { createPolicyTrainer } from "../../src/gpu/factory.ts";
 import { batchFromTokens } from "../../src/model/batch.ts";
 import { parseModelConfig } from "../../src/model/config.ts";
-import { CpuTrainer, type CpuTrainerOptions } from "../../src/model/cpu-trainer.ts";
+import { CpuTrainer, type CpuTrainerOptions } from "../../src/cpu/trainer.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { initLora, loraParamCount, parseLoraConfig } from "../../src/model/lora.ts";
 import { presetConfig } from "../../src/model/presets.ts";

@@ -1,25 +1,25 @@
 /**
- * Activations resident in Wasm memory (`Residency.scoped`, src/model/wasm-ops.ts): inside a scope the ops'
+ * Activations resident in Wasm memory (`Residency.scoped`, src/cpu/wasm-ops.ts): inside a scope the ops'
  * results are views over the backend's shared memory and go back in without a copy. Whole policy steps
  * (forward, PPO loss, backward, clip, AdamW) on random small configs agree with the plain-TS reference
- * within the kernels' tolerances (src/wasm/README.md) and give the same bits on 1 and 2 threads; the
+ * within the kernels' tolerances (src/cpu/README.md) and give the same bits on 1 and 2 threads; the
  * lifetime rules hold (edits in place are seen by later ops, everything is freed when the scope ends, even
  * on a throw, memory stays flat over many steps); without shared memory results are copied as before.
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { batchFromTokens } from "../../src/model/batch.ts";
 import { parseModelConfig, type ModelConfig } from "../../src/model/config.ts";
-import { CpuPool } from "../../src/model/cpu-pool.ts";
-import { CpuTrainer, type CpuTrainerOptions } from "../../src/model/cpu-trainer.ts";
+import { CpuPool } from "../../src/cpu/pool.ts";
+import { CpuTrainer, type CpuTrainerOptions } from "../../src/cpu/trainer.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { parseLoraConfig } from "../../src/model/lora.ts";
 import { referenceOps as refOps, withActivations } from "../../src/model/ops-backend.ts";
 import { backward, forward } from "../../src/model/reference.ts";
 import { newOptimizerState, resolveOptimizerOptions } from "../../src/model/reference/optim.ts";
 import type { TokenBatch } from "../../src/model/train-types.ts";
-import { wasmOps } from "../../src/model/wasm-ops.ts";
+import { wasmOps } from "../../src/cpu/wasm-ops.ts";
 import { LightningError } from "../../src/types/errors.ts";
-import { instantiateCpuCore } from "../../src/wasm/cpu/index.ts";
+import { instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
 import { randInt } from "./helpers.ts";
 
 function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { batchFromTokens } from "../../src/model/batch.ts";
 import { parseModelConfig, type ModelConfig } from "../../src/model/config.ts";
-import { CpuTrainer } from "../../src/model/cpu-trainer.ts";
+import { CpuTrainer } from "../../src/cpu/trainer.ts";
 import { initParams } from "../../src/model/init.ts";
 import { forward } from "../../src/model/reference.ts";
 import { applyChatTemplate, encode, PAD_ID, TOKENIZER_VOCAB_SIZE } from "../../src/model/tokenizer.ts";

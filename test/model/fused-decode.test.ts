@@ -1,5 +1,5 @@
 /**
- * The fused decode step and prefill (assembly/cpu/decode.ts via src/model/wasm-decode.ts): one Wasm call
+ * The fused decode step and prefill (assembly/cpu/decode.ts via src/cpu/fused-decode.ts): one Wasm call
  * per token, one per prompt. On random small configs with odd sizes and each model feature on and off (GQA, head_dim, qkv bias,
  * qk-norm, llama3 RoPE scaling, untied head, a LoRA adapter), its logits are the per-op Wasm path's bits and
  * the reference decoder's to f32 noise; generation gives the same tokens for a seed; a pool of 2 threads
@@ -8,14 +8,14 @@
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { parseModelConfig, type ModelConfig } from "../../src/model/config.ts";
-import { CpuPool } from "../../src/model/cpu-pool.ts";
+import { CpuPool } from "../../src/cpu/pool.ts";
 import { CpuDecoder, generate } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { initLora, parseLoraConfig, type LoraConfig } from "../../src/model/lora.ts";
 import type { ModelOps } from "../../src/model/ops-backend.ts";
-import { wasmOps } from "../../src/model/wasm-ops.ts";
+import { wasmOps } from "../../src/cpu/wasm-ops.ts";
 import { ValidationError } from "../../src/types/errors.ts";
-import { instantiateCpuCore } from "../../src/wasm/cpu/index.ts";
+import { instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
 
 const core = instantiateCpuCore();
 const fused = wasmOps(core);

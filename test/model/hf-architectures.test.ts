@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { batchFromTokens } from "../../src/model/batch.ts";
 import { paramCount, paramLayout, parseModelConfig, ropeInvFreq, type ModelConfig } from "../../src/model/config.ts";
-import { CpuTrainer } from "../../src/model/cpu-trainer.ts";
+import { CpuTrainer } from "../../src/cpu/trainer.ts";
 import { CpuDecoder, generate } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { paramViews } from "../../src/model/params.ts";

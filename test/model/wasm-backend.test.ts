@@ -1,8 +1,8 @@
 /**
- * The whole model on the Wasm ops backend (src/model/wasm-ops.ts) against the plain-TS reference: the same
+ * The whole model on the Wasm ops backend (src/cpu/wasm-ops.ts) against the plain-TS reference: the same
  * float32 parameters and batch, forward (log-probs, entropy) and backward (every parameter's gradient, and
  * an adapter's), on the `tiny` preset and on a small config with every optional feature (qkv bias, qk-norm,
- * untied head, llama3 RoPE scaling). The ops differ only in f32 rounding (src/wasm/README.md), so the
+ * untied head, llama3 RoPE scaling). The ops differ only in f32 rounding (src/cpu/README.md), so the
  * model agrees to f32 noise: log-probs within 2e-5 absolute, gradients within 1e-4 of each tensor's scale.
  */
 import { describe, expect, it } from "vitest";
@@ -12,8 +12,8 @@ import { loraParamCount, parseLoraConfig } from "../../src/model/lora.ts";
 import { presetConfig } from "../../src/model/presets.ts";
 import { CpuDecoder } from "../../src/model/generate.ts";
 import { backward, backwardLora, forward } from "../../src/model/reference.ts";
-import { wasmOps } from "../../src/model/wasm-ops.ts";
-import { instantiateCpuCore } from "../../src/wasm/cpu/index.ts";
+import { wasmOps } from "../../src/cpu/wasm-ops.ts";
+import { instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
 import { randn, randomInput } from "./helpers.ts";
 
 const kernels = wasmOps(instantiateCpuCore());

@@ -10,8 +10,8 @@ import { CpuDecoder } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { initLora, parseLoraConfig } from "../../src/model/lora.ts";
 import { referenceOps, type ModelOps } from "../../src/model/ops-backend.ts";
-import { wasmOps } from "../../src/model/wasm-ops.ts";
-import { CpuPool } from "../../src/model/cpu-pool.ts";
+import { wasmOps } from "../../src/cpu/wasm-ops.ts";
+import { CpuPool } from "../../src/cpu/pool.ts";
 import { digest, type Out } from "./output-digest.ts";
 
 function run(ops: ModelOps): Out {

@@ -1,16 +1,16 @@
 /**
- * The Wasm CPU kernels (assembly/cpu/, through src/model/wasm-ops.ts) against the plain-TS reference on
+ * The Wasm CPU kernels (assembly/cpu/, through src/cpu/wasm-ops.ts) against the plain-TS reference on
  * random odd shapes (sizes off every tile and block: MR 4, NR 8, KC 256, NC 512), with the tolerances of
- * src/wasm/README.md ("CPU model kernels"), and their backwards against central finite differences of the
+ * src/cpu/README.md, and their backwards against central finite differences of the
  * reference forward in Float64.
  */
 import { describe, expect, it } from "vitest";
 import { Rng } from "../../src/model/init.ts";
 import * as ref from "../../src/model/reference/ops.ts";
 import { adamwStep } from "../../src/model/reference/optim.ts";
-import { wasmOps } from "../../src/model/wasm-ops.ts";
+import { wasmOps } from "../../src/cpu/wasm-ops.ts";
 import { ValidationError } from "../../src/types/errors.ts";
-import { GEMM_FORM, instantiateCpuCore } from "../../src/wasm/cpu/index.ts";
+import { GEMM_FORM, instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
 import { maxScaledErr, numericGrad, randInt, randn, sampleIndices } from "../model/helpers.ts";
 
 const ops = wasmOps(instantiateCpuCore());

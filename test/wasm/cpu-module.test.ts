@@ -3,8 +3,8 @@ import { readFileSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { compileInMemory } from "./asc-compile.ts";
-import { CPU_KERNELS_SHARED_WASM_SHA256, CPU_KERNELS_WASM_SHA256 } from "../../src/wasm/cpu/kernels.wasm.ts";
-import { cpuKernelBytes, GEMM_FORM, instantiateCpuCore } from "../../src/wasm/cpu/index.ts";
+import { CPU_KERNELS_SHARED_WASM_SHA256, CPU_KERNELS_WASM_SHA256 } from "../../src/cpu/kernels/kernels.wasm.ts";
+import { cpuKernelBytes, GEMM_FORM, instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
 
 /** The variants assembly/cpu/build.mjs builds (VARIANTS there): asc arguments and the committed sha256. */
 const VARIANTS: [string, string[], string][] = [

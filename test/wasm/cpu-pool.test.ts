@@ -5,9 +5,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { Rng } from "../../src/model/init.ts";
-import { columnRanges, wasmOps } from "../../src/model/wasm-ops.ts";
-import { CpuPool } from "../../src/model/cpu-pool.ts";
-import { instantiateCpuCore } from "../../src/wasm/cpu/index.ts";
+import { columnRanges, wasmOps } from "../../src/cpu/wasm-ops.ts";
+import { CpuPool } from "../../src/cpu/pool.ts";
+import { instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
 import { randn } from "../model/helpers.ts";
 
 describe("CPU worker pool", () => {

@@ -6,9 +6,9 @@
  * would run the whole step on one thread (a pool of one, or a model whose decode ops are all below the
  * size at which the façade splits work over threads); otherwise the decoder stays op by op.
  */
-import { headDim, ropeInvFreq } from "./config.ts";
-import type { DecodeStepper, DecodeStepperRequest, Residency } from "./ops-backend.ts";
-import type { CpuCore } from "../wasm/cpu/index.ts";
+import { headDim, ropeInvFreq } from "../model/config.ts";
+import type { DecodeStepper, DecodeStepperRequest, Residency } from "../model/ops-backend.ts";
+import type { CpuCore } from "./kernels/index.ts";
 import { ValidationError } from "../types/errors.ts";
 
 /** What the fused step needs from the Wasm backend. */

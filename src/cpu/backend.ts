@@ -2,14 +2,14 @@
  * The ops one CPU engine (trainer, generation engine) runs on: the Wasm SIMD kernels on a worker pool of
  * its own [default], or the plain-TS reference (`ops: "reference"`, the oracle). The pool is created on
  * first use (creating it is async, the engines' constructors are not) and ended by `close()`; its
- * workers never keep a process alive. Results do not depend on the thread count (src/wasm/README.md).
+ * workers never keep a process alive. Results do not depend on the thread count (src/cpu/README.md).
  */
 import { platform } from "../platform/index.ts";
 import { ValidationError } from "../types/errors.ts";
-import { CpuPool } from "./cpu-pool.ts";
-import { referenceOps, type ModelOps } from "./ops-backend.ts";
+import { CpuPool } from "./pool.ts";
+import { referenceOps, type ModelOps } from "../model/ops-backend.ts";
 import { wasmOps } from "./wasm-ops.ts";
-import { instantiateCpuCore, loadCpuCore } from "../wasm/cpu/index.ts";
+import { instantiateCpuCore, loadCpuCore } from "./kernels/index.ts";
 
 export type CpuOpsChoice = "wasm" | "reference";
 

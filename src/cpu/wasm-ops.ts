@@ -1,21 +1,21 @@
 /**
- * The model ops on the Wasm SIMD kernels (assembly/cpu/, loaded by src/wasm/cpu/), with exactly the
+ * The model ops on the Wasm SIMD kernels (assembly/cpu/, loaded by src/cpu/kernels/), with exactly the
  * signatures of the plain-TS reference (`reference/ops.ts`, `reference/optim.ts`): a `ModelOps` backend
  * (ops-backend.ts) for reference.ts's forward and backward. Float32 inputs run in Wasm (copied into the
  * instance's memory unless resident, results copied out into fresh arrays; inside an activation scope,
  * `resident.scoped`, results are views over Wasm memory that the scope frees); Float64 inputs
  * (finite-difference checks) go to the reference, which stays the oracle. Accumulation rules, tolerances
- * and the scopes' lifetime rule: src/wasm/README.md.
+ * and the scopes' lifetime rule: src/cpu/README.md.
  */
 import { LightningError, ValidationError } from "../types/errors.ts";
-import { CpuCore, cpuCore, GEMM_FORM } from "../wasm/cpu/index.ts";
-import { CpuPool, type Task } from "./cpu-pool.ts";
-import { ropeInvFreq } from "./config.ts";
-import type { ModelOps, Residency } from "./ops-backend.ts";
-import { fusedDecodeStepper } from "./wasm-decode.ts";
-import * as ref from "./reference/ops.ts";
-import type { Arr, AttentionDims, MatDims, NormDims, RopeDims, VocabDims } from "./reference/ops.ts";
-import type { OptimizerOptions, OptimizerState } from "./train-types.ts";
+import { CpuCore, cpuCore, GEMM_FORM } from "./kernels/index.ts";
+import { CpuPool, type Task } from "./pool.ts";
+import { ropeInvFreq } from "../model/config.ts";
+import type { ModelOps, Residency } from "../model/ops-backend.ts";
+import { fusedDecodeStepper } from "./fused-decode.ts";
+import * as ref from "../model/reference/ops.ts";
+import type { Arr, AttentionDims, MatDims, NormDims, RopeDims, VocabDims } from "../model/reference/ops.ts";
+import type { OptimizerOptions, OptimizerState } from "../model/train-types.ts";
 
 /** RoPE dims plus the pair convention: `interleaved` rotates (2i, 2i+1) instead of (i, i + hd/2). */
 export interface WasmRopeDims extends RopeDims {

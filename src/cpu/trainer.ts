@@ -14,16 +14,16 @@
  * come from the whole step's response mask, so micro-batching changes memory use, not the result
  * (up to float rounding of the accumulated gradient).
  */
-import { paramCount, parseModelConfig, type ModelConfig } from "./config.ts";
-import { checkResponseTensor, microBatches, resolveResponseMask, sliceRows, validateBatch } from "./batch.ts";
-import { initParams } from "./init.ts";
-import { initLora, loraParamCount, parseLoraConfig, type LoraConfig } from "./lora.ts";
-import { flattenParams, paramViews, type ModelParams, type ParamViews } from "./params.ts";
-import { EngineOps, type CpuEngineOptions } from "./cpu-engine-ops.ts";
-import { withActivations, type ModelOps } from "./ops-backend.ts";
-import { backward, backwardLora, forward } from "./reference.ts";
-import { clipGradNorm, globalGradNorm, newOptimizerState, resolveOptimizerOptions } from "./reference/optim.ts";
-import { aggLoss, aggWeights, normFromMask, ppoPolicyLoss, type AggNorm } from "./ppo-loss.ts";
+import { paramCount, parseModelConfig, type ModelConfig } from "../model/config.ts";
+import { checkResponseTensor, microBatches, resolveResponseMask, sliceRows, validateBatch } from "../model/batch.ts";
+import { initParams } from "../model/init.ts";
+import { initLora, loraParamCount, parseLoraConfig, type LoraConfig } from "../model/lora.ts";
+import { flattenParams, paramViews, type ModelParams, type ParamViews } from "../model/params.ts";
+import { EngineOps, type CpuEngineOptions } from "./backend.ts";
+import { withActivations, type ModelOps } from "../model/ops-backend.ts";
+import { backward, backwardLora, forward } from "../model/reference.ts";
+import { clipGradNorm, globalGradNorm, newOptimizerState, resolveOptimizerOptions } from "../model/reference/optim.ts";
+import { aggLoss, aggWeights, normFromMask, ppoPolicyLoss, type AggNorm } from "../model/ppo-loss.ts";
 import { ValidationError } from "../types/errors.ts";
 import type {
   LogProbsResult,
@@ -36,7 +36,7 @@ import type {
   StepOptions,
   TokenBatch,
   TrainerState,
-} from "./train-types.ts";
+} from "../model/train-types.ts";
 
 export interface CpuTrainerOptions extends OptimizerOptions, CpuEngineOptions {
   config: ModelConfig;

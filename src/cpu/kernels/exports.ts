@@ -107,7 +107,7 @@ export interface CpuKernelExports {
   addF32(a: number, b: number, y: number, n: number): void;
   addBias(x: number, bias: number, rows: number, cols: number): void;
   columnSums(x: number, y: number, acc: number, rows: number, cols: number): void;
-  /** One token through the whole model over a descriptor (assembly/cpu/decode.ts, src/model/wasm-decode.ts). */
+  /** One token through the whole model over a descriptor (assembly/cpu/decode.ts, src/cpu/fused-decode.ts). */
   decodeStep(desc: number, token: number, pos: number, eps: number, loraScale: number): void;
   /** A prompt through the whole model into an empty cache over the same descriptor and a per-call table. */
   decodePrefill(desc: number, ws: number, rows: number, eps: number, loraScale: number): void;

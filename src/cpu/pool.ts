@@ -1,5 +1,5 @@
 /**
- * A pool of worker threads over ONE shared Wasm memory (the CPU kernels of src/wasm/cpu/), created once
+ * A pool of worker threads over ONE shared Wasm memory (the CPU kernels of src/cpu/kernels/), created once
  * per engine; the threads themselves come from the platform (`Platform.startWorker`). Each worker runs its own
  * instance of the shared-memory build of the CPU kernels; a call hands every thread one task (an export
  * and its arguments) through a control block, the calling thread runs task 0 itself and then blocks in
@@ -9,7 +9,7 @@
  */
 import { platform, type WorkerPort } from "../platform/index.ts";
 import { LightningError } from "../types/errors.ts";
-import { CpuCore, cpuKernelBytes, type CpuKernelExports } from "../wasm/cpu/index.ts";
+import { CpuCore, cpuKernelBytes, type CpuKernelExports } from "./kernels/index.ts";
 
 /** Most arguments of one task. */
 const MAX_ARGS = 16;

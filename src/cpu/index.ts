@@ -1,0 +1,7 @@
+/**
+ * The CPU engine (`lightning-ts/cpu`): the model's ops as Wasm SIMD kernels (assembly/cpu/) on a worker
+ * pool, the fused decode step, the CPU trainer and the CPU generation engines; `ops: "reference"` runs
+ * the plain-TS reference (src/model/reference/) instead. src/cpu/README.md says how.
+ */
+export * from "./trainer.ts";
+export { EngineOps, resolveCpuEngineOptions, type CpuEngineOptions, type CpuOpsChoice } from "./backend.ts";
