@@ -22,7 +22,8 @@ import { presetConfig } from "../src/model/presets.ts";
 import type { TokenBatch } from "../src/model/train-types.ts";
 import { wasmOps } from "../src/cpu/wasm-ops.ts";
 import { platform } from "../src/platform/index.ts";
-import { CpuGenerationEngine, type GenerationEngine, type GenerationRequest } from "../src/proxy/generation.ts";
+import type { GenerationEngine, GenerationRequest } from "../src/model/generation.ts";
+import { CpuGenerationEngine } from "../src/cpu/generation.ts";
 import { generate } from "../src/model/generate.ts";
 
 const loadAverage = () =>

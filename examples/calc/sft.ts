@@ -22,7 +22,7 @@ import {
 } from "../../src/model/index.ts";
 import { CpuTrainer } from "../../src/cpu/index.ts";
 import { CALC_CONFIG, CALC_TINY_CONFIG } from "./config.ts";
-import { cpuGenerationEngine } from "../../src/proxy/generation.ts";
+import { cpuGenerationEngine } from "../../src/cpu/generation.ts";
 import { MAX_ANSWER_TOKENS } from "./agent.ts";
 import { heldOutTasks, reward, trainTasks, type CalcTask } from "./tasks.ts";
 

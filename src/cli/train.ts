@@ -27,7 +27,7 @@ import { CpuTrainer } from "../cpu/trainer.ts";
 import type { OptimizerState, PolicyTrainer } from "../model/train-types.ts";
 import { platform } from "../platform/index.ts";
 import type { GpuContext } from "../gpu/context.ts";
-import { createGenerationEngine } from "../proxy/engine.ts";
+import { createGenerationEngine } from "../engine/factory.ts";
 import { ModelPolicy } from "../proxy/policy.ts";
 import { PolicyServer } from "../proxy/policy-server.ts";
 import { llmRollout } from "../runner/functional.ts";
@@ -159,9 +159,8 @@ async function makeTrainer(
       return cpu();
     }
   }
-  const trainer = await gpu.createPolicyTrainer({
+  const trainer = await gpu.GpuPolicyTrainer.create({
     ...common,
-    backend: "webgpu",
     weightFormat: c.gpuWeights,
     recomputeActivations: c.recompute,
   });

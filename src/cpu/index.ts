@@ -5,3 +5,4 @@
  */
 export * from "./trainer.ts";
 export { EngineOps, resolveCpuEngineOptions, type CpuEngineOptions, type CpuOpsChoice } from "./backend.ts";
+export * from "./generation.ts";

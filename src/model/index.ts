@@ -29,6 +29,8 @@ export {
 export * as ops from "./reference/ops.ts";
 export * from "./reference/optim.ts";
 export * from "./generate.ts";
+export * from "./generation.ts";
+export * from "./detokenize.ts";
 export * from "./safetensors.ts";
 export * from "./checkpoint.ts";
 export * from "./tokenizer-api.ts";

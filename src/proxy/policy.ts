@@ -11,7 +11,8 @@ import { paramViews, type ModelParams } from "../model/params.ts";
 import { loraState, type LoraWeights } from "../model/reference.ts";
 import { byteTokenizer } from "../model/tokenizer.ts";
 import type { Tokenizer } from "../model/tokenizer-api.ts";
-import { cpuGenerationEngine, type Generation, type GenerationEngine, type GenerationRequest } from "./generation.ts";
+import type { Generation, GenerationEngine, GenerationRequest } from "../model/generation.ts";
+import { cpuGenerationEngine } from "../cpu/generation.ts";
 
 export interface Policy {
   /** The model name clients put in their requests. */

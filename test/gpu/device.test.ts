@@ -4,7 +4,7 @@ import { detectRuntime } from "../../src/gpu/navigator.ts";
 import { GpuContext, tuningFromLimits } from "../../src/gpu/context.ts";
 import { matmul } from "../../src/gpu/kernels/matmul.ts";
 import { attentionForward } from "../../src/gpu/kernels/attention.ts";
-import { createPolicyTrainer } from "../../src/gpu/factory.ts";
+import { createPolicyTrainer } from "../../src/engine/factory.ts";
 import { CpuTrainer } from "../../src/cpu/trainer.ts";
 import * as ops from "../../src/model/reference/ops.ts";
 import { initParams, Rng } from "../../src/model/init.ts";

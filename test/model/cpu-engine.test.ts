@@ -7,7 +7,7 @@
  * still be what it generates with.
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { createPolicyTrainer } from "../../src/gpu/factory.ts";
+import { createPolicyTrainer } from "../../src/engine/factory.ts";
 import { batchFromTokens } from "../../src/model/batch.ts";
 import { parseModelConfig } from "../../src/model/config.ts";
 import { CpuTrainer, type CpuTrainerOptions } from "../../src/cpu/trainer.ts";
@@ -15,7 +15,8 @@ import { initParams, Rng } from "../../src/model/init.ts";
 import { initLora, loraParamCount, parseLoraConfig } from "../../src/model/lora.ts";
 import { presetConfig } from "../../src/model/presets.ts";
 import type { TokenBatch } from "../../src/model/train-types.ts";
-import { CpuGenerationEngine, type GenerationRequest } from "../../src/proxy/generation.ts";
+import type { GenerationRequest } from "../../src/model/generation.ts";
+import { CpuGenerationEngine } from "../../src/cpu/generation.ts";
 import { ValidationError } from "../../src/types/errors.ts";
 
 const config = parseModelConfig(presetConfig("tiny"));

@@ -4,7 +4,7 @@ import { generate, logProbOf, sampleToken } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { forward } from "../../src/model/reference.ts";
 import { byteTokenizer, TOKENIZER_VOCAB_SIZE } from "../../src/model/tokenizer.ts";
-import { CpuGenerationEngine, referenceGenerationEngine } from "../../src/proxy/generation.ts";
+import { CpuGenerationEngine, referenceGenerationEngine } from "../../src/cpu/generation.ts";
 import { favouredModel } from "./favoured-token.ts";
 
 const config = parseModelConfig({

@@ -7,15 +7,10 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GpuContext } from "../../src/gpu/context.ts";
 import { applyChatTemplate, generate, initParams, presetConfig } from "../../src/model/index.ts";
-import {
-  BatchingEngine,
-  CpuGenerationEngine,
-  cpuGenerationEngine,
-  createGenerationEngine,
-  GpuGenerationEngine,
-  ModelPolicy,
-  PolicyServer,
-} from "../../src/proxy/index.ts";
+import { ModelPolicy, PolicyServer } from "../../src/proxy/index.ts";
+import { BatchingEngine, createGenerationEngine } from "../../src/engine/index.ts";
+import { GpuGenerationEngine } from "../../src/gpu/generation.ts";
+import { CpuGenerationEngine, cpuGenerationEngine } from "../../src/cpu/generation.ts";
 import { noGpu, probe } from "../gpu/gpu-env.ts";
 
 describe("generation engine selection", () => {

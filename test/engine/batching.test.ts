@@ -5,13 +5,10 @@
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { initParams, presetConfig } from "../../src/model/index.ts";
-import {
-  BatchingEngine,
-  cpuGenerationEngine,
-  GpuGenerationEngine,
-  type GenerationEngine,
-  type GenerationRequest,
-} from "../../src/proxy/index.ts";
+import type { GenerationEngine, GenerationRequest } from "../../src/model/generation.ts";
+import { BatchingEngine } from "../../src/engine/index.ts";
+import { GpuGenerationEngine } from "../../src/gpu/generation.ts";
+import { cpuGenerationEngine } from "../../src/cpu/generation.ts";
 import { noGpu } from "../gpu/gpu-env.ts";
 
 const config = { ...presetConfig("tiny"), n_layers: 1, max_seq_len: 32 };

@@ -10,7 +10,7 @@ import type { ModelConfig } from "../model/config.ts";
 import type { ModelParams } from "../model/params.ts";
 import type { LoraWeights } from "../model/reference.ts";
 import type { Tokenizer } from "../model/tokenizer-api.ts";
-import { validateRequest, type Generation, type GenerationEngine, type GenerationRequest } from "./generation.ts";
+import { validateRequest, type Generation, type GenerationEngine, type GenerationRequest } from "../model/generation.ts";
 
 interface Waiting {
   config: ModelConfig;

@@ -7,8 +7,10 @@ import { afterAll, describe, expect, it } from "vitest";
 import { heldOutTasks } from "../../examples/calc/tasks.ts";
 import { promptIds } from "../../examples/calc/sft.ts";
 import { initParams, loadCheckpoint, presetConfig } from "../../src/model/index.ts";
-import { cpuGenerationEngine, GpuGenerationEngine, type GenerationRequest } from "../../src/proxy/index.ts";
-import { noGpu } from "../gpu/gpu-env.ts";
+import type { GenerationRequest } from "../../src/model/generation.ts";
+import { GpuGenerationEngine } from "../../src/gpu/generation.ts";
+import { cpuGenerationEngine } from "../../src/cpu/generation.ts";
+import { noGpu } from "./gpu-env.ts";
 
 const config = { ...presetConfig("tiny"), max_seq_len: 64 };
 

@@ -7,8 +7,10 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { GpuDecoder } from "../../src/gpu/decode.ts";
 import { initParams, presetConfig } from "../../src/model/index.ts";
-import { cpuGenerationEngine, GpuGenerationEngine, type Generation, type GenerationRequest } from "../../src/proxy/index.ts";
-import { noGpu } from "../gpu/gpu-env.ts";
+import type { Generation, GenerationRequest } from "../../src/model/generation.ts";
+import { GpuGenerationEngine } from "../../src/gpu/generation.ts";
+import { cpuGenerationEngine } from "../../src/cpu/generation.ts";
+import { noGpu } from "./gpu-env.ts";
 
 const config = { ...presetConfig("tiny"), max_seq_len: 40 };
 const params = initParams(config, 11);

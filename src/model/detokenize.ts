@@ -6,7 +6,7 @@
  * treat a sequence's first token specially see the same start twice) and the new text is what that
  * window gained; a token whose bytes end inside a character gives no text until the character is whole.
  */
-import type { Tokenizer } from "../model/tokenizer-api.ts";
+import type { Tokenizer } from "./tokenizer-api.ts";
 
 const INCOMPLETE = "\uFFFD";
 

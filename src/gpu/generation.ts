@@ -10,11 +10,11 @@
  * A LoRA adapter is applied unmerged on both paths (src/gpu/projection.ts, docs/lora.md); a new adapter
  * array uploads the adapter alone, never the base.
  */
-import { GpuContext } from "../gpu/context.ts";
-import { GpuDecoder, leftPaddedBatch, maxDecoderBatch } from "../gpu/decode.ts";
-import type { GpuDeviceOptions } from "../gpu/device.ts";
-import { GpuModel } from "../gpu/model.ts";
-import type { WeightFormat } from "../gpu/kernels/weights.ts";
+import { GpuContext } from "./context.ts";
+import { GpuDecoder, leftPaddedBatch, maxDecoderBatch } from "./decode.ts";
+import type { GpuDeviceOptions } from "./device.ts";
+import { GpuModel } from "./model.ts";
+import type { WeightFormat } from "./kernels/weights.ts";
 import type { ModelConfig } from "../model/config.ts";
 import { logProbOf, sampleToken } from "../model/generate.ts";
 import { Rng } from "../model/init.ts";
@@ -31,10 +31,8 @@ import {
   type Generation,
   type GenerationEngine,
   type GenerationRequest,
-} from "./generation.ts";
-import { IncrementalDecoder } from "./detokenize.ts";
-
-export { logProbOf };
+} from "../model/generation.ts";
+import { IncrementalDecoder } from "../model/detokenize.ts";
 
 /** One sequence being generated: its request, its sampler, what it has produced. */
 class Live {

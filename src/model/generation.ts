@@ -1,8 +1,7 @@
 /**
- * Batched generation for serving the policy: many prompts in, sampled continuations with the log-prob
- * of every sampled token out. The CPU engine runs `src/model/generate.ts` (KV cache) per request, on the
- * Wasm SIMD kernels over a worker pool of its own by default (`ops: "reference"`: plain TS); a GPU engine
- * plugs in through the same {@link GenerationEngine} interface.
+ * The generation contract every engine keeps (the CPU engines of src/cpu/generation.ts, the WebGPU one of
+ * src/gpu/generation.ts): many prompts in, sampled continuations with the log-prob of every sampled token
+ * out; request validation, stop strings and the vocab limit the engines sample under.
  *
  * Stop strings are applied to the decoded text: the output ends with the token that completed the
  * first stop string, and the text is cut before it (the vLLM convention). Because sampling is
@@ -10,14 +9,11 @@
  * engine stops a sequence on the step whose token completes a stop string, the CPU engine decodes on to
  * the limit and cuts. The text of each prefix comes from an incremental decoder (detokenize.ts).
  */
-import { EngineOps, type CpuEngineOptions } from "../cpu/backend.ts";
-import type { ModelConfig } from "../model/config.ts";
-import { generate } from "../model/generate.ts";
-import type { ModelOps } from "../model/ops-backend.ts";
-import { paramViews, type ModelParams, type ParamViews } from "../model/params.ts";
-import { loraState, type LoraWeights } from "../model/reference.ts";
-import { byteTokenizer } from "../model/tokenizer.ts";
-import type { Tokenizer } from "../model/tokenizer-api.ts";
+import type { ModelConfig } from "./config.ts";
+import type { ModelParams } from "./params.ts";
+import type { LoraWeights } from "./reference.ts";
+import { byteTokenizer } from "./tokenizer.ts";
+import type { Tokenizer } from "./tokenizer-api.ts";
 import { ValidationError } from "../types/errors.ts";
 import { decodeIds, decodeWithOffsets, findStopString } from "./detokenize.ts";
 
@@ -112,86 +108,3 @@ export function validateRequest(config: ModelConfig, r: GenerationRequest, index
       throw new ValidationError(`token id ${id} is outside the vocabulary`, ["requests", index, "prompt", j]);
   });
 }
-
-/**
- * The CPU engine: one KV-cached sequence at a time. On the Wasm ops the weights stay resident in the
- * engine's Wasm memory: copied in when the engine first sees a weights object (or adapter), re-copied
- * only when it is handed a different one (a new policy version: ModelPolicy publishes copies). The engine
- * recognises weights by identity, so a caller must not change a buffer in place between calls.
- */
-export class CpuGenerationEngine implements GenerationEngine {
-  readonly backend = "cpu" as const;
-  private readonly ops: EngineOps;
-  /** The resident base and adapter: what they were made from, their views, where the adapter starts. */
-  private base: { config: ModelConfig; params: ModelParams; views: ParamViews; adapterMark: number } | null = null;
-  private adapter: { from: LoraWeights; weights: LoraWeights } | null = null;
-
-  constructor(options: CpuEngineOptions = {}) {
-    this.ops = new EngineOps(options);
-  }
-
-  /** "wasm" or "reference". */
-  get opsChoice(): "wasm" | "reference" {
-    return this.ops.choice;
-  }
-
-  /** Ends the Wasm engine's worker threads; the engine cannot generate afterwards. */
-  close(): void {
-    this.ops.close();
-  }
-
-  async generate(
-    config: ModelConfig,
-    params: ModelParams,
-    requests: readonly GenerationRequest[],
-    tokenizer: Tokenizer = byteTokenizer,
-    adapter?: LoraWeights,
-  ): Promise<Generation[]> {
-    requests.forEach((r, i) => validateRequest(config, r, i));
-    const K = await this.ops.get();
-    // from here on synchronous: concurrent calls cannot interleave their use of the resident memory
-    const { views, lora } = this.weights(K, config, params, adapter);
-    const vocabLimit = tokenizerVocabLimit(config, tokenizer);
-    return requests.map((r) => {
-      const out = generate(config, views, r.prompt, {
-        maxTokens: r.maxTokens,
-        temperature: r.temperature,
-        topP: r.topP,
-        stop: [...(r.stopTokenIds ?? tokenizer.eosTokenIds)],
-        seed: r.seed,
-        vocabLimit,
-        lora,
-        kernels: K,
-      });
-      return finishGeneration(out.tokens, out.logprobs, out.finishReason, r.stop, tokenizer);
-    });
-  }
-
-  /** The weights' views, made resident when they are new: the base first, the adapter above it. */
-  private weights(K: ModelOps, config: ModelConfig, params: ModelParams, adapter?: LoraWeights): { views: ParamViews; lora?: LoraWeights } {
-    const r = K.resident;
-    if (this.base?.params !== params || this.base.config !== config) {
-      r?.release();
-      this.adapter = null;
-      const views = paramViews(config, params as Float32Array);
-      r?.pin(Object.values(views));
-      this.base = { config, params, views, adapterMark: r?.mark() ?? 0 };
-    }
-    if (this.adapter?.from !== adapter) {
-      r?.release(this.base.adapterMark);
-      this.adapter = null;
-      if (adapter) {
-        const weights = { config: adapter.config, params: loraState(config, adapter).views as ParamViews };
-        r?.pin(Object.values(weights.params));
-        this.adapter = { from: adapter, weights };
-      }
-    }
-    return { views: this.base.views, lora: this.adapter?.weights };
-  }
-}
-
-/** The default CPU engine (Wasm ops on every CPU; its pool starts on first use). */
-export const cpuGenerationEngine: GenerationEngine = new CpuGenerationEngine();
-
-/** The plain-TS engine: the oracle the Wasm engine is tested against. */
-export const referenceGenerationEngine: GenerationEngine = new CpuGenerationEngine({ ops: "reference" });

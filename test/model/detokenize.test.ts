@@ -8,10 +8,10 @@ import { Rng } from "../../src/model/init.ts";
 import { createHfTokenizer } from "../../src/model/hf/index.ts";
 import { byteTokenizer } from "../../src/model/tokenizer.ts";
 import type { Tokenizer } from "../../src/model/tokenizer-api.ts";
-import { decodeWithOffsets, findStopString, IncrementalDecoder } from "../../src/proxy/detokenize.ts";
-import { applyStopStrings, finishGeneration } from "../../src/proxy/generation.ts";
+import { decodeWithOffsets, findStopString, IncrementalDecoder } from "../../src/model/detokenize.ts";
+import { applyStopStrings, finishGeneration } from "../../src/model/generation.ts";
 import { textDeltas } from "../../src/proxy/policy-server.ts";
-import { QWEN_TOKENIZER_DIR } from "../model/hf/qwen-files.ts";
+import { QWEN_TOKENIZER_DIR } from "./hf/qwen-files.ts";
 
 const qwen = createHfTokenizer({
   tokenizerJson: JSON.parse(readFileSync(join(QWEN_TOKENIZER_DIR, "tokenizer.json"), "utf8")),
