@@ -14,8 +14,6 @@ export * from "./wasm/index.ts";
 export * from "./model/index.ts";
 export * from "./cpu/index.ts";
 export * from "./gpu/index.ts";
-// Both the model and the Wasm core name a KL kind; the loss option's (every alias) is the one users write.
-export type { KlKind } from "./model/train-types.ts";
 export * from "./engine/index.ts";
 export * from "./proxy/policy.ts";
 export { grpoUpdate, selectRows, combineMetrics, type GrpoUpdate, type GrpoUpdateOptions } from "./algorithm/grpo-step.ts";

@@ -1,13 +1,14 @@
 /**
- * The ops one CPU engine (trainer, generation engine) runs on: the Wasm SIMD kernels on a worker pool of
- * its own [default], or the plain-TS reference (`ops: "reference"`, the oracle). The pool is created on
+ * The CPU backend one engine (trainer, generation engine) runs on, and the `ModelOps` it hands out: the
+ * Wasm SIMD kernels on a worker pool of its own [default], or the plain-TS reference (`ops: "reference"`,
+ * the oracle). The pool is created on
  * first use (creating it is async, the engines' constructors are not) and ended by `close()`; its
  * workers never keep a process alive. Results do not depend on the thread count (src/cpu/README.md).
  */
 import { platform } from "../platform/index.ts";
 import { ValidationError } from "../types/errors.ts";
 import { CpuPool } from "./pool.ts";
-import { referenceOps, type ModelOps } from "../model/ops-backend.ts";
+import { referenceOps, type ModelOps } from "../model/model-ops.ts";
 import { wasmOps } from "./wasm-ops.ts";
 import { instantiateCpuCore, loadCpuCore } from "./kernels/index.ts";
 
@@ -31,7 +32,8 @@ export function resolveCpuEngineOptions(o: CpuEngineOptions): { ops: CpuOpsChoic
   return { ops, threads: o.threads };
 }
 
-export class EngineOps {
+/** One engine's CPU backend: `get()` starts it once and gives its ops, `close()` ends its pool. */
+export class CpuBackend {
   readonly choice: CpuOpsChoice;
   private readonly threads?: number;
   /** Shared memory even on one thread, where it can be shared: activation scopes need it (trainers). */

@@ -7,7 +7,7 @@
  * size at which the façade splits work over threads); otherwise the decoder stays op by op.
  */
 import { headDim, ropeInvFreq } from "../model/config.ts";
-import type { DecodeStepper, DecodeStepperRequest, Residency } from "../model/ops-backend.ts";
+import type { DecodeStepper, DecodeStepperRequest, Residency } from "../model/model-ops.ts";
 import type { CpuCore } from "./kernels/index.ts";
 import { ValidationError } from "../types/errors.ts";
 

@@ -3,7 +3,7 @@
  * over a worker pool of the engine's own by default (`ops: "reference"`: plain TS). They keep the
  * generation contract of src/model/generation.ts (stop strings cut after decoding to the limit).
  */
-import { EngineOps, type CpuEngineOptions } from "./backend.ts";
+import { CpuBackend, type CpuEngineOptions } from "./backend.ts";
 import type { ModelConfig } from "../model/config.ts";
 import { generate } from "../model/generate.ts";
 import {
@@ -14,9 +14,9 @@ import {
   type GenerationEngine,
   type GenerationRequest,
 } from "../model/generation.ts";
-import type { ModelOps } from "../model/ops-backend.ts";
+import type { ModelOps } from "../model/model-ops.ts";
 import { paramViews, type ModelParams, type ParamViews } from "../model/params.ts";
-import { loraState, type LoraWeights } from "../model/reference.ts";
+import { loraState, type LoraWeights } from "../model/lora.ts";
 import { byteTokenizer } from "../model/tokenizer.ts";
 import type { Tokenizer } from "../model/tokenizer-api.ts";
 
@@ -28,23 +28,23 @@ import type { Tokenizer } from "../model/tokenizer-api.ts";
  */
 export class CpuGenerationEngine implements GenerationEngine {
   readonly backend = "cpu" as const;
-  private readonly ops: EngineOps;
+  private readonly cpu: CpuBackend;
   /** The resident base and adapter: what they were made from, their views, where the adapter starts. */
   private base: { config: ModelConfig; params: ModelParams; views: ParamViews; adapterMark: number } | null = null;
   private adapter: { from: LoraWeights; weights: LoraWeights } | null = null;
 
   constructor(options: CpuEngineOptions = {}) {
-    this.ops = new EngineOps(options);
+    this.cpu = new CpuBackend(options);
   }
 
   /** "wasm" or "reference". */
   get opsChoice(): "wasm" | "reference" {
-    return this.ops.choice;
+    return this.cpu.choice;
   }
 
   /** Ends the Wasm engine's worker threads; the engine cannot generate afterwards. */
   close(): void {
-    this.ops.close();
+    this.cpu.close();
   }
 
   async generate(
@@ -55,7 +55,7 @@ export class CpuGenerationEngine implements GenerationEngine {
     adapter?: LoraWeights,
   ): Promise<Generation[]> {
     requests.forEach((r, i) => validateRequest(config, r, i));
-    const K = await this.ops.get();
+    const K = await this.cpu.get();
     // from here on synchronous: concurrent calls cannot interleave their use of the resident memory
     const { views, lora } = this.weights(K, config, params, adapter);
     const vocabLimit = tokenizerVocabLimit(config, tokenizer);
@@ -68,7 +68,7 @@ export class CpuGenerationEngine implements GenerationEngine {
         seed: r.seed,
         vocabLimit,
         lora,
-        kernels: K,
+        ops: K,
       });
       return finishGeneration(out.tokens, out.logprobs, out.finishReason, r.stop, tokenizer);
     });

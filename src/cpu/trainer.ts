@@ -1,5 +1,5 @@
 /**
- * The CPU fallback trainer: the reference forward/backward (`reference.ts`) in float32, AdamW and
+ * The CPU fallback trainer: the reference forward/backward (`src/model/reference/model.ts`) in float32, AdamW and
  * grad-norm clipping (`reference/optim.ts`), the PPO loss (`ppo-loss.ts`).
  * It trains anywhere. Same API and same math as the WebGPU trainer. The heavy ops run on the Wasm SIMD
  * kernels over a worker pool of the trainer's own (`ops`, `threads`; `close()` ends the workers), or on
@@ -19,9 +19,9 @@ import { checkResponseTensor, microBatches, resolveResponseMask, sliceRows, vali
 import { initParams } from "../model/init.ts";
 import { initLora, loraParamCount, parseLoraConfig, type LoraConfig } from "../model/lora.ts";
 import { flattenParams, paramViews, type ModelParams, type ParamViews } from "../model/params.ts";
-import { EngineOps, type CpuEngineOptions } from "./backend.ts";
-import { withActivations, type ModelOps } from "../model/ops-backend.ts";
-import { backward, backwardLora, forward } from "../model/reference.ts";
+import { CpuBackend, type CpuEngineOptions } from "./backend.ts";
+import { withActivations, type ModelOps } from "../model/model-ops.ts";
+import { backward, backwardLora, forward } from "../model/reference/model.ts";
 import { clipGradNorm, globalGradNorm, newOptimizerState, resolveOptimizerOptions } from "../model/reference/optim.ts";
 import { aggLoss, aggWeights, normFromMask, ppoPolicyLoss, type AggNorm } from "../model/ppo-loss.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -88,12 +88,12 @@ export class CpuTrainer implements PolicyTrainer {
   private readonly optim: Required<OptimizerOptions>;
   /** LoRA: the frozen base and the adapter's config. */
   private readonly lora: { config: LoraConfig; base: ParamViews<Float32Array> } | null;
-  private readonly ops: EngineOps;
+  private readonly cpu: CpuBackend;
 
   constructor(options: CpuTrainerOptions) {
     this.config = parseModelConfig(options.config);
     // activations stay in Wasm memory between forward and backward (withActivations below)
-    this.ops = new EngineOps(options, { keepActivations: true });
+    this.cpu = new CpuBackend(options, { keepActivations: true });
     // the base's views are made once, so the Wasm engine can keep the frozen base resident (by identity)
     this.lora = options.lora
       ? { config: parseLoraConfig(options.lora.config), base: paramViews(this.config, options.lora.base as Float32Array) }
@@ -121,17 +121,17 @@ export class CpuTrainer implements PolicyTrainer {
 
   /** Which ops the trainer runs on ("wasm" or "reference"). */
   get opsChoice(): "wasm" | "reference" {
-    return this.ops.choice;
+    return this.cpu.choice;
   }
 
   /** Ends the Wasm engine's worker threads; the trainer cannot step afterwards. */
   close(): void {
-    this.ops.close();
+    this.cpu.close();
   }
 
   /** The ops, started on first use; the frozen LoRA base made resident once. */
-  private async kernels(): Promise<ModelOps> {
-    const K = await this.ops.get();
+  private async ops(): Promise<ModelOps> {
+    const K = await this.cpu.get();
     if (this.lora) K.resident?.pin(Object.values(this.lora.base));
     return K;
   }
@@ -145,12 +145,12 @@ export class CpuTrainer implements PolicyTrainer {
     const { n, P, R } = batch;
     const log_probs = new Float32Array(n * R);
     const entropy = new Float32Array(n * R);
-    const K = await this.kernels();
+    const K = await this.ops();
     for (const [r0, r1] of microBatches(n, options.microBatchSize))
       withActivations(K, () => {
         const out =
           options.baseOnly && this.lora
-            ? forward(this.config, this.lora.base, sliceRows(batch, r0, r1), { kernels: K })
+            ? forward(this.config, this.lora.base, sliceRows(batch, r0, r1), { ops: K })
             : this.forward(sliceRows(batch, r0, r1), K);
         log_probs.set(responseColumns(out.logprob, r1 - r0, P, R), r0 * R);
         entropy.set(responseColumns(out.entropy, r1 - r0, P, R), r0 * R);
@@ -169,7 +169,7 @@ export class CpuTrainer implements PolicyTrainer {
     checkResponseTensor("oldLogProbs", oldLogProbs, batch);
     if (options.refLogProbs !== undefined) checkResponseTensor("refLogProbs", options.refLogProbs, batch);
     const R = batch.R;
-    return this.step(await this.kernels(), batch, options, ([r0, r1], logProbs, entropy, mask, norm) => {
+    return this.step(await this.ops(), batch, options, ([r0, r1], logProbs, entropy, mask, norm) => {
       const cut = <T extends { subarray(a: number, b: number): T }>(a: T): T => a.subarray(r0 * R, r1 * R);
       const r = ppoPolicyLoss(
         {
@@ -204,7 +204,7 @@ export class CpuTrainer implements PolicyTrainer {
   async sftStep(batch: TokenBatch, options: SftStepOptions = {}): Promise<StepMetrics> {
     validateBatch(batch);
     const mode = options.lossAggMode ?? "token-mean";
-    return this.step(await this.kernels(), batch, options, ([r0, r1], logProbs, entropy, mask, norm) => {
+    return this.step(await this.ops(), batch, options, ([r0, r1], logProbs, entropy, mask, norm) => {
       const rows = r1 - r0;
       const w = aggWeights(mask, rows, batch.R, mode, norm);
       const nll = -aggLoss(logProbs, mask, rows, batch.R, mode, norm);
@@ -237,10 +237,10 @@ export class CpuTrainer implements PolicyTrainer {
   }
 
   /** The model's forward on a micro-batch: the whole model, or the frozen base plus the adapter. */
-  private forward(micro: TokenBatch, kernels: ModelOps) {
+  private forward(micro: TokenBatch, ops: ModelOps) {
     return this.lora
-      ? forward(this.config, this.lora.base, micro, { lora: { config: this.lora.config, params: this.params }, kernels })
-      : forward(this.config, this.params, micro, { kernels });
+      ? forward(this.config, this.lora.base, micro, { lora: { config: this.lora.config, params: this.params }, ops })
+      : forward(this.config, this.params, micro, { ops });
   }
 
   /** Forward, loss and backward per micro-batch; then, if everything is finite, clip and AdamW. */

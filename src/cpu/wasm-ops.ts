@@ -1,7 +1,7 @@
 /**
  * The model ops on the Wasm SIMD kernels (assembly/cpu/, loaded by src/cpu/kernels/), with exactly the
  * signatures of the plain-TS reference (`reference/ops.ts`, `reference/optim.ts`): a `ModelOps` backend
- * (ops-backend.ts) for reference.ts's forward and backward. Float32 inputs run in Wasm (copied into the
+ * (src/model/model-ops.ts) for the reference's forward and backward. Float32 inputs run in Wasm (copied into the
  * instance's memory unless resident, results copied out into fresh arrays; inside an activation scope,
  * `resident.scoped`, results are views over Wasm memory that the scope frees); Float64 inputs
  * (finite-difference checks) go to the reference, which stays the oracle. Accumulation rules, tolerances
@@ -11,7 +11,7 @@ import { LightningError, ValidationError } from "../types/errors.ts";
 import { CpuCore, cpuCore, GEMM_FORM } from "./kernels/index.ts";
 import { CpuPool, type Task } from "./pool.ts";
 import { ropeInvFreq } from "../model/config.ts";
-import type { ModelOps, Residency } from "../model/ops-backend.ts";
+import type { ModelOps, Residency } from "../model/model-ops.ts";
 import { fusedDecodeStepper } from "./fused-decode.ts";
 import * as ref from "../model/reference/ops.ts";
 import type { Arr, AttentionDims, MatDims, NormDims, RopeDims, VocabDims } from "../model/reference/ops.ts";

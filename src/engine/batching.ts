@@ -8,7 +8,7 @@
  */
 import type { ModelConfig } from "../model/config.ts";
 import type { ModelParams } from "../model/params.ts";
-import type { LoraWeights } from "../model/reference.ts";
+import type { LoraWeights } from "../model/lora.ts";
 import type { Tokenizer } from "../model/tokenizer-api.ts";
 import { validateRequest, type Generation, type GenerationEngine, type GenerationRequest } from "../model/generation.ts";
 

@@ -19,7 +19,7 @@ import type { ModelConfig } from "../model/config.ts";
 import { logProbOf, sampleToken } from "../model/generate.ts";
 import { Rng } from "../model/init.ts";
 import { flattenParams, type ModelParams } from "../model/params.ts";
-import type { LoraWeights } from "../model/reference.ts";
+import type { LoraWeights } from "../model/lora.ts";
 import { byteTokenizer } from "../model/tokenizer.ts";
 import type { Tokenizer } from "../model/tokenizer-api.ts";
 import { ValidationError } from "../types/errors.ts";

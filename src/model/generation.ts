@@ -11,7 +11,7 @@
  */
 import type { ModelConfig } from "./config.ts";
 import type { ModelParams } from "./params.ts";
-import type { LoraWeights } from "./reference.ts";
+import type { LoraWeights } from "./lora.ts";
 import { byteTokenizer } from "./tokenizer.ts";
 import type { Tokenizer } from "./tokenizer-api.ts";
 import { ValidationError } from "../types/errors.ts";

@@ -7,27 +7,7 @@ export * from "./init.ts";
 export * from "./tokenizer.ts";
 export * from "./batch.ts";
 export * from "./train-types.ts";
-export {
-  forward,
-  backwardLora,
-  loraState,
-  prefillForward,
-  sequenceInput,
-  backward,
-  blockForward,
-  headForward,
-  inputShape,
-  type AttendFn,
-  type LayerCache,
-  type ModelInput,
-  type ForwardCache,
-  type ForwardResult,
-  type PrefillResult,
-  type LoraWeights,
-  type LoraState,
-} from "./reference.ts";
-export * as ops from "./reference/ops.ts";
-export * from "./reference/optim.ts";
+export * from "./reference/index.ts";
 export * from "./generate.ts";
 export * from "./generation.ts";
 export * from "./detokenize.ts";

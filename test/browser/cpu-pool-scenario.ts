@@ -5,7 +5,7 @@
  * through the Wasm ops. Plain data out, so the result crosses postMessage unchanged.
  */
 import { parseModelConfig } from "../../src/model/config.ts";
-import { EngineOps } from "../../src/cpu/backend.ts";
+import { CpuBackend } from "../../src/cpu/backend.ts";
 import { CpuPool, type Task } from "../../src/cpu/pool.ts";
 import { CpuDecoder } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
@@ -31,7 +31,7 @@ export async function poolRun(threads: number, via: "engine" | "pool" = "engine"
     widestCall = Math.max(widestCall, tasks.length);
     run.call(this, tasks);
   };
-  const engine = new EngineOps({ threads });
+  const engine = new CpuBackend({ threads });
   let pool: CpuPool | null = null;
   try {
     if (via === "pool") pool = await CpuPool.create(threads);

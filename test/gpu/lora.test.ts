@@ -20,7 +20,7 @@ import { paramCount, paramLayout, type ModelConfig } from "../../src/model/confi
 import { CpuTrainer } from "../../src/cpu/trainer.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { initLora, loraParamCount, parseLoraConfig, type LoraConfig } from "../../src/model/lora.ts";
-import { forward } from "../../src/model/reference.ts";
+import { forward } from "../../src/model/reference/model.ts";
 import * as ops from "../../src/model/reference/ops.ts";
 import type { PolicyStepOptions } from "../../src/model/train-types.ts";
 import { ValidationError } from "../../src/types/errors.ts";

@@ -13,8 +13,8 @@ import { CpuPool } from "../../src/cpu/pool.ts";
 import { CpuTrainer, type CpuTrainerOptions } from "../../src/cpu/trainer.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { parseLoraConfig } from "../../src/model/lora.ts";
-import { referenceOps as refOps, withActivations } from "../../src/model/ops-backend.ts";
-import { backward, forward } from "../../src/model/reference.ts";
+import { referenceOps as refOps, withActivations } from "../../src/model/model-ops.ts";
+import { backward, forward } from "../../src/model/reference/model.ts";
 import { newOptimizerState, resolveOptimizerOptions } from "../../src/model/reference/optim.ts";
 import type { TokenBatch } from "../../src/model/train-types.ts";
 import { wasmOps } from "../../src/cpu/wasm-ops.ts";
@@ -134,7 +134,7 @@ describe("activation scopes", () => {
     const sizes: number[] = [];
     for (let s = 0; s < 12; s++) {
       const g = withActivations(K, () => {
-        const out = forward(config, params, batch, { kernels: K });
+        const out = forward(config, params, batch, { ops: K });
         expect(out.logits.buffer).toBeInstanceOf(SharedArrayBuffer);
         expect(out.cache.layers[0].probs.buffer).toBeInstanceOf(SharedArrayBuffer);
         expect(core.mark).toBeGreaterThan(start);
@@ -148,7 +148,7 @@ describe("activation scopes", () => {
     expect(sizes.slice(2)).toEqual(sizes.slice(2).map(() => sizes[2]));
     expect(() =>
       K.resident.scoped(() => {
-        forward(config, params, batch, { kernels: K });
+        forward(config, params, batch, { ops: K });
         throw new Error("boom");
       }),
     ).toThrow("boom");
@@ -191,7 +191,7 @@ describe("activation scopes", () => {
     const params = initParams(big, 1);
     const start = pool.core.mark;
     const { fwd, grads } = K.resident.scoped(() => {
-      const out = forward(big, params, rows, { kernels: K });
+      const out = forward(big, params, rows, { ops: K });
       const fwd = pool.core.mark - start;
       return { fwd, grads: backward(big, params, out.cache, grad, grad) };
     });
@@ -199,7 +199,7 @@ describe("activation scopes", () => {
     // call's GEMM scratch); without the nested scopes the backward's temporaries add about the forward's size
     const scratch = pool.core.exports.gemmScratchBytes();
     expect(pool.core.memory.buffer.byteLength - start).toBeLessThan(1.4 * fwd + scratch + 65536);
-    const plain = forward(big, params, rows, { kernels: K });
+    const plain = forward(big, params, rows, { ops: K });
     expect(Array.from(grads)).toEqual(Array.from(backward(big, params, plain.cache, grad, grad)));
   });
 
@@ -238,7 +238,7 @@ describe("activation scopes", () => {
       const K = wasmOps(pool, { scopeMaxBytes });
       const start = pool.core.mark;
       return K.resident.scoped(() => {
-        const out = forward(config, params, batch, { kernels: K });
+        const out = forward(config, params, batch, { ops: K });
         const kept = out.cache.layers.map((l) => [l.h1, l.probs, l.xOut].map((x) => x.buffer instanceof SharedArrayBuffer));
         const bytes = pool.core.mark - start;
         return { kept, bytes, logits: Array.from(out.logits), grads: backward(config, params, out.cache, dl, dl) };
@@ -257,7 +257,7 @@ describe("activation scopes", () => {
   it("copy results out as before where the memory is not shared", () => {
     const K = wasmOps(instantiateCpuCore());
     const params = initParams(config, 1);
-    const logits = K.resident.scoped(() => forward(config, params, batch, { kernels: K }).logits);
+    const logits = K.resident.scoped(() => forward(config, params, batch, { ops: K }).logits);
     expect(logits.buffer).toBeInstanceOf(ArrayBuffer);
     expect(logits.buffer.byteLength).toBe(logits.byteLength);
   });

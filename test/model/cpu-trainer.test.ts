@@ -3,7 +3,7 @@ import { batchFromTokens } from "../../src/model/batch.ts";
 import { parseModelConfig, type ModelConfig } from "../../src/model/config.ts";
 import { CpuTrainer } from "../../src/cpu/trainer.ts";
 import { initParams } from "../../src/model/init.ts";
-import { forward } from "../../src/model/reference.ts";
+import { forward } from "../../src/model/reference/model.ts";
 import { applyChatTemplate, encode, PAD_ID, TOKENIZER_VOCAB_SIZE } from "../../src/model/tokenizer.ts";
 import type { TokenBatch } from "../../src/model/train-types.ts";
 

@@ -7,7 +7,8 @@ import { CpuTrainer } from "../../src/cpu/trainer.ts";
 import { CpuDecoder, generate } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { paramViews } from "../../src/model/params.ts";
-import { backward, forward, ops, prefillForward, sequenceInput } from "../../src/model/reference.ts";
+import { backward, forward, prefillForward, sequenceInput } from "../../src/model/reference/model.ts";
+import * as ops from "../../src/model/reference/ops.ts";
 import { dot, maxScaledErr, numericGrad, randInt, randn, randomInput, sampleIndices } from "./helpers.ts";
 
 type Features = { bias?: boolean; qkNorm?: boolean; headDim?: number; llama3?: boolean; kvHeads?: number };

@@ -11,12 +11,12 @@ import { initParams, Rng } from "../../src/model/init.ts";
 import { loraParamCount, parseLoraConfig } from "../../src/model/lora.ts";
 import { presetConfig } from "../../src/model/presets.ts";
 import { CpuDecoder } from "../../src/model/generate.ts";
-import { backward, backwardLora, forward } from "../../src/model/reference.ts";
+import { backward, backwardLora, forward } from "../../src/model/reference/model.ts";
 import { wasmOps } from "../../src/cpu/wasm-ops.ts";
 import { instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
 import { randn, randomInput } from "./helpers.ts";
 
-const kernels = wasmOps(instantiateCpuCore());
+const wasm = wasmOps(instantiateCpuCore());
 
 function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let m = 0;
@@ -63,8 +63,8 @@ describe("the model on the Wasm ops backend agrees with the reference", () => {
       const dlp = Float32Array.from(randn(rng, B * T));
       const dent = Float32Array.from(randn(rng, B * T, 0.1));
       const want = forward(config, params, input);
-      const got = forward(config, params, input, { kernels });
-      expect(got.cache.kernels).toBe(kernels);
+      const got = forward(config, params, input, { ops: wasm });
+      expect(got.cache.ops).toBe(wasm);
       const lpDiff = maxAbsDiff(got.logprob, want.logprob);
       expect(lpDiff).toBeGreaterThan(0); // f32 vs f64 sums: not bit-identical, so the Wasm path did run
       expect(lpDiff).toBeLessThan(2e-5);
@@ -83,7 +83,7 @@ describe("the model on the Wasm ops backend agrees with the reference", () => {
     const dlp = Float32Array.from(randn(rng, 2 * 19));
     const dent = new Float32Array(2 * 19);
     const want = forward(config, params, input, { lora });
-    const got = forward(config, params, input, { lora, kernels });
+    const got = forward(config, params, input, { lora, ops: wasm });
     expect(maxAbsDiff(got.logprob, want.logprob)).toBeLessThan(2e-5);
     const gl = backwardLora(config, params, got.cache, dlp, dent);
     const wl = backwardLora(config, params, want.cache, dlp, dent);
@@ -99,7 +99,7 @@ describe("KV-cache decoding on the Wasm ops backend", () => {
     const params = initParams(config, 7);
     const prompt = [1, 5, 9, 33, 70, 2];
     const want = new CpuDecoder(config, params, 12);
-    const got = new CpuDecoder(config, params, 12, undefined, kernels);
+    const got = new CpuDecoder(config, params, 12, undefined, wasm);
     expect(maxAbsDiff(got.prefill(prompt), want.prefill(prompt))).toBeLessThan(1e-4);
     for (const token of [3, 8, 100, 7, 7]) expect(maxAbsDiff(got.step(token), want.step(token))).toBeLessThan(1e-4);
   });

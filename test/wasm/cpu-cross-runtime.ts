@@ -9,7 +9,7 @@ import { parseModelConfig } from "../../src/model/config.ts";
 import { CpuDecoder } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { initLora, parseLoraConfig } from "../../src/model/lora.ts";
-import { referenceOps, type ModelOps } from "../../src/model/ops-backend.ts";
+import { referenceOps, type ModelOps } from "../../src/model/model-ops.ts";
 import { wasmOps } from "../../src/cpu/wasm-ops.ts";
 import { CpuPool } from "../../src/cpu/pool.ts";
 import { digest, type Out } from "./output-digest.ts";

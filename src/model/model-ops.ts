@@ -1,7 +1,8 @@
 /**
- * The ops a model backend provides: the ops of `reference/ops.ts` the model runs (embedding aside) and
- * AdamW, with the reference's signatures. The plain-TS reference is one backend (and the oracle);
- * `wasm-ops.ts` is the other.
+ * The backend interface, `ModelOps`: the ops of `reference/ops.ts` the model runs (embedding aside) and
+ * AdamW, with the reference's signatures. The model's functions take one as `ops` (`forward`, `generate`,
+ * `CpuDecoder`). The plain-TS reference is one (`referenceOps`, the oracle); the CPU engine's Wasm ops
+ * (`wasmOps`, src/cpu/wasm-ops.ts) the other.
  */
 import type { ModelConfig } from "./config.ts";
 import * as ref from "./reference/ops.ts";

@@ -4,47 +4,21 @@
  * Generic over the parameter buffer's element type (Float64Array for gradient checks).
  * Model conventions (layout, RoPE, attention visibility, log-prob shift) are in `config.ts`.
  * An op's result may be owned by the backend (a view over Wasm memory inside an activation scope,
- * `Residency.scoped` in ops-backend.ts): results edited in place (biases, LoRA updates, gradient sums) are
+ * `Residency.scoped` in model-ops.ts): results edited in place (biases, LoRA updates, gradient sums) are
  * edited through the backend's ops or directly on that view, never on a copy; `forward`'s logits and cache
  * live as long as the scope.
  */
-import { assertSeqLen, headDim, paramCount, type ModelConfig } from "./config.ts";
-import { loraLayout, loraParamCount, loraScaling, type LoraConfig } from "./lora.ts";
-import { paramViews, tensorViews } from "./params.ts";
-import type { TokenBatch } from "./train-types.ts";
-import { ValidationError } from "../types/errors.ts";
-import * as ops from "./reference/ops.ts";
-import type { Arr } from "./reference/ops.ts";
-import { referenceOps, withActivationsKeep, type ModelOps } from "./ops-backend.ts";
-
-export * as ops from "./reference/ops.ts";
+import { assertSeqLen, headDim, paramCount, type ModelConfig } from "../config.ts";
+import { loraLayout, loraParamCount, loraState, type LoraState, type LoraWeights } from "../lora.ts";
+import { paramViews } from "../params.ts";
+import type { TokenBatch } from "../train-types.ts";
+import { ValidationError } from "../../types/errors.ts";
+import * as ops from "./ops.ts";
+import type { Arr } from "./ops.ts";
+import { referenceOps, withActivationsKeep, type ModelOps } from "../model-ops.ts";
 
 /** The part of a batch the forward pass reads; the row width T is `inputIds.length / n`. */
 export type ModelInput = Pick<TokenBatch, "n" | "inputIds" | "attentionMask" | "positionIds">;
-
-/** An adapter to apply in the forward: its config and tensors (flat in `loraLayout` order, or by name). */
-export interface LoraWeights<A extends Arr = Float32Array> {
-  config: LoraConfig;
-  params: A | Record<string, A>;
-}
-
-/** An adapter ready for the ops: its scale, rank and tensors by name. */
-export interface LoraState {
-  config: LoraConfig;
-  scaling: number;
-  views: Record<string, Arr>;
-}
-
-/** Views of an adapter's tensors by name, checked against this model (a ValidationError names the tensor). */
-export function loraState(model: ModelConfig, lora: LoraWeights<Arr>): LoraState {
-  const views = tensorViews(loraLayout(model, lora.config), lora.params, {
-    what: "adapter buffer",
-    lacks: "adapter lacks",
-    owner: "the LoRA config",
-    root: "lora",
-  });
-  return { config: lora.config, scaling: loraScaling(lora.config), views };
-}
 
 /** Rows and row width of an input. */
 export function inputShape(input: ModelInput): { B: number; T: number } {
@@ -84,7 +58,7 @@ export interface LayerCache {
 export interface ForwardCache {
   input: ModelInput;
   /** The ops backend the forward ran on; the backward uses the same. */
-  kernels: ModelOps;
+  ops: ModelOps;
   /** The adapter the forward ran with, if any. */
   lora?: LoraState;
   layers: LayerCache[];
@@ -287,15 +261,15 @@ export function prefillForward<A extends Arr>(
 }
 
 /** Runs the model on a batch. `params` is the flat buffer in `paramLayout(config)` order, or tensors by name;
- * `options.lora` adds an adapter's updates to the projections it targets; `options.kernels` picks the ops
+ * `options.lora` adds an adapter's updates to the projections it targets; `options.ops` picks the ops
  * backend (plain TS by default; the backward runs on the same). */
 export function forward<A extends Arr>(
   config: ModelConfig,
   params: A | Record<string, A>,
   input: ModelInput,
-  options: { lora?: LoraWeights<A>; kernels?: ModelOps } = {},
+  options: { lora?: LoraWeights<A>; ops?: ModelOps } = {},
 ): ForwardResult<A> {
-  const K = options.kernels ?? referenceOps;
+  const K = options.ops ?? referenceOps;
   const { B, T } = validateInput(config, input);
   const p = paramViews(config, params);
   const lora = options.lora ? loraState(config, options.lora) : undefined;
@@ -322,7 +296,7 @@ export function forward<A extends Arr>(
     logits: logits as A,
     logprob: logprob as A,
     entropy: entropy as A,
-    cache: { input, kernels: K, lora, layers, xFinal: x, hFinal, rstdFinal, targets, logits, lse: rows.lse, entropyRows: rows.entropy },
+    cache: { input, ops: K, lora, layers, xFinal: x, hFinal, rstdFinal, targets, logits, lse: rows.lse, entropyRows: rows.entropy },
   };
 }
 
@@ -366,7 +340,7 @@ function backwardImpl<A extends Arr>(
   trainBase: boolean,
 ): { base: Arr | null; lora: Arr | null } {
   const p = paramViews(config, params);
-  const K = cache.kernels;
+  const K = cache.ops;
   // Base gradients go to a real buffer, or (frozen base) to a throwaway sink: the norms' and biases' small
   // dw are computed either way, the matrices' large ones only when the base trains.
   const grads = trainBase ? (ops.alloc(p.tok_embeddings, paramCount(config)) as A) : null;
