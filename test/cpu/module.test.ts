@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { fileURLToPath } from "node:url";
-import { compileInMemory } from "./asc-compile.ts";
+import { compileInMemory } from "../wasm/asc-compile.ts";
 import { CPU_KERNELS_SHARED_WASM_SHA256, CPU_KERNELS_WASM_SHA256 } from "../../src/cpu/kernels/kernels.wasm.ts";
 import { cpuKernelBytes, GEMM_FORM, instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
 

@@ -20,7 +20,7 @@ import type { TokenBatch } from "../../src/model/train-types.ts";
 import { wasmOps } from "../../src/cpu/wasm-ops.ts";
 import { LightningError } from "../../src/types/errors.ts";
 import { instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
-import { randInt } from "./helpers.ts";
+import { randInt } from "../model/helpers.ts";
 
 function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let m = 0;

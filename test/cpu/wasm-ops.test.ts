@@ -14,7 +14,7 @@ import { CpuDecoder } from "../../src/model/generate.ts";
 import { backward, backwardLora, forward } from "../../src/model/reference/model.ts";
 import { wasmOps } from "../../src/cpu/wasm-ops.ts";
 import { instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
-import { randn, randomInput } from "./helpers.ts";
+import { randn, randomInput } from "../model/helpers.ts";
 
 const wasm = wasmOps(instantiateCpuCore());
 

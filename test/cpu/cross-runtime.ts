@@ -1,7 +1,7 @@
 /**
  * Cross-runtime check of the CPU model kernels: runs every kernel on fixed seeded inputs and prints one JSON
  * line with a digest of the Wasm outputs (bit-exact) and the kernels whose outputs leave the reference's
- * tolerance (1e-5 of each output's scale here: the per-kernel bounds are in cpu-kernels.test.ts), and whether a
+ * tolerance (1e-5 of each output's scale here: the per-kernel bounds are in test/cpu/kernels.test.ts), and whether a
  * pool of 3 threads gives the same bits as one. Run with
  * `npx tsx`, `npx deno run -A` or `npx bun`; test/wasm/runtimes.test.ts runs all three and compares.
  */
@@ -12,7 +12,7 @@ import { initLora, parseLoraConfig } from "../../src/model/lora.ts";
 import { referenceOps, type ModelOps } from "../../src/model/model-ops.ts";
 import { wasmOps } from "../../src/cpu/wasm-ops.ts";
 import { CpuPool } from "../../src/cpu/pool.ts";
-import { digest, type Out } from "./output-digest.ts";
+import { digest, type Out } from "../wasm/output-digest.ts";
 
 function run(ops: ModelOps): Out {
   const rng = new Rng(20261127);

@@ -1,7 +1,7 @@
 /**
  * The CPU worker pool: threads over one shared memory give the same bits as one thread (GEMM split by
  * columns), a kernel failing on a worker surfaces as an error, and a closed pool refuses work.
- * (Node here; test/wasm/cpu-cross-runtime.ts runs a 3-thread pool under Node, Deno and Bun.)
+ * (Node here; test/cpu/cross-runtime.ts runs a 3-thread pool under Node, Deno and Bun.)
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { Rng } from "../../src/model/init.ts";
