@@ -1,7 +1,7 @@
 // Builds the CPU model kernels (assembly/cpu/, its own asconfig: SIMD, imported memory) twice — over an
 // ordinary memory and over a shared one (threads: one memory for every worker) — and embeds both as
 // src/cpu/kernels/kernels.wasm.ts (base64 + sha256), like assembly/embed.mjs does for the core.
-// Run: `node assembly/cpu/build.mjs` (test/wasm/cpu-module.test.ts checks the committed bytes are fresh).
+// Run: `node assembly/cpu/build.mjs` (test/cpu/module.test.ts checks the committed bytes are fresh).
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { fileURLToPath } from "node:url";
