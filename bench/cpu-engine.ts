@@ -14,15 +14,16 @@ import { CALC_CONFIG } from "../examples/calc/config.ts";
 import { batchFromTokens } from "../src/model/batch.ts";
 import { parseModelConfig, type ModelConfig } from "../src/model/config.ts";
 import { paramViews, type ParamViews } from "../src/model/params.ts";
-import { CpuPool } from "../src/model/cpu-pool.ts";
-import { CpuTrainer } from "../src/model/cpu-trainer.ts";
+import { CpuPool } from "../src/cpu/pool.ts";
+import { CpuTrainer } from "../src/cpu/trainer.ts";
 import { initParams, Rng } from "../src/model/init.ts";
-import type { ModelOps } from "../src/model/ops-backend.ts";
+import type { ModelOps } from "../src/model/model-ops.ts";
 import { presetConfig } from "../src/model/presets.ts";
 import type { TokenBatch } from "../src/model/train-types.ts";
-import { wasmOps } from "../src/model/wasm-ops.ts";
+import { wasmOps } from "../src/cpu/wasm-ops.ts";
 import { platform } from "../src/platform/index.ts";
-import { CpuGenerationEngine, type GenerationEngine, type GenerationRequest } from "../src/proxy/generation.ts";
+import type { GenerationEngine, GenerationRequest } from "../src/model/generation.ts";
+import { CpuGenerationEngine } from "../src/cpu/generation.ts";
 import { generate } from "../src/model/generate.ts";
 
 const loadAverage = () =>
@@ -60,7 +61,7 @@ class CopyingEngine implements GenerationEngine {
   constructor(private readonly ops: ModelOps) {}
   async generate(config: ModelConfig, params: Float32Array, requests: readonly GenerationRequest[]) {
     return requests.map((r) => {
-      const out = generate(config, params, r.prompt, { maxTokens: r.maxTokens, temperature: 0, stop: [], kernels: this.ops });
+      const out = generate(config, params, r.prompt, { maxTokens: r.maxTokens, temperature: 0, stop: [], ops: this.ops });
       return { tokenIds: out.tokens, logprobs: out.logprobs, text: "", finishReason: out.finishReason };
     });
   }
@@ -80,7 +81,7 @@ class PerOpEngine implements GenerationEngine {
       this.from = params;
     }
     return requests.map((r) => {
-      const out = generate(config, this.views, r.prompt, { maxTokens: r.maxTokens, temperature: 0, stop: [], kernels: this.ops });
+      const out = generate(config, this.views, r.prompt, { maxTokens: r.maxTokens, temperature: 0, stop: [], ops: this.ops });
       return { tokenIds: out.tokens, logprobs: out.logprobs, text: "", finishReason: out.finishReason };
     });
   }

@@ -4,9 +4,9 @@
  * rollouts of 64 tokens = 8,192 token rows) and at Qwen2.5-0.5B's MLP shapes (1 x 896 x 4864: decode;
  * 512 x 896 x 4864: a 512-token prompt), and numpy (OpenBLAS, f32) on the same shapes with 1 thread and with
  * all threads when python3 and numpy exist. "kernel" has its inputs already in Wasm memory (one thread, and
- * a CpuPool of every CPU, the split of `gemmTasks`), "façade" is src/model/wasm-ops.ts on one thread (copies in
+ * a CpuPool of every CPU, the split of `gemmTasks`), "façade" is src/cpu/wasm-ops.ts on one thread (copies in
  * and out, what a caller gets today). Then the other kernels at the demo's shapes, reference vs Wasm, and
- * the whole model through `forward(..., { kernels })`: a policy step (forward + backward) and KV-cache
+ * the whole model through `forward(..., { ops: kernels })`: a policy step (forward + backward) and KV-cache
  * decoding, plain TS vs the Wasm backend on one thread and on the pool. Run: `npm run bench -- cpu` (or `npx tsx bench/cpu.ts`).
  */
 import { spawnSync } from "node:child_process";
@@ -15,15 +15,15 @@ import { CALC_CONFIG } from "../examples/calc/config.ts";
 import { parseModelConfig } from "../src/model/config.ts";
 import { CpuDecoder } from "../src/model/generate.ts";
 import { initParams } from "../src/model/init.ts";
-import { referenceOps, type ModelOps } from "../src/model/ops-backend.ts";
+import { referenceOps, type ModelOps } from "../src/model/model-ops.ts";
 import { presetConfig } from "../src/model/presets.ts";
-import { backward, forward } from "../src/model/reference.ts";
+import { backward, forward } from "../src/model/reference/model.ts";
 import { randomInput } from "../test/model/helpers.ts";
 import { Rng } from "../src/model/init.ts";
 import * as ref from "../src/model/reference/ops.ts";
-import { gemmTasks, wasmOps as wasmOpsOf } from "../src/model/wasm-ops.ts";
-import { CpuPool } from "../src/model/cpu-pool.ts";
-import { GEMM_FORM, instantiateCpuCore } from "../src/wasm/cpu/index.ts";
+import { gemmTasks, wasmOps as wasmOpsOf } from "../src/cpu/wasm-ops.ts";
+import { CpuPool } from "../src/cpu/pool.ts";
+import { GEMM_FORM, instantiateCpuCore } from "../src/cpu/kernels/index.ts";
 
 /** 1, 5 and 15 min load averages: the machine is shared, so every run says how busy it was. */
 const loadAverage = () =>
@@ -258,7 +258,7 @@ const wm: string[][] = [["model", "work", "TS ref", "Wasm 1 thr", "ratio", `Wasm
     const dl = new Float32Array(B * T).fill(0.01);
     const de = new Float32Array(B * T);
     const tokS = backends.map(([, kernels], i) => {
-      const ms = best(() => backward(config, params, forward(config, params, input, { kernels }).cache, dl, de), i === 0 ? 1 : 3, 0);
+      const ms = best(() => backward(config, params, forward(config, params, input, { ops: kernels }).cache, dl, de), i === 0 ? 1 : 3, 0);
       return (B * T * 1000) / ms;
     });
     wm.push([

@@ -9,8 +9,9 @@
  * Run: `npm run bench -- generate` (or `npx tsx bench/generate.ts [--base] [--preset NAME] [--no-cpu] [--gpu-batch N] [--tokens N]`).
  */
 import { forward, initParams, paramCount, presetConfig, type ModelConfig, type PresetName } from "../src/model/index.ts";
-import { cpuGenerationEngine, type Generation, type GenerationEngine, type GenerationRequest } from "../src/proxy/generation.ts";
-import type { GpuGenerationEngine } from "../src/proxy/gpu-generation.ts";
+import type { Generation, GenerationEngine, GenerationRequest } from "../src/model/generation.ts";
+import { cpuGenerationEngine } from "../src/cpu/generation.ts";
+import type { GpuGenerationEngine } from "../src/gpu/generation.ts";
 
 const argv = process.argv.slice(2);
 const withBase = argv.includes("--base");
@@ -26,7 +27,7 @@ async function gpuEngines(): Promise<{ line: string; cached?: GpuGenerationEngin
     const { probeGpu, describeAdapter } = await import("../src/gpu/device.ts");
     const p = await probeGpu();
     if (!p.ok) return { line: `none (${p.reason.split("\n")[0]})` };
-    const { GpuGenerationEngine } = await import("../src/proxy/gpu-generation.ts");
+    const { GpuGenerationEngine } = await import("../src/gpu/generation.ts");
     const cached = await GpuGenerationEngine.create();
     const uncached = new (GpuGenerationEngine as typeof GpuGenerationEngine)(cached.ctx, { kvCache: false });
     return { line: describeAdapter(cached.ctx.handle!.report), cached, uncached };

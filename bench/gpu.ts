@@ -12,7 +12,7 @@ import { GpuContext } from "../src/gpu/context.ts";
 import { describeAdapter, GpuUnavailableError } from "../src/gpu/device.ts";
 import { matmul } from "../src/gpu/kernels/matmul.ts";
 import { GpuPolicyTrainer } from "../src/gpu/trainer.ts";
-import { CpuTrainer } from "../src/model/cpu-trainer.ts";
+import { CpuTrainer } from "../src/cpu/trainer.ts";
 import { paramCount, type ModelConfig } from "../src/model/config.ts";
 import { presetConfig, type PresetName } from "../src/model/presets.ts";
 import { Rng } from "../src/model/init.ts";

@@ -70,7 +70,7 @@ function writeCheckpoint(dir: string, config: ModelConfig): number {
 /** The measuring child: load (warm, then timed), peak RSS, prefill and decode on each engine. */
 async function child(dir: string, prompt: number, decode: number, gpu: boolean): Promise<void> {
   const { loadPretrained } = await import("../src/model/hf/index.ts");
-  const { cpuGenerationEngine } = await import("../src/proxy/generation.ts");
+  const { cpuGenerationEngine } = await import("../src/cpu/generation.ts");
   const file = statSync(join(dir, "model.safetensors")).size;
   await loadPretrained(dir); // warms the page cache; its memory is dropped before the timed load
   (globalThis as { gc?: () => void }).gc?.();
@@ -137,7 +137,7 @@ async function child(dir: string, prompt: number, decode: number, gpu: boolean):
     console.log(`  webgpu: none (${probe.reason.split("\n")[0]})`);
     return;
   }
-  const { GpuGenerationEngine } = await import("../src/proxy/gpu-generation.ts");
+  const { GpuGenerationEngine } = await import("../src/gpu/generation.ts");
   for (const weightFormat of ["f32", "bf16"] as const) {
     try {
       const engine = await GpuGenerationEngine.create({ weightFormat });

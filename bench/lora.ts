@@ -17,7 +17,7 @@ import type { WeightFormat } from "../src/gpu/kernels/weights.ts";
 import { GpuPolicyTrainer } from "../src/gpu/trainer.ts";
 import { sliceRows } from "../src/model/batch.ts";
 import { headDim, paramLayout, type ModelConfig } from "../src/model/config.ts";
-import { CpuTrainer } from "../src/model/cpu-trainer.ts";
+import { CpuTrainer } from "../src/cpu/trainer.ts";
 import { loraLayout, loraParamCount, parseLoraConfig, type LoraConfig } from "../src/model/lora.ts";
 import type { ModelWeights } from "../src/model/params.ts";
 import type { PolicyTrainer, TokenBatch } from "../src/model/train-types.ts";

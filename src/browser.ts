@@ -12,11 +12,8 @@ export * from "./client/index.ts";
 export * from "./adapter/index.ts";
 export * from "./wasm/index.ts";
 export * from "./model/index.ts";
+export * from "./cpu/index.ts";
 export * from "./gpu/index.ts";
-// Both the model and the Wasm core name a KL kind; the loss option's (every alias) is the one users write.
-export type { KlKind } from "./model/train-types.ts";
-export * from "./proxy/generation.ts";
-export * from "./proxy/gpu-generation.ts";
+export * from "./engine/index.ts";
 export * from "./proxy/policy.ts";
-export * from "./proxy/detokenize.ts";
 export { grpoUpdate, selectRows, combineMetrics, type GrpoUpdate, type GrpoUpdateOptions } from "./algorithm/grpo-step.ts";

@@ -1,9 +1,10 @@
 /**
  * The package root: what a user imports first. The data model, stores and client, the tracer and its
  * emitters, agents and runner, the trainer, the algorithms (GRPO included) and the trace adapters.
- * The specialised parts have their own entries only: `lightning-ts/wasm` (kernels), `lightning-ts/model`
- * (the policy model and CPU trainer), `lightning-ts/gpu` (WebGPU engine), `lightning-ts/proxy` (policy
- * serving) and `lightning-ts/server` (the store server's Hono app).
+ * The specialised parts have their own entries only: `lightning-ts/wasm` (RL kernels), `lightning-ts/model`
+ * (the policy model's contracts, reference and files), `lightning-ts/cpu` (CPU engine), `lightning-ts/gpu`
+ * (WebGPU engine), `lightning-ts/engine` (picking one of them), `lightning-ts/proxy` (policy serving) and
+ * `lightning-ts/server` (the store server's Hono app).
  * test/packaging/exports.test.ts checks that no two of these barrels export the same name (`export *`
  * would silently drop it).
  */

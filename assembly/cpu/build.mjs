@@ -1,7 +1,7 @@
 // Builds the CPU model kernels (assembly/cpu/, its own asconfig: SIMD, imported memory) twice — over an
 // ordinary memory and over a shared one (threads: one memory for every worker) — and embeds both as
-// src/wasm/cpu/kernels.wasm.ts (base64 + sha256), like assembly/embed.mjs does for the core.
-// Run: `node assembly/cpu/build.mjs` (test/wasm/cpu-module.test.ts checks the committed bytes are fresh).
+// src/cpu/kernels/kernels.wasm.ts (base64 + sha256), like assembly/embed.mjs does for the core.
+// Run: `node assembly/cpu/build.mjs` (test/cpu/module.test.ts checks the committed bytes are fresh).
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { fileURLToPath } from "node:url";
@@ -55,5 +55,5 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     text += `export const ${prefix}_WASM_SHA256 = "${sha}";\nexport const ${prefix}_WASM_BASE64 =\n${lines.map((l) => `  "${l}"`).join(" +\n")};\n`;
     console.log(`${name}: ${bytes.length} bytes, sha256 ${sha}`);
   }
-  writeFileSync(`${root}src/wasm/cpu/kernels.wasm.ts`, text);
+  writeFileSync(`${root}src/cpu/kernels/kernels.wasm.ts`, text);
 }

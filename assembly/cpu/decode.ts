@@ -1,13 +1,13 @@
 // One decoded token through the whole model in one call: embedding row, every block (RMSNorm, q/k/v
 // projections with their biases, LoRA updates and q/k-norm, RoPE, KV-cache append, attention against the
 // cache, o-projection, residual, SwiGLU MLP, residual), the final norm and the lm head. It runs the same
-// kernels in the same order, with the same arguments, as the per-op façade (src/model/wasm-ops.ts under
-// src/model/reference.ts's blockForward), and does the light ops (bias, LoRA add, residual) with the
+// kernels in the same order, with the same arguments, as the per-op façade (src/cpu/wasm-ops.ts under
+// src/model/reference/model.ts's blockForward), and does the light ops (bias, LoRA add, residual) with the
 // TypeScript's arithmetic, so its logits are the per-op path's bits; what it saves is the ~10 calls per
 // layer from TypeScript and the copies of activations in and out of memory.
 //
 // Everything is found through a descriptor of i32 words (byte pointers and sizes), written once per
-// decoder by src/model/wasm-decode.ts, which mirrors the DESC_* and LAYER_* offsets below.
+// decoder by src/cpu/fused-decode.ts, which mirrors the DESC_* and LAYER_* offsets below.
 import { gemm, FORM_AB, FORM_ABT } from "./matmul";
 import { rmsnorm } from "./norm";
 import { rope, swiglu } from "./pointwise";
@@ -189,7 +189,7 @@ const P_GEMM = 18;
 
 /**
  * The prompt's L tokens (positions 0..L-1, every one real) through every block into an empty cache, and the
- * lm head on the last row: the façade's prefill (src/model/reference.ts prefillForward) with the same kernel
+ * lm head on the last row: the façade's prefill (src/model/reference/model.ts prefillForward) with the same kernel
  * calls on L-row arguments, so the same bits. `ws`: the per-call table (P_*), positions and mask filled in.
  */
 export function decodePrefill(desc: usize, ws: usize, L: i32, eps: f64, loraScale: f64): void {

@@ -1,5 +1,5 @@
 // The CPU model kernels (issue #23): f32 SIMD kernels over raw pointers into an IMPORTED memory
-// (env.memory), so one memory can later be shared by worker threads. The caller (src/wasm/cpu/) owns all
+// (env.memory), so one memory can later be shared by worker threads. The caller (src/cpu/kernels/) owns all
 // memory above heapBase(); kernels never allocate and keep no state, so any instance may run any call.
 export * from "./matmul";
 

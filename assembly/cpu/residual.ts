@@ -1,4 +1,4 @@
-// The model's light elementwise ops, so that activations kept in Wasm memory (src/model/wasm-ops.ts scopes)
+// The model's light elementwise ops, so that activations kept in Wasm memory (src/cpu/wasm-ops.ts scopes)
 // need not go out to TypeScript for a residual add or a bias: the same bits as the reference (an f32 add
 // is exact in f64 before its one rounding; column sums add in f64 in row order, as the reference does).
 

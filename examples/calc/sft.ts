@@ -12,7 +12,6 @@
 import {
   applyChatTemplate,
   batchFromTokens,
-  CpuTrainer,
   encode,
   EOS_ID,
   loadCheckpoint,
@@ -21,8 +20,9 @@ import {
   saveCheckpoint,
   type ModelConfig,
 } from "../../src/model/index.ts";
+import { CpuTrainer } from "../../src/cpu/index.ts";
 import { CALC_CONFIG, CALC_TINY_CONFIG } from "./config.ts";
-import { cpuGenerationEngine } from "../../src/proxy/generation.ts";
+import { cpuGenerationEngine } from "../../src/cpu/generation.ts";
 import { MAX_ANSWER_TOKENS } from "./agent.ts";
 import { heldOutTasks, reward, trainTasks, type CalcTask } from "./tasks.ts";
 

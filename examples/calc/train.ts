@@ -10,9 +10,11 @@
  */
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { GRPO, lateDecay, type GrpoReport } from "../../src/algorithm/grpo.ts";
-import { CpuTrainer, loadCheckpoint, resolveCpuEngineOptions, type CpuOpsChoice, type PolicyTrainer } from "../../src/model/index.ts";
+import { CpuTrainer, resolveCpuEngineOptions, type CpuOpsChoice } from "../../src/cpu/index.ts";
+import { loadCheckpoint, type PolicyTrainer } from "../../src/model/index.ts";
 import type { GpuPolicyTrainer } from "../../src/gpu/index.ts";
-import { createGenerationEngine, ModelPolicy, PolicyServer } from "../../src/proxy/index.ts";
+import { ModelPolicy, PolicyServer } from "../../src/proxy/index.ts";
+import { createGenerationEngine } from "../../src/engine/index.ts";
 import { LlmProxyTraceToTriplet } from "../../src/adapter/index.ts";
 import { openStore } from "../../src/store/index.ts";
 import { Trainer } from "../../src/trainer/index.ts";
@@ -86,7 +88,7 @@ async function makeTrainer(o: CalcTrainOptions, ckpt: Awaited<ReturnType<typeof 
       return cpu();
     }
   }
-  return gpu.createPolicyTrainer({ ...common, backend: "webgpu" });
+  return gpu.GpuPolicyTrainer.create(common);
 }
 
 export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promise<CalcTrainResult> {

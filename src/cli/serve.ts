@@ -3,7 +3,7 @@
  * `exportHf`) served by the OpenAI-compatible policy server on the CPU or WebGPU engine. docs/serving.md.
  */
 import { loadPeftAdapter, loadPretrained, mergeLora, type PretrainedModel } from "../model/hf/index.ts";
-import { createGenerationEngine } from "../proxy/engine.ts";
+import { createGenerationEngine } from "../engine/factory.ts";
 import { ModelPolicy } from "../proxy/policy.ts";
 import { platformServe } from "../proxy/openai-http.ts";
 import { PolicyServer } from "../proxy/policy-server.ts";

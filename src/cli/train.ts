@@ -23,11 +23,11 @@ import { loadPretrained, type PretrainedModel } from "../model/hf/index.ts";
 import { loadLoraCheckpoint, saveLoraCheckpoint } from "../model/hf/lora-checkpoint.ts";
 import { savePeftAdapter } from "../model/hf/peft.ts";
 import { parseLoraConfig, type LoraConfig } from "../model/lora.ts";
-import { CpuTrainer } from "../model/cpu-trainer.ts";
+import { CpuTrainer } from "../cpu/trainer.ts";
 import type { OptimizerState, PolicyTrainer } from "../model/train-types.ts";
 import { platform } from "../platform/index.ts";
 import type { GpuContext } from "../gpu/context.ts";
-import { createGenerationEngine } from "../proxy/engine.ts";
+import { createGenerationEngine } from "../engine/factory.ts";
 import { ModelPolicy } from "../proxy/policy.ts";
 import { PolicyServer } from "../proxy/policy-server.ts";
 import { llmRollout } from "../runner/functional.ts";
@@ -159,9 +159,8 @@ async function makeTrainer(
       return cpu();
     }
   }
-  const trainer = await gpu.createPolicyTrainer({
+  const trainer = await gpu.GpuPolicyTrainer.create({
     ...common,
-    backend: "webgpu",
     weightFormat: c.gpuWeights,
     recomputeActivations: c.recompute,
   });

@@ -13,4 +13,4 @@ export {
 export type { GpuRuntime } from "./navigator.ts";
 export { GpuContext, tuningFromLimits, type GpuTuning } from "./context.ts";
 export { GpuPolicyTrainer, type GpuTrainerOptions } from "./trainer.ts";
-export { createPolicyTrainer, type CreateTrainerOptions } from "./factory.ts";
+export * from "./generation.ts";

@@ -5,8 +5,7 @@
  * buffers; the base then has none.
  */
 import type { ModelConfig } from "../model/config.ts";
-import { LORA_TARGET_WEIGHT, loraLayout, loraScaling, type LoraConfig } from "../model/lora.ts";
-import { loraState, type LoraWeights } from "../model/reference.ts";
+import { LORA_TARGET_WEIGHT, loraLayout, loraScaling, type LoraConfig, loraState, type LoraWeights } from "../model/lora.ts";
 import type { GpuContext } from "./context.ts";
 import { TensorSet } from "./tensors.ts";
 

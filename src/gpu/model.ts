@@ -2,11 +2,11 @@
  * The policy model on the GPU: parameter, gradient and AdamW-moment buffers per tensor (paramLayout order),
  * optionally a LoRA adapter beside the frozen base (lora.ts, docs/lora.md), activation workspaces, and the
  * forward/backward passes encoded as kernel dispatches. The math is the
- * CPU reference's (src/model/reference.ts); conventions in src/model/config.ts.
+ * CPU reference's (src/model/reference/model.ts); conventions in src/model/config.ts.
  */
 import { headDim, paramLayout, type ModelConfig, type ParamSpec } from "../model/config.ts";
 import { paramViews, type ModelParams } from "../model/params.ts";
-import type { LoraWeights } from "../model/reference.ts";
+import type { LoraWeights } from "../model/lora.ts";
 import { ValidationError } from "../types/errors.ts";
 import type { GpuContext } from "./context.ts";
 import { matmul } from "./kernels/matmul.ts";

@@ -1,6 +1,6 @@
 /**
  * GpuPolicyTrainer: the PolicyTrainer API (src/model/train-types.ts) on WebGPU, the same math as the
- * CPU trainer (src/model/cpu-trainer.ts). Parameters, gradients and AdamW moments live on the GPU for the
+ * CPU trainer (src/cpu/trainer.ts). Parameters, gradients and AdamW moments live on the GPU for the
  * trainer's lifetime; a step uploads the batch and downloads only the metric sums and the gradient norm.
  * A non-finite loss or gradient norm skips the optimizer update (weights untouched) and says so.
  *

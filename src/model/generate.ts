@@ -10,8 +10,9 @@
 import { headDim, type ModelConfig } from "./config.ts";
 import { Rng } from "./init.ts";
 import { paramViews, type ModelParams } from "./params.ts";
-import { blockForward, headForward, loraState, prefillForward, type AttendFn, type LoraState, type LoraWeights } from "./reference.ts";
-import { referenceOps, type DecodeStepper, type ModelOps, type Residency } from "./ops-backend.ts";
+import { blockForward, headForward, prefillForward, type AttendFn } from "./reference/model.ts";
+import { loraState, type LoraState, type LoraWeights } from "./lora.ts";
+import { referenceOps, type DecodeStepper, type ModelOps, type Residency } from "./model-ops.ts";
 import * as ops from "./reference/ops.ts";
 import { EOS_ID } from "./tokenizer.ts";
 import { ValidationError } from "../types/errors.ts";
@@ -37,8 +38,8 @@ export interface GenerateOptions extends SamplingOptions {
   seed?: number;
   /** An adapter applied to the base weights (src/model/lora.ts) [none]. */
   lora?: LoraWeights;
-  /** The ops backend (src/model/ops-backend.ts) [plain TS]. */
-  kernels?: ModelOps;
+  /** The ops backend (src/model/model-ops.ts) [plain TS]. */
+  ops?: ModelOps;
 }
 
 export interface GenerateResult {
@@ -133,7 +134,7 @@ export class CpuDecoder {
     params: ModelParams,
     readonly slots: number,
     lora?: LoraWeights,
-    private readonly kernels: ModelOps = referenceOps,
+    private readonly ops: ModelOps = referenceOps,
   ) {
     this.p = paramViews(config, params);
     this.lora = lora ? loraState(config, lora) : undefined;
@@ -142,13 +143,13 @@ export class CpuDecoder {
     this.kvDim = config.n_kv_heads * headDim(config);
     this.k = Array.from({ length: config.n_layers }, () => new Float32Array(slots * this.kvDim));
     this.v = Array.from({ length: config.n_layers }, () => new Float32Array(slots * this.kvDim));
-    const r = kernels.resident;
+    const r = this.ops.resident;
     if (r) {
       // weights already resident (an engine's, by identity) are not copied again
       this.resident = { r, mark: r.mark() };
       r.pin([...Object.values(this.p), ...Object.values(this.lora?.views ?? {})] as Float32Array[]);
       r.pin([...this.k, ...this.v]);
-      this.stepper = kernels.decodeStepper?.({ config, p: this.p, lora: this.lora, kCache: this.k, vCache: this.v, slots }) ?? null;
+      this.stepper = this.ops.decodeStepper?.({ config, p: this.p, lora: this.lora, kCache: this.k, vCache: this.v, slots }) ?? null;
     }
   }
 
@@ -178,7 +179,7 @@ export class CpuDecoder {
       this.length = prompt.length;
       return fused;
     }
-    const out = prefillForward(this.config, this.p, prompt, this.lora, this.kernels);
+    const out = prefillForward(this.config, this.p, prompt, this.lora, this.ops);
     for (let l = 0; l < this.config.n_layers; l++) {
       this.k[l].set(out.keys[l]);
       this.v[l].set(out.values[l]);
@@ -191,7 +192,7 @@ export class CpuDecoder {
 
   /** One token through every layer against the cache (appending its k, v); its logits. */
   step(token: number): Float32Array {
-    const { config, p, kvDim, kernels: K } = this;
+    const { config, p, kvDim, ops: K } = this;
     this.reserve(1, "token");
     const at = this.length;
     if (this.stepper) {
@@ -235,7 +236,7 @@ export function generate(config: ModelConfig, params: ModelParams, prompt: numbe
   const logprobs: number[] = [];
   if (limit === 0) return { tokens, logprobs, finishReason: "length" };
   // the last new token is sampled, never run through the model: its k, v need no slot
-  const decoder = new CpuDecoder(config, params, prompt.length + limit - 1, options.lora, options.kernels);
+  const decoder = new CpuDecoder(config, params, prompt.length + limit - 1, options.lora, options.ops);
   try {
     let logits = decoder.prefill(prompt);
     for (let i = 0; i < limit; i++) {

@@ -1,4 +1,5 @@
-/** The policy model: config contract, presets, init, tokenizer, CPU reference, CPU trainer, generation, checkpoints. */
+/** The policy model: config contract, presets, init, tokenizer, plain-TS reference, generation, checkpoints. The CPU
+ * engine that runs it is `lightning-ts/cpu`, the WebGPU one `lightning-ts/gpu`. */
 export * from "./config.ts";
 export * from "./presets.ts";
 export * from "./params.ts";
@@ -6,30 +7,10 @@ export * from "./init.ts";
 export * from "./tokenizer.ts";
 export * from "./batch.ts";
 export * from "./train-types.ts";
-export {
-  forward,
-  backwardLora,
-  loraState,
-  prefillForward,
-  sequenceInput,
-  backward,
-  blockForward,
-  headForward,
-  inputShape,
-  type AttendFn,
-  type LayerCache,
-  type ModelInput,
-  type ForwardCache,
-  type ForwardResult,
-  type PrefillResult,
-  type LoraWeights,
-  type LoraState,
-} from "./reference.ts";
-export * as ops from "./reference/ops.ts";
-export * from "./reference/optim.ts";
-export * from "./cpu-trainer.ts";
-export { EngineOps, resolveCpuEngineOptions, type CpuEngineOptions, type CpuOpsChoice } from "./cpu-engine-ops.ts";
+export * from "./reference/index.ts";
 export * from "./generate.ts";
+export * from "./generation.ts";
+export * from "./detokenize.ts";
 export * from "./safetensors.ts";
 export * from "./checkpoint.ts";
 export * from "./tokenizer-api.ts";

@@ -10,6 +10,8 @@ import { z } from "zod";
 import { parseOrThrow } from "../types/errors.ts";
 import { headDim, type ModelConfig, type ParamSpec } from "./config.ts";
 import { Rng } from "./init.ts";
+import { tensorViews } from "./params.ts";
+import type { Arr } from "./reference/ops.ts";
 
 /** PEFT's names of the projections an adapter may target. */
 export const LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"] as const;
@@ -94,4 +96,28 @@ export function initLora(m: ModelConfig, c: LoraConfig, seed: number): Float32Ar
     for (let i = s.offset; i < s.offset + s.size; i++) flat[i] = (2 * rng.uniform() - 1) * bound;
   }
   return flat;
+}
+
+/** An adapter to apply in the forward: its config and tensors (flat in `loraLayout` order, or by name). */
+export interface LoraWeights<A extends Arr = Float32Array> {
+  config: LoraConfig;
+  params: A | Record<string, A>;
+}
+
+/** An adapter ready for the ops: its scale, rank and tensors by name. */
+export interface LoraState {
+  config: LoraConfig;
+  scaling: number;
+  views: Record<string, Arr>;
+}
+
+/** Views of an adapter's tensors by name, checked against this model (a ValidationError names the tensor). */
+export function loraState(model: ModelConfig, lora: LoraWeights<Arr>): LoraState {
+  const views = tensorViews(loraLayout(model, lora.config), lora.params, {
+    what: "adapter buffer",
+    lacks: "adapter lacks",
+    owner: "the LoRA config",
+    root: "lora",
+  });
+  return { config: lora.config, scaling: loraScaling(lora.config), views };
 }

@@ -13,9 +13,9 @@
  * test/model/ppo-loss-oracle.ts, a line-by-line transcription of verl, is the oracle of this file.
  */
 import { ValidationError } from "../types/errors.ts";
-import type { KlKind, LossAggMode, PolicyLossOptions } from "./train-types.ts";
+import type { LossAggMode, PolicyLossOptions } from "./train-types.ts";
 import { klValue } from "../wasm/kl.ts";
-import { KL_ALIASES, type KlKind as CanonicalKl } from "../wasm/types.ts";
+import { KL_ALIASES, type KlKind, type KlLossType } from "../wasm/types.ts";
 
 export { klValue };
 
@@ -123,7 +123,7 @@ export function aggLoss(
 }
 
 /** d kl_penalty(logp, ref, kind) / d logp, PyTorch conventions (abs'(0) = 0, clamps inclusive). */
-export function klGrad(kind: KlKind, logp: number, ref: number): number {
+export function klGrad(kind: KlLossType, logp: number, ref: number): number {
   switch (KL_ALIASES[kind]) {
     case "k1":
       return 1;
@@ -143,7 +143,7 @@ export function klGrad(kind: KlKind, logp: number, ref: number): number {
   }
 }
 
-function canonicalKl(kind: KlKind): CanonicalKl {
+function canonicalKl(kind: KlLossType): KlKind {
   const k = KL_ALIASES[kind];
   if (!k) throw new ValidationError(`unknown KL kind ${JSON.stringify(kind)} (full is not implemented)`, ["klLossType"]);
   return k;

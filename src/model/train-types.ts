@@ -1,5 +1,5 @@
 /**
- * Types shared by every policy-trainer backend: the CPU fallback (`cpu-trainer.ts`) and the WebGPU
+ * Types shared by every policy-trainer backend: the CPU fallback (`src/cpu/trainer.ts`) and the WebGPU
  * trainer (`src/gpu/trainer.ts`) expose the same {@link PolicyTrainer} API and the same math, so the
  * GRPO loop does not care which one runs.
  *
@@ -9,6 +9,9 @@
  */
 import type { LoraConfig } from "./lora.ts";
 import type { ModelConfig } from "./config.ts";
+import type { KlLossType } from "../wasm/types.ts";
+
+export type { KlLossType };
 
 /** 0/1 masks may come as any integer or float typed array. */
 export type MaskArray = Int32Array | Uint8Array | Float32Array;
@@ -37,9 +40,6 @@ export interface TokenBatch {
 /** The four verl aggregation modes (docs/training.md#the-ppo-loss). */
 export type LossAggMode = "token-mean" | "seq-mean-token-sum" | "seq-mean-token-mean" | "seq-mean-token-sum-norm";
 
-/** KL penalty kinds (docs/training.md#kl-penalties); the aliases are verl's. */
-export type KlKind = "kl" | "k1" | "abs" | "mse" | "k2" | "low_var_kl" | "k3";
-
 /** PPO ("vanilla") policy loss options, verl names in camelCase; defaults in brackets. */
 export interface PolicyLossOptions {
   /** ε for both sides when the one-sided values are absent [0.2]. */
@@ -57,7 +57,7 @@ export interface PolicyLossOptions {
   /** With reference log-probs: adds `klLossCoef * agg(kl_penalty(logp, ref, klLossType))` [0.001 in verl; 0 here unless set]. */
   klLossCoef?: number;
   /** [low_var_kl]. */
-  klLossType?: KlKind;
+  klLossType?: KlLossType;
 }
 
 /** AdamW with decoupled weight decay and bias correction, plus global grad-norm clipping. */

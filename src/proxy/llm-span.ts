@@ -10,7 +10,7 @@
 import { type JsonObject, openAiCallAttributes } from "../tracer/gen-ai.ts";
 import type { Attributes, Span } from "../types/span.ts";
 import { spanFromAttributes } from "../types/span.ts";
-import type { Generation } from "./generation.ts";
+import type { Generation } from "../model/generation.ts";
 
 export const LLM_CALL_SPAN_NAME = "litellm_request";
 /** The policy version that produced the response (a Lightning TS attribute). */

@@ -20,7 +20,7 @@ import { newSpanId } from "../types/ids.ts";
 import type { LLM, ProxyLLM } from "../types/resources.ts";
 import { byteTokenizer } from "../model/tokenizer.ts";
 import type { TemplateMessage, ToolCall, ToolDefinition } from "../model/tokenizer-api.ts";
-import { decodeWithOffsets } from "./detokenize.ts";
+import { decodeWithOffsets } from "../model/detokenize.ts";
 import type { JsonObject } from "../tracer/gen-ai.ts";
 import { llmCallSpans } from "./llm-span.ts";
 import {
@@ -37,7 +37,7 @@ import {
   SSE_HEADERS,
   v1Endpoint,
 } from "./openai-http.ts";
-import type { Generation } from "./generation.ts";
+import type { Generation } from "../model/generation.ts";
 import { ChatCompletionRequest, CompletionRequest, contentText, stopList, type ChatMessageInput } from "./openai-schemas.ts";
 import type { Policy } from "./policy.ts";
 import { routedCallSeed } from "./sampling-seed.ts";

@@ -8,10 +8,11 @@
 import type { ModelConfig } from "../model/config.ts";
 import { Rng } from "../model/init.ts";
 import { paramViews, type ModelParams } from "../model/params.ts";
-import { loraState, type LoraWeights } from "../model/reference.ts";
+import { loraState, type LoraWeights } from "../model/lora.ts";
 import { byteTokenizer } from "../model/tokenizer.ts";
 import type { Tokenizer } from "../model/tokenizer-api.ts";
-import { cpuGenerationEngine, type Generation, type GenerationEngine, type GenerationRequest } from "./generation.ts";
+import type { Generation, GenerationEngine, GenerationRequest } from "../model/generation.ts";
+import { cpuGenerationEngine } from "../cpu/generation.ts";
 
 export interface Policy {
   /** The model name clients put in their requests. */

@@ -57,7 +57,7 @@ export type RolloutPatchRow = Partial<Omit<Rollout, "rollout_id">>;
 export type AttemptPatchRow = Partial<Pick<Attempt, "status" | "worker_id" | "end_time" | "last_heartbeat_time" | "metadata">>;
 export type WorkerPatchRow = Partial<Omit<Worker, "worker_id">>;
 
-/** A backend answers synchronously (memory) or with a promise (SQL); the core awaits either. */
+/** A backend answers synchronously (memory, the embedded libSQL driver) or with a promise (remote SQL); the core awaits either. */
 export type MaybePromise<T> = T | Promise<T>;
 
 export interface StorageTx {

@@ -4,9 +4,20 @@
  * Token tensors are flat row-major [B, T] Float32Arrays; the response mask is 0/1 in f32; groups are dense
  * integer ids in [0, G). Results of the Wasm side are views over Wasm memory, valid until the next call.
  */
+/** The KL estimators the kernels compute (docs/training.md#kl-penalties). */
 export type KlKind = "k1" | "abs" | "k2" | "k3";
-/** verl's aliases for the KL kinds. */
-export const KL_ALIASES: Record<string, KlKind> = { kl: "k1", k1: "k1", abs: "abs", mse: "k2", k2: "k2", low_var_kl: "k3", k3: "k3" };
+/** Every name a KL option accepts (a kind, or one of verl's aliases) and the kind it names. */
+export const KL_ALIASES = {
+  kl: "k1",
+  k1: "k1",
+  abs: "abs",
+  mse: "k2",
+  k2: "k2",
+  low_var_kl: "k3",
+  k3: "k3",
+} as const satisfies Record<string, KlKind>;
+/** A KL kind as a loss option names it (`klLossType`): one of {@link KL_ALIASES}' keys. */
+export type KlLossType = keyof typeof KL_ALIASES;
 
 export interface TokenInput {
   /** token_level_rewards [B, T] */

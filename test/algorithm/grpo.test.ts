@@ -1,7 +1,8 @@
 /** GRPO's own pieces; the whole loop runs in test/demo/calc.test.ts. */
 import { describe, expect, it } from "vitest";
 import { combineMetrics, GRPO, selectRows } from "../../src/algorithm/grpo.ts";
-import { batchFromTokens, CpuTrainer, initParams, PAD_ID, presetConfig, type StepMetrics } from "../../src/model/index.ts";
+import { CpuTrainer } from "../../src/cpu/index.ts";
+import { batchFromTokens, initParams, PAD_ID, presetConfig, type StepMetrics } from "../../src/model/index.ts";
 import { ModelPolicy } from "../../src/proxy/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 

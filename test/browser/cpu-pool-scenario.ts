@@ -5,11 +5,11 @@
  * through the Wasm ops. Plain data out, so the result crosses postMessage unchanged.
  */
 import { parseModelConfig } from "../../src/model/config.ts";
-import { EngineOps } from "../../src/model/cpu-engine-ops.ts";
-import { CpuPool, type Task } from "../../src/model/cpu-pool.ts";
+import { CpuBackend } from "../../src/cpu/backend.ts";
+import { CpuPool, type Task } from "../../src/cpu/pool.ts";
 import { CpuDecoder } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
-import { wasmOps } from "../../src/model/wasm-ops.ts";
+import { wasmOps } from "../../src/cpu/wasm-ops.ts";
 import { digest, type Out } from "../wasm/output-digest.ts";
 
 export interface PoolRun {
@@ -31,7 +31,7 @@ export async function poolRun(threads: number, via: "engine" | "pool" = "engine"
     widestCall = Math.max(widestCall, tasks.length);
     run.call(this, tasks);
   };
-  const engine = new EngineOps({ threads });
+  const engine = new CpuBackend({ threads });
   let pool: CpuPool | null = null;
   try {
     if (via === "pool") pool = await CpuPool.create(threads);

@@ -14,7 +14,7 @@ import { generate } from "../../src/model/generate.ts";
 import { loadPeftAdapter, loadPretrained, saveHfModel, type PretrainedModel } from "../../src/model/hf/index.ts";
 import { initParams } from "../../src/model/init.ts";
 import type { Tokenizer, ToolDefinition } from "../../src/model/tokenizer-api.ts";
-import { finishGeneration, type GenerationEngine } from "../../src/proxy/generation.ts";
+import { finishGeneration, type GenerationEngine } from "../../src/model/generation.ts";
 import { ModelPolicy } from "../../src/proxy/policy.ts";
 import { PolicyServer } from "../../src/proxy/policy-server.ts";
 import type { ServerHost } from "../../src/server/run.ts";

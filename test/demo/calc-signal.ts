@@ -3,7 +3,7 @@ import { MAX_ANSWER_TOKENS } from "../../examples/calc/agent.ts";
 import { promptIds } from "../../examples/calc/sft.ts";
 import { reward, trainTasks, type CalcTask } from "../../examples/calc/tasks.ts";
 import { loadCheckpoint } from "../../src/model/index.ts";
-import { cpuGenerationEngine } from "../../src/proxy/generation.ts";
+import { cpuGenerationEngine } from "../../src/cpu/generation.ts";
 
 /**
  * Training problems with a learning signal for the starting checkpoint: its sampled success rate

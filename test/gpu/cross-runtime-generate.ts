@@ -10,8 +10,9 @@ import { detectRuntime } from "../../src/gpu/navigator.ts";
 import type { ModelConfig } from "../../src/model/config.ts";
 import { loadPretrained } from "../../src/model/hf/index.ts";
 import { initParams } from "../../src/model/init.ts";
-import { cpuGenerationEngine, type GenerationRequest } from "../../src/proxy/generation.ts";
-import { GpuGenerationEngine } from "../../src/proxy/gpu-generation.ts";
+import type { GenerationRequest } from "../../src/model/generation.ts";
+import { cpuGenerationEngine } from "../../src/cpu/generation.ts";
+import { GpuGenerationEngine } from "../../src/gpu/generation.ts";
 import { contextOrSkip, exit } from "./script-env.ts";
 
 const config: ModelConfig = {

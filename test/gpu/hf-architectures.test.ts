@@ -16,8 +16,9 @@ import { loadPretrained } from "../../src/model/hf/index.ts";
 import { Rng } from "../../src/model/init.ts";
 import { flattenParams } from "../../src/model/params.ts";
 import { addBiasInPlace } from "../../src/model/reference/ops.ts";
-import { cpuGenerationEngine, type GenerationRequest } from "../../src/proxy/generation.ts";
-import { GpuGenerationEngine } from "../../src/proxy/gpu-generation.ts";
+import type { GenerationRequest } from "../../src/model/generation.ts";
+import { cpuGenerationEngine } from "../../src/cpu/generation.ts";
+import { GpuGenerationEngine } from "../../src/gpu/generation.ts";
 import { maxRelError, noGpu, randn } from "./gpu-env.ts";
 
 const CASES = ["llama-tied-llama3", "llama-untied-gqa-sharded", "qwen2-bias-tied", "qwen3-qknorm-headdim"];

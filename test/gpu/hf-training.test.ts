@@ -10,7 +10,7 @@ import { biasBackward } from "../../src/gpu/kernels/bias.ts";
 import { finishQkv, finishQkvBackward, qkvBuffers, allocQkNorm } from "../../src/gpu/qk.ts";
 import { GpuPolicyTrainer } from "../../src/gpu/trainer.ts";
 import type { ModelConfig } from "../../src/model/config.ts";
-import { CpuTrainer } from "../../src/model/cpu-trainer.ts";
+import { CpuTrainer } from "../../src/cpu/trainer.ts";
 import { loadPretrained } from "../../src/model/hf/index.ts";
 import { Rng } from "../../src/model/init.ts";
 import { flattenParams, paramViews } from "../../src/model/params.ts";

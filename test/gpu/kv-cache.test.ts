@@ -12,7 +12,7 @@ import { matmulRows } from "../../src/gpu/kernels/matmul-rows.ts";
 import { GpuModel } from "../../src/gpu/model.ts";
 import type { ModelConfig } from "../../src/model/config.ts";
 import { Rng, initParams } from "../../src/model/init.ts";
-import { forward } from "../../src/model/reference.ts";
+import { forward } from "../../src/model/reference/model.ts";
 import * as ops from "../../src/model/reference/ops.ts";
 import { maxRelError, noGpu, randn } from "./gpu-env.ts";
 

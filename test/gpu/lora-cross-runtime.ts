@@ -10,7 +10,7 @@ import { detectRuntime } from "../../src/gpu/navigator.ts";
 import { GpuPolicyTrainer } from "../../src/gpu/trainer.ts";
 import { batchFromTokens } from "../../src/model/batch.ts";
 import { paramLayout, type ModelConfig } from "../../src/model/config.ts";
-import { CpuTrainer } from "../../src/model/cpu-trainer.ts";
+import { CpuTrainer } from "../../src/cpu/trainer.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { parseLoraConfig } from "../../src/model/lora.ts";
 import { contextOrSkip, exit } from "./script-env.ts";

@@ -8,18 +8,19 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GpuContext } from "../../src/gpu/context.ts";
-import { createPolicyTrainer } from "../../src/gpu/factory.ts";
+import { createPolicyTrainer } from "../../src/engine/factory.ts";
 import { matmul } from "../../src/gpu/kernels/matmul.ts";
 import { matmulRows } from "../../src/gpu/kernels/matmul-rows.ts";
 import { roundWeights } from "../../src/gpu/kernels/weights.ts";
 import { GpuPolicyTrainer } from "../../src/gpu/trainer.ts";
-import { cpuGenerationEngine, type GenerationRequest } from "../../src/proxy/generation.ts";
-import { GpuGenerationEngine } from "../../src/proxy/gpu-generation.ts";
+import type { GenerationRequest } from "../../src/model/generation.ts";
+import { cpuGenerationEngine } from "../../src/cpu/generation.ts";
+import { GpuGenerationEngine } from "../../src/gpu/generation.ts";
 import { paramCount, paramLayout, type ModelConfig } from "../../src/model/config.ts";
-import { CpuTrainer } from "../../src/model/cpu-trainer.ts";
+import { CpuTrainer } from "../../src/cpu/trainer.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { initLora, loraParamCount, parseLoraConfig, type LoraConfig } from "../../src/model/lora.ts";
-import { forward } from "../../src/model/reference.ts";
+import { forward } from "../../src/model/reference/model.ts";
 import * as ops from "../../src/model/reference/ops.ts";
 import type { PolicyStepOptions } from "../../src/model/train-types.ts";
 import { ValidationError } from "../../src/types/errors.ts";

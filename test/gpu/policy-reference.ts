@@ -1,5 +1,5 @@
 /** The CPU reference's policy gradient and batches for the GPU trainer tests (shared by test/gpu/*trainer*). */
-import { backward, backwardLora, forward } from "../../src/model/reference.ts";
+import { backward, backwardLora, forward } from "../../src/model/reference/model.ts";
 import type { LoraConfig } from "../../src/model/lora.ts";
 import type { Rng } from "../../src/model/init.ts";
 import { batchFromTokens, resolveResponseMask } from "../../src/model/batch.ts";

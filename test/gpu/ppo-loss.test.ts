@@ -5,7 +5,7 @@ import { columnSums } from "../../src/gpu/kernels/reduce.ts";
 import { aggWeights, normFromMask, ppoPolicyLoss } from "../../src/model/ppo-loss.ts";
 import { KL_ALIASES } from "../../src/wasm/types.ts";
 import { Rng } from "../../src/model/init.ts";
-import type { KlKind, LossAggMode } from "../../src/model/train-types.ts";
+import type { KlLossType, LossAggMode } from "../../src/model/train-types.ts";
 import { maxRelError, noGpu } from "./gpu-env.ts";
 
 const C = METRIC_COLUMNS.length;
@@ -23,7 +23,7 @@ describe.skipIf(noGpu)("PPO loss kernel vs src/wasm/reference/ppo-loss.ts", { ti
     ["seq-mean-token-sum", "kl"],
     ["seq-mean-token-mean", "abs"],
     ["seq-mean-token-sum-norm", "mse"],
-  ] as Array<[LossAggMode, KlKind]>)("%s with %s: per-token gradients and metric sums", async (mode, klKind) => {
+  ] as Array<[LossAggMode, KlLossType]>)("%s with %s: per-token gradients and metric sums", async (mode, klKind) => {
     const rng = new Rng(17);
     const rows = 5;
     const cols = 13;

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GpuContext } from "../../src/gpu/context.ts";
 import { GpuPolicyTrainer } from "../../src/gpu/trainer.ts";
-import { CpuTrainer } from "../../src/model/cpu-trainer.ts";
-import { backward, forward } from "../../src/model/reference.ts";
+import { CpuTrainer } from "../../src/cpu/trainer.ts";
+import { backward, forward } from "../../src/model/reference/model.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { resolveResponseMask, sliceRows } from "../../src/model/batch.ts";
 import { decodeModel, decodeOptimizer, encodeModel, encodeOptimizer } from "../../src/model/checkpoint.ts";

@@ -6,7 +6,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generate } from "../../src/model/generate.ts";
 import { byteTokenizer, TOKENIZER_VOCAB_SIZE } from "../../src/model/tokenizer.ts";
-import { BatchingEngine, GpuGenerationEngine, referenceGenerationEngine, type GenerationRequest } from "../../src/proxy/index.ts";
+import type { GenerationRequest } from "../../src/model/generation.ts";
+import { BatchingEngine } from "../../src/engine/index.ts";
+import { GpuGenerationEngine } from "../../src/gpu/generation.ts";
+import { referenceGenerationEngine } from "../../src/cpu/generation.ts";
 import { favouredModel } from "../model/favoured-token.ts";
 import { noGpu } from "./gpu-env.ts";
 

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { batchFromTokens } from "../../src/model/batch.ts";
 import { decodeModel, decodeOptimizer, encodeModel, encodeOptimizer, loadCheckpoint, saveCheckpoint } from "../../src/model/checkpoint.ts";
 import { paramCount, paramLayout, parseModelConfig } from "../../src/model/config.ts";
-import { CpuTrainer } from "../../src/model/cpu-trainer.ts";
+import { CpuTrainer } from "../../src/cpu/trainer.ts";
 import { initParams } from "../../src/model/init.ts";
 import { decodeSafetensors, encodeSafetensors, readSafetensorsHeader } from "../../src/model/safetensors.ts";
 import { encode, PAD_ID, TOKENIZER_VOCAB_SIZE } from "../../src/model/tokenizer.ts";

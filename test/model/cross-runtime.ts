@@ -6,7 +6,7 @@
 import { batchFromTokens } from "../../src/model/batch.ts";
 import { decodeModel, encodeModel } from "../../src/model/checkpoint.ts";
 import { parseModelConfig } from "../../src/model/config.ts";
-import { CpuTrainer } from "../../src/model/cpu-trainer.ts";
+import { CpuTrainer } from "../../src/cpu/trainer.ts";
 import { generate } from "../../src/model/generate.ts";
 import { initParams } from "../../src/model/init.ts";
 import { applyChatTemplate, encode, PAD_ID, TOKENIZER_VOCAB_SIZE } from "../../src/model/tokenizer.ts";

@@ -2,9 +2,9 @@ import { describe, expect, it } from "vitest";
 import { parseModelConfig } from "../../src/model/config.ts";
 import { generate, logProbOf, sampleToken } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
-import { forward } from "../../src/model/reference.ts";
+import { forward } from "../../src/model/reference/model.ts";
 import { byteTokenizer, TOKENIZER_VOCAB_SIZE } from "../../src/model/tokenizer.ts";
-import { CpuGenerationEngine, referenceGenerationEngine } from "../../src/proxy/generation.ts";
+import { CpuGenerationEngine, referenceGenerationEngine } from "../../src/cpu/generation.ts";
 import { favouredModel } from "./favoured-token.ts";
 
 const config = parseModelConfig({

@@ -1,5 +1,5 @@
 import type { Rng } from "../../src/model/init.ts";
-import type { ModelInput } from "../../src/model/reference.ts";
+import type { ModelInput } from "../../src/model/reference/model.ts";
 
 /** Float64 array of normals with the given std. */
 export function randn(rng: Rng, n: number, std = 1): Float64Array {

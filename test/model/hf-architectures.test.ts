@@ -3,11 +3,12 @@
 import { describe, expect, it } from "vitest";
 import { batchFromTokens } from "../../src/model/batch.ts";
 import { paramCount, paramLayout, parseModelConfig, ropeInvFreq, type ModelConfig } from "../../src/model/config.ts";
-import { CpuTrainer } from "../../src/model/cpu-trainer.ts";
+import { CpuTrainer } from "../../src/cpu/trainer.ts";
 import { CpuDecoder, generate } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { paramViews } from "../../src/model/params.ts";
-import { backward, forward, ops, prefillForward, sequenceInput } from "../../src/model/reference.ts";
+import { backward, forward, prefillForward, sequenceInput } from "../../src/model/reference/model.ts";
+import * as ops from "../../src/model/reference/ops.ts";
 import { dot, maxScaledErr, numericGrad, randInt, randn, randomInput, sampleIndices } from "./helpers.ts";
 
 type Features = { bias?: boolean; qkNorm?: boolean; headDim?: number; llama3?: boolean; kvHeads?: number };

@@ -3,7 +3,7 @@
 // log-probs, and the state holds the adapter alone.
 import { describe, expect, it } from "vitest";
 import { batchFromTokens } from "../../src/model/batch.ts";
-import { CpuTrainer } from "../../src/model/cpu-trainer.ts";
+import { CpuTrainer } from "../../src/cpu/trainer.ts";
 import { loadPretrained } from "../../src/model/hf/index.ts";
 import { loraParamCount, parseLoraConfig } from "../../src/model/lora.ts";
 import type { TokenBatch } from "../../src/model/train-types.ts";

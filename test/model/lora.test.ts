@@ -6,7 +6,7 @@ import { paramCount, paramLayout, parseModelConfig, type ModelConfig } from "../
 import { generate } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { initLora, LORA_TARGETS, loraLayout, loraParamCount, parseLoraConfig, type LoraConfig } from "../../src/model/lora.ts";
-import { backward, backwardLora, forward, sequenceInput } from "../../src/model/reference.ts";
+import { backward, backwardLora, forward, sequenceInput } from "../../src/model/reference/model.ts";
 import { dot, maxScaledErr, numericGrad, randInt, randn, randomInput, sampleIndices } from "./helpers.ts";
 
 function model(rng: Rng, extra: Partial<ModelConfig>): ModelConfig {

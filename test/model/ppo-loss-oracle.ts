@@ -7,7 +7,7 @@
  * One deliberate departure from verl, shared with production: `seq-mean-token-mean` counts a row with
  * no response tokens as 0 (verl divides by zero there).
  */
-import type { KlKind, LossAggMode, PolicyLossOptions } from "../../src/model/train-types.ts";
+import type { KlLossType, LossAggMode, PolicyLossOptions } from "../../src/model/train-types.ts";
 
 type Mat = number[][];
 
@@ -36,7 +36,7 @@ export function aggLossOracle(loss: Mat, mask: Mat, mode: LossAggMode): number {
 }
 
 /** verl kl_penalty, all aliases. */
-export function klPenaltyOracle(logp: number, ref: number, kind: KlKind): number {
+export function klPenaltyOracle(logp: number, ref: number, kind: KlLossType): number {
   switch (kind) {
     case "kl":
     case "k1":

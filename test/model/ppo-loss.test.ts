@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { Rng } from "../../src/model/init.ts";
-import type { KlKind, LossAggMode, PolicyLossOptions } from "../../src/model/train-types.ts";
+import type { KlLossType, LossAggMode, PolicyLossOptions } from "../../src/model/train-types.ts";
 import { aggLoss, klValue, normFromMask, ppoPolicyLoss, type PpoLossInput } from "../../src/model/ppo-loss.ts";
 import { KL_ALIASES } from "../../src/wasm/types.ts";
 import { maxScaledErr, randInt, randn } from "./helpers.ts";
@@ -33,7 +33,7 @@ describe("PPO policy loss reference (trace-train.md §9.7)", () => {
     ).toThrow(/clip_ratio_c/);
   });
 
-  it.each<[KlKind, number]>([
+  it.each<[KlLossType, number]>([
     ["k1", 0.5],
     ["abs", 0.5],
     ["k2", 0.125],
@@ -49,7 +49,7 @@ describe("PPO policy loss reference (trace-train.md §9.7)", () => {
     expect(r.loss).toBeCloseTo(0.5 * expected, 6);
   });
 
-  const KINDS: KlKind[] = ["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"];
+  const KINDS: KlLossType[] = ["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"];
 
   it.each(MODES)("loss and metrics equal verl's formulas (test/model/ppo-loss-oracle.ts) on random batches, mode %s", (mode) => {
     const rng = new Rng(MODES.indexOf(mode) + 90);
@@ -160,7 +160,7 @@ describe("PPO policy loss reference (trace-train.md §9.7)", () => {
         entropy,
         refLogProbs: randn(rng, n, 0.5),
       };
-      const kinds: KlKind[] = ["k1", "abs", "k2", "k3"];
+      const kinds: KlLossType[] = ["k1", "abs", "k2", "k3"];
       const opts: PolicyLossOptions = {
         lossAggMode: mode,
         clipRatioLow: 0.2,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { paramCount, paramLayout, parseModelConfig, type ModelConfig } from "../../src/model/config.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
-import { backward, forward } from "../../src/model/reference.ts";
+import { backward, forward } from "../../src/model/reference/model.ts";
 import { dot, maxScaledErr, numericGrad, randInt, randn, randomInput, sampleIndices } from "./helpers.ts";
 
 function tinyConfig(rng: Rng, tie: boolean): ModelConfig {

@@ -7,14 +7,8 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LlmProxyTraceToTriplet, TraceToMessages, TracerTraceToTriplet, buildTrainingBatch } from "../../src/adapter/index.ts";
 import { applyChatTemplate, byteTokenizer, EOS_ID, generate, initParams, presetConfig } from "../../src/model/index.ts";
-import {
-  LLM_CALL_SPAN_NAME,
-  llmCallSpans,
-  ModelPolicy,
-  PolicyServer,
-  referenceGenerationEngine,
-  textDeltas,
-} from "../../src/proxy/index.ts";
+import { LLM_CALL_SPAN_NAME, llmCallSpans, ModelPolicy, PolicyServer, textDeltas } from "../../src/proxy/index.ts";
+import { referenceGenerationEngine } from "../../src/cpu/generation.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { spanFromAttributes } from "../../src/types/span.ts";
 

@@ -12,10 +12,10 @@ const runtimes = (script: string): [string, string, string[]][] => [
   ["bun", bin("bun"), [script]],
 ];
 
-/** The Wasm core (cross-runtime.ts) and the CPU model kernels (cpu-cross-runtime.ts). */
+/** The Wasm core (cross-runtime.ts) and the CPU model kernels (test/cpu/cross-runtime.ts). */
 const SCRIPTS: [string, string][] = [
   ["the core module", "test/wasm/cross-runtime.ts"],
-  ["the CPU model kernels", "test/wasm/cpu-cross-runtime.ts"],
+  ["the CPU model kernels", "test/cpu/cross-runtime.ts"],
 ];
 
 interface Report {

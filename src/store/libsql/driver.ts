@@ -20,11 +20,10 @@ import { ValidationError } from "../../types/index.ts";
 import { AsyncMutex } from "../mutex.ts";
 import { nextTurn } from "../next-turn.ts";
 import type { BackgroundCheckpointer } from "./checkpointer.ts";
+import type { MaybePromise } from "../storage.ts";
 
 export type SqlValue = string | number | null;
 export type SqlRow = ArrayLike<SqlValue>;
-/** The embedded driver answers synchronously (the binding is synchronous), the remote one with promises. */
-export type MaybePromise<T> = T | Promise<T>;
 
 export interface SqlConn {
   /** Runs a statement that returns rows. */

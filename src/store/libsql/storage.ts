@@ -21,6 +21,7 @@ import type {
   AttemptPatchRow,
   CollectionName,
   DueRollout,
+  MaybePromise,
   RolloutPatchRow,
   Rows,
   Storage,
@@ -28,7 +29,7 @@ import type {
   TxMode,
   WorkerPatchRow,
 } from "../storage.ts";
-import type { MaybePromise, SqlConn, SqlDriver, SqlRow, SqlValue, TxHooks } from "./driver.ts";
+import type { SqlConn, SqlDriver, SqlRow, SqlValue, TxHooks } from "./driver.ts";
 import { planMust, planQuery } from "./query-sql.ts";
 import { CachedTable, DEFAULT_ROW_CACHE_MIB, RowCache, rowBytes } from "./row-cache.ts";
 import { MAX_BIND_PARAMS, chunkSizes, multiRowSql, quoted } from "./sql.ts";

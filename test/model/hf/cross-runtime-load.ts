@@ -6,7 +6,7 @@
  */
 import { generate } from "../../../src/model/generate.ts";
 import { loadPretrained } from "../../../src/model/hf/index.ts";
-import { forward, sequenceInput } from "../../../src/model/reference.ts";
+import { forward, sequenceInput } from "../../../src/model/reference/model.ts";
 import { platform } from "../../../src/platform/index.ts";
 
 const FIXTURES = ["llama-tied-llama3", "llama-untied-gqa-sharded", "qwen2-bias-tied", "qwen3-qknorm-headdim"];

@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { generate } from "../../../src/model/generate.ts";
 import { loadPretrained } from "../../../src/model/hf/index.ts";
-import { forward, sequenceInput } from "../../../src/model/reference.ts";
+import { forward, sequenceInput } from "../../../src/model/reference/model.ts";
 
 const FIXTURES = "test/fixtures/hf";
 const CASES = ["llama-tied-llama3", "llama-untied-gqa-sharded", "qwen2-bias-tied", "qwen3-qknorm-headdim"];

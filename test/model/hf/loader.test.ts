@@ -12,7 +12,7 @@ import { TensorReader } from "../../../src/model/hf/tensor-reader.ts";
 import { convertTensor, toBf16, toF16 } from "../../../src/model/hf/tensors.ts";
 import type { FileReader } from "../../../src/platform/index.ts";
 import { initParams } from "../../../src/model/init.ts";
-import { forward, sequenceInput } from "../../../src/model/reference.ts";
+import { forward, sequenceInput } from "../../../src/model/reference/model.ts";
 import { applyChatTemplate, byteTokenizer, encode } from "../../../src/model/tokenizer.ts";
 
 const tmp = mkdtempSync(join(tmpdir(), "hf-loader-"));

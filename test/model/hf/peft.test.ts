@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { hfModelFiles, HfFormatError, loadPeftAdapter, loadPretrained, mergeLora, peftAdapterFiles } from "../../../src/model/hf/index.ts";
 import { initLora, parseLoraConfig } from "../../../src/model/lora.ts";
-import { forward, sequenceInput } from "../../../src/model/reference.ts";
+import { forward, sequenceInput } from "../../../src/model/reference/model.ts";
 
 const BASE = "test/fixtures/hf/qwen3-qknorm-headdim";
 const ADAPTER = `${BASE}-lora`;

@@ -1,0 +1,154 @@
+/**
+ * The CPU worker pool: threads over one shared memory give the same bits as one thread (GEMM split by
+ * columns), a kernel failing on a worker surfaces as an error, and a closed pool refuses work.
+ * (Node here; test/cpu/cross-runtime.ts runs a 3-thread pool under Node, Deno and Bun.)
+ */
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { Rng } from "../../src/model/init.ts";
+import { columnRanges, wasmOps } from "../../src/cpu/wasm-ops.ts";
+import { CpuPool } from "../../src/cpu/pool.ts";
+import { instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
+import { randn } from "../model/helpers.ts";
+
+describe("CPU worker pool", () => {
+  let pool: CpuPool;
+  beforeAll(async () => {
+    pool = await CpuPool.create(3);
+  });
+  afterAll(() => pool.close());
+
+  it("starts the threads asked for, over a shared memory", () => {
+    expect(pool.threads).toBe(3);
+    expect(pool.core.memory.buffer).toBeInstanceOf(SharedArrayBuffer);
+  });
+
+  it("column ranges tile [0, n) on multiples of 8, fixed by (n, parts)", () => {
+    for (const [n, parts] of [
+      [1, 3],
+      [17, 2],
+      [4864, 3],
+      [45, 8],
+    ]) {
+      const r = columnRanges(n, parts);
+      expect(r[0][0]).toBe(0);
+      expect(r.at(-1)![1]).toBe(n);
+      for (let i = 1; i < r.length; i++) expect(r[i][0]).toBe(r[i - 1][1]);
+      for (const [j0] of r) expect(j0 % 8).toBe(0);
+      expect(columnRanges(n, parts)).toEqual(r);
+    }
+  });
+
+  it("matmuls on 3 threads are bit-identical to one thread (every form, odd shapes, split by columns or rows)", () => {
+    const one = wasmOps(instantiateCpuCore());
+    const three = wasmOps(pool);
+    const rng = new Rng(3);
+    for (const [m, k, n] of [
+      [2, 300, 700],
+      [37, 300, 45],
+      [130, 257, 99],
+      [64, 64, 1000],
+      [301, 70, 64],
+    ]) {
+      const a = Float32Array.from(randn(rng, m * k));
+      const b = Float32Array.from(randn(rng, k * n));
+      const bt = Float32Array.from(randn(rng, n * k));
+      const at = Float32Array.from(randn(rng, k * m));
+      expect(three.matmul(a, b, { m, k, n })).toEqual(one.matmul(a, b, { m, k, n }));
+      expect(three.matmulABt(a, bt, { m, k, n })).toEqual(one.matmulABt(a, bt, { m, k, n }));
+      expect(three.matmulAtB(at, b, { m, k, n })).toEqual(one.matmulAtB(at, b, { m, k, n }));
+    }
+  });
+
+  it("every other op on 3 threads (rows, elements, or (batch row, kv head) split) is bit-identical to one thread", () => {
+    const one = wasmOps(instantiateCpuCore());
+    const three = wasmOps(pool);
+    const runs = vi.spyOn(pool, "run");
+    const rng = new Rng(4);
+    const f = (n: number, std = 1) => Float32Array.from(randn(rng, n, std));
+    const same = (name: string, a: unknown, b: unknown) => expect(a, name).toEqual(b);
+    const [rows, dim] = [1000, 300];
+    const x = f(rows * dim);
+    const w = f(dim);
+    const nb = one.rmsnorm(x, w, { rows, dim, eps: 1e-6 });
+    same("rmsnorm", three.rmsnorm(x, w, { rows, dim, eps: 1e-6 }), nb);
+    same("rmsnormBackward", three.rmsnormBackward(x, w, nb.rstd, x, { rows, dim }), one.rmsnormBackward(x, w, nb.rstd, x, { rows, dim }));
+    const rd = { rows: 600, heads: 4, headDim: 128, theta: 1e4 };
+    const xr = f(600 * 512);
+    const pos = Array.from({ length: 600 }, (_, i) => i);
+    same("rope", three.rope(xr, pos, rd), one.rope(xr, pos, rd));
+    same("ropeBackward", three.ropeBackward(xr, pos, rd), one.ropeBackward(xr, pos, rd));
+    const g = f(40001, 3);
+    const u = f(40001);
+    same("swiglu", three.swiglu(g, u), one.swiglu(g, u));
+    same("swigluBackward", three.swigluBackward(g, u, u), one.swigluBackward(g, u, u));
+    const z = f(50 * 1001, 4);
+    const tg = Array.from({ length: 50 }, (_, i) => i * 7);
+    const ls = one.logSoftmaxGatherEntropy(z, tg, { rows: 50, vocab: 1001 });
+    same("logSoftmaxGatherEntropy", three.logSoftmaxGatherEntropy(z, tg, { rows: 50, vocab: 1001 }), ls);
+    const gl = f(50);
+    same(
+      "logSoftmaxGatherEntropyBackward",
+      three.logSoftmaxGatherEntropyBackward(z, tg, ls.lse, ls.entropy, gl, gl, { rows: 50, vocab: 1001 }),
+      one.logSoftmaxGatherEntropyBackward(z, tg, ls.lse, ls.entropy, gl, gl, { rows: 50, vocab: 1001 }),
+    );
+    const d = { batch: 5, seq: 32, heads: 4, kvHeads: 2, headDim: 16 };
+    const q = f(5 * 32 * 64);
+    const k = f(5 * 32 * 32);
+    const v = f(5 * 32 * 32);
+    const mask = Array.from({ length: 160 }, (_, i) => (i % 9 === 4 ? 0 : 1));
+    const at = one.attention(q, k, v, mask, d);
+    same("attention", three.attention(q, k, v, mask, d), at);
+    same("attention without probs", three.attention(q, k, v, mask, d, false), one.attention(q, k, v, mask, d, false));
+    same("attentionBackward", three.attentionBackward(q, k, v, at.probs, q, d), one.attentionBackward(q, k, v, at.probs, q, d));
+    // one sequence: the split is over kv heads
+    const d1 = { batch: 1, seq: 64, heads: 6, kvHeads: 3, headDim: 16 };
+    const [q1, k1, v1] = [f(64 * 96), f(64 * 48), f(64 * 48)];
+    const m1 = new Array(64).fill(1);
+    const a1 = one.attention(q1, k1, v1, m1, d1);
+    same("attention B=1", three.attention(q1, k1, v1, m1, d1), a1);
+    same(
+      "attentionBackward B=1",
+      three.attentionBackward(q1, k1, v1, a1.probs, q1, d1),
+      one.attentionBackward(q1, k1, v1, a1.probs, q1, d1),
+    );
+    const [kc, vc] = [f(1000 * 48), f(1000 * 48)];
+    same(
+      "attentionDecode",
+      three.attentionDecode(q1.subarray(0, 96), kc, vc, 1000, d1),
+      one.attentionDecode(q1.subarray(0, 96), kc, vc, 1000, d1),
+    );
+    const p1 = f(40001);
+    const p3 = p1.slice();
+    const s1 = { step: 0, m: new Float32Array(40001), v: new Float32Array(40001) };
+    const s3 = { step: 0, m: new Float32Array(40001), v: new Float32Array(40001) };
+    const o = { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.01, maxGradNorm: 1 };
+    one.adamwStep(p1, g, s1, o);
+    three.adamwStep(p3, g, s3, o);
+    same("adamw", [p3, s3], [p1, s1]);
+    // every op above was split over the 3 threads
+    expect(runs.mock.calls).toHaveLength(15);
+    for (const [tasks] of runs.mock.calls) expect(tasks).toHaveLength(3);
+    runs.mockRestore();
+  });
+
+  it("a kernel that traps on a worker throws on the calling thread; the pool still works after", () => {
+    const core = pool.core;
+    core.begin();
+    const scratch = core.alloc(core.exports.gemmScratchBytes());
+    const outside = 2 ** 31; // past the end of memory: the worker's gemm traps
+    expect(() =>
+      pool.run([
+        { name: "gemm", args: [0, 0, 0, 0, 4, 4, 16, 0, 0, scratch] },
+        { name: "gemm", args: [0, outside, outside, outside, 4, 4, 16, 0, 16, scratch] },
+      ]),
+    ).toThrow(/worker thread/);
+    const y = wasmOps(pool).matmul(new Float32Array([1, 2]), new Float32Array([3, 4]), { m: 1, k: 2, n: 1 });
+    expect(Array.from(y)).toEqual([11]);
+  });
+
+  it("a closed pool refuses work", async () => {
+    const p = await CpuPool.create(2);
+    p.close();
+    expect(() => p.run([{ name: "gemm", args: [] }])).toThrow(/closed/);
+  });
+});
