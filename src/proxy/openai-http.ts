@@ -6,8 +6,11 @@
  */
 import type { Context, Hono } from "hono";
 import { serveFetch } from "../platform/index.ts";
+import { silentLogger } from "../platform/log.ts";
 import { bearerChallenge, bearerToken, tokensEqual } from "../server/auth.ts";
 import { browserGuard } from "../server/browser-guard.ts";
+import { DEFAULT_BODY_LIMIT } from "../server/app.ts";
+import { drainRefusedBodies } from "../server/drain-refused.ts";
 import { checkJsonContentType } from "../server/json-body.ts";
 import { LightningError, ValidationError } from "../types/errors.ts";
 import { type LLM, type ProxyLLM, proxyBaseUrl } from "../types/resources.ts";
@@ -95,6 +98,7 @@ export function installOpenAiBasics(app: Hono, access: OpenAiAccess): void {
       404,
     ),
   );
+  app.use("*", drainRefusedBodies(DEFAULT_BODY_LIMIT, silentLogger));
   const guard = browserGuard({ token, bindAddress: access.bindAddress, allowedHosts: access.allowedHosts });
   if (guard) app.use("*", guard);
   if (token === null) return;

@@ -21,6 +21,7 @@ import { bearerChallenge, bearerToken, tokensEqual } from "./auth.ts";
 import { browserGuard } from "./browser-guard.ts";
 import { HttpProblem, errorResponse, routeNotFound } from "./errors.ts";
 import { checkJsonContentType, parseJsonBody } from "./json-body.ts";
+import { drainRefusedBodies } from "./drain-refused.ts";
 import { pageLimit, pageResponse, pageSizes } from "./paging.ts";
 import { silentLogger, type LogWriter } from "../platform/log.ts";
 import { ServerMetrics, instrumentStore } from "./metrics.ts";
@@ -166,6 +167,9 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
     const { status, body: payload } = errorResponse(routeNotFound(c.req.method, c.req.path));
     return c.json(payload, status as 404);
   });
+
+  // Outermost: a refusal's answer waits for the body the route never read (drain-refused.ts).
+  app.use("*", drainRefusedBodies(limit, log));
 
   if (metrics) {
     app.use("*", async (c, next) => {
