@@ -110,7 +110,7 @@ describe("package.json dependencies", () => {
       // static and dynamic imports, type positions and triple-slash type references
       for (const m of text.matchAll(/(?:\bfrom\s+|\bimport\s*\(\s*|<reference types=)"([^".][^"]*)"/g)) imported.add(packageOf(m[1]));
       // native bindings imported through a constant (src/gpu/navigator.ts)
-      for (const m of text.matchAll(/^const \w+ = "([^"]+)";$/gm)) if (m[1] in (pkg.peerDependencies ?? {})) loadedByName.add(m[1]);
+      for (const m of text.matchAll(/^const \w+ = "([^"]+)";$/gm)) if (Object.hasOwn(pkg.peerDependencies ?? {}, m[1])) loadedByName.add(m[1]);
     }
     const external = [...imported].filter((p) => !p.startsWith("node:") && !builtins.has(p)).sort();
     expect(external).toEqual(Object.keys(pkg.dependencies).sort());
