@@ -289,7 +289,10 @@ const percentile = (sorted: readonly number[], p: number): number => sorted[Math
 async function main(o: Options): Promise<void> {
   const dir = o.db === null ? mkdtempSync(join(tmpdir(), "agl-soak-")) : null;
   const path = o.db ?? join(dir!, "soak.db");
-  const server = await startServerProcess("node", ["--port", "0", "--db", `file:${path}`, "--log-level", "warning"]);
+  const server = await startServerProcess("node", ["--port", "0", "--db", `file:${path}`, "--log-level", "warning"]).catch((e: unknown) => {
+    if (dir !== null) rmSync(dir, { recursive: true, force: true });
+    throw e;
+  });
   const pid = server.proc.pid!;
   const pool = new Pool(server.url, { connections: o.loops, pipelining: 1 });
   const unexpected = new Map<string, number>();
