@@ -145,7 +145,7 @@ export class MemoryStorage implements Storage {
     return Object.freeze({
       rollout_id: r.rollout_id,
       input: p.input !== undefined ? deepFreeze(p.input) : r.input,
-      start_time: p.start_time !== undefined ? p.start_time : r.start_time,
+      start_time: r.start_time,
       end_time: p.end_time !== undefined ? p.end_time : r.end_time,
       mode: p.mode !== undefined ? p.mode : r.mode,
       resources_id: p.resources_id !== undefined ? p.resources_id : r.resources_id,

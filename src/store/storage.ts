@@ -51,8 +51,8 @@ export interface DueRollout {
   deadline: number;
 }
 
-/** Fields the core changes on a rollout / attempt / worker: only these are written. */
-export type RolloutPatchRow = Partial<Omit<Rollout, "rollout_id">>;
+/** Fields the core changes on a rollout / attempt / worker: only these are written. A rollout's id and start_time never change. */
+export type RolloutPatchRow = Partial<Omit<Rollout, "rollout_id" | "start_time">>;
 /** What changes on an attempt after it is created; its ids, sequence_id and start_time never do. */
 export type AttemptPatchRow = Partial<Pick<Attempt, "status" | "worker_id" | "end_time" | "last_heartbeat_time" | "metadata">>;
 export type WorkerPatchRow = Partial<Omit<Worker, "worker_id">>;

@@ -26,6 +26,13 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const UNDO: Record<string, string[]> = {
   "0001_spans_by_sequence": [`DROP INDEX "spans_rollout_sequence_idx"`],
   "0002_watchdog_deadlines": [`DROP INDEX "attempts_watchdog_deadline_idx"`, `ALTER TABLE "attempts" DROP COLUMN "watchdog_deadline"`],
+  "0003_row_counts": [
+    ...["attempts", "resources", "workers", "rollouts"].map((t) => `DROP TRIGGER "row_counts_${t}_insert"`),
+    ...["attempts", "spans", "resources", "workers", "rollouts"].map((t) => `DROP TRIGGER "row_counts_${t}_delete"`),
+    `DROP TRIGGER "row_counts_rollouts_status"`,
+    `DROP TABLE "row_counts"`,
+    `DROP INDEX "rollouts_start_time_idx"`,
+  ],
 };
 
 /** Takes the database at `url` back to the schema of its first `keep` migrations, as that version left it. */
@@ -185,6 +192,63 @@ describe("libSQL schema migrations", () => {
     expect((await upgraded.getRolloutById(queued.rollout_id))!.status).toBe("queuing");
     await upgraded.close();
     expect((await columns()).filter(([, d]) => d !== null)).toEqual([]);
+  });
+
+  it("a database from before the row counters: its totals are counted from its rows when opened, then kept", async () => {
+    const url = `file:${join(dir, "counts.db")}`;
+    const old = await LibsqlLightningStore.open(url);
+    await old.enqueueManyRollouts(Array.from({ length: 7 }, (_, i) => ({ input: i })));
+    const claimed = await old.dequeueManyRollouts({ limit: 4, worker_id: "w1" });
+    await old.updateAttempt(claimed[0]!.rollout_id, "latest", { status: "succeeded" });
+    await old.updateAttempt(claimed[1]!.rollout_id, "latest", { status: "failed" });
+    await old.addManySpans(
+      [1, 2, 3].map((k) =>
+        spanFromAttributes({ rollout_id: claimed[2]!.rollout_id, attempt_id: claimed[2]!.attempt.attempt_id, sequence_id: k, name: "s" }),
+      ),
+    );
+    await old.close();
+    await downgrade(url, 3);
+
+    const statuses = ["queuing", "preparing", "running", "succeeded", "failed"] as const;
+    /** Every total the store reports, and the same counted from the rows. */
+    const totals = async (store: LibsqlLightningStore) => {
+      const s = await store.statistics();
+      const byStatus = statuses.map(async (st) => [st, (await store.queryRollouts({ status_in: [st], limit: 0 })).total]);
+      return {
+        rollouts: s.total_rollouts,
+        attempts: s.total_attempts,
+        spans: s.total_spans,
+        ...Object.fromEntries(await Promise.all(byStatus)),
+      };
+    };
+    const counted = async () => {
+      const driver = await openDriver(parseDbUrl(url), { busyTimeoutMs: 1000 });
+      const row = await driver.tx("r", (c) =>
+        c.all(
+          `SELECT (SELECT COUNT(*) FROM "rollouts"), (SELECT COUNT(*) FROM "attempts"), (SELECT COUNT(*) FROM "spans"), ` +
+            statuses.map((st) => `(SELECT COUNT(*) FROM "rollouts" WHERE "status" = '${st}')`).join(", "),
+        ),
+      );
+      await driver.close();
+      const [rollouts, attempts, spans, queuing, preparing, running, succeeded, failed] = Array.from(row[0]!, Number);
+      return { rollouts, attempts, spans, queuing, preparing, running, succeeded, failed };
+    };
+    const upgraded = await LibsqlLightningStore.open(url);
+    expect(await totals(upgraded)).toEqual(await counted());
+    expect(await totals(upgraded)).toEqual({
+      rollouts: 7,
+      attempts: 4,
+      spans: 3,
+      queuing: 3,
+      preparing: 1,
+      running: 1,
+      succeeded: 1,
+      failed: 1,
+    });
+    await upgraded.enqueueRollout("more");
+    await upgraded.updateAttempt(claimed[3]!.rollout_id, "latest", { status: "succeeded" });
+    expect(await totals(upgraded)).toEqual(await counted());
+    await upgraded.close();
   });
 
   it("a database migrated by a newer version is refused, not damaged", async () => {

@@ -42,6 +42,17 @@ async function preparedDuring(fn: () => Promise<void>): Promise<Set<string>> {
   return seen;
 }
 
+/** A statement the store runs as it works (not a migration or a connection setting). */
+const madeByStore = (sql: string): boolean => !/^\s*(CREATE|ALTER|DROP|PRAGMA)/i.test(sql) && !migrationSql.has(sql);
+
+/** SQLite's `EXPLAIN QUERY PLAN` of `sql`, one line per step. */
+const queryPlan = (db: NativeDb, sql: string): string[] =>
+  db
+    .prepare(`EXPLAIN QUERY PLAN ${sql}`)
+    .raw(true)
+    .all()
+    .map((r) => String(r[3]));
+
 describe("libSQL query plans", () => {
   it("reads spans and attempts through an index, in index order, for every query the store makes", async () => {
     const path = join(dir, "plans.db");
@@ -96,13 +107,8 @@ describe("libSQL query plans", () => {
     // A page of rollouts with one status (the dashboard's filter) must not sort every rollout in it either.
     const byStatus = (sql: string) => /FROM "rollouts" WHERE "status" = \? ORDER BY/.test(sql);
     for (const sql of seen) {
-      if (!(/\b(spans|attempts)\b/.test(sql) || byStatus(sql)) || /^\s*(CREATE|ALTER|DROP|PRAGMA)/i.test(sql) || migrationSql.has(sql))
-        continue;
-      const plan = db
-        .prepare(`EXPLAIN QUERY PLAN ${sql}`)
-        .raw(true)
-        .all()
-        .map((r) => String(r[3]));
+      if (!(/\b(spans|attempts)\b/.test(sql) || byStatus(sql)) || !madeByStore(sql)) continue;
+      const plan = queryPlan(db, sql);
       checked++;
       // "SCAN spans" alone is a full-table scan; "SCAN ... USING COVERING INDEX" (a COUNT) reads only an index.
       const bad = plan.filter((p) => /^SCAN (spans|attempts|[ab])$/.test(p) || /TEMP B-TREE/.test(p));
@@ -116,5 +122,44 @@ describe("libSQL query plans", () => {
     expect([...seen].some(byStatus)).toBe(true);
     expect([...seen].filter((s) => /WHERE "watchdog_deadline" < \?/.test(s))).toHaveLength(2);
     expect(unindexed).toEqual([]);
+  });
+
+  it("totals, statistics and the newest rollouts cost the same on any store: row counters and an index, no count or sort", async () => {
+    const path = join(dir, "totals.db");
+    const filled = await LibsqlLightningStore.open(`file:${path}`);
+    await filled.enqueueManyRollouts(Array.from({ length: 6 }, (_, i) => ({ input: { i } })));
+    for (const ar of await filled.dequeueManyRollouts({ limit: 4, worker_id: "w1" }))
+      await filled.updateAttempt(ar.rollout_id, ar.attempt.attempt_id, { status: "succeeded" });
+    await filled.close();
+
+    // A fresh connection, so that each statement these reads use is prepared (and seen) here.
+    const seen = await preparedDuring(async () => {
+      const store = await LibsqlLightningStore.open(`file:${path}`);
+      await store.statistics();
+      // Totals of pages cut short by their limit: a status filter (the dashboard's counts, /metrics) and whole tables.
+      expect((await store.queryRollouts({ status_in: ["succeeded"], limit: 1 })).total).toBe(4);
+      expect((await store.queryRollouts({ status_in: ["queuing", "succeeded"], limit: 0 })).total).toBe(6);
+      expect((await store.queryRollouts({ limit: 0 })).total).toBe(6);
+      expect((await store.queryWorkers({ limit: 0 })).total).toBe(1);
+      // The dashboard's default list: the newest rollouts first.
+      const newest = await store.queryRollouts({ sort_by: "start_time", sort_order: "desc", limit: 2 });
+      expect(newest.total).toBe(6);
+      await store.close();
+    });
+
+    const db = new Database(path);
+    const costly: string[] = [];
+    for (const sql of seen) {
+      if (!/\b(rollouts|attempts|spans|workers|resources)\b/.test(sql) || !madeByStore(sql)) continue;
+      const plan = queryPlan(db, sql);
+      // A COUNT reads every matching index entry; a bare SCAN reads the table; a TEMP B-TREE sorts what it read.
+      if (/COUNT\(/.test(sql) || plan.some((p) => /^SCAN \w+$/.test(p) || /TEMP B-TREE/.test(p)))
+        costly.push(`${sql.slice(0, 160)}\n    ${plan.join("\n    ")}`);
+      else if (/ORDER BY "start_time" DESC/.test(sql)) expect(plan.join(" ")).toContain("rollouts_start_time_idx");
+    }
+    db.close();
+    expect(costly).toEqual([]);
+    expect([...seen].some((s) => /FROM "row_counts"/.test(s))).toBe(true);
+    expect([...seen].some((s) => /ORDER BY "start_time" DESC/.test(s))).toBe(true);
   });
 });

@@ -95,3 +95,27 @@ export function planMust(spec: TableSpec<unknown>, query: QuerySpec): SqlPlan {
   if (must === null || must.length === 0) return { where: "", args: [], orderBy: `ORDER BY ${q(spec.order)}` };
   return { where: `WHERE ${must.join(" AND ")}`, args, orderBy: `ORDER BY ${q(spec.order)}` };
 }
+
+/**
+ * The row counters (schema.ts `rowCounts`) whose sum is the total of a spec, or null when the spec needs
+ * a count: one without any condition is its table's counter, one whose only condition is a status filter
+ * on rollouts the counters of those statuses. Every other total is counted (a rollout's spans or
+ * attempts: an index range of that rollout).
+ */
+export function countersFor(spec: TableSpec<unknown>, query: QuerySpec): string[] | null {
+  const active: [string, FieldOps][] = [];
+  for (const fields of [query.must, query.where]) {
+    for (const [field, ops] of Object.entries(fields ?? {})) {
+      if ([ops.exact, ops.within, ops.contains].some((v) => v !== undefined && v !== null)) active.push([field, ops]);
+    }
+  }
+  if (active.length === 0) return [spec.table];
+  if (active.length > 1 || spec.table !== "rollouts" || active[0]![0] !== "status") return null;
+  const { exact, within, contains } = active[0]![1];
+  if (contains !== undefined && contains !== null) return null;
+  const hasExact = exact !== undefined && exact !== null;
+  if (hasExact === (within !== undefined && within !== null)) return null;
+  const statuses = hasExact ? [exact] : within!;
+  if (!statuses.every((v) => typeof v === "string")) return null;
+  return [...new Set(statuses as string[])].map((v) => `rollouts.status:${v}`);
+}

@@ -30,7 +30,7 @@ import type {
   WorkerPatchRow,
 } from "../storage.ts";
 import type { SqlConn, SqlDriver, SqlRow, SqlValue, TxHooks } from "./driver.ts";
-import { planMust, planQuery } from "./query-sql.ts";
+import { countersFor, planMust, planQuery } from "./query-sql.ts";
 import { CachedTable, DEFAULT_ROW_CACHE_MIB, RowCache, rowBytes } from "./row-cache.ts";
 import { MAX_BIND_PARAMS, chunkSizes, multiRowSql, quoted } from "./sql.ts";
 import {
@@ -94,6 +94,12 @@ const CHMAX_SEQUENCE =
 const SELECT_RESOURCES = `${resourcesSpec.select} WHERE "resources_id" = ?`;
 /** write_order is unique (each write takes MAX + 1 under the write lock), so its index alone finds the latest. */
 const SELECT_LATEST_RESOURCES = `${resourcesSpec.select} ORDER BY "write_order" DESC LIMIT 1`;
+/** A total from the row counters kept by triggers (schema.ts `rowCounts`): one row read per counter. */
+const SUM_COUNTERS = `SELECT COALESCE(SUM("n"), 0) FROM "row_counts" WHERE "name" IN (SELECT value FROM json_each(?))`;
+/** Span inserts are counted here, not by a trigger (schema.ts `rowCounts`). */
+const COUNT_SPANS = `UPDATE "row_counts" SET "n" = "n" + ? WHERE "name" = 'spans'`;
+const COLLECTIONS: readonly CollectionName[] = ["rollouts", "attempts", "spans", "resources", "workers"];
+const SELECT_COUNTS = `SELECT "name", "n" FROM "row_counts" WHERE "name" IN (${COLLECTIONS.map((c) => `'${c}'`).join(", ")})`;
 const INSERT_SPANS = multiRowSql(
   `INSERT INTO "spans" (${quoted(SPAN_COLUMNS)}) VALUES `,
   SPAN_COLUMNS.length,
@@ -129,7 +135,15 @@ const frozen = <T extends object>(row: T): T => (Object.isFrozen(row) ? row : de
 
 /** The cache of one storage: which tables it keeps, and how a held-back row is written. */
 class StoreCache extends RowCache {
-  readonly rollouts = this.table(new CachedTable<Rollout>("rollouts", ROLLOUT_COLUMNS, ["rollout_id"]));
+  // start_time never changes: left out of the SET, its index entry is not rewritten on every status change.
+  readonly rollouts = this.table(
+    new CachedTable<Rollout>(
+      "rollouts",
+      ROLLOUT_COLUMNS,
+      ["rollout_id"],
+      ROLLOUT_COLUMNS.filter((c) => c !== "rollout_id" && c !== "start_time"),
+    ),
+  );
   /** Keyed by `attemptKey`. */
   // An update rewrites only the columns an attempt patch can change (AttemptPatchRow): leaving sequence_id
   // out of the SET spares SQLite rewriting the (rollout_id, sequence_id) index entry on every heartbeat.
@@ -202,7 +216,7 @@ export class SqlTx implements StorageTx {
   updateRollout(id: string, patch: RolloutPatchRow): MaybePromise<Rollout> {
     return then(this.getRollout(id), (old) => {
       if (!old) throw new Error(`updateRollout: rollout ${id} does not exist`);
-      const r = patched(old, patch, ["rollout_id"]);
+      const r = patched(old, patch, ["rollout_id", "start_time"]);
       this.cache.put(this.cache.rollouts, id, r, rolloutValues(r));
       // The status and the config move the watchdog deadline kept on the latest attempt.
       if (patch.status === undefined && patch.config === undefined) return r;
@@ -379,15 +393,18 @@ export class SqlTx implements StorageTx {
     // within the statement), and only a statement that inserted fewer rows than it had needs a closer look.
     let kept: boolean[] | null = null;
     let start = 0;
+    let inserted = 0;
     for (const size of chunkSizes(spans.length, Math.floor(MAX_BIND_PARAMS / n))) {
       const chunk = spans.length === size ? args : args.slice(start * n, (start + size) * n);
       const { changes, lastRowid } = await this.c.run(INSERT_SPANS(size), chunk);
+      inserted += changes;
       if (changes !== size) {
         kept ??= new Array<boolean>(spans.length).fill(true);
         await this.markInserted(spans, start, size, changes, lastRowid, kept);
       }
       start += size;
     }
+    if (inserted > 0) await this.c.run(COUNT_SPANS, [inserted]);
     await this.raiseSequences(spans, kept);
     return kept === null ? spans : spans.filter((_, i) => kept[i]);
   }
@@ -546,23 +563,34 @@ export class SqlTx implements StorageTx {
       ]);
       items = rows.map(table.fromRow) as Rows[K][];
     }
-    // The total is known without counting when the page is not cut short by the limit.
+    // The total is known without counting when the page is not cut short by the limit, and kept by the
+    // row counters for a whole table or a status filter on rollouts (a count would read every match).
     let total: number;
     if ((limit < 0 || items.length < limit) && (items.length > 0 || start === 0)) total = start + items.length;
-    else total = Number((await this.c.all(`SELECT COUNT(*) FROM "${table.table}" ${plan.where}`, plan.args))[0]![0]);
+    else {
+      const counters = countersFor(table, spec);
+      total = Number(
+        counters === null
+          ? (await this.c.all(`SELECT COUNT(*) FROM "${table.table}" ${plan.where}`, plan.args))[0]![0]
+          : (await this.c.all(SUM_COUNTERS, [JSON.stringify(counters)]))[0]![0],
+      );
+    }
     return { items, limit, offset, total };
   }
 
   counts(): MaybePromise<Record<CollectionName, number>> {
-    return this.flushed(async () => {
-      const r = (
-        await this.c.all(
-          `SELECT (SELECT COUNT(*) FROM "rollouts"), (SELECT COUNT(*) FROM "attempts"), (SELECT COUNT(*) FROM "spans"), ` +
-            `(SELECT COUNT(*) FROM "resources"), (SELECT COUNT(*) FROM "workers")`,
-        )
-      )[0]!;
-      return { rollouts: Number(r[0]), attempts: Number(r[1]), spans: Number(r[2]), resources: Number(r[3]), workers: Number(r[4]) };
-    });
+    return this.flushed(() =>
+      then(this.c.all(SELECT_COUNTS), (rows) => {
+        const n = new Map(rows.map((r) => [r[0] as string, Number(r[1])]));
+        return Object.fromEntries(
+          COLLECTIONS.map((c) => {
+            // Migration 0003 writes every table's counter; a missing one is a damaged database, not a 0.
+            if (!n.has(c)) throw new Error(`The row counter of ${c} is missing from row_counts`);
+            return [c, n.get(c)!];
+          }),
+        ) as Record<CollectionName, number>;
+      }),
+    );
   }
 }
 

@@ -38,5 +38,25 @@ export const MIGRATIONS: readonly EmbeddedMigration[] = [
       "-- Written by hand after drizzle-kit generate: the deadline of every rollout a database already holds\n-- (the same sums as src/store/decisions.ts watchdogDeadline), so its timeouts keep being watched.\nUPDATE `attempts` SET `watchdog_deadline` = (\n\tSELECT CASE\n\t\tWHEN `attempts`.`start_time` + json_extract(r.`config`, '$.timeout_seconds') IS NULL THEN\n\t\t\tCASE WHEN `attempts`.`status` = 'unresponsive' THEN NULL\n\t\t\t\tELSE COALESCE(`attempts`.`last_heartbeat_time`, `attempts`.`start_time`) + json_extract(r.`config`, '$.unresponsive_seconds') END\n\t\tWHEN `attempts`.`status` = 'unresponsive' OR json_extract(r.`config`, '$.unresponsive_seconds') IS NULL THEN\n\t\t\t`attempts`.`start_time` + json_extract(r.`config`, '$.timeout_seconds')\n\t\tELSE MIN(\n\t\t\t`attempts`.`start_time` + json_extract(r.`config`, '$.timeout_seconds'),\n\t\t\tCOALESCE(`attempts`.`last_heartbeat_time`, `attempts`.`start_time`) + json_extract(r.`config`, '$.unresponsive_seconds'))\n\tEND\n\tFROM `rollouts` AS r WHERE r.`rollout_id` = `attempts`.`rollout_id` AND r.`status` IN ('preparing', 'running')\n)\nWHERE `status` IN ('preparing', 'running', 'unresponsive')\n\tAND `sequence_id` = (SELECT MAX(b.`sequence_id`) FROM `attempts` AS b WHERE b.`rollout_id` = `attempts`.`rollout_id`);",
       "CREATE INDEX `attempts_watchdog_deadline_idx` ON `attempts` (`watchdog_deadline`,`rollout_id`) WHERE \"attempts\".\"watchdog_deadline\" IS NOT NULL;"
     ]
+  },
+  {
+    "tag": "0003_row_counts",
+    "when": 1795863581459,
+    "hash": "c23aa73c5847a1a4261c39674491bd3d2352ad8313808105caa5f6be1c881360",
+    "statements": [
+      "CREATE TABLE `row_counts` (\n\t`name` text PRIMARY KEY NOT NULL,\n\t`n` integer NOT NULL\n);",
+      "CREATE INDEX `rollouts_start_time_idx` ON `rollouts` (\"start_time\" DESC);",
+      "-- Written by hand after drizzle-kit generate: the counts of what a database already holds, then the\n-- triggers that keep them on every insert and delete (and every change of a rollout's status). Span\n-- inserts are counted by the store itself, one UPDATE per insert statement (src/store/libsql/storage.ts):\n-- spans come tens of thousands a second, and a trigger run per row costs 5-10 % of their write path.\nINSERT INTO `row_counts` (`name`, `n`)\n\tSELECT 'rollouts', COUNT(*) FROM `rollouts`\n\tUNION ALL SELECT 'attempts', COUNT(*) FROM `attempts`\n\tUNION ALL SELECT 'spans', COUNT(*) FROM `spans`\n\tUNION ALL SELECT 'resources', COUNT(*) FROM `resources`\n\tUNION ALL SELECT 'workers', COUNT(*) FROM `workers`\n\tUNION ALL SELECT 'rollouts.status:' || `status`, COUNT(*) FROM `rollouts` GROUP BY `status`;",
+      "CREATE TRIGGER `row_counts_attempts_insert` AFTER INSERT ON `attempts` BEGIN\n\tUPDATE `row_counts` SET `n` = `n` + 1 WHERE `name` = 'attempts';\nEND;",
+      "CREATE TRIGGER `row_counts_attempts_delete` AFTER DELETE ON `attempts` BEGIN\n\tUPDATE `row_counts` SET `n` = `n` - 1 WHERE `name` = 'attempts';\nEND;",
+      "CREATE TRIGGER `row_counts_spans_delete` AFTER DELETE ON `spans` BEGIN\n\tUPDATE `row_counts` SET `n` = `n` - 1 WHERE `name` = 'spans';\nEND;",
+      "CREATE TRIGGER `row_counts_resources_insert` AFTER INSERT ON `resources` BEGIN\n\tUPDATE `row_counts` SET `n` = `n` + 1 WHERE `name` = 'resources';\nEND;",
+      "CREATE TRIGGER `row_counts_resources_delete` AFTER DELETE ON `resources` BEGIN\n\tUPDATE `row_counts` SET `n` = `n` - 1 WHERE `name` = 'resources';\nEND;",
+      "CREATE TRIGGER `row_counts_workers_insert` AFTER INSERT ON `workers` BEGIN\n\tUPDATE `row_counts` SET `n` = `n` + 1 WHERE `name` = 'workers';\nEND;",
+      "CREATE TRIGGER `row_counts_workers_delete` AFTER DELETE ON `workers` BEGIN\n\tUPDATE `row_counts` SET `n` = `n` - 1 WHERE `name` = 'workers';\nEND;",
+      "CREATE TRIGGER `row_counts_rollouts_insert` AFTER INSERT ON `rollouts` BEGIN\n\tUPDATE `row_counts` SET `n` = `n` + 1 WHERE `name` = 'rollouts';\n\tINSERT INTO `row_counts` (`name`, `n`) VALUES ('rollouts.status:' || NEW.`status`, 1)\n\t\tON CONFLICT (`name`) DO UPDATE SET `n` = `n` + 1;\nEND;",
+      "CREATE TRIGGER `row_counts_rollouts_status` AFTER UPDATE OF `status` ON `rollouts` WHEN OLD.`status` IS NOT NEW.`status` BEGIN\n\tUPDATE `row_counts` SET `n` = `n` - 1 WHERE `name` = 'rollouts.status:' || OLD.`status`;\n\tINSERT INTO `row_counts` (`name`, `n`) VALUES ('rollouts.status:' || NEW.`status`, 1)\n\t\tON CONFLICT (`name`) DO UPDATE SET `n` = `n` + 1;\nEND;",
+      "CREATE TRIGGER `row_counts_rollouts_delete` AFTER DELETE ON `rollouts` BEGIN\n\tUPDATE `row_counts` SET `n` = `n` - 1 WHERE `name` = 'rollouts';\n\tUPDATE `row_counts` SET `n` = `n` - 1 WHERE `name` = 'rollouts.status:' || OLD.`status`;\nEND;"
+    ]
   }
 ];
