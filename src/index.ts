@@ -1,18 +1,87 @@
 /**
- * The package root: what a user imports first. The data model, stores and client, the tracer and its
- * emitters, agents and runner, the trainer, the algorithms (GRPO included) and the trace adapters.
- * The specialised parts have their own entries only: `lightning-ts/wasm` (RL kernels), `lightning-ts/model`
- * (the policy model's contracts, reference and files), `lightning-ts/cpu` (CPU engine), `lightning-ts/gpu`
- * (WebGPU engine), `lightning-ts/engine` (picking one of them), `lightning-ts/proxy` (policy serving) and
- * `lightning-ts/server` (the store server's Hono app).
- * test/packaging/exports.test.ts checks that no two of these barrels export the same name (`export *`
- * would silently drop it).
+ * The package root (`lightning-ts`): what the README and docs/ import first, one group per part, each
+ * name written out. Everything else of a part is on its own entry (`lightning-ts/types`, `/store`,
+ * `/client`, `/tracer`, `/runner`, `/trainer`, `/algorithm`, `/adapter`), and the specialised parts are
+ * only there: `lightning-ts/server` (the store server's Hono app), `/proxy` (policy server, LLM proxy),
+ * `/wasm` (RL kernels), `/model` (the policy model), `/cpu` and `/gpu` (its engines), `/engine` (picking
+ * one) and `/browser` (what a web page can import). docs/architecture.md#entries says what each is for.
+ * test/packaging/exports.test.ts checks this list against the names README.md, docs/ and examples/ use.
  */
-export * from "./types/index.ts";
-export * from "./store/index.ts";
-export * from "./client/index.ts";
-export * from "./tracer/index.ts";
-export * from "./runner/index.ts";
-export * from "./trainer/index.ts";
-export * from "./algorithm/index.ts";
-export * from "./adapter/index.ts";
+
+// The data model: wire objects (zod schemas, snake_case as Agent Lightning v0.3), resources, prompt templates
+export {
+  Attempt,
+  AttemptedRollout,
+  formatPromptTemplate,
+  LLM,
+  MissingTemplateVariableError,
+  NamedResources,
+  NotFoundError,
+  PolicyWeights,
+  PromptTemplate,
+  ProxyLLM,
+  renderPromptTemplate,
+  ResourcesUpdate,
+  Rollout,
+  Span,
+  SpanCoreFields,
+  UnsupportedTemplateEngineError,
+  ValidationError,
+} from "./types/index.ts";
+
+// Stores: in memory, an embedded libSQL file or a libSQL server, one contract
+export { InMemoryLightningStore, LibsqlLightningStore, type LightningStore, openStore } from "./store/index.ts";
+
+// The store over HTTP
+export { LightningStoreClient, StoreConnectionError, StoreHttpError } from "./client/index.ts";
+
+// Tracing: the tracer, the emitters, `operation`, OpenAI clients traced
+export {
+  emitAnnotation,
+  emitException,
+  emitMessage,
+  emitObject,
+  emitReward,
+  instrumentOpenAI,
+  NoActiveTracerError,
+  OtelTracer,
+  operation,
+  SpanDeliveryError,
+  setLogLevel,
+  traceOpenAI,
+} from "./tracer/index.ts";
+
+// Agents and the runner
+export { Hook, LitAgent, LitAgentRunner, llmRollout, promptRollout, RuntimeError, rollout } from "./runner/index.ts";
+
+// The trainer and its strategies
+export { ClientServerExecutionStrategy, Trainer } from "./trainer/index.ts";
+
+// Algorithms: your own loop, the baseline, GRPO, SFT and APO
+export {
+  Algorithm,
+  APO,
+  ApoModelError,
+  type ApoOptions,
+  algo,
+  Baseline,
+  type ChatCompletionsClient,
+  createOpenAiClient,
+  GRPO,
+  type GrpoReport,
+  SFT,
+  trainSft,
+} from "./algorithm/index.ts";
+
+// Adapters: traces to training rows
+export {
+  buildTrainingBatch,
+  type FinishedRollout,
+  findFinalReward,
+  getRewardValue,
+  LlmProxyTraceToTriplet,
+  TracerTraceToTriplet,
+  TraceToMessages,
+  TraceTripletAdapter,
+  type Triplet,
+} from "./adapter/index.ts";

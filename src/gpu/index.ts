@@ -5,12 +5,11 @@ export {
   GpuUnavailableError,
   GpuDeviceLostError,
   GpuOutOfMemoryError,
-  GPU_HELP,
   type GpuAdapterReport,
   type GpuDeviceHandle,
   type GpuDeviceOptions,
 } from "./device.ts";
 export type { GpuRuntime } from "./navigator.ts";
-export { GpuContext, tuningFromLimits, type GpuTuning } from "./context.ts";
+export { GpuContext, type GpuTuning } from "./context.ts";
 export { GpuPolicyTrainer, type GpuTrainerOptions } from "./trainer.ts";
 export * from "./generation.ts";

@@ -1,19 +1,72 @@
 /** The policy model: config contract, presets, init, tokenizer, plain-TS reference, generation, checkpoints. The CPU
  * engine that runs it is `lightning-ts/cpu`, the WebGPU one `lightning-ts/gpu`. */
-export * from "./config.ts";
+export {
+  headDim,
+  type ModelConfig,
+  ModelConfigSchema,
+  type ParamSpec,
+  paramCount,
+  paramLayout,
+  paramShapes,
+  parseModelConfig,
+  type RopeScaling,
+  RopeScalingSchema,
+} from "./config.ts";
 export * from "./presets.ts";
-export * from "./params.ts";
-export * from "./init.ts";
+export { type ModelParams, type ModelWeights, type ParamViews, paramViews } from "./params.ts";
+export { initParams, Rng } from "./init.ts";
 export * from "./tokenizer.ts";
-export * from "./batch.ts";
+export { batchFromTokens } from "./batch.ts";
 export * from "./train-types.ts";
-export * from "./reference/index.ts";
-export * from "./generate.ts";
+export {
+  adamwStep,
+  backward,
+  backwardLora,
+  clipGradNorm,
+  type ForwardCache,
+  type ForwardResult,
+  forward,
+  globalGradNorm,
+  type ModelInput,
+  newOptimizerState,
+  OPTIMIZER_DEFAULTS,
+  resolveOptimizerOptions,
+} from "./reference/index.ts";
+export {
+  CpuDecoder,
+  type GenerateOptions,
+  type GenerateResult,
+  generate,
+  logProbOf,
+  type SamplingOptions,
+  sampleToken,
+} from "./generate.ts";
 export * from "./generation.ts";
 export * from "./detokenize.ts";
-export * from "./safetensors.ts";
+export {
+  decodeSafetensors,
+  encodeSafetensors,
+  encodeSafetensorsRaw,
+  type HeaderEntry,
+  type NamedTensor,
+  type RawTensor,
+  readSafetensorsHeader,
+  readTensor,
+  type SafetensorsDtype,
+  type SafetensorsHeader,
+} from "./safetensors.ts";
 export * from "./checkpoint.ts";
 export * from "./tokenizer-api.ts";
 export * from "./hf/index.ts";
-export * from "./lora.ts";
+export {
+  initLora,
+  LORA_TARGETS,
+  type LoraConfig,
+  LoraConfigSchema,
+  type LoraTarget,
+  type LoraWeights,
+  loraLayout,
+  loraParamCount,
+  parseLoraConfig,
+} from "./lora.ts";
 export * from "./weights-resource.ts";

@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { docImports } from "./public-names.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const bin = (name: string) => join(root, "node_modules/.bin", name);
@@ -149,7 +150,7 @@ describe("the installed tarball", () => {
     }, 120_000);
   }
 
-  it("a strict TypeScript consumer type-checks against every entry's declarations (skipLibCheck off, no @types/node)", () => {
+  it("a strict TypeScript consumer type-checks against every entry's declarations and the docs' imports (skipLibCheck off, no @types/node)", () => {
     const consumer = join(work, "consumer");
     mkdirSync(consumer);
     symlinkSync(join(app, "node_modules"), join(consumer, "node_modules"), "dir");
@@ -170,7 +171,14 @@ describe("the installed tarball", () => {
       }),
     );
     const specs = subpaths.map(([key]) => (key === "." ? "lightning-ts" : `lightning-ts${key.slice(1)}`));
-    writeFileSync(join(consumer, "main.ts"), specs.map((s, i) => `import * as m${i} from "${s}";\nexport const x${i} = m${i};\n`).join(""));
+    // and every import README.md, docs/ and examples/ write, types included, against the published declarations
+    const docs = docImports().map(
+      (d, i) =>
+        `import { ${[...d.values, ...d.types.map((t) => `type ${t}`)].map((n) => `${n} as d${i}_${n.replace(/^type /, "")}`).join(", ")} } from "${d.spec}";\n`,
+    );
+    expect(docs.length).toBeGreaterThan(0);
+    const all = specs.map((s, i) => `import * as m${i} from "${s}";\nexport const x${i} = m${i};\n`);
+    writeFileSync(join(consumer, "main.ts"), [...all, ...docs].join(""));
     expect(run(bin("tsc"), ["-p", "."], consumer, 180_000)).toBe("");
   }, 200_000);
 
