@@ -107,7 +107,9 @@ function fromHrana(v: HranaValue): unknown {
 function toHrana(v: unknown): HranaValue {
   if (v === null || v === undefined) return { type: "null" };
   if (typeof v === "bigint") return { type: "integer", value: v.toString() };
-  if (typeof v === "number") return Number.isInteger(v) ? { type: "integer", value: String(v) } : { type: "float", value: v };
+  // The binding gives REAL and INTEGER columns alike as numbers; an integral one past 2^53 can only be a
+  // REAL (a huge start_time), and a real server answers it as a float.
+  if (typeof v === "number") return Number.isSafeInteger(v) ? { type: "integer", value: String(v) } : { type: "float", value: v };
   if (typeof v === "string") return { type: "text", value: v };
   if (v instanceof Uint8Array) return { type: "blob", base64: Buffer.from(v).toString("base64") };
   throw new Error(`unexpected value from SQLite: ${String(v)}`);
