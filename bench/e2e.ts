@@ -1,5 +1,5 @@
 /**
- * End-to-end training-loop throughput, in the shape of upstream's store benchmark (store.md §7,
+ * End-to-end training-loop throughput, in the shape of Agent Lightning's store benchmark (its
  * `benchmark_store.py`): an algorithm enqueues N tasks and waits for them; R runners claim them, and the
  * agent does rounds of nested OpenTelemetry spans (`agent{i}` with `round{i}_1`, `round{i}_2`), each with
  * random flattened attributes, a reward per round, and a final reward in [1, 2]: with 3 rounds that is

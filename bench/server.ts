@@ -24,9 +24,9 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { LightningStoreClient } from "../src/client/index.ts";
-import { RUNTIMES, startServerProcess, type Runtime } from "../test/server/processes.ts";
+import { launchCommand, ROOT, RUNTIMES, type Runtime } from "../test/runtimes.ts";
+import { startServerProcess } from "../test/server/processes.ts";
 import { makeLlmSpan as makeSpan } from "./_llm-span.ts";
 
 const TARGET_BATCH = 20_000;
@@ -133,16 +133,9 @@ async function generateLoad(url: string, serverPid: number, seconds: number, onl
 // ------------------------------------------------------------------------------------------------
 // The orchestrator.
 
-const ROOT = fileURLToPath(new URL("../", import.meta.url));
-
-function loadCommand(client: "bun" | "node"): [string, string[]] {
-  const self = join(ROOT, "bench/server.ts");
-  return client === "bun" ? [join(ROOT, "node_modules/.bin/bun"), [self]] : [process.execPath, ["--import", "tsx", self]];
-}
-
 function runLoad(client: "bun" | "node", url: string, serverPid: number, seconds: number, only: readonly Phase[]): Promise<Phases> {
-  const [cmd, pre] = loadCommand(client);
-  const proc = spawn(cmd, [...pre, "--load", url, String(serverPid), String(seconds), only.join(",")], {
+  const args = ["--load", url, String(serverPid), String(seconds), only.join(",")];
+  const proc = spawn(...launchCommand(client, join(ROOT, "bench/server.ts"), args), {
     cwd: ROOT,
     stdio: ["ignore", "pipe", "inherit"],
   });

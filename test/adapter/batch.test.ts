@@ -10,14 +10,14 @@ const t = (prompt: number[], response: number[], reward: number | null = null): 
   metadata: {},
 });
 
-describe("batch builder (§8.2-8.6)", () => {
+describe("batch builder (docs/adapters.md#the-training-batch)", () => {
   const rollouts: FinishedRollout[] = [
     { rollout_id: "r1", data_id: "d1", triplets: [t([1, 2], [3], 0.2), t([1, 2, 3, 4], [5, 6, 7], 1)] },
     { rollout_id: "r2", data_id: "d1", triplets: [t([1, 2], [8], null), t([9, 9, 9, 9, 9], [4], null)] },
     { rollout_id: "r3", data_id: "d2", triplets: [] },
   ];
 
-  it("transition level: one row per triplet, every row gets the rollout's final reward, metrics of §8.6", () => {
+  it("transition level: one row per triplet, every row gets the rollout's final reward, and the batch metrics", () => {
     for (const kernels of [undefined, referenceKernels]) {
       const b = buildTrainingBatch(rollouts, { maxPromptLength: 4, maxResponseLength: 2, kernels });
       expect(b.tensors.n).toBe(4);
@@ -126,7 +126,7 @@ describe("batch builder memory", () => {
   });
 });
 
-describe("rolloutFromSpans (§8.2)", () => {
+describe("rolloutFromSpans (docs/adapters.md#the-training-batch)", () => {
   it("adapts the spans of a rollout, and gives no triplets for no spans", async () => {
     const { rolloutFromSpans } = await import("../../src/adapter/index.ts");
     const { llm, reward, sp } = await import("./spans.ts");

@@ -26,7 +26,7 @@ describe("Python literal parser", () => {
   });
 });
 
-describe("LlmProxyTraceToTriplet (§5.10)", () => {
+describe("LlmProxyTraceToTriplet (docs/adapters.md#llmproxytracetotriplet)", () => {
   const req = (id: string, seq: number, attrs: Record<string, string | number[]>, name = "raw_gen_ai_request", start = 0) =>
     sp({ id, name, seq, start, end: start, attrs });
 
@@ -77,7 +77,7 @@ describe("LlmProxyTraceToTriplet (§5.10)", () => {
   });
 });
 
-describe("TraceToMessages (§5.11)", () => {
+describe("TraceToMessages (docs/adapters.md#tracetomessages)", () => {
   it("groupGenai keeps keys named __proto__, constructor and prototype as own keys at every level", () => {
     const attrs = JSON.parse(
       '{"p.__proto__":[1],"p.a.__proto__":["x"],"p.a.constructor.prototype":2,"p.b.prototype.__proto__.c":3,"q.0.__proto__":[4]}',

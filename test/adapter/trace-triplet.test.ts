@@ -7,7 +7,7 @@ import { llm, reward, sp, LLM } from "./spans.ts";
 const ids = (ts: { metadata: Record<string, unknown> }[]) => ts.map((t) => t.metadata.response_id);
 const rewards = (ts: { reward: number | null }[]) => ts.map((t) => t.reward);
 
-describe("trace tree (§5.2)", () => {
+describe("trace tree (docs/adapters.md#tracetripletadapter)", () => {
   it("rejects an empty span list", () => {
     expect(() => buildTree([])).toThrow(ValidationError);
   });
@@ -27,7 +27,7 @@ describe("trace tree (§5.2)", () => {
   });
 });
 
-describe("TraceTripletAdapter (§5.4-5.9)", () => {
+describe("TraceTripletAdapter (docs/adapters.md#tracetripletadapter)", () => {
   const kernels = [undefined, referenceKernels] as const;
   for (const k of kernels) {
     const name = k ? "reference kernels" : "wasm kernels";
@@ -267,7 +267,7 @@ describe("TraceTripletAdapter (§5.4-5.9)", () => {
   });
 });
 
-describe("reward formats (§5.1) and agent names (§5.3)", () => {
+describe("reward formats (docs/adapters.md#the-reward-of-a-span) and agent names (docs/adapters.md#agent-names)", () => {
   it("reads agentlightning.reward.<i>.value, the AgentOps payload and the legacy annotation", () => {
     expect(
       getRewardValue(

@@ -1,4 +1,4 @@
-/** Algorithm base, algo(), batch iteration and Baseline queue control (runtime.md §5.1–5.4). */
+/** Algorithm base, algo(), batch iteration and Baseline queue control (docs/training.md#algorithms). */
 import { describe, expect, it } from "vitest";
 import {
   Algorithm,

@@ -10,7 +10,8 @@ import { parseProxyArgs, startLlmProxy } from "../../src/cli/proxy.ts";
 import type { ServerHost } from "../../src/server/run.ts";
 import { openStore } from "../../src/store/libsql/open.ts";
 import { chatAnswer, chatChunk, type ScriptedUpstream, startScriptedUpstream } from "../proxy/scripted-upstream.ts";
-import { RUNTIMES, startServerProcess } from "../server/processes.ts";
+import { startServerProcess } from "../server/processes.ts";
+import { RUNTIMES } from "../runtimes.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "agl-proxy-"));
 let upstream: ScriptedUpstream;

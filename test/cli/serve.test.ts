@@ -19,7 +19,8 @@ import { ModelPolicy } from "../../src/proxy/policy.ts";
 import { PolicyServer } from "../../src/proxy/policy-server.ts";
 import type { ServerHost } from "../../src/server/run.ts";
 import { QWEN_TOKENIZER_DIR } from "../model/hf/qwen-files.ts";
-import { RUNTIMES, startServerProcess } from "../server/processes.ts";
+import { startServerProcess } from "../server/processes.ts";
+import { RUNTIMES } from "../runtimes.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "agl-serve-"));
 const CONFIG: ModelConfig = parseModelConfig({

@@ -17,7 +17,7 @@ import { UsageError } from "../../src/server/config.ts";
 import { openStore } from "../../src/store/index.ts";
 import { slope, tasksWithSignal } from "../demo/calc-signal.ts";
 import { noGpu } from "../gpu/gpu-env.ts";
-import { runtimeCommand, type Runtime } from "../server/processes.ts";
+import { aglCommand, type Runtime } from "../runtimes.ts";
 
 let dir = "";
 const noFile = (): string => {
@@ -248,8 +248,7 @@ describe("agl train as a command", () => {
 
   for (const runtime of ["deno", "bun"] as Runtime[])
     it(`runs under ${runtime}`, async () => {
-      const [cmd, args] = runtimeCommand(runtime);
-      const r = await run(cmd, [...args, ...flags(join(dir, `${runtime}-run`))]);
+      const r = await run(...aglCommand(runtime, flags(join(dir, `${runtime}-run`))));
       expect(r.output).toMatch(/done: 1 steps on cpu/);
       expect(r.code).toBe(0);
       expect(JSON.parse(await readFile(join(dir, `${runtime}-run`, "progress.json"), "utf8"))).toEqual({

@@ -6,7 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LightningStoreClient, finishFailure } from "../../src/client/index.ts";
 import { NotFoundError, ValidationError, spanFromAttributes, type AttemptedRollout, type Span } from "../../src/types/index.ts";
-import { RUNTIMES, startServerProcess, type ServerProcess } from "../server/processes.ts";
+import { startServerProcess, type ServerProcess } from "../server/processes.ts";
+import { RUNTIMES } from "../runtimes.ts";
 
 const unnumbered = (r: AttemptedRollout, name: string) =>
   ({

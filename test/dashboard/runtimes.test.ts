@@ -1,7 +1,8 @@
 /** The same dashboard served by `agl store` under Deno and Bun loads and shows the store (Chromium). */
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startServerProcess, type Runtime } from "../server/processes.ts";
+import { startServerProcess } from "../server/processes.ts";
+import type { Runtime } from "../runtimes.ts";
 import { launchBrowser, openPage, poll, screenshot } from "./browser.ts";
 import { seedStore } from "./seed.ts";
 

@@ -11,6 +11,7 @@ import { TICKETS } from "../../examples/apo/tickets.ts";
 import { trainApo } from "../../examples/apo/train.ts";
 import type { ChatCompletionBody } from "../../src/algorithm/index.ts";
 import { serveScriptedChat, tagged } from "../algorithm/apo-fixtures.ts";
+import { launchCommand } from "../runtimes.ts";
 
 const run = promisify(execFile);
 const RULE = "Answer with exactly one word: billing, technical, account or shipping.";
@@ -37,7 +38,7 @@ function scriptedModels(body: ChatCompletionBody): unknown {
 describe("examples/apo", () => {
   it("without an endpoint, says what to set and exits 2", async () => {
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("OPENAI_")));
-    const err = await run(process.execPath, ["--import", "tsx", "examples/apo/train.ts"], { env }).catch((e: unknown) => e);
+    const err = await run(...launchCommand("node", "examples/apo/train.ts"), { env }).catch((e: unknown) => e);
     expect((err as { code: number }).code).toBe(2);
     const stderr = (err as { stderr: string }).stderr;
     expect(stderr).toMatch(/needs an OpenAI-compatible endpoint/);

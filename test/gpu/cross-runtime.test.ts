@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { runScript, runtimesFor } from "./runtimes.ts";
+import { expectSameOnEveryRuntime, RUNTIMES, runReport, type Runtime } from "../runtimes.ts";
 
 /** Runs test/gpu/cross-runtime.ts under Node (tsx), Deno and Bun; all must train to the same weights. */
-const RUNTIMES = runtimesFor("test/gpu/cross-runtime.ts");
+const SCRIPT = "test/gpu/cross-runtime.ts";
 
 interface Report {
   runtime: string;
@@ -12,28 +12,25 @@ interface Report {
   digest?: string;
 }
 
-const reports = new Map<string, Report>();
+const reports = new Map<Runtime, Report>();
 
 describe("the WebGPU trainer on every runtime", () => {
-  it.for(RUNTIMES)("trains under %s", { timeout: 180_000 }, async ([name, argv], ctx) => {
-    const report = await runScript<Report>(argv);
+  it.for(RUNTIMES)("trains under %s", { timeout: 180_000 }, async (runtime, ctx) => {
+    // exit code 3: the script found no adapter and said why ({"skip": reason})
+    const report = await runReport<Report>(runtime, SCRIPT, { codes: [0, 3], timeout: 150_000 });
     if (report.skip !== undefined) {
-      console.warn(`[cross-runtime] ${name} SKIPPED: ${report.skip}`);
+      console.warn(`[cross-runtime] ${runtime} SKIPPED: ${report.skip}`);
       ctx.skip();
     }
-    console.log(`[cross-runtime] ${name}: ${report.adapter}; losses ${report.losses?.join(", ")}; digest ${report.digest}`);
-    expect(report.runtime).toBe(name);
+    console.log(`[cross-runtime] ${runtime}: ${report.adapter}; losses ${report.losses?.join(", ")}; digest ${report.digest}`);
+    expect(report.runtime).toBe(runtime);
     expect(report.losses).toHaveLength(3);
     expect(report.losses!.every(Number.isFinite)).toBe(true);
-    reports.set(name, report);
+    reports.set(runtime, report);
   });
 
   it("every runtime that ran produced the same losses and bit-identical weights", (ctx) => {
-    const ran = [...reports.values()];
-    if (ran.length < 2) ctx.skip();
-    for (const r of ran.slice(1)) {
-      expect(r.losses).toEqual(ran[0].losses);
-      expect(r.digest).toBe(ran[0].digest);
-    }
+    if (reports.size < 2) ctx.skip();
+    expectSameOnEveryRuntime(reports, (r) => ({ losses: r.losses, digest: r.digest }));
   });
 });

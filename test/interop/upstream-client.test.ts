@@ -7,7 +7,8 @@
  */
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RUNTIMES, startServerProcess, type ServerProcess } from "../server/processes.ts";
+import { startServerProcess, type ServerProcess } from "../server/processes.ts";
+import { RUNTIMES } from "../runtimes.ts";
 import { pyFloat } from "./python-json.ts";
 import { AIOHTTP_HEADERS, UPSTREAM_CLIENT_METHODS, UpstreamStoreClient, type Exchange } from "./upstream-client.ts";
 import { hexId, rewardSpan, spanFromCoreFields, spanFromOpenTelemetry } from "./upstream-spans.ts";

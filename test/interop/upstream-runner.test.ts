@@ -12,7 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findFinalReward } from "../../src/adapter/reward.ts";
 import { LightningStoreClient } from "../../src/client/index.ts";
 import type { Span } from "../../src/types/index.ts";
-import { RUNTIMES, startServerProcess, type ServerProcess } from "../server/processes.ts";
+import { startServerProcess, type ServerProcess } from "../server/processes.ts";
+import { RUNTIMES } from "../runtimes.ts";
 import { UpstreamStoreClient, type Exchange } from "./upstream-client.ts";
 import { OTLP_EXPORTER_HEADERS, UpstreamRunner, childOf, untracedSpans, type Agent } from "./upstream-runner.ts";
 

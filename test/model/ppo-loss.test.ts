@@ -8,8 +8,8 @@ import { klPenaltyOracle, ppoLossOracle } from "./ppo-loss-oracle.ts";
 
 const MODES: LossAggMode[] = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"];
 
-describe("PPO policy loss reference (trace-train.md §9.7)", () => {
-  it("reproduces the spec's worked example", () => {
+describe("PPO policy loss reference (docs/training.md#the-ppo-loss)", () => {
+  it("two tokens, both clipped: loss -0.2, clip fraction 1, no gradient", () => {
     const r = ppoPolicyLoss(
       { rows: 1, cols: 2, logProbs: [-0.5, -1.5], oldLogProbs: [-1, -1], advantages: [1, -1], responseMask: [1, 1] },
       { clipRatio: 0.2 },
@@ -40,7 +40,7 @@ describe("PPO policy loss reference (trace-train.md §9.7)", () => {
     ["k3", 0.1065307],
     ["low_var_kl", 0.1065307],
     ["mse", 0.125],
-  ])("KL loss kind %s on the spec example is %f", (kind, expected) => {
+  ])("KL loss kind %s (docs/training.md#kl-penalties) on one token is %f", (kind, expected) => {
     const r = ppoPolicyLoss(
       { rows: 1, cols: 1, logProbs: [-1], oldLogProbs: [-1], advantages: [0], responseMask: [1], refLogProbs: [-1.5] },
       { klLossCoef: 0.5, klLossType: kind },

@@ -1,34 +1,20 @@
-import { execFileSync } from "node:child_process";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-
-const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
-const script = join(root, "test/model/cross-runtime.ts");
-const bin = (name: string): string => join(root, "node_modules/.bin", name);
-
-const RUNTIMES: Array<[string, string, string[]]> = [
-  ["node", process.execPath, ["--import", "tsx", script]],
-  ["deno", bin("deno"), ["run", "-A", script]],
-  ["bun", bin("bun"), [script]],
-];
+import { expectSameOnEveryRuntime, RUNTIMES, runReport, type Runtime } from "../runtimes.ts";
 
 type Report = Record<string, string | boolean>;
 
 describe("the CPU model gives bit-identical results under Node, Deno and Bun", () => {
-  const reports: Report[] = [];
-  for (const [name, cmd, args] of RUNTIMES) {
-    it(`${name}: init, training steps, checkpoint and sampling run`, () => {
-      const stdout = execFileSync(cmd, args, { cwd: root, encoding: "utf8", timeout: 60_000, env: { ...process.env, NO_COLOR: "1" } });
-      const report = JSON.parse(stdout.trim().split("\n").pop()!) as Report;
-      expect(report.runtime).toBe(name);
+  const reports = new Map<Runtime, Report>();
+  for (const runtime of RUNTIMES) {
+    it(`${runtime}: init, training steps, checkpoint and sampling run`, async () => {
+      const report = await runReport<Report>(runtime, "test/model/cross-runtime.ts", { timeout: 60_000 });
+      expect(report.runtime).toBe(runtime);
       expect(report.checkpointRoundTrip).toBe(true);
-      reports.push(report);
+      reports.set(runtime, report);
     }, 90_000);
   }
   it("every digest is equal across the three", () => {
-    expect(reports).toHaveLength(3);
-    const strip = ({ runtime: _, ...rest }: Report): string => JSON.stringify(rest);
-    expect(new Set(reports.map(strip)).size).toBe(1);
+    expect(reports.size).toBe(3);
+    expectSameOnEveryRuntime(reports, ({ runtime: _, ...rest }) => rest);
   });
 });

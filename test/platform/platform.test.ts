@@ -2,31 +2,20 @@
  * The platform port (src/platform/): each runtime is detected as itself and reads its arguments,
  * environment, memory and system snapshot; and the one logger accepts both spellings of "warning".
  */
-import { spawnSync } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { captureLogs, consoleLogger, getLogger, parseLogLevel, setLogLevel } from "../../src/platform/log.ts";
+import { lastJsonLine, RUNTIMES, runOnRuntime } from "../runtimes.ts";
 
-const root = fileURLToPath(new URL("../..", import.meta.url));
-const bin = (name: string) => `${root}node_modules/.bin/${name}`;
-const commands = {
-  node: [process.execPath, "--import", "tsx", "test/platform/print-platform.ts"],
-  deno: [bin("deno"), "run", "-A", "test/platform/print-platform.ts"],
-  bun: [bin("bun"), "test/platform/print-platform.ts"],
-} as const;
-
-describe.each(Object.keys(commands) as (keyof typeof commands)[])("the platform on %s", (runtime) => {
-  it("is detected once as this runtime and reads arguments, environment, memory and the snapshot", () => {
-    const [cmd, ...args] = commands[runtime];
-    const r = spawnSync(cmd, [...args, "--flag", "x"], {
-      cwd: root,
-      encoding: "utf8",
-      env: { ...process.env, AGL_PLATFORM_PROBE: "yes" },
+describe.each(RUNTIMES)("the platform on %s", (runtime) => {
+  it("is detected once as this runtime and reads arguments, environment, memory and the snapshot", async () => {
+    const r = await runOnRuntime(runtime, "test/platform/print-platform.ts", {
+      args: ["--flag", "x"],
+      env: { AGL_PLATFORM_PROBE: "yes" },
       timeout: 120_000,
     });
     expect(r.stderr).not.toMatch(/error/i);
-    expect(r.status).toBe(3);
-    expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!)).toEqual({
+    expect(r.code).toBe(3);
+    expect(lastJsonLine(r.stdout)).toEqual({
       runtime,
       args: ["--flag", "x"],
       env: "yes",
@@ -34,7 +23,7 @@ describe.each(Object.keys(commands) as (keyof typeof commands)[])("the platform 
       hostKnown: true,
       turned: true,
     });
-  });
+  }, 150_000);
 });
 
 describe("the one logger (src/platform/log.ts)", () => {

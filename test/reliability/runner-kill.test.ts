@@ -8,6 +8,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
+import { launchCommand } from "../runtimes.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const fixture = join(root, "test/reliability/fixtures/kill-fit.ts");
@@ -43,7 +44,7 @@ afterEach(() => {
  */
 function runAndKill(env: Record<string, string>, limitMs = 150_000): Promise<{ report: Report; killed: number; code: number | null }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", fixture], {
+    const child = spawn(...launchCommand("node", fixture), {
       cwd: root,
       detached: true,
       env: { ...process.env, NO_COLOR: "1", AGL_LOG_LEVEL: "error", ...env },

@@ -8,7 +8,8 @@
 import { connect, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { LightningStoreClient } from "../../src/client/index.ts";
-import { RUNTIMES, startServerProcess, type Runtime, type ServerProcess } from "../server/processes.ts";
+import { startServerProcess, type ServerProcess } from "../server/processes.ts";
+import { RUNTIMES, type Runtime } from "../runtimes.ts";
 import { headersHead, type SlowSocket, stillOpenAfter, trickle, uploadHead } from "./slow-sockets.ts";
 
 const SLOW_UPLOADS = 150;

@@ -6,7 +6,8 @@
  */
 import { request } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
-import { startServerProcess, type Runtime, type ServerProcess } from "../server/processes.ts";
+import { startServerProcess, type ServerProcess } from "../server/processes.ts";
+import type { Runtime } from "../runtimes.ts";
 import { headersHead, type SlowSocket, trickle, uploadHead } from "./slow-sockets.ts";
 
 /** The attack of the issue: 700 slow-header connections against the default cap of 512. */

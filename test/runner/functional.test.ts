@@ -1,4 +1,4 @@
-/** LitAgent basics and function agents (runtime.md §1.2–1.5). */
+/** LitAgent basics and function agents (docs/runner.md#writing-an-agent, docs/runner.md#function-agents). */
 import { describe, expect, it } from "vitest";
 import {
   FunctionalLitAgent,

@@ -1,4 +1,4 @@
-/** Every return kind of runtime.md §1.4 / §2.7, through a real runner and store. */
+/** Every return kind of a rollout method (docs/runner.md#writing-an-agent), through a real runner and store. */
 import { describe, expect, it } from "vitest";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { LitAgent } from "../../src/runner/index.ts";

@@ -1,4 +1,4 @@
-/** The runner loop of runtime.md §2: claims, hooks, statuses, retries, limits, stopping, heartbeats. */
+/** The runner loop (docs/runner.md#litagentrunner): claims, hooks, statuses, retries, limits, stopping, heartbeats. */
 import { describe, expect, it } from "vitest";
 import { Hook, LitAgent, LitAgentRunner, LocalEvent, RuntimeError, startHeartbeatLoop } from "../../src/runner/index.ts";
 import { InMemoryLightningStore } from "../../src/store/index.ts";

@@ -23,7 +23,8 @@ import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { ClientServerExecutionStrategy } from "../../src/trainer/cs.ts";
 import { ValidationError } from "../../src/types/index.ts";
 import { type ScriptedUpstream, startScriptedUpstream } from "../proxy/scripted-upstream.ts";
-import { RUNTIMES, startServerProcess } from "./processes.ts";
+import { startServerProcess } from "./processes.ts";
+import { RUNTIMES } from "../runtimes.ts";
 
 /** Where the servers are taken to listen: what `Host` and a same-origin `Origin` say. */
 const HOST = "127.0.0.1:4747";

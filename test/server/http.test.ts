@@ -1,5 +1,5 @@
 /**
- * The HTTP layer itself: the error model for bad input (DECISIONS row 1), the bearer token, CORS, the
+ * The HTTP layer itself: the error model for bad input (docs/departures.md#1), the bearer token, CORS, the
  * body limit, metrics, the batch span route and the long poll. Every bad request must leave the data
  * as it was and the server up.
  */

@@ -4,7 +4,8 @@
  * and a bad key is a 400 naming the header even when the body arrives slowly.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RUNTIMES, startServerProcess, type ServerProcess } from "./processes.ts";
+import { startServerProcess, type ServerProcess } from "./processes.ts";
+import { RUNTIMES } from "../runtimes.ts";
 import { slowPost } from "./slow-post.ts";
 
 describe.each(RUNTIMES)("Idempotency-Key under %s", (runtime) => {

@@ -1,6 +1,6 @@
 /**
  * OTLP/HTTP ingestion with the real OpenTelemetry exporters (protobuf and JSON, gzip and plain): spans
- * arrive with the right ids, times, attributes, parents and sequence ids (store.md §4.6).
+ * arrive with the right ids, times, attributes, parents and sequence ids (docs/http-api.md#otlp-post-v1traces).
  */
 import { ROOT_CONTEXT, SpanStatusCode, trace, type Tracer } from "@opentelemetry/api";
 import { hrTimeToMilliseconds } from "@opentelemetry/core";

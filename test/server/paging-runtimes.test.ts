@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { LightningStoreClient } from "../../src/client/index.ts";
-import { RUNTIMES, startServerProcess } from "./processes.ts";
+import { startServerProcess } from "./processes.ts";
+import { RUNTIMES } from "../runtimes.ts";
 
 describe.each(RUNTIMES)("list pages under %s", (runtime) => {
   it("--max-page-size caps a streamed page, and the client reads every page", async () => {

@@ -3,25 +3,7 @@
  * the npm-installed runtimes) on a loopback port, and stops it with a signal.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { fileURLToPath } from "node:url";
-
-export type Runtime = "node" | "deno" | "bun";
-export const RUNTIMES: readonly Runtime[] = ["node", "deno", "bun"];
-
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-const bin = (name: string): string => `${ROOT}node_modules/.bin/${name}`;
-
-/** The command line that runs a runtime entry (runtimes/*.ts) under `runtime`. */
-export function runtimeCommand(runtime: Runtime): [string, string[]] {
-  switch (runtime) {
-    case "node":
-      return [process.execPath, ["--import", "tsx", "runtimes/node.ts"]];
-    case "deno":
-      return [bin("deno"), ["run", "-A", "runtimes/deno.ts"]];
-    case "bun":
-      return [bin("bun"), ["runtimes/bun.ts"]];
-  }
-}
+import { aglCommand, ROOT, type Runtime } from "../runtimes.ts";
 
 export interface ServerProcess {
   url: string;
@@ -42,8 +24,8 @@ export async function startServerProcess(
   env: Record<string, string> = {},
   ready: RegExp = STORE_READY,
 ): Promise<ServerProcess> {
-  const [cmd, pre] = runtimeCommand(runtime);
-  const proc = spawn(cmd, [...pre, ...args], {
+  const [cmd, argv] = aglCommand(runtime, args);
+  const proc = spawn(cmd, argv, {
     cwd: ROOT,
     env: { ...process.env, ...env, NO_COLOR: "1" },
     stdio: ["ignore", "pipe", "pipe"],

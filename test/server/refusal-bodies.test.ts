@@ -8,7 +8,8 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LLMProxy } from "../../src/proxy/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
-import { RUNTIMES, startServerProcess, type ServerProcess } from "./processes.ts";
+import { startServerProcess, type ServerProcess } from "./processes.ts";
+import { RUNTIMES } from "../runtimes.ts";
 import { slowPost } from "./slow-post.ts";
 
 const ENQUEUE = "/v1/agl/queues/rollouts/enqueue";

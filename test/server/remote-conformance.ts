@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect } from "vitest";
 import { LightningStoreClient } from "../../src/client/index.ts";
 import { TEST_CLOCK_HEADER } from "../../src/server/test-hooks.ts";
 import { httpWire, runStoreConformance } from "../store/conformance.ts";
-import { startServerProcess, type Runtime, type ServerProcess } from "./processes.ts";
+import { startServerProcess, type ServerProcess } from "./processes.ts";
+import type { Runtime } from "../runtimes.ts";
 
 export function runRemoteConformance(runtime: Runtime): void {
   describe(`server process under ${runtime}`, () => {

@@ -14,7 +14,8 @@ import { BasicTracerProvider, SimpleSpanProcessor } from "@opentelemetry/sdk-tra
 import { afterAll, describe, expect, it } from "vitest";
 import { LightningStoreClient } from "../../src/client/index.ts";
 import { LightningResourceAttributes as R, spanFromAttributes } from "../../src/types/index.ts";
-import { RUNTIMES, startServerProcess } from "./processes.ts";
+import { startServerProcess } from "./processes.ts";
+import { RUNTIMES } from "../runtimes.ts";
 
 const dirs: string[] = [];
 afterAll(() => {

@@ -1,6 +1,6 @@
 /**
- * The LightningStore conformance suite (store.md §3 with DECISIONS.md), shaped like drizzle-orm's shared
- * test suites: every store (in-memory, libSQL, the HTTP client in front of a server) runs the same tests
+ * The LightningStore conformance suite (docs/store.md#semantics, and docs/departures.md where Lightning TS
+ * departs from Agent Lightning), shaped like drizzle-orm's shared test suites: every store (in-memory, libSQL, the HTTP client in front of a server) runs the same tests
  * through the public interface only. Objects are compared by value, never by identity, so the suite
  * also holds across a network hop.
  *
@@ -101,7 +101,7 @@ function expectIssueAt(err: ValidationError, key: string | number): void {
   ).toBe(true);
 }
 
-/** Mutates a returned object; a frozen object may throw instead, which is just as good (DECISIONS row 9). */
+/** Mutates a returned object; a frozen object may throw instead, which is just as good (docs/departures.md#9). */
 function tryMutate(fn: () => void): void {
   try {
     fn();
@@ -231,7 +231,7 @@ export function runStoreConformance(name: string, factory: StoreFactory, options
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// §1.4-1.5, §3.5.1-3.5.3: creating rollouts
+// Creating rollouts (docs/store.md#creating-rollouts)
 
 function creationTests(env: Env): void {
   describe("creating rollouts", () => {
@@ -349,7 +349,7 @@ function creationTests(env: Env): void {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// §3.5.4-3.5.6: the queue, dequeueing and startAttempt
+// The queue, dequeueing and startAttempt (docs/store.md#the-queue-and-attempts)
 
 function queueTests(env: Env): void {
   describe("queue and attempts", () => {
@@ -461,7 +461,7 @@ function queueTests(env: Env): void {
       expect(err.message).toContain("ro-000000000000");
     });
 
-    it("startAttempt on a finished rollout is allowed, revives it to preparing and clears end_time (DECISIONS row 6)", async () => {
+    it("startAttempt on a finished rollout is allowed, revives it to preparing and clears end_time (docs/departures.md#6)", async () => {
       for (const status of ["succeeded", "failed"] as const) {
         const r = await env.store.startRollout(status);
         env.clock.advance(1);
@@ -483,7 +483,7 @@ function queueTests(env: Env): void {
       }
     });
 
-    // Row 6 allows a manual retry of any finished rollout; row 16 only stops attempts from overriding a cancel.
+    // docs/departures.md#6 allows a manual retry of any finished rollout; #16 only stops attempts from overriding a cancel.
     it("startAttempt on a cancelled rollout is a manual retry: preparing, end_time cleared", async () => {
       const r = await env.store.enqueueRollout("x");
       await env.store.updateRollout(r.rollout_id, { status: "cancelled" });
@@ -492,7 +492,7 @@ function queueTests(env: Env): void {
       expect(revived.attempt.sequence_id).toBe(1);
     });
 
-    it("a waiter blocked on a revived rollout wakes only when it finishes again (DECISIONS row 6)", async () => {
+    it("a waiter blocked on a revived rollout wakes only when it finishes again (docs/departures.md#6)", async () => {
       const r = await env.store.startRollout("x");
       await env.store.updateRollout(r.rollout_id, { status: "failed" });
       await env.store.startAttempt(r.rollout_id);
@@ -511,7 +511,8 @@ function queueTests(env: Env): void {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// §3.1: the rollout follows its latest attempt; retries; DECISIONS rows 5 and 16
+// The rollout follows its latest attempt; retries (docs/store.md#the-rollout-follows-its-latest-attempt;
+// docs/departures.md#5 and docs/departures.md#16)
 
 interface DerivationRow {
   attempt: AttemptStatus;
@@ -536,7 +537,7 @@ const DERIVATION: DerivationRow[] = [
 ];
 
 function statusDerivationTests(env: Env): void {
-  describe("rollout status follows the latest attempt (§3.1)", () => {
+  describe("rollout status follows the latest attempt", () => {
     it.each(DERIVATION)("attempt $attempt with config $config gives rollout $rollout", async ({ attempt, config, rollout }) => {
       const r = await env.store.startRollout("x", { config });
       env.clock.advance(2);
@@ -558,7 +559,7 @@ function statusDerivationTests(env: Env): void {
       }
     });
 
-    // The TS store's one illegal transition (core.ts docs): an attempt is prepared once; a new try is a new attempt.
+    // The one illegal transition (docs/store.md#the-rollout-follows-its-latest-attempt): an attempt is prepared once; a new try is a new attempt.
     it.each(["running", "succeeded", "failed", "timeout"] as const)(
       "an attempt that is %s cannot go back to preparing: ConflictError, nothing changes",
       async (status) => {
@@ -660,7 +661,7 @@ function statusDerivationTests(env: Env): void {
       expect(await env.store.getRolloutById(r.rollout_id)).toMatchObject({ status: "succeeded", end_time: T0 + 4 });
     });
 
-    it("a metadata-only updateAttempt leaves a hand-set rollout status alone (DECISIONS row 5)", async () => {
+    it("a metadata-only updateAttempt leaves a hand-set rollout status alone (docs/departures.md#5)", async () => {
       const r = await env.store.startRollout("x");
       await env.store.updateRollout(r.rollout_id, { status: "running" });
       const a = await env.store.updateAttempt(r.rollout_id, "latest", { metadata: { note: "hi" } });
@@ -669,7 +670,7 @@ function statusDerivationTests(env: Env): void {
       expect((await env.store.getRolloutById(r.rollout_id))!.status).toBe("running");
     });
 
-    // Row 5 names metadata-only updates; a worker- or heartbeat-only update is no status change either.
+    // docs/departures.md#5 names metadata-only updates; a worker- or heartbeat-only update is no status change either.
     it.each([
       ["worker_id", { worker_id: "w7" }],
       ["last_heartbeat_time", { last_heartbeat_time: T0 + 0.5 }],
@@ -680,7 +681,7 @@ function statusDerivationTests(env: Env): void {
       expect((await env.store.getRolloutById(r.rollout_id))!.status).toBe("running");
     });
 
-    it("a metadata-only updateAttempt leaves a cancelled rollout cancelled (DECISIONS row 5)", async () => {
+    it("a metadata-only updateAttempt leaves a cancelled rollout cancelled (docs/departures.md#5)", async () => {
       const r = await env.store.startRollout("x");
       await env.store.updateRollout(r.rollout_id, { status: "cancelled" });
       await env.store.updateAttempt(r.rollout_id, "latest", { metadata: { m: 1 } });
@@ -688,7 +689,7 @@ function statusDerivationTests(env: Env): void {
     });
 
     it.each(["succeeded", "failed", "running", "timeout"] as const)(
-      "a cancelled rollout stays cancelled when its attempt becomes %s (DECISIONS row 16)",
+      "a cancelled rollout stays cancelled when its attempt becomes %s (docs/departures.md#16)",
       async (status) => {
         const r = await env.store.startRollout("x", { config: { max_attempts: 3, retry_condition: ["failed", "timeout"] } });
         env.clock.advance(1);
@@ -710,7 +711,7 @@ function statusDerivationTests(env: Env): void {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// §3.5.8-3.5.9: field semantics of updateRollout / updateAttempt
+// Field semantics of updateRollout / updateAttempt (docs/store.md#updating-rollouts-and-attempts)
 
 function updateTests(env: Env): void {
   describe("updateRollout and updateAttempt", () => {
@@ -756,7 +757,7 @@ function updateTests(env: Env): void {
       expect(out).toMatchObject({ status, end_time: null });
     });
 
-    // Row 6 says a revived rollout has no end_time; the same holds when it is revived by hand.
+    // docs/departures.md#6 says a revived rollout has no end_time; the same holds when it is revived by hand.
     it("a finished rollout set back to requeuing by hand loses its end_time and is queued again", async () => {
       const r = await env.store.startRollout(1);
       await env.store.updateAttempt(r.rollout_id, "latest", { status: "failed" });
@@ -814,7 +815,7 @@ function updateTests(env: Env): void {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// §3.2: the watchdog, driven by the injected clock; scans run before query calls (debounce 0)
+// The watchdog (docs/store.md#the-watchdog), driven by the injected clock; scans run before query calls (debounce 0)
 
 function watchdogTests(env: Env): void {
   /** Lets the watchdog look at the store at the current clock time, through a scanning call. */
@@ -991,7 +992,7 @@ function watchdogTests(env: Env): void {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// §3.5.10-3.5.13: spans
+// Spans (docs/store.md#spans)
 
 function spanTests(env: Env): void {
   describe("spans", () => {
@@ -1201,7 +1202,7 @@ function otelTests(env: Env): void {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// §3.4 with DECISIONS row 4: a stored span is a heartbeat
+// A stored span is a heartbeat (docs/store.md#spans, docs/departures.md#4)
 
 function heartbeatTests(env: Env): void {
   describe("spans as heartbeats", () => {
@@ -1217,7 +1218,7 @@ function heartbeatTests(env: Env): void {
       expect((await env.store.getLatestAttempt(r.rollout_id))!.last_heartbeat_time).toBe(T0 + 4);
     });
 
-    it("a span for a queuing rollout makes it running (DECISIONS row 4); its stale queue entry is skipped", async () => {
+    it("a span for a queuing rollout makes it running (docs/departures.md#4); its stale queue entry is skipped", async () => {
       const q = await env.store.enqueueRollout(1);
       const claimed = (await env.store.dequeueRollout())!;
       await env.store.updateRollout(q.rollout_id, { status: "queuing" });
@@ -1228,8 +1229,8 @@ function heartbeatTests(env: Env): void {
       expect(await env.store.dequeueRollout()).toBeNull();
     });
 
-    // Upstream turns the requeuing rollout `running` here and drops the retry. The TS store (core.ts docs)
-    // keeps the retry: a late span of a timed-out attempt is stored as a heartbeat but revives nothing.
+    // Upstream turns the requeuing rollout `running` here and drops the retry. Lightning TS
+    // (docs/departures.md#24) keeps the retry: a late span of a timed-out attempt is stored as a heartbeat but revives nothing.
     it("a late span of a timed-out attempt keeps its status and gets the heartbeat; the pending retry stays", async () => {
       const r = await env.store.startRollout(1, { config: { timeout_seconds: 2, max_attempts: 2, retry_condition: ["timeout"] } });
       env.clock.advance(3);
@@ -1289,7 +1290,7 @@ function heartbeatTests(env: Env): void {
       expect(attemptOf(after)).toMatchObject({ status, last_heartbeat_time: T0 + 1 });
     });
 
-    it("a cancelled rollout stays cancelled when a span arrives (DECISIONS row 16)", async () => {
+    it("a cancelled rollout stays cancelled when a span arrives (docs/departures.md#16)", async () => {
       const r = await env.store.startRollout(1);
       await env.store.updateRollout(r.rollout_id, { status: "cancelled" });
       await env.store.addSpan(makeSpan(at(r), 1));
@@ -1312,7 +1313,7 @@ function heartbeatTests(env: Env): void {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// §3.5.17: span sequence ids, one counter per rollout
+// Span sequence ids, one counter per rollout (docs/store.md#span-sequence-ids)
 
 function sequenceIdTests(env: Env): void {
   describe("span sequence ids", () => {
@@ -1414,7 +1415,7 @@ function sequenceIdTests(env: Env): void {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// §3.5.7, §3.5.13-3.5.14, §3.5.16, §3.5.19: filters
+// Filters (docs/store.md#filters-sorting-and-pages)
 
 function queryTests(env: Env): void {
   /** Three rollouts: queuing, preparing (with an attempt), succeeded. */
@@ -1524,7 +1525,7 @@ function queryTests(env: Env): void {
       ["parent_id_contains", { parent_id_contains: "bbbb" }, [4]],
       ["and of two", { name: "llm.call", trace_id_contains: "2222" }, [4]],
       ["or of two", { name: "tool.call", span_id: "aaaaaaaaaaaaaaa1", filter_logic: "or" as const }, [1, 3]],
-      ["or with no filters (DECISIONS row 3)", { filter_logic: "or" as const }, [1, 2, 3, 4]],
+      ["or with no filters (docs/departures.md#3)", { filter_logic: "or" as const }, [1, 2, 3, 4]],
       ["and with no filters", { filter_logic: "and" as const }, [1, 2, 3, 4]],
       ["or never leaks other rollouts", { name: "llm.call", span_id_contains: "c", filter_logic: "or" as const }, [2, 4]],
       ["no match", { name: "nothing" }, []],
@@ -1581,7 +1582,7 @@ function queryTests(env: Env): void {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// §1.9 / §2.1: pagination, the same for every paginated query
+// Pagination, the same for every paginated query (docs/store.md#filters-sorting-and-pages)
 
 interface Pager {
   kind: string;
@@ -1685,7 +1686,7 @@ function paginationTests(env: Env): void {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// §2.1: sorting. Nulls in `*_time` fields sort as +infinity; in other fields as the empty/zero value.
+// Sorting (docs/store.md#filters-sorting-and-pages). Nulls in `*_time` fields sort as +infinity; in other fields as the empty/zero value.
 // Ties keep insertion order in both directions (desc is not a plain reverse).
 
 function sortTests(env: Env): void {
@@ -1806,7 +1807,7 @@ function sortTests(env: Env): void {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// §3.5.16: resources and their versions
+// Resources and their versions (docs/store.md#resources)
 
 const LLM_A = { resource_type: "llm" as const, endpoint: "http://a/v1", model: "model-a" };
 const PROMPT = { resource_type: "prompt_template" as const, template: "Hi {name}", engine: "f-string" as const };
@@ -1898,7 +1899,7 @@ function resourcesTests(env: Env): void {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// §3.3, §3.5.4-3.5.5, §3.5.19: worker telemetry
+// Worker telemetry (docs/store.md#workers)
 
 function workerTests(env: Env): void {
   const worker = async (id: string) => (await env.store.getWorkerById(id))!;
@@ -2049,7 +2050,7 @@ function workerTests(env: Env): void {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// §3.5.18: waitForRollouts (wall-clock timeouts in seconds)
+// waitForRollouts (docs/store.md#waiting-for-rollouts; wall-clock timeouts in seconds)
 
 function waitTests(env: Env): void {
   const slack = () => env.opts.timingSlackMs;
@@ -2191,7 +2192,8 @@ function waitTests(env: Env): void {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// DECISIONS row 9: callers get copies (or frozen objects); the store never shares its state
+// Callers get copies (or frozen objects); the store never shares its state (docs/store.md#what-callers-get-back,
+// docs/departures.md#9)
 
 function copyTests(env: Env): void {
   describe("returned and passed objects are not live", () => {
@@ -2324,7 +2326,7 @@ function copyTests(env: Env): void {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// §1.11, §3.5.20: statistics, capabilities, close
+// Statistics, capabilities, close (docs/store.md#what-callers-get-back)
 
 function statisticsTests(env: Env): void {
   describe("statistics and lifecycle", () => {

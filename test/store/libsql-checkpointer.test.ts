@@ -4,37 +4,22 @@
  * threshold; a worker that cannot open the file is reported and the store falls back; a process that exits
  * with its store open neither hangs nor aborts (on Node, Deno and Bun).
  */
-import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { LibsqlLightningStore } from "../../src/store/index.ts";
 import { BackgroundCheckpointer } from "../../src/store/libsql/checkpointer.ts";
 import { spanFromAttributes } from "../../src/types/index.ts";
+import { runOnRuntime, type Runtime } from "../runtimes.ts";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const dir = mkdtempSync(join(tmpdir(), "libsql-checkpointer-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const pragma = (s: LibsqlLightningStore, sql: string) =>
   (s as unknown as { storage: { driver: { pragma(q: string): Promise<ArrayLike<unknown>[]> } } }).storage.driver.pragma(sql);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const bin = (name: string) => join(root, "node_modules/.bin", name);
-const exitChild = join(root, "test/store/libsql-exit-child.ts");
-
-/** Runs a child to its end: exit code, signal and output (never rejects). */
-function exitOf(cmd: string, args: string[]): Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = execFile(
-      cmd,
-      args,
-      { cwd: root, encoding: "utf8", timeout: 90_000, env: { ...process.env, NO_COLOR: "1" } },
-      (_err, stdout, stderr) => resolve({ code: child.exitCode, signal: child.signalCode, stdout, stderr }),
-    );
-  });
-}
+const exitChild = "test/store/libsql-exit-child.ts";
 
 /** Writes ~`n` spans' worth of pages (a few hundred WAL pages: below both auto-checkpoint thresholds). */
 async function write(store: LibsqlLightningStore, n: number): Promise<void> {
@@ -102,18 +87,19 @@ describe("background WAL checkpoints", () => {
   it("a process that exits with its store open (naturally or through process.exit) neither hangs nor aborts", async () => {
     // Exiting while the worker is inside the libsql binding used to abort the process (a neon panic,
     // exit 134) in roughly one child in ten under load: many children at once make that load.
-    const runs: [string, string, string[]][] = [];
-    for (let i = 0; i < 12; i++) runs.push(["node", process.execPath, ["--import", "tsx"]]);
-    for (let i = 0; i < 3; i++) runs.push(["deno", bin("deno"), ["run", "-A"]], ["bun", bin("bun"), []]);
+    const runs: Runtime[] = [];
+    for (let i = 0; i < 12; i++) runs.push("node");
+    for (let i = 0; i < 3; i++) runs.push("deno", "bun");
     const results = await Promise.all(
-      runs.map(([name, cmd, pre], i) => {
+      runs.map((runtime, i) => {
         const how = i % 2 === 0 ? "natural" : "exit";
-        return exitOf(cmd, [...pre, exitChild, join(dir, `exit-${i}.db`), how, "300"]).then((r) => ({ name, how, ...r }));
+        const args = [join(dir, `exit-${i}.db`), how, "300"];
+        return runOnRuntime(runtime, exitChild, { args, timeout: 90_000 }).then((r) => ({ how, ...r }));
       }),
     );
     for (const r of results) {
       expect({ ...r, stdout: /^wrote \d+$/.test(r.stdout.trim()) }).toEqual({
-        name: r.name,
+        runtime: r.runtime,
         how: r.how,
         code: 0,
         signal: null,

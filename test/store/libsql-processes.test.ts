@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { LibsqlLightningStore } from "../../src/store/index.ts";
 import { openDriver, parseDbUrl } from "../../src/store/libsql/driver.ts";
+import { launchCommand } from "../runtimes.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const childScript = join(root, "test/store/libsql-child.ts");
@@ -26,7 +27,7 @@ interface Child {
 }
 
 function startChild(args: string[]): Child {
-  const proc = spawn(process.execPath, ["--import", "tsx", childScript, ...args], { cwd: root, stdio: ["pipe", "pipe", "pipe"] });
+  const proc = spawn(...launchCommand("node", childScript, args), { cwd: root, stdio: ["pipe", "pipe", "pipe"] });
   const lines: string[] = [];
   let stderr = "";
   proc.stderr.on("data", (d: Buffer) => (stderr += d.toString()));

@@ -1,6 +1,7 @@
 /**
- * What only the in-memory store has: span eviction (store.md §3.6) and its thresholds, the background
- * watchdog timer (DECISIONS row 11), frozen rows (row 9), and its statistics fields. The behaviour every
+ * What only the in-memory store has: span eviction (docs/store.md#the-in-memory-store-span-eviction) and its
+ * thresholds, the background watchdog timer (docs/departures.md#11), frozen rows (docs/departures.md#9), and
+ * its statistics fields. The behaviour every
  * store shares is in conformance.ts.
  */
 import { afterEach, describe, expect, it } from "vitest";
@@ -30,8 +31,8 @@ const spanFor = (ar: AttemptedRollout, seq: number, extra: Partial<Span> = {}): 
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe("span eviction (§3.6)", () => {
-  it("MUST scenario: capacity 100, eviction 0.5, safe 0.05, 20 B per span, 4 rollouts: the first three are evicted", async () => {
+describe("span eviction", () => {
+  it("capacity 100, eviction 0.5, safe 0.05, 20 B per span, 4 rollouts: the first three are evicted", async () => {
     const store = makeStore({
       memoryCapacityBytes: 100,
       evictionMemoryThreshold: { ratio: 0.5 },
@@ -51,7 +52,7 @@ describe("span eviction (§3.6)", () => {
     const left = await store.querySpans(rollouts[3]!.rollout_id);
     expect(left.items.map((s) => s.rollout_id)).toEqual([rollouts[3]!.rollout_id]);
     const stats = await store.statistics();
-    // DECISIONS row 10: exact counts after eviction.
+    // Exact counts after eviction (docs/departures.md#10).
     expect(stats.total_spans).toBe(1);
     expect(stats.total_span_bytes).toBe(20);
   });
@@ -221,7 +222,7 @@ describe("memory thresholds", () => {
   });
 });
 
-describe("background watchdog timer (DECISIONS row 11)", () => {
+describe("background watchdog timer (docs/departures.md#11)", () => {
   it("marks a timed-out attempt without any API call, and stops after close()", async () => {
     const clock = new ManualClock(1000);
     // A huge debounce: only the first lazy check may scan, so every later change comes from the timer.
@@ -265,7 +266,7 @@ describe("background watchdog timer (DECISIONS row 11)", () => {
   });
 });
 
-describe("returned rows are frozen, never live (DECISIONS row 9)", () => {
+describe("returned rows are frozen, never live (docs/departures.md#9)", () => {
   it("writing to a returned rollout, attempt, span, worker or resources snapshot throws and changes nothing", async () => {
     const store = makeStore();
     const ar = (await store.startRollout({ deep: { list: [1, 2] } }, { worker_id: "w1", metadata: { k: "v" } }))!;

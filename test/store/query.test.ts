@@ -1,4 +1,4 @@
-/** The in-memory query evaluator (query.ts): filter, sort and page semantics of store.md §2.1. */
+/** The in-memory query evaluator (query.ts): filter, sort and page semantics of docs/store.md#filters-sorting-and-pages. */
 import { describe, expect, it } from "vitest";
 import { compileFilter, runQuery, sortRows } from "../../src/store/query.ts";
 import { ValidationError } from "../../src/types/index.ts";

@@ -2,39 +2,18 @@
  * Context propagation (AsyncLocalStorage), span routing and traced `openai` calls (ESM import of the real
  * client, no loader hook) behave the same on Node, Deno and Bun.
  */
-import { execFileSync } from "node:child_process";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { RUNTIMES, runReport } from "../runtimes.ts";
 import { PROMPT_IDS, TEXT_IDS, TEXT_PIECES, TOOL_CALL } from "./openai-upstream.ts";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
-const bin = (name: string) => join(root, "node_modules/.bin", name);
-
-/** Each runtime's command line for a script of this folder. */
-const runtimes = (file: string): [string, string, string[]][] => {
-  const script = join(root, "test/tracer", file);
-  return [
-    ["node", process.execPath, ["--import", "tsx", script]],
-    ["deno", bin("deno"), ["run", "-A", script]],
-    ["bun", bin("bun"), [script]],
-  ];
-};
-
-/** Runs the script and parses the JSON report it prints last. */
-const runReport = <T>(cmd: string, args: string[]): T => {
-  const stdout = execFileSync(cmd, args, { cwd: root, encoding: "utf8", timeout: 60_000, env: { ...process.env, NO_COLOR: "1" } });
-  return JSON.parse(stdout.trim().split("\n").pop()!) as T;
-};
-
 describe("tracing across runtimes", () => {
-  for (const [name, cmd, args] of runtimes("cross-runtime.ts")) {
-    it(`${name}: concurrent runners' spans land in their own rollouts, in start order`, () => {
-      const report = runReport<{
+  for (const runtime of RUNTIMES) {
+    it(`${runtime}: concurrent runners' spans land in their own rollouts, in start order`, async () => {
+      const report = await runReport<{
         runtime: string;
         rollouts: { names: string[]; consecutive: boolean; reward: unknown; status: string }[];
-      }>(cmd, args);
-      expect(report.runtime).toBe(name);
+      }>(runtime, "test/tracer/cross-runtime.ts", { timeout: 60_000 });
+      expect(report.runtime).toBe(runtime);
       expect(report.rollouts).toHaveLength(6);
       report.rollouts.forEach((r, i) => {
         const id = i + 1;
@@ -67,10 +46,10 @@ interface OpenAIReport {
 }
 
 describe("traced openai calls across runtimes", () => {
-  for (const [name, cmd, args] of runtimes("openai-cross-runtime.ts")) {
-    it(`${name}: plain, streamed and tool-call answers become spans of their own attempt, with token ids, reward and messages`, () => {
-      const report = runReport<OpenAIReport>(cmd, args);
-      expect(report.runtime).toBe(name);
+  for (const runtime of RUNTIMES) {
+    it(`${runtime}: plain, streamed and tool-call answers become spans of their own attempt, with token ids, reward and messages`, async () => {
+      const report = await runReport<OpenAIReport>(runtime, "test/tracer/openai-cross-runtime.ts", { timeout: 60_000 });
+      expect(report.runtime).toBe(runtime);
       expect(report.rollouts).toHaveLength(2);
       report.rollouts.forEach((r, i) => {
         const id = i + 1;

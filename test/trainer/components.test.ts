@@ -1,4 +1,7 @@
-/** Component specs (runtime.md §3.2), env vars (§4.2) and strategy option rules. */
+/**
+ * Component specs (docs/trainer.md#components), environment variables (docs/trainer.md#environment-variables)
+ * and strategy option rules (docs/trainer.md#execution-strategies).
+ */
 import { afterEach, describe, expect, it } from "vitest";
 import { LitAgentRunner } from "../../src/runner/index.ts";
 import { DummyTracer, OtelTracer, Tracer } from "../../src/tracer/index.ts";

@@ -4,14 +4,13 @@
  * SIGKILL mid-rollout: the strategy fails its attempt, the rollout is requeued and finished, the runner
  * is restarted, and the trainer still finishes. Plus the example under Deno and Bun.
  */
-import { execFileSync, spawnSync } from "node:child_process";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { launchCommand, ROOT as root, runOnRuntime } from "../runtimes.ts";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const fixture = join(root, "test/trainer/fixtures/cs-fit.ts");
-const bin = (name: string) => join(root, "node_modules/.bin", name);
+const fixtureCommand = launchCommand("node", fixture);
 
 interface Report {
   finished: number;
@@ -23,7 +22,7 @@ interface Report {
 }
 
 function run(env: Record<string, string>): Report {
-  const out = spawnSync(process.execPath, ["--import", "tsx", fixture], {
+  const out = spawnSync(...fixtureCommand, {
     cwd: root,
     encoding: "utf8",
     timeout: 120_000,
@@ -89,19 +88,16 @@ describe("ClientServerExecutionStrategy", () => {
     expect(pidsOf(fixture)).toEqual([]);
   }, 120_000);
 
-  for (const [name, cmd, args] of [
-    ["deno", bin("deno"), ["run", "-A"]],
-    ["bun", bin("bun"), []],
-  ] as const) {
-    it(`${name}: the example trains under both strategies, children started with the same runtime`, () => {
+  for (const runtime of ["deno", "bun"] as const) {
+    it(`${runtime}: the example trains under both strategies, children started with the same runtime`, async () => {
       for (const strategy of ["shm", "cs"]) {
-        const out = execFileSync(cmd, [...args, join(root, "examples/arithmetic/train.ts"), strategy], {
-          cwd: root,
-          encoding: "utf8",
+        const r = await runOnRuntime(runtime, join(root, "examples/arithmetic/train.ts"), {
+          args: [strategy],
+          env: { AGL_LOG_LEVEL: "error" },
           timeout: 120_000,
-          env: { ...process.env, NO_COLOR: "1", AGL_LOG_LEVEL: "error" },
         });
-        expect(out).toContain(`strategy=${strategy} rollouts=24 succeeded=24 mean_reward=1.000`);
+        expect(r.code, r.stderr).toBe(0);
+        expect(r.stdout).toContain(`strategy=${strategy} rollouts=24 succeeded=24 mean_reward=1.000`);
       }
     }, 240_000);
   }
@@ -163,7 +159,7 @@ describe("roles in separate processes (AGL_CURRENT_ROLE, AGL_SERVER_HOST, AGL_SE
       CS_RUNNERS: "1",
     };
     const start = (role: string) =>
-      spawn(process.execPath, ["--import", "tsx", fixture], {
+      spawn(...fixtureCommand, {
         cwd: root,
         env: { ...base, AGL_CURRENT_ROLE: role },
         stdio: ["ignore", "pipe", "pipe"],

@@ -1,4 +1,4 @@
-/** Bundle lifecycle of the strategies (runtime.md §4.3): grace, cancel, abandon, errors, Ctrl+C. */
+/** Bundle lifecycle of the strategies (docs/trainer.md#execution-strategies): grace, cancel, abandon, errors, Ctrl+C. */
 import { describe, expect, it } from "vitest";
 import { AbortError, LocalEvent } from "../../src/runner/index.ts";
 import { InMemoryLightningStore } from "../../src/store/index.ts";

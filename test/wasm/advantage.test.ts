@@ -137,7 +137,7 @@ describe("Wasm advantage kernels equal the plain-TS reference on random inputs",
   });
 });
 
-describe("worked numbers of trace-train.md §9", () => {
+describe("worked numbers of the estimators (docs/training.md#advantage-estimators)", () => {
   for (const k of [ref, wasm]) {
     describe(k.name, () => {
       const f32 = (xs: number[]) => Float32Array.from(xs);

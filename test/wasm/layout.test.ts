@@ -39,7 +39,7 @@ describe("batch layout", () => {
   });
 
   for (const k of [ref, wasm]) {
-    it(`${k.name}: the worked example of §8.5`, () => {
+    it(`${k.name}: one row laid out as docs/adapters.md#the-training-batch says`, () => {
       const out = k.batchLayout({
         prompts: toRagged([[11, 12, 13]]),
         responses: toRagged([[21, 22]]),

@@ -9,7 +9,7 @@ import {
 
 const f32 = (xs: number[]) => Float32Array.from(xs);
 
-describe("rollout-level advantage (§9.8)", () => {
+describe("rollout-level advantage (docs/training.md#advantage-estimators)", () => {
   for (const k of [referenceKernels, wasmKernels(loadWasmCoreSync())]) {
     describe(k.name, () => {
       const base = () => ({
@@ -73,7 +73,7 @@ describe("rollout-level advantage (§9.8)", () => {
   }
 });
 
-describe("normalizeAdvantagesByRollout (§9.9)", () => {
+describe("normalizeAdvantagesByRollout, per-rollout normalisation (docs/training.md#advantage-estimators)", () => {
   it("gives each rollout the same masked mass 1/rows", async () => {
     const { normalizeAdvantagesByRollout } = await import("../../src/wasm/index.ts");
     const mask = f32([1, 1, 0, 1, 0, 0, 1, 1, 1]);

@@ -84,7 +84,7 @@ describe("trace-tree kernel", () => {
   });
 
   for (const k of [ref, wasm]) {
-    it(`${k.name}: first_occurrence worked example of §5.7 (R1 -> L2, R2 -> L1)`, () => {
+    it(`${k.name}: first_occurrence matching (docs/adapters.md#tracetripletadapter): R1 -> L2, R2 -> L1`, () => {
       // root(0..10) with L1 (1-2), L2 (3-4), R1 (5), R2 (6)
       const t: EncodedTrace = {
         n: 5,
