@@ -168,7 +168,7 @@ export interface LightningStore {
 }
 
 /** Model fields per collection, in the order of their schemas: `sort_by` must name one of them. */
-export const ROLLOUT_FIELDS = Rollout.keyof().options;
-export const ATTEMPT_FIELDS = Attempt.keyof().options;
-export const RESOURCES_FIELDS = ResourcesUpdate.keyof().options;
-export const WORKER_FIELDS = Worker.keyof().options;
+export const ROLLOUT_FIELDS: readonly (keyof typeof Rollout.shape)[] = Rollout.keyof().options;
+export const ATTEMPT_FIELDS: readonly (keyof typeof Attempt.shape)[] = Attempt.keyof().options;
+export const RESOURCES_FIELDS: readonly (keyof typeof ResourcesUpdate.shape)[] = ResourcesUpdate.keyof().options;
+export const WORKER_FIELDS: readonly (keyof typeof Worker.shape)[] = Worker.keyof().options;

@@ -74,7 +74,7 @@ export const Span = z.looseObject({
 export type Span = z.infer<typeof Span>;
 
 /** The model fields of a Span, in order (the server checks `sort_by` against them; extra keys are not among them). */
-export const SPAN_FIELDS = Span.keyof().options;
+export const SPAN_FIELDS: readonly (keyof typeof Span.shape)[] = Span.keyof().options;
 
 export interface SpanFromAttributesOptions {
   rollout_id?: string;

@@ -72,8 +72,12 @@ describe("the libSQL tables and the zod schemas", () => {
       ).toEqual([]);
     });
 
-    it(`${name}: the store reads and writes the columns that hold fields, in the table's order`, () => {
-      expect(SPECS[name as keyof typeof SPECS].columns).toEqual(columns.filter((col) => !notFields.includes(col) || col === "body"));
+    it(`${name}: the store reads and writes the columns that hold fields, in the order of the schema's keys`, () => {
+      const stored = SPECS[name as keyof typeof SPECS].columns;
+      // A span's columns lead its row and `body` holds the rest; every other row is its fields, in order,
+      // so its JSON keys come out in the same order from every store.
+      if (name === "spans") expect(stored).toEqual(columns.filter((col) => col !== "id"));
+      else expect(stored).toEqual(fields);
     });
   }
 });
