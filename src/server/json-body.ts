@@ -3,9 +3,13 @@
  * parse (zod, the store's copy, JSON.stringify on the way out) can overflow the stack and turn bad input
  * into a 500, or when an object has more than MAX_JSON_KEYS members, whose parse and copies would hold
  * the event loop for seconds (docs/http-api.md, "Limits"). Both are found by scanning the text before
- * `JSON.parse` (json-scan.ts), so a refused body is never parsed.
+ * `JSON.parse` (json-scan.ts), so a refused body is never parsed. The store's routes read their bodies
+ * through `readBody` (a zod schema) or `readJsonBody` (the raw JSON).
  */
-import { ValidationError } from "../types/index.ts";
+import type { Context } from "hono";
+import { HTTPException } from "hono/http-exception";
+import type { z } from "zod";
+import { LightningError, ValidationError, parseOrThrow } from "../types/index.ts";
 import { MAX_JSON_DEPTH } from "../store/owned.ts";
 import { HttpProblem } from "./errors.ts";
 import { MAX_JSON_KEYS, jsonPathAt, scanJsonLimits } from "./json-scan.ts";
@@ -40,4 +44,38 @@ export function parseJsonBody(text: string, what = "request body"): unknown {
   } catch (e) {
     throw new ValidationError(`Malformed JSON in ${what}: ${e instanceof Error ? e.message : String(e)}`, []);
   }
+}
+
+/** A request's JSON body; an empty one is `undefined` when `optional`, a 400 otherwise. */
+export async function readJsonBody(c: Context, optional: boolean): Promise<unknown> {
+  let text: string;
+  try {
+    text = await c.req.text();
+  } catch (e) {
+    throw unreadableBody(e);
+  }
+  if (text.trim() === "") {
+    if (optional) return undefined;
+    throw new ValidationError("A JSON request body is required", []);
+  }
+  checkJsonContentType(c.req.header("content-type"));
+  return parseJsonBody(text);
+}
+
+/** The JSON body parsed with a (strict) schema; a missing body counts as `{}` when `optional`. */
+export async function readBody<T extends z.ZodType>(c: Context, schema: T, optional = false): Promise<z.infer<T>> {
+  const raw = await readJsonBody(c, optional);
+  return parseOrThrow(schema, raw === undefined || raw === null ? (optional ? {} : raw) : raw, "request body");
+}
+
+/**
+ * A failed read of a request body: the body limit's own 413 as it is; anything else is a body that never
+ * fully arrived (the client closed the connection mid-upload, a broken chunked encoding), which is the
+ * client's failure (400), not a server error.
+ */
+export function unreadableBody(e: unknown): unknown {
+  if (e instanceof LightningError || e instanceof HTTPException) return e;
+  return new HttpProblem(400, "UnreadableBody", `The request body could not be read: ${e instanceof Error ? e.message : String(e)}`, {
+    cause: e,
+  });
 }

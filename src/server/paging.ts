@@ -31,6 +31,12 @@ export function pageLimit(asked: number | undefined, sizes: PageSizes): number {
   return asked;
 }
 
+/** A list query as handed to the store: keys whose value is undefined dropped, the limit turned into the page size used. */
+export function pagedQuery<Q extends { limit?: number }>(q: Q, sizes: PageSizes): Q {
+  const defined = Object.fromEntries(Object.entries(q).filter(([, v]) => v !== undefined)) as Q;
+  return { ...defined, limit: pageLimit(q.limit, sizes) };
+}
+
 /** Checks the configured sizes once, when the app is built; a maximum below the default page lowers the default too. */
 export function pageSizes(defaultSize: number | undefined, maxSize = MAX_PAGE_SIZE, maxChars = MAX_PAGE_CHARS): PageSizes {
   defaultSize ??= Math.min(DEFAULT_PAGE_SIZE, maxSize);

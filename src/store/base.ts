@@ -5,15 +5,12 @@
  * "Not given" (`undefined` / missing key) leaves a field alone; an explicit `null` sets it to null.
  */
 import type {
-  Attempt,
   AttemptStatus,
   AttemptedRollout,
   EnqueueRolloutRequest,
   FilterLogic,
   NamedResourcesInput,
   PaginatedResult,
-  ResourcesUpdate,
-  Rollout,
   RolloutConfigInput,
   RolloutMode,
   RolloutStatus,
@@ -21,9 +18,9 @@ import type {
   Span,
   StoreCapabilities,
   StoreStatistics,
-  Worker,
   WorkerStatus,
 } from "../types/index.ts";
+import { Attempt, ResourcesUpdate, Rollout, Worker } from "../types/index.ts";
 
 export interface RolloutOptions {
   mode?: RolloutMode | null;
@@ -170,38 +167,8 @@ export interface LightningStore {
   close(): Promise<void>;
 }
 
-/** Model fields per collection: `sort_by` must name one of them. */
-export const ROLLOUT_FIELDS = [
-  "rollout_id",
-  "input",
-  "start_time",
-  "end_time",
-  "mode",
-  "resources_id",
-  "status",
-  "config",
-  "metadata",
-] as const;
-export const ATTEMPT_FIELDS = [
-  "rollout_id",
-  "attempt_id",
-  "sequence_id",
-  "start_time",
-  "end_time",
-  "status",
-  "worker_id",
-  "last_heartbeat_time",
-  "metadata",
-] as const;
-export const RESOURCES_FIELDS = ["resources_id", "create_time", "update_time", "version", "resources"] as const;
-export const WORKER_FIELDS = [
-  "worker_id",
-  "status",
-  "heartbeat_stats",
-  "last_heartbeat_time",
-  "last_dequeue_time",
-  "last_busy_time",
-  "last_idle_time",
-  "current_rollout_id",
-  "current_attempt_id",
-] as const;
+/** Model fields per collection, in the order of their schemas: `sort_by` must name one of them. */
+export const ROLLOUT_FIELDS: readonly (keyof typeof Rollout.shape)[] = Rollout.keyof().options;
+export const ATTEMPT_FIELDS: readonly (keyof typeof Attempt.shape)[] = Attempt.keyof().options;
+export const RESOURCES_FIELDS: readonly (keyof typeof ResourcesUpdate.shape)[] = ResourcesUpdate.keyof().options;
+export const WORKER_FIELDS: readonly (keyof typeof Worker.shape)[] = Worker.keyof().options;

@@ -51,11 +51,18 @@ export interface DueRollout {
   deadline: number;
 }
 
-/** Fields the core changes on a rollout / attempt / worker: only these are written. A rollout's id and start_time never change. */
-export type RolloutPatchRow = Partial<Omit<Rollout, "rollout_id" | "start_time">>;
-/** What changes on an attempt after it is created; its ids, sequence_id and start_time never do. */
-export type AttemptPatchRow = Partial<Pick<Attempt, "status" | "worker_id" | "end_time" | "last_heartbeat_time" | "metadata">>;
-export type WorkerPatchRow = Partial<Omit<Worker, "worker_id">>;
+/**
+ * Fields set when a row is made and never changed: a rollout's id and start_time, an attempt's ids,
+ * sequence_id and start_time, a worker's id. Every other field (a new one too) may change, and only the
+ * fields of a patch are written.
+ */
+export const ROLLOUT_FIXED_FIELDS = ["rollout_id", "start_time"] as const;
+export const ATTEMPT_FIXED_FIELDS = ["rollout_id", "attempt_id", "sequence_id", "start_time"] as const;
+export const WORKER_FIXED_FIELDS = ["worker_id"] as const;
+/** Fields the core changes on a rollout / attempt / worker. */
+export type RolloutPatchRow = Partial<Omit<Rollout, (typeof ROLLOUT_FIXED_FIELDS)[number]>>;
+export type AttemptPatchRow = Partial<Omit<Attempt, (typeof ATTEMPT_FIXED_FIELDS)[number]>>;
+export type WorkerPatchRow = Partial<Omit<Worker, (typeof WORKER_FIXED_FIELDS)[number]>>;
 
 /** A backend answers synchronously (memory, the embedded libSQL driver) or with a promise (remote SQL); the core awaits either. */
 export type MaybePromise<T> = T | Promise<T>;

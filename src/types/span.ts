@@ -73,25 +73,8 @@ export const Span = z.looseObject({
 });
 export type Span = z.infer<typeof Span>;
 
-/** The 16 model fields of a Span, in order (the server checks `sort_by` against them). */
-export const SPAN_FIELDS = [
-  "rollout_id",
-  "attempt_id",
-  "sequence_id",
-  "trace_id",
-  "span_id",
-  "parent_id",
-  "name",
-  "status",
-  "attributes",
-  "events",
-  "links",
-  "start_time",
-  "end_time",
-  "context",
-  "parent",
-  "resource",
-] as const;
+/** The model fields of a Span, in order (the server checks `sort_by` against them; extra keys are not among them). */
+export const SPAN_FIELDS: readonly (keyof typeof Span.shape)[] = Span.keyof().options;
 
 export interface SpanFromAttributesOptions {
   rollout_id?: string;

@@ -3,7 +3,7 @@
  * client: rollout counts per status and mode, the triplets an adapter makes from a rollout's trace, the
  * bookkeeping rollouts algorithms write their training metrics under, and the server's own health.
  */
-import type { Hono } from "hono";
+import { Hono } from "hono";
 import { z } from "zod";
 import { LlmProxyTraceToTriplet } from "../../adapter/proxy-triplet.ts";
 import { TraceTripletAdapter } from "../../adapter/trace-triplet.ts";
@@ -12,6 +12,7 @@ import type { LightningStore } from "../../store/base.ts";
 import { RolloutMode, RolloutStatus, type Rollout } from "../../types/index.ts";
 import type { ServerMetrics } from "../metrics.ts";
 import { queryParams } from "../query-params.ts";
+import type { RouteDeps } from "../routes/deps.ts";
 
 export const RolloutCountsQuery = z.strictObject({
   mode_in: z.array(RolloutMode).nullable().optional(),
@@ -108,7 +109,8 @@ function requestCounts(metrics: ServerMetrics): { total: number; client_errors: 
   };
 }
 
-export function registerDashboardApi(api: Hono, store: LightningStore, metrics: ServerMetrics | null = null): void {
+export function dashboardRoutes({ store, metrics }: Pick<RouteDeps, "store" | "metrics">): Hono {
+  const api = new Hono();
   const runs = new TrainingRunIndex(store);
   const startedAt = Date.now() / 1000;
 
@@ -152,4 +154,5 @@ export function registerDashboardApi(api: Hono, store: LightningStore, metrics: 
       system: platform.systemSnapshot(),
     });
   });
+  return api;
 }

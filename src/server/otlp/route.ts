@@ -5,7 +5,7 @@
  */
 import { create, fromBinary, fromJson, toBinary, toJson } from "@bufbuild/protobuf";
 import type { DescMessage, JsonValue } from "@bufbuild/protobuf";
-import type { Context } from "hono";
+import { Hono, type Context } from "hono";
 import type { LightningStore } from "../../store/base.ts";
 import { LightningError } from "../../types/index.ts";
 import { parseJsonBody } from "../json-body.ts";
@@ -171,4 +171,12 @@ export function otlpTracesHandler(store: LightningStore, options: OtlpOptions) {
       return reply(failure.httpStatus, RpcStatusSchema, { code: failure.rpcCode, message: failure.message });
     }
   };
+}
+
+/** `POST /v1/traces`; the OTLP signals this server does not take (metrics, logs, profiles) answer 501. */
+export function otlpRoutes(store: LightningStore, options: OtlpOptions): Hono {
+  const routes = new Hono();
+  routes.post("/v1/traces", otlpTracesHandler(store, options));
+  for (const p of ["/v1/metrics", "/v1/logs", "/v1/development/profiles"]) routes.post(p, (c) => c.body(null, 501));
+  return routes;
 }

@@ -3,7 +3,8 @@
  * ./migrations from this file (`npx drizzle-kit generate`, then `npx tsx scripts/embed-migrations.ts`).
  *
  * Layout: the columns the store filters, sorts or joins on are real columns; nested data (input, config,
- * metadata, attributes, events...) is JSON text, read and written whole. Column names are the wire
+ * metadata, attributes, events...) is JSON text, read and written whole: `text(name, { mode: "json" })`
+ * marks those columns for the converters of tables.ts (the SQL type is TEXT either way). Column names are the wire
  * field names, so a row maps to a model object without renaming. Tables are rowid tables: `rowid`
  * (or the `INTEGER PRIMARY KEY` alias) is the insertion order that unsorted queries return.
  */
@@ -15,16 +16,16 @@ export const rollouts = sqliteTable(
   {
     rollout_id: text("rollout_id").primaryKey(),
     /** JSON (any value, `null` included). */
-    input: text("input").notNull(),
+    input: text("input", { mode: "json" }).notNull(),
     start_time: real("start_time").notNull(),
     end_time: real("end_time"),
     mode: text("mode"),
     resources_id: text("resources_id"),
     status: text("status").notNull(),
     /** JSON object (RolloutConfig). */
-    config: text("config").notNull(),
+    config: text("config", { mode: "json" }).notNull(),
     /** JSON object or NULL. */
-    metadata: text("metadata"),
+    metadata: text("metadata", { mode: "json" }),
   },
   (t) => [
     // The watchdog lists preparing/running rollouts; queryRollouts filters by status.
@@ -46,7 +47,7 @@ export const attempts = sqliteTable(
     status: text("status").notNull(),
     worker_id: text("worker_id"),
     last_heartbeat_time: real("last_heartbeat_time"),
-    metadata: text("metadata"),
+    metadata: text("metadata", { mode: "json" }),
     /**
      * Not a model field: on a rollout's latest attempt, the rollout's watchdog deadline (decisions.ts
      * `watchdogDeadline`), NULL when it has none and on every other attempt. Kept by the storage on each
@@ -78,7 +79,7 @@ export const spans = sqliteTable(
     start_time: real("start_time"),
     end_time: real("end_time"),
     /** JSON object: every other field of the span (status, attributes, events, links, context, parent, resource, extra keys). */
-    body: text("body").notNull(),
+    body: text("body", { mode: "json" }).notNull(),
   },
   (t) => [
     // Duplicate detection (ON CONFLICT DO NOTHING) and span lookups per rollout and attempt.
@@ -112,7 +113,7 @@ export const resources = sqliteTable(
     update_time: real("update_time").notNull(),
     version: integer("version").notNull(),
     /** JSON object (NamedResources). */
-    resources: text("resources").notNull(),
+    resources: text("resources", { mode: "json" }).notNull(),
     /** Raised on every write: the latest resources are the most recently written ones. */
     write_order: integer("write_order").notNull(),
   },
@@ -123,7 +124,7 @@ export const workers = sqliteTable("workers", {
   worker_id: text("worker_id").primaryKey(),
   status: text("status").notNull().default("unknown"),
   /** JSON object or NULL. */
-  heartbeat_stats: text("heartbeat_stats"),
+  heartbeat_stats: text("heartbeat_stats", { mode: "json" }),
   last_heartbeat_time: real("last_heartbeat_time"),
   last_dequeue_time: real("last_dequeue_time"),
   last_busy_time: real("last_busy_time"),

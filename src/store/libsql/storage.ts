@@ -17,17 +17,20 @@ import { newWorker } from "../../types/index.ts";
 import { MAX_COUNTED_SEQUENCE_ID, countedSequenceId, watchdogDeadline } from "../decisions.ts";
 import { deepFreeze } from "../owned.ts";
 import { runQuery, type QuerySpec } from "../query.ts";
-import type {
-  AttemptPatchRow,
-  CollectionName,
-  DueRollout,
-  MaybePromise,
-  RolloutPatchRow,
-  Rows,
-  Storage,
-  StorageTx,
-  TxMode,
-  WorkerPatchRow,
+import {
+  ATTEMPT_FIXED_FIELDS,
+  ROLLOUT_FIXED_FIELDS,
+  WORKER_FIXED_FIELDS,
+  type AttemptPatchRow,
+  type CollectionName,
+  type DueRollout,
+  type MaybePromise,
+  type RolloutPatchRow,
+  type Rows,
+  type Storage,
+  type StorageTx,
+  type TxMode,
+  type WorkerPatchRow,
 } from "../storage.ts";
 import type { SqlConn, SqlDriver, SqlRow, SqlValue, TxHooks } from "./driver.ts";
 import { countersFor, planMust, planQuery } from "./query-sql.ts";
@@ -35,26 +38,21 @@ import { CachedTable, DEFAULT_ROW_CACHE_MIB, RowCache, rowBytes } from "./row-ca
 import { MAX_BIND_PARAMS, chunkSizes, multiRowSql, quoted } from "./sql.ts";
 import {
   ATTEMPT_ROW_COLUMNS,
-  ROLLOUT_COLUMNS,
   SPAN_COLUMNS,
   SPECS,
-  WORKER_COLUMNS,
   attemptSpec,
   attemptValues,
   resourcesSpec,
   rolloutSpec,
-  rolloutValues,
   spanValues,
-  toSql,
   workerSpec,
-  workerValues,
 } from "./tables.ts";
 
 export { MAX_BIND_PARAMS } from "./sql.ts";
 
 /** A rollout and its latest attempt (NULL columns when it has none) in one row. */
 const SELECT_ROLLOUT_WITH_LATEST =
-  `SELECT ${ROLLOUT_COLUMNS.map((c) => `r."${c}"`).join(", ")}, ${attemptSpec.columns.map((c) => `a."${c}"`).join(", ")} ` +
+  `SELECT ${rolloutSpec.columns.map((c) => `r."${c}"`).join(", ")}, ${attemptSpec.columns.map((c) => `a."${c}"`).join(", ")} ` +
   `FROM "rollouts" AS r LEFT JOIN "attempts" AS a ON a."rollout_id" = r."rollout_id" ` +
   `AND a."sequence_id" = (SELECT MAX(b."sequence_id") FROM "attempts" AS b WHERE b."rollout_id" = r."rollout_id") ` +
   `WHERE r."rollout_id" = ?`;
@@ -107,10 +105,10 @@ const INSERT_SPANS = multiRowSql(
 );
 // An upsert (not INSERT OR REPLACE) keeps the row's rowid, i.e. its place in insertion order.
 const PUT_RESOURCES =
-  `INSERT INTO "resources" ("resources_id", "create_time", "update_time", "version", "resources", "write_order") ` +
-  `VALUES (?, ?, ?, ?, ?, (SELECT COALESCE(MAX("write_order"), 0) + 1 FROM "resources")) ` +
-  `ON CONFLICT ("resources_id") DO UPDATE SET "create_time" = excluded."create_time", "update_time" = excluded."update_time", ` +
-  `"version" = excluded."version", "resources" = excluded."resources", "write_order" = excluded."write_order"`;
+  `INSERT INTO "resources" (${quoted(resourcesSpec.columns)}, "write_order") ` +
+  `VALUES (${resourcesSpec.columns.map(() => "?").join(", ")}, (SELECT COALESCE(MAX("write_order"), 0) + 1 FROM "resources")) ` +
+  `ON CONFLICT ("resources_id") DO UPDATE SET ` +
+  [...resourcesSpec.columns.filter((c) => c !== "resources_id"), "write_order"].map((c) => `"${c}" = excluded."${c}"`).join(", ");
 
 const spanKey = (rid: unknown, aid: unknown, sid: unknown): string => `${rid as string}\u0000${aid as string}\u0000${sid as string}`;
 const attemptKey = (rid: string, aid: string): string => `${rid}\u0000${aid}`;
@@ -133,29 +131,28 @@ function patched<T extends object>(row: T, patch: object, skip: readonly string[
 /** A row handed over by the core, frozen for the cache (its nested values are the core's frozen copies). */
 const frozen = <T extends object>(row: T): T => (Object.isFrozen(row) ? row : deepFreeze({ ...row }));
 
+/** The columns an update rewrites: all but the fixed fields. */
+const changing = (columns: readonly string[], fixed: readonly string[]): string[] => columns.filter((c) => !fixed.includes(c));
+
 /** The cache of one storage: which tables it keeps, and how a held-back row is written. */
 class StoreCache extends RowCache {
   // start_time never changes: left out of the SET, its index entry is not rewritten on every status change.
   readonly rollouts = this.table(
-    new CachedTable<Rollout>(
-      "rollouts",
-      ROLLOUT_COLUMNS,
-      ["rollout_id"],
-      ROLLOUT_COLUMNS.filter((c) => c !== "rollout_id" && c !== "start_time"),
-    ),
+    new CachedTable<Rollout>("rollouts", rolloutSpec.columns, ["rollout_id"], changing(rolloutSpec.columns, ROLLOUT_FIXED_FIELDS)),
   );
   /** Keyed by `attemptKey`. */
-  // An update rewrites only the columns an attempt patch can change (AttemptPatchRow): leaving sequence_id
-  // out of the SET spares SQLite rewriting the (rollout_id, sequence_id) index entry on every heartbeat.
+  // An update rewrites only the columns an attempt patch can change (AttemptPatchRow) and the deadline:
+  // leaving sequence_id out of the SET spares SQLite rewriting the (rollout_id, sequence_id) index entry
+  // on every heartbeat.
   readonly attempts = this.table(
     new CachedTable<Attempt>(
       "attempts",
       ATTEMPT_ROW_COLUMNS,
       ["rollout_id", "attempt_id"],
-      ["status", "worker_id", "end_time", "last_heartbeat_time", "metadata", "watchdog_deadline"],
+      changing(ATTEMPT_ROW_COLUMNS, ATTEMPT_FIXED_FIELDS),
     ),
   );
-  readonly workers = this.table(new CachedTable<Worker>("workers", WORKER_COLUMNS, ["worker_id"]));
+  readonly workers = this.table(new CachedTable<Worker>("workers", workerSpec.columns, ["worker_id"]));
   /** Span sequence counters as SELECT_SEQUENCE defines them (a rollout with neither is cached as 0). */
   readonly sequences = this.table(new CachedTable<number>("span_sequences", ["rollout_id", "value"], ["rollout_id"]));
   /** Written at once (not held back); cached for reads. The key "" holds the latest snapshot. */
@@ -194,9 +191,9 @@ export class SqlTx implements StorageTx {
         return null;
       }
       const r = deepFreeze(rolloutSpec.fromRow(row));
-      this.cache.remember(this.cache.rollouts, id, r, rowBytes(row, ROLLOUT_COLUMNS.length));
+      this.cache.remember(this.cache.rollouts, id, r, rowBytes(row, rolloutSpec.columns.length));
       if (!this.cache.latest.has(id)) {
-        const a = Array.prototype.slice.call(row, ROLLOUT_COLUMNS.length) as SqlValue[];
+        const a = Array.prototype.slice.call(row, rolloutSpec.columns.length) as SqlValue[];
         this.rememberLatest(id, a[0] === null ? null : this.rememberAttempt(a));
       }
       return r;
@@ -207,7 +204,7 @@ export class SqlTx implements StorageTx {
     for (const row of rows) {
       const r = frozen(row);
       if (this.cache.rollouts.rows.get(r.rollout_id)) throw new Error(`insertRollouts: rollout ${r.rollout_id} already exists`);
-      this.cache.put(this.cache.rollouts, r.rollout_id, r, rolloutValues(r), true);
+      this.cache.put(this.cache.rollouts, r.rollout_id, r, rolloutSpec.values(r), true);
       // A new rollout id has no attempts yet (attempts are only made for existing rollouts).
       this.cache.setLatest(r.rollout_id, null);
     }
@@ -216,8 +213,8 @@ export class SqlTx implements StorageTx {
   updateRollout(id: string, patch: RolloutPatchRow): MaybePromise<Rollout> {
     return then(this.getRollout(id), (old) => {
       if (!old) throw new Error(`updateRollout: rollout ${id} does not exist`);
-      const r = patched(old, patch, ["rollout_id", "start_time"]);
-      this.cache.put(this.cache.rollouts, id, r, rolloutValues(r));
+      const r = patched(old, patch, ROLLOUT_FIXED_FIELDS);
+      this.cache.put(this.cache.rollouts, id, r, rolloutSpec.values(r));
       // The status and the config move the watchdog deadline kept on the latest attempt.
       if (patch.status === undefined && patch.config === undefined) return r;
       return then(this.getLatestAttempt(id), (latest) => {
@@ -340,7 +337,7 @@ export class SqlTx implements StorageTx {
   updateAttempt(rid: string, aid: string, patch: AttemptPatchRow): MaybePromise<Attempt> {
     return then(this.getAttempt(rid, aid), (old) => {
       if (!old) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
-      const a = patched(old, patch, ["rollout_id", "attempt_id", "sequence_id", "start_time"]);
+      const a = patched(old, patch, ATTEMPT_FIXED_FIELDS);
       return then(this.getRollout(rid), (rollout) =>
         then(this.getLatestAttempt(rid), (latest) => {
           const isLatest = latest?.attempt_id === aid;
@@ -497,7 +494,7 @@ export class SqlTx implements StorageTx {
 
   putResources(resources: ResourcesUpdate): MaybePromise<void> {
     const r = frozen(resources);
-    const values = [r.resources_id, r.create_time, r.update_time, r.version, toSql("resources", r.resources)];
+    const values = resourcesSpec.values(r);
     const done = this.c.run(PUT_RESOURCES, values);
     return then(done, () => {
       // One row under two keys: its text is counted once.
@@ -531,8 +528,8 @@ export class SqlTx implements StorageTx {
   upsertWorker(id: string, patch: WorkerPatchRow): MaybePromise<Worker> {
     return then(this.getWorker(id), (old) => {
       // A new worker starts from the model defaults (the table's column defaults are the same).
-      const w = patched(old ?? newWorker(id), patch, ["worker_id"]);
-      this.cache.put(this.cache.workers, id, w, workerValues(w));
+      const w = patched(old ?? newWorker(id), patch, WORKER_FIXED_FIELDS);
+      this.cache.put(this.cache.workers, id, w, workerSpec.values(w));
       return w;
     });
   }

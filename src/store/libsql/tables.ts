@@ -1,11 +1,14 @@
 /**
- * How each collection's model rows map to the SQL tables of schema.ts: the column list (taken from the
- * drizzle schema, so SQL and schema cannot drift apart), which columns hold JSON, and the converters
- * between a model object and a positional SQL row. Every converter builds fresh objects, so rows handed
- * to the core are never shared with anything the storage keeps.
+ * How each collection's model rows map to the SQL tables of schema.ts. Everything is read from the
+ * drizzle tables: the columns and their order, which hold JSON (`text(..., { mode: "json" })`), which are
+ * NOT NULL. Rollouts, attempts, resources and workers are read and written column by column by name, so
+ * a new model field is its zod schema plus a column (and the migration drizzle-kit makes from it);
+ * test/store/schema-columns.test.ts checks that the two agree. Spans have a layout of their own (a few
+ * columns, everything else in a JSON `body`). Every converter builds fresh objects, so rows handed to the
+ * core are never shared with anything the storage keeps.
  */
 import { getTableColumns } from "drizzle-orm";
-import type { SQLiteTable } from "drizzle-orm/sqlite-core";
+import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Attempt, ResourcesUpdate, Rollout, Span, Worker } from "../../types/index.ts";
 import { ValidationError } from "../../types/index.ts";
 import type { CollectionName, Rows } from "../storage.ts";
@@ -26,6 +29,12 @@ export interface TableSpec<T> {
   /** `SELECT <columns> FROM <table>` */
   select: string;
   fromRow(row: SqlRow): T;
+}
+
+/** A table whose rows are model objects with a field per column: read and written by column name. */
+export interface ModelTableSpec<T> extends TableSpec<T> {
+  /** The SQL values of a model row, in column order (JSON columns as text). */
+  values(row: T): SqlValue[];
 }
 
 /**
@@ -52,11 +61,14 @@ function json(v: unknown): string {
 const jsonTexts = new WeakMap<object, string>();
 const jsonOrNull = (v: unknown): string | null => (v === null || v === undefined ? null : json(v));
 const parse = (v: SqlValue): unknown => (v === null ? null : JSON.parse(v as string));
+const asIs = (v: unknown): SqlValue => (v ?? null) as SqlValue;
+
+const isJson = (c: SQLiteColumn): boolean => c.columnType === "SQLiteTextJson";
 
 function spec<T>(table: SQLiteTable, name: string, skip: readonly string[], order: string, fromRow: (r: SqlRow) => T): TableSpec<T> {
-  const cols = Object.values(getTableColumns(table)).filter((c) => !skip.includes(c.name));
+  const cols = modelColumns(table, skip);
   const columns = cols.map((c) => c.name);
-  const kinds = new Map<string, ColumnKind>(cols.map((c) => [c.name, c.columnType === "SQLiteText" ? "text" : "number"]));
+  const kinds = new Map<string, ColumnKind>(cols.map((c) => [c.name, c.getSQLType().startsWith("text") ? "text" : "number"]));
   const notNull = new Set(cols.filter((c) => c.notNull).map((c) => c.name));
   return {
     table: name,
@@ -69,33 +81,43 @@ function spec<T>(table: SQLiteTable, name: string, skip: readonly string[], orde
   };
 }
 
-/** Column names by position, checked once against the schema so the row readers below stay in step. */
-function expectColumns(s: TableSpec<unknown>, expected: readonly string[]): void {
-  if (s.columns.join() !== expected.join()) throw new Error(`schema drift in ${s.table}: ${s.columns.join()} != ${expected.join()}`);
+/** A table's columns in declaration order, less those that hold no model field (`skip`). */
+const modelColumns = (table: SQLiteTable, skip: readonly string[]): SQLiteColumn[] =>
+  Object.values(getTableColumns(table)).filter((c) => !skip.includes(c.name));
+
+/**
+ * The spec of a table with one column per model field: a row is read into an object with a key per
+ * column (JSON parsed) and written from the fields of the same names. A NOT NULL JSON column (a
+ * rollout's `input`) stores a null value as the text `null`.
+ */
+function modelSpec<T>(table: SQLiteTable, name: string, skip: readonly string[]): ModelTableSpec<T> {
+  const cols = modelColumns(table, skip);
+  const names = cols.map((c) => c.name);
+  const readers = cols.map((c) => (isJson(c) ? parse : null));
+  const writers = cols.map((c) => (!isJson(c) ? asIs : c.notNull ? json : jsonOrNull));
+  const fromRow = (r: SqlRow): T => {
+    const out: Record<string, unknown> = {};
+    for (let i = 0; i < names.length; i++) {
+      const read = readers[i];
+      out[names[i]!] = read ? read(r[i]!) : r[i];
+    }
+    return out as T;
+  };
+  const values = (row: T): SqlValue[] => {
+    const out = new Array<SqlValue>(names.length);
+    for (let i = 0; i < names.length; i++) out[i] = writers[i]!((row as Record<string, unknown>)[names[i]!]);
+    return out;
+  };
+  return { ...spec(table, name, skip, "rowid", fromRow), values };
 }
 
-export const ROLLOUT_COLUMNS = [
-  "rollout_id",
-  "input",
-  "start_time",
-  "end_time",
-  "mode",
-  "resources_id",
-  "status",
-  "config",
-  "metadata",
-] as const;
-export const ATTEMPT_COLUMNS = [
-  "rollout_id",
-  "attempt_id",
-  "sequence_id",
-  "start_time",
-  "end_time",
-  "status",
-  "worker_id",
-  "last_heartbeat_time",
-  "metadata",
-] as const;
+// Columns that hold no model field: the deadline the watchdog reads, the order the latest resources are found by.
+export const rolloutSpec = modelSpec<Rollout>(schema.rollouts, "rollouts", []);
+export const attemptSpec = modelSpec<Attempt>(schema.attempts, "attempts", ["watchdog_deadline"]);
+export const resourcesSpec = modelSpec<ResourcesUpdate>(schema.resources, "resources", ["write_order"]);
+export const workerSpec = modelSpec<Worker>(schema.workers, "workers", []);
+
+/** The spans table's layout, which spanSpec and spanValues follow by position (checked against schema.ts below). */
 export const SPAN_COLUMNS = [
   "rollout_id",
   "attempt_id",
@@ -108,45 +130,6 @@ export const SPAN_COLUMNS = [
   "end_time",
   "body",
 ] as const;
-export const RESOURCES_COLUMNS = ["resources_id", "create_time", "update_time", "version", "resources"] as const;
-export const WORKER_COLUMNS = [
-  "worker_id",
-  "status",
-  "heartbeat_stats",
-  "last_heartbeat_time",
-  "last_dequeue_time",
-  "last_busy_time",
-  "last_idle_time",
-  "current_rollout_id",
-  "current_attempt_id",
-] as const;
-
-/** Columns holding JSON text, per table. */
-export const JSON_COLUMNS: ReadonlySet<string> = new Set(["input", "config", "metadata", "resources", "heartbeat_stats", "body"]);
-
-export const rolloutSpec = spec<Rollout>(schema.rollouts, "rollouts", [], "rowid", (r) => ({
-  rollout_id: r[0] as string,
-  input: parse(r[1]),
-  start_time: r[2] as number,
-  end_time: r[3] as number | null,
-  mode: r[4] as Rollout["mode"],
-  resources_id: r[5] as string | null,
-  status: r[6] as Rollout["status"],
-  config: parse(r[7]) as Rollout["config"],
-  metadata: parse(r[8]) as Rollout["metadata"],
-}));
-
-export const attemptSpec = spec<Attempt>(schema.attempts, "attempts", ["watchdog_deadline"], "rowid", (r) => ({
-  rollout_id: r[0] as string,
-  attempt_id: r[1] as string,
-  sequence_id: r[2] as number,
-  start_time: r[3] as number,
-  end_time: r[4] as number | null,
-  status: r[5] as Attempt["status"],
-  worker_id: r[6] as string | null,
-  last_heartbeat_time: r[7] as number | null,
-  metadata: parse(r[8]) as Attempt["metadata"],
-}));
 
 export const spanSpec = spec<Span>(schema.spans, "spans", ["id"], "id", (r) => ({
   ...spanBody(r[9] as string, r[3] as string, r[4] as string, r[5] as string | null),
@@ -161,31 +144,8 @@ export const spanSpec = spec<Span>(schema.spans, "spans", ["id"], "id", (r) => (
   end_time: r[8] as number | null,
 }));
 
-export const resourcesSpec = spec<ResourcesUpdate>(schema.resources, "resources", ["write_order"], "rowid", (r) => ({
-  resources_id: r[0] as string,
-  create_time: r[1] as number,
-  update_time: r[2] as number,
-  version: r[3] as number,
-  resources: parse(r[4]) as ResourcesUpdate["resources"],
-}));
-
-export const workerSpec = spec<Worker>(schema.workers, "workers", [], "rowid", (r) => ({
-  worker_id: r[0] as string,
-  status: r[1] as Worker["status"],
-  heartbeat_stats: parse(r[2]) as Worker["heartbeat_stats"],
-  last_heartbeat_time: r[3] as number | null,
-  last_dequeue_time: r[4] as number | null,
-  last_busy_time: r[5] as number | null,
-  last_idle_time: r[6] as number | null,
-  current_rollout_id: r[7] as string | null,
-  current_attempt_id: r[8] as string | null,
-}));
-
-expectColumns(rolloutSpec, ROLLOUT_COLUMNS);
-expectColumns(attemptSpec, ATTEMPT_COLUMNS);
-expectColumns(spanSpec, SPAN_COLUMNS);
-expectColumns(resourcesSpec, RESOURCES_COLUMNS);
-expectColumns(workerSpec, WORKER_COLUMNS);
+if (spanSpec.columns.join() !== SPAN_COLUMNS.join())
+  throw new Error(`schema drift in spans: ${spanSpec.columns.join()} != ${SPAN_COLUMNS.join()}`);
 
 export const SPECS: { [K in CollectionName]: TableSpec<Rows[K]> } = {
   rollouts: rolloutSpec,
@@ -195,52 +155,15 @@ export const SPECS: { [K in CollectionName]: TableSpec<Rows[K]> } = {
   workers: workerSpec,
 };
 
-/** The SQL value of one model field (JSON columns as text). */
-export function toSql(column: string, v: unknown): SqlValue {
-  if (JSON_COLUMNS.has(column)) return column === "input" ? json(v) : jsonOrNull(v);
-  return (v ?? null) as SqlValue;
-}
-
-export const rolloutValues = (r: Rollout): SqlValue[] => [
-  r.rollout_id,
-  json(r.input),
-  r.start_time,
-  r.end_time,
-  r.mode,
-  r.resources_id,
-  r.status,
-  json(r.config),
-  jsonOrNull(r.metadata),
-];
-
 /** The columns an attempt row is written with: the model's, then its watchdog deadline (schema.ts). */
-export const ATTEMPT_ROW_COLUMNS = [...ATTEMPT_COLUMNS, "watchdog_deadline"] as const;
+export const ATTEMPT_ROW_COLUMNS = [...attemptSpec.columns, "watchdog_deadline"];
 
 /** An attempt row's values (ATTEMPT_ROW_COLUMNS): `deadline` is its rollout's watchdog deadline if it is the latest attempt, else null. */
-export const attemptValues = (a: Attempt, deadline: number | null): SqlValue[] => [
-  a.rollout_id,
-  a.attempt_id,
-  a.sequence_id,
-  a.start_time,
-  a.end_time,
-  a.status,
-  a.worker_id,
-  a.last_heartbeat_time,
-  jsonOrNull(a.metadata),
-  deadline,
-];
-
-export const workerValues = (w: Worker): SqlValue[] => [
-  w.worker_id,
-  w.status,
-  jsonOrNull(w.heartbeat_stats),
-  w.last_heartbeat_time,
-  w.last_dequeue_time,
-  w.last_busy_time,
-  w.last_idle_time,
-  w.current_rollout_id,
-  w.current_attempt_id,
-];
+export const attemptValues = (a: Attempt, deadline: number | null): SqlValue[] => {
+  const values = attemptSpec.values(a);
+  values.push(deadline);
+  return values;
+};
 
 /**
  * A span row's values: its columns, and everything else (extra keys included) as the JSON `body`, minus
