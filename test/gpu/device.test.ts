@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeAdapter, requestGpuDevice, INTERESTING_FEATURES, type GpuDeviceHandle } from "../../src/gpu/device.ts";
 import { detectRuntime } from "../../src/gpu/navigator.ts";
-import { GpuContext, tuningFromLimits } from "../../src/gpu/context.ts";
+import { GpuContext } from "../../src/gpu/context.ts";
+import { tuningFromLimits } from "../../src/gpu/tuning.ts";
 import { matmul } from "../../src/gpu/kernels/matmul.ts";
 import { attentionForward } from "../../src/gpu/kernels/attention.ts";
 import { createPolicyTrainer } from "../../src/engine/factory.ts";
