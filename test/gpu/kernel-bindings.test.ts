@@ -5,7 +5,7 @@ import { GpuContext } from "../../src/gpu/context.ts";
 import { bindingBlock, kernelBindings, memoKernel, storageEntries } from "../../src/gpu/kernel-source.ts";
 import { noGpu } from "./gpu-env.ts";
 
-/** A kernel's bindings are declared once by name (docs/architecture.md, "WGSL kernels"): the WGSL block
+/** A kernel's bindings are declared once by name (src/gpu/README.md, "Kernels"): the WGSL block
  * and the dispatch's bind group both come from the declaration. */
 
 const DECL = kernelBindings({

@@ -112,7 +112,7 @@ ${finish}
 `;
 }
 
-export function attentionForward(
+export function attention(
   ctx: GpuContext,
   q: GPUBuffer,
   k: GPUBuffer,

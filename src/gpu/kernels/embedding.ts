@@ -20,7 +20,7 @@ const SCATTER = kernelBindings({
 /** Vocab rows per scatter thread: trades parallelism against re-reading the ids. */
 const VOCAB_CHUNK = 32;
 
-export function embeddingGather(
+export function embedding(
   ctx: GpuContext,
   ids: GPUBuffer,
   table: GPUBuffer,
@@ -47,7 +47,7 @@ ${elementwiseMain(
 }
 
 /** dTable[v, :] += sum over rows with ids[r] == v of dOut[r, :] (accumulates: gradients are zeroed per step). */
-export function embeddingScatterAdd(
+export function embeddingBackward(
   ctx: GpuContext,
   ids: GPUBuffer,
   dOut: GPUBuffer,

@@ -20,7 +20,7 @@ const BWD = kernelBindings({
 });
 
 /** stats: [rows, 2] = (lse, E). */
-export function logSoftmaxForward(
+export function logSoftmaxGatherEntropy(
   ctx: GpuContext,
   logits: GPUBuffer,
   targets: GPUBuffer,
@@ -61,7 +61,7 @@ export function logSoftmaxForward(
 }
 
 /** z <- dlogprob (1[k == target] - p_k) - dentropy p_k (z_k - E), in place. */
-export function logSoftmaxBackward(
+export function logSoftmaxGatherEntropyBackward(
   ctx: GpuContext,
   logits: GPUBuffer,
   targets: GPUBuffer,

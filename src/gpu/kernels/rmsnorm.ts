@@ -14,7 +14,7 @@ const BWD = kernelBindings({
   buffers: { x: "read f32", w: "read f32", rstd: "read f32", dy: "read f32", dx: "read_write f32" },
 });
 
-export function rmsnormForward(
+export function rmsnorm(
   ctx: GpuContext,
   x: GPUBuffer,
   w: GPUBuffer,

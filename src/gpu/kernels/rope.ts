@@ -28,7 +28,7 @@ export function ropeTable(maxPositions: number, headDim: number, theta: number, 
   return table;
 }
 
-export function ropeApply(
+export function rope(
   ctx: GpuContext,
   x: GPUBuffer,
   positions: GPUBuffer,

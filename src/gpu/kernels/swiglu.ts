@@ -9,7 +9,7 @@ const BWD = kernelBindings({
 });
 
 /** y = silu(gate) * up. */
-export function swigluForward(ctx: GpuContext, gate: GPUBuffer, up: GPUBuffer, y: GPUBuffer, n: number): void {
+export function swiglu(ctx: GpuContext, gate: GPUBuffer, up: GPUBuffer, y: GPUBuffer, n: number): void {
   const wg = ctx.tuning.elementwise;
   const k = memoKernel(ctx.tuning, "swiglu_fwd", FWD, () =>
     elementwiseMain(
