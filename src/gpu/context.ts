@@ -1,81 +1,14 @@
 import { LightningError } from "../types/errors.ts";
 import { GpuDeviceLostError, requestGpuDevice, type GpuDeviceHandle, type GpuDeviceOptions } from "./device.ts";
-
-/** Work sizes every kernel derives from the device limits, computed once here so no kernel hard-codes them. */
-export interface GpuTuning {
-  /** Threads of 1-D elementwise kernels. */
-  elementwise: number;
-  /** Threads cooperating on one row reduction (power of two). */
-  rowThreads: number;
-  /** Matmul: the workgroup is side x side threads, each computing micro x micro outputs; k-tile depth. */
-  matmulSide: number;
-  /** Outputs per thread per dimension in the matmul (fixed by the kernel at 4). */
-  matmulMicro: number;
-  matmulDepth: number;
-  /** Attention: queries per workgroup (one thread each); K/V rows held in workgroup memory per head dim. */
-  attentionQueries: number;
-  workgroupStorageBytes: number;
-  maxWorkgroupsPerDim: number;
-}
-
-function floorPow2(n: number): number {
-  return 2 ** Math.floor(Math.log2(Math.max(1, n)));
-}
-
-export function tuningFromLimits(limits: GPUSupportedLimits): GpuTuning {
-  const maxThreads = Math.min(limits.maxComputeInvocationsPerWorkgroup, limits.maxComputeWorkgroupSizeX);
-  const storage = limits.maxComputeWorkgroupStorageSize;
-  const elementwise = floorPow2(Math.min(256, maxThreads));
-  const rowThreads = floorPow2(Math.min(256, maxThreads));
-  let matmulSide = floorPow2(
-    Math.min(16, Math.floor(Math.sqrt(limits.maxComputeInvocationsPerWorkgroup)), limits.maxComputeWorkgroupSizeY),
-  );
-  const matmulMicro = 4;
-  let matmulDepth = 16;
-  // Two tiles (A: tile x depth, B: depth x tile) of f32 must fit in workgroup memory.
-  while (2 * matmulSide * matmulMicro * matmulDepth * 4 > storage && matmulDepth > 4) matmulDepth /= 2;
-  while (2 * matmulSide * matmulMicro * matmulDepth * 4 > storage && matmulSide > 1) matmulSide /= 2;
-  return {
-    elementwise,
-    rowThreads,
-    matmulSide,
-    matmulMicro,
-    matmulDepth,
-    attentionQueries: floorPow2(Math.min(64, maxThreads)),
-    workgroupStorageBytes: storage,
-    maxWorkgroupsPerDim: limits.maxComputeWorkgroupsPerDimension,
-  };
-}
-
-/** A kernel's uniform block: field name -> WGSL scalar type, in declaration order. */
-export type UniformLayout = Record<string, "u32" | "f32" | "i32">;
-
-/** WGSL declaration of a layout as `struct Params` bound at group 0 binding 0. */
-export function uniformStruct(layout: UniformLayout): string {
-  const fields = Object.entries(layout).map(([n, t]) => `  ${n}: ${t},`);
-  return `struct Params {\n${fields.join("\n")}\n};\n@group(0) @binding(0) var<uniform> P: Params;\n`;
-}
-
-/** A compiled-once kernel: WGSL source plus a cache key; storage bindings are 1..n in the order the dispatcher passes them. */
-export interface KernelSource {
-  key: string;
-  code: string;
-  layout: UniformLayout;
-}
-
-const kernelMemo = new WeakMap<GpuTuning, Map<string, KernelSource>>();
-
-/** Builds a kernel's source once per tuning (device) and key. */
-export function memoKernel(t: GpuTuning, key: string, layout: UniformLayout, build: () => string): KernelSource {
-  let perTuning = kernelMemo.get(t);
-  if (perTuning === undefined) kernelMemo.set(t, (perTuning = new Map()));
-  let k = perTuning.get(key);
-  if (k === undefined) {
-    k = { key, code: uniformStruct(layout) + build(), layout };
-    perTuning.set(key, k);
-  }
-  return k;
-}
+import {
+  storageEntries,
+  type BufferLayout,
+  type KernelBuffers,
+  type KernelSource,
+  type UniformLayout,
+  type UniformValues,
+} from "./kernel-source.ts";
+import { tuningFromLimits, type GpuTuning } from "./tuning.ts";
 
 const UNIFORM_CACHE_LIMIT = 4096;
 
@@ -124,7 +57,7 @@ export class GpuContext {
     return p;
   }
 
-  private uniformBuffer(layout: UniformLayout, values: Record<string, number>): GPUBuffer {
+  private uniformBuffer(layout: UniformLayout, values: Readonly<Record<string, number>>): GPUBuffer {
     const names = Object.keys(layout);
     const bytes = new ArrayBuffer(Math.max(16, Math.ceil((names.length * 4) / 16) * 16));
     const view = new DataView(bytes);
@@ -146,16 +79,22 @@ export class GpuContext {
     return buf;
   }
 
-  /** Appends one dispatch to the open command encoder. */
-  dispatch(kernel: KernelSource, params: Record<string, number>, buffers: GPUBuffer[], groups: [number, number?, number?]): void {
+  /** Appends one dispatch to the open command encoder; `params` and `buffers` name every uniform and buffer
+   * the kernel declares (kernel-source.ts), and no other. */
+  dispatch<U extends UniformLayout, B extends BufferLayout>(
+    kernel: KernelSource<U, B>,
+    params: NoInfer<UniformValues<U>>,
+    buffers: NoInfer<KernelBuffers<B>>,
+    groups: [number, number?, number?],
+  ): void {
     const [x, y = 1, z = 1] = groups;
     if (x === 0 || y === 0 || z === 0) return;
     const max = this.tuning.maxWorkgroupsPerDim;
     if (x > max || y > max || z > max)
       throw new LightningError(`${kernel.key}: dispatch ${x}x${y}x${z} exceeds ${max} workgroups per dimension`);
+    const storage = storageEntries(kernel, buffers);
     const pipeline = this.pipeline(kernel);
-    const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.uniformBuffer(kernel.layout, params) } }];
-    buffers.forEach((b, i) => entries.push({ binding: i + 1, resource: { buffer: b } }));
+    const entries = [{ binding: 0, resource: { buffer: this.uniformBuffer(kernel.uniforms, params) } }, ...storage];
     const bindGroup = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
     const pass = this.openPass();
     pass.setPipeline(pipeline);

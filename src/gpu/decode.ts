@@ -9,12 +9,12 @@
 import { headDim, type ModelConfig } from "../model/config.ts";
 import { ValidationError } from "../types/errors.ts";
 import type { GpuContext } from "./context.ts";
-import { embeddingGather } from "./kernels/embedding.ts";
+import { embedding } from "./kernels/embedding.ts";
 import { attentionDecode, kvCacheWrite } from "./kernels/kv-cache.ts";
 import { linear } from "./kernels/matmul-rows.ts";
-import { rmsnormForward } from "./kernels/rmsnorm.ts";
-import { ropeApply } from "./kernels/rope.ts";
-import { swigluForward } from "./kernels/swiglu.ts";
+import { rmsnorm } from "./kernels/rmsnorm.ts";
+import { rope } from "./kernels/rope.ts";
+import { swiglu } from "./kernels/swiglu.ts";
 import type { GpuModel, MicroInputs, MicroShape } from "./model.ts";
 import { projectForward, type ProjectionDims } from "./projection.ts";
 import { allocQkNorm, finishQkv, qkvBuffers, type QkvBuffers } from "./qk.ts";
@@ -231,19 +231,19 @@ export class GpuDecoder {
     const bFormat = this.model.matrixFormat;
     if ((this.model.adapter?.config.r ?? 0) !== this.loraR)
       throw new ValidationError("the model's adapter changed shape since this decoder was made", ["adapter"]);
-    embeddingGather(ctx, this.ids, P.tok_embeddings, this.x, B, d, bFormat);
+    embedding(ctx, this.ids, P.tok_embeddings, this.x, B, d, bFormat);
     for (let l = 0; l < c.n_layers; l++) {
       const p = (n: string): GPUBuffer => P[`layers.${l}.${n}`];
       const proj = (name: string, x: GPUBuffer, y: GPUBuffer, dims: ProjectionDims): void =>
         projectForward(ctx, this.model.projection(l, name, true), x, y, this.loraT, dims, linear);
-      rmsnormForward(ctx, this.x, p("attn_norm"), this.h, this.rstd, B, d, c.norm_eps);
+      rmsnorm(ctx, this.x, p("attn_norm"), this.h, this.rstd, B, d, c.norm_eps);
       const { q, k, v } = this.qkv;
       proj("wq", this.h, this.qkv.qProj, { M: B, K: d, N: qd });
       proj("wk", this.h, this.qkv.kProj, { M: B, K: d, N: kvd });
       proj("wv", this.h, v, { M: B, K: d, N: kvd });
       finishQkv(ctx, c, p, this.qkv, B);
-      ropeApply(ctx, q, this.positions, this.model.ropeBuffer, c.max_seq_len, B, c.n_heads, hd, false);
-      ropeApply(ctx, k, this.positions, this.model.ropeBuffer, c.max_seq_len, B, c.n_kv_heads, hd, false);
+      rope(ctx, q, this.positions, this.model.ropeBuffer, c.max_seq_len, B, c.n_heads, hd, false);
+      rope(ctx, k, this.positions, this.model.ropeBuffer, c.max_seq_len, B, c.n_kv_heads, hd, false);
       kvCacheWrite(ctx, k, this.kCache[l], B, 1, this.slots, slot, kvd);
       kvCacheWrite(ctx, v, this.vCache[l], B, 1, this.slots, slot, kvd);
       attentionDecode(ctx, q, this.kCache[l], this.vCache[l], this.mask, this.attn, {
@@ -255,13 +255,13 @@ export class GpuDecoder {
         headDim: hd,
       });
       proj("wo", this.attn, this.x, { M: B, K: qd, N: d, accumulate: true });
-      rmsnormForward(ctx, this.x, p("ffn_norm"), this.h, this.rstd, B, d, c.norm_eps);
+      rmsnorm(ctx, this.x, p("ffn_norm"), this.h, this.rstd, B, d, c.norm_eps);
       proj("w_gate", this.h, this.gate, { M: B, K: d, N: c.d_ff });
       proj("w_up", this.h, this.up, { M: B, K: d, N: c.d_ff });
-      swigluForward(ctx, this.gate, this.up, this.act, B * c.d_ff);
+      swiglu(ctx, this.gate, this.up, this.act, B * c.d_ff);
       proj("w_down", this.act, this.x, { M: B, K: c.d_ff, N: d, accumulate: true });
     }
-    rmsnormForward(ctx, this.x, P.norm, this.h, this.rstd, B, d, c.norm_eps);
+    rmsnorm(ctx, this.x, P.norm, this.h, this.rstd, B, d, c.norm_eps);
     if (c.tie_embeddings) linear(ctx, this.h, P.tok_embeddings, this.logits, { M: B, K: d, N: c.vocab_size, transB: true, bFormat });
     else linear(ctx, this.h, P.lm_head, this.logits, { M: B, K: d, N: c.vocab_size, bFormat });
     this.filled = slot + 1;

@@ -10,6 +10,7 @@ export {
   type GpuDeviceOptions,
 } from "./device.ts";
 export type { GpuRuntime } from "./navigator.ts";
-export { GpuContext, type GpuTuning } from "./context.ts";
+export { GpuContext } from "./context.ts";
+export type { GpuTuning } from "./tuning.ts";
 export { GpuPolicyTrainer, type GpuTrainerOptions } from "./trainer.ts";
 export * from "./generation.ts";

@@ -11,12 +11,12 @@ import { ValidationError } from "../types/errors.ts";
 import type { GpuContext } from "./context.ts";
 import { matmul } from "./kernels/matmul.ts";
 import { linear } from "./kernels/matmul-rows.ts";
-import { embeddingGather, embeddingScatterAdd, scatterRows } from "./kernels/embedding.ts";
-import { rmsnormBackwardInput, rmsnormBackwardWeight, rmsnormForward } from "./kernels/rmsnorm.ts";
-import { ropeApply, ropeTable } from "./kernels/rope.ts";
-import { attentionBackward, attentionForward, type AttentionShape } from "./kernels/attention.ts";
-import { swigluBackward, swigluForward } from "./kernels/swiglu.ts";
-import { logSoftmaxBackward, logSoftmaxForward } from "./kernels/logsoftmax.ts";
+import { embedding, embeddingBackward, scatterRows } from "./kernels/embedding.ts";
+import { rmsnormBackwardInput, rmsnormBackwardWeight, rmsnorm } from "./kernels/rmsnorm.ts";
+import { rope, ropeTable } from "./kernels/rope.ts";
+import { attentionBackward, attention, type AttentionShape } from "./kernels/attention.ts";
+import { swigluBackward, swiglu } from "./kernels/swiglu.ts";
+import { logSoftmaxGatherEntropyBackward, logSoftmaxGatherEntropy } from "./kernels/logsoftmax.ts";
 import { allocQkNorm, finishQkv, finishQkvBackward, qkvBuffers, type QkvBuffers } from "./qk.ts";
 import type { WeightFormat } from "./kernels/weights.ts";
 import { GpuAdapter } from "./lora.ts";
@@ -390,14 +390,14 @@ export class GpuModel {
     const d = c.d_model;
     const bFormat = this.matrixFormat;
     ws.adapterUsed = this.lora !== null && options.adapter !== false;
-    embeddingGather(ctx, ws.ids, P.tok_embeddings, ws.inputs[0], N, d, bFormat);
+    embedding(ctx, ws.ids, P.tok_embeddings, ws.inputs[0], N, d, bFormat);
     for (let l = 0; l < c.n_layers; l++) this.layerForward(ws, s, l, true);
-    rmsnormForward(ctx, ws.xOut, P.norm, ws.hFinal, ws.rstdFinal, N, d, c.norm_eps);
+    rmsnorm(ctx, ws.xOut, P.norm, ws.hFinal, ws.rstdFinal, N, d, c.norm_eps);
     // Only the rows that predict response tokens go through the lm head.
-    embeddingGather(ctx, ws.predictRows, ws.hFinal, ws.hSel, NR, d);
+    embedding(ctx, ws.predictRows, ws.hFinal, ws.hSel, NR, d);
     if (c.tie_embeddings) linear(ctx, ws.hSel, P.tok_embeddings, ws.logits, { M: NR, K: d, N: c.vocab_size, transB: true, bFormat });
     else linear(ctx, ws.hSel, P.lm_head, ws.logits, { M: NR, K: d, N: c.vocab_size, bFormat });
-    logSoftmaxForward(ctx, ws.logits, ws.targets, ws.logprob, ws.entropy, ws.stats, NR, c.vocab_size);
+    logSoftmaxGatherEntropy(ctx, ws.logits, ws.targets, ws.logprob, ws.entropy, ws.stats, NR, c.vocab_size);
     return ws;
   }
 
@@ -420,20 +420,20 @@ export class GpuModel {
     const p = (n: string): GPUBuffer => this.params[`layers.${l}.${n}`];
     const proj = (name: string, x: GPUBuffer, y: GPUBuffer, dims: ProjectionDims): void =>
       projectForward(ctx, this.projection(l, name, ws.adapterUsed), x, y, a.loraT[name] ?? null, dims);
-    rmsnormForward(ctx, xIn, p("attn_norm"), a.h1, a.rstd1, N, d, c.norm_eps);
+    rmsnorm(ctx, xIn, p("attn_norm"), a.h1, a.rstd1, N, d, c.norm_eps);
     proj("wq", a.h1, a.qProj, { M: N, K: d, N: qd });
     proj("wk", a.h1, a.kProj, { M: N, K: d, N: kvd });
     proj("wv", a.h1, a.v, { M: N, K: d, N: kvd });
     finishQkv(ctx, c, p, a, N);
-    ropeApply(ctx, a.q, ws.positions, this.rope, c.max_seq_len, N, c.n_heads, hd, false);
-    ropeApply(ctx, a.k, ws.positions, this.rope, c.max_seq_len, N, c.n_kv_heads, hd, false);
-    attentionForward(ctx, a.q, a.k, a.v, ws.mask, a.attn, a.lse, att);
+    rope(ctx, a.q, ws.positions, this.rope, c.max_seq_len, N, c.n_heads, hd, false);
+    rope(ctx, a.k, ws.positions, this.rope, c.max_seq_len, N, c.n_kv_heads, hd, false);
+    attention(ctx, a.q, a.k, a.v, ws.mask, a.attn, a.lse, att);
     ctx.copy(xIn, a.xMid, N * d * 4);
     proj("wo", a.attn, a.xMid, { M: N, K: qd, N: d, accumulate: true });
-    rmsnormForward(ctx, a.xMid, p("ffn_norm"), a.h2, a.rstd2, N, d, c.norm_eps);
+    rmsnorm(ctx, a.xMid, p("ffn_norm"), a.h2, a.rstd2, N, d, c.norm_eps);
     proj("w_gate", a.h2, a.gate, { M: N, K: d, N: c.d_ff });
     proj("w_up", a.h2, a.up, { M: N, K: d, N: c.d_ff });
-    swigluForward(ctx, a.gate, a.up, a.act, N * c.d_ff);
+    swiglu(ctx, a.gate, a.up, a.act, N * c.d_ff);
     const down: ProjectionDims = { M: N, K: c.d_ff, N: d, accumulate: true };
     if (!output) {
       adapterInput(ctx, this.projection(l, "w_down", ws.adapterUsed), a.act, a.loraT.w_down ?? null, down);
@@ -464,7 +464,7 @@ export class GpuModel {
     const kvd = c.n_kv_heads * hd;
     const att: AttentionShape = { batch: s.B, seq: s.T, heads: c.n_heads, kvHeads: c.n_kv_heads, headDim: hd };
     const bFormat = this.matrixFormat;
-    logSoftmaxBackward(ctx, ws.logits, ws.targets, ws.stats, ws.dlogprob, ws.dentropy, NR, V);
+    logSoftmaxGatherEntropyBackward(ctx, ws.logits, ws.targets, ws.stats, ws.dlogprob, ws.dentropy, NR, V);
     const dLogits = ws.logits;
     if (c.tie_embeddings) {
       linear(ctx, dLogits, P.tok_embeddings, ws.dhSel, { M: NR, K: V, N: d, bFormat });
@@ -499,8 +499,8 @@ export class GpuModel {
         { q: a.q, k: a.k, v: a.v, mask: ws.mask, out: a.attn, lse: a.lse, dout: ws.dAttn, dq: ws.dq, dk: ws.dk, dv: ws.dv, D: ws.D },
         att,
       );
-      ropeApply(ctx, ws.dq, ws.positions, this.rope, c.max_seq_len, N, c.n_heads, hd, true);
-      ropeApply(ctx, ws.dk, ws.positions, this.rope, c.max_seq_len, N, c.n_kv_heads, hd, true);
+      rope(ctx, ws.dq, ws.positions, this.rope, c.max_seq_len, N, c.n_heads, hd, true);
+      rope(ctx, ws.dk, ws.positions, this.rope, c.max_seq_len, N, c.n_kv_heads, hd, true);
       // q/k/v = finishQkv(h1 @ wq, h1 @ wk, h1 @ wv)
       const { dq, dk } = finishQkvBackward(ctx, c, p, g, a, ws, N);
       back("wq", a.h1, dq, ws.dh, { M: N, K: d, N: qd });
@@ -509,7 +509,7 @@ export class GpuModel {
       if (g) rmsnormBackwardWeight(ctx, xIn, a.rstd1, ws.dh, g("attn_norm"), N, d);
       rmsnormBackwardInput(ctx, xIn, p("attn_norm"), a.rstd1, ws.dh, ws.dx, N, d, true);
     }
-    if (trainBase) embeddingScatterAdd(ctx, ws.ids, ws.dx, G.tok_embeddings, N, d, V);
+    if (trainBase) embeddingBackward(ctx, ws.ids, ws.dx, G.tok_embeddings, N, d, V);
   }
 
   destroy(): void {

@@ -6,7 +6,7 @@
 import { headDim, type ModelConfig } from "../model/config.ts";
 import type { GpuContext } from "./context.ts";
 import { addBias, biasBackward } from "./kernels/bias.ts";
-import { rmsnormBackwardInput, rmsnormBackwardWeight, rmsnormForward } from "./kernels/rmsnorm.ts";
+import { rmsnormBackwardInput, rmsnormBackwardWeight, rmsnorm } from "./kernels/rmsnorm.ts";
 
 /**
  * One layer's q, k, v [rows, heads*hd | kv*hd] as RoPE reads them, and where the projections land: with
@@ -59,8 +59,8 @@ export function finishQkv(ctx: GpuContext, c: ModelConfig, p: (name: string) => 
   }
   if (b.qRstd !== null && b.kRstd !== null) {
     // each head's hd values are one RMSNorm row
-    rmsnormForward(ctx, b.qProj, p("q_norm"), b.q, b.qRstd, rows * c.n_heads, hd, c.norm_eps);
-    rmsnormForward(ctx, b.kProj, p("k_norm"), b.k, b.kRstd, rows * c.n_kv_heads, hd, c.norm_eps);
+    rmsnorm(ctx, b.qProj, p("q_norm"), b.q, b.qRstd, rows * c.n_heads, hd, c.norm_eps);
+    rmsnorm(ctx, b.kProj, p("k_norm"), b.k, b.kRstd, rows * c.n_kv_heads, hd, c.norm_eps);
   }
 }
 

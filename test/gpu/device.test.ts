@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeAdapter, requestGpuDevice, INTERESTING_FEATURES, type GpuDeviceHandle } from "../../src/gpu/device.ts";
 import { detectRuntime } from "../../src/gpu/navigator.ts";
-import { GpuContext, tuningFromLimits } from "../../src/gpu/context.ts";
+import { GpuContext } from "../../src/gpu/context.ts";
+import { tuningFromLimits } from "../../src/gpu/tuning.ts";
 import { matmul } from "../../src/gpu/kernels/matmul.ts";
-import { attentionForward } from "../../src/gpu/kernels/attention.ts";
+import { attention } from "../../src/gpu/kernels/attention.ts";
 import { createPolicyTrainer } from "../../src/engine/factory.ts";
 import { CpuTrainer } from "../../src/cpu/trainer.ts";
 import * as ops from "../../src/model/reference/ops.ts";
@@ -75,7 +76,7 @@ describe.skipIf(noGpu)("device acquisition and small-limit kernels", { timeout: 
     const v = randn(rng, 70 * 32);
     const mask = new Uint32Array(70).fill(1);
     const out = ctx.alloc(q.length);
-    attentionForward(ctx, ctx.upload(q), ctx.upload(k), ctx.upload(v), ctx.upload(mask), out, ctx.alloc(140), dims);
+    attention(ctx, ctx.upload(q), ctx.upload(k), ctx.upload(v), ctx.upload(mask), out, ctx.alloc(140), dims);
     expect(maxRelError(await ctx.read(out), ops.attention(q, k, v, mask, dims).out)).toBeLessThan(1e-5);
   });
 

@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GpuContext } from "../../src/gpu/context.ts";
 import { matmul } from "../../src/gpu/kernels/matmul.ts";
-import { embeddingGather, embeddingScatterAdd, scatterRows } from "../../src/gpu/kernels/embedding.ts";
-import { rmsnormForward, rmsnormBackwardInput, rmsnormBackwardWeight } from "../../src/gpu/kernels/rmsnorm.ts";
-import { ropeApply, ropeTable } from "../../src/gpu/kernels/rope.ts";
-import { attentionForward, attentionBackward } from "../../src/gpu/kernels/attention.ts";
-import { swigluForward, swigluBackward } from "../../src/gpu/kernels/swiglu.ts";
-import { logSoftmaxForward, logSoftmaxBackward } from "../../src/gpu/kernels/logsoftmax.ts";
+import { embedding, embeddingBackward, scatterRows } from "../../src/gpu/kernels/embedding.ts";
+import { rmsnorm, rmsnormBackwardInput, rmsnormBackwardWeight } from "../../src/gpu/kernels/rmsnorm.ts";
+import { rope, ropeTable } from "../../src/gpu/kernels/rope.ts";
+import { attention, attentionBackward } from "../../src/gpu/kernels/attention.ts";
+import { swiglu, swigluBackward } from "../../src/gpu/kernels/swiglu.ts";
+import { logSoftmaxGatherEntropy, logSoftmaxGatherEntropyBackward } from "../../src/gpu/kernels/logsoftmax.ts";
 import { columnSums, sumSquares, SUMSQ_GROUPS } from "../../src/gpu/kernels/reduce.ts";
 import { adamw, adamwScalars } from "../../src/gpu/kernels/adamw.ts";
 import { adamwStep } from "../../src/model/reference/optim.ts";
@@ -62,11 +62,11 @@ describe.skipIf(noGpu)("WGSL kernels vs the CPU reference", { timeout: 180_000 }
     ids[3] = ids[5] = ids[9] = 7;
     const table = randn(rng, vocab * dim);
     const out = ctx.alloc(rows * dim);
-    embeddingGather(ctx, ctx.upload(ids), ctx.upload(table), out, rows, dim);
+    embedding(ctx, ctx.upload(ids), ctx.upload(table), out, rows, dim);
     expect(await ctx.read(out)).toEqual(ops.embedding(ids, table, { vocab, dim }));
     const dy = randn(rng, rows * dim);
     const dTable = ctx.upload(table);
-    embeddingScatterAdd(ctx, ctx.upload(ids), ctx.upload(dy), dTable, rows, dim, vocab);
+    embeddingBackward(ctx, ctx.upload(ids), ctx.upload(dy), dTable, rows, dim, vocab);
     expect(maxRelError(await ctx.read(dTable), ops.add(table, ops.embeddingBackward(ids, dy, { vocab, dim })))).toBeLessThan(TOL);
     const index = new Uint32Array([4, 0, 2]);
     const dst = ctx.alloc(5 * dim);
@@ -87,7 +87,7 @@ describe.skipIf(noGpu)("WGSL kernels vs the CPU reference", { timeout: 180_000 }
     const ref = ops.rmsnorm(x, w, { rows, dim, eps });
     const refB = ops.rmsnormBackward(x, w, ref.rstd, dy, { rows, dim });
     const [X, W, Y, R, DY] = [ctx.upload(x), ctx.upload(w), ctx.alloc(rows * dim), ctx.alloc(rows), ctx.upload(dy)];
-    rmsnormForward(ctx, X, W, Y, R, rows, dim, eps);
+    rmsnorm(ctx, X, W, Y, R, rows, dim, eps);
     expect(maxRelError(await ctx.read(Y), ref.y)).toBeLessThan(TOL);
     expect(maxRelError(await ctx.read(R), ref.rstd)).toBeLessThan(TOL);
     const prior = randn(rng, rows * dim);
@@ -112,10 +112,10 @@ describe.skipIf(noGpu)("WGSL kernels vs the CPU reference", { timeout: 180_000 }
     const dims = { rows, heads, headDim, theta };
     const table = ctx.upload(ropeTable(maxPos, headDim, theta));
     const X = ctx.upload(x);
-    ropeApply(ctx, X, ctx.upload(pos), table, maxPos, rows, heads, headDim, false);
+    rope(ctx, X, ctx.upload(pos), table, maxPos, rows, heads, headDim, false);
     expect(maxRelError(await ctx.read(X), ops.rope(x, pos, dims))).toBeLessThan(TOL);
     ctx.write(X, x);
-    ropeApply(ctx, X, ctx.upload(pos), table, maxPos, rows, heads, headDim, true);
+    rope(ctx, X, ctx.upload(pos), table, maxPos, rows, heads, headDim, true);
     expect(maxRelError(await ctx.read(X), ops.ropeBackward(x, pos, dims))).toBeLessThan(TOL);
   });
 
@@ -149,7 +149,7 @@ describe.skipIf(noGpu)("WGSL kernels vs the CPU reference", { timeout: 180_000 }
       dv: ctx.alloc(v.length),
       D: ctx.alloc(B * H * T),
     };
-    attentionForward(ctx, bufs.q, bufs.k, bufs.v, bufs.mask, bufs.out, bufs.lse, dims);
+    attention(ctx, bufs.q, bufs.k, bufs.v, bufs.mask, bufs.out, bufs.lse, dims);
     expect(maxRelError(await ctx.read(bufs.out), ref.out)).toBeLessThan(1e-5);
     attentionBackward(ctx, bufs, dims);
     expect(maxRelError(await ctx.read(bufs.dq), refB.dq)).toBeLessThan(1e-4);
@@ -163,7 +163,7 @@ describe.skipIf(noGpu)("WGSL kernels vs the CPU reference", { timeout: 180_000 }
     const u = randn(rng, n);
     const dy = randn(rng, n);
     const [G, U, Y, DY, DG, DU] = [ctx.upload(g), ctx.upload(u), ctx.alloc(n), ctx.upload(dy), ctx.alloc(n), ctx.alloc(n)];
-    swigluForward(ctx, G, U, Y, n);
+    swiglu(ctx, G, U, Y, n);
     expect(maxRelError(await ctx.read(Y), ops.swiglu(g, u))).toBeLessThan(TOL);
     swigluBackward(ctx, G, U, DY, DG, DU, n);
     const ref = ops.swigluBackward(g, u, dy);
@@ -180,12 +180,12 @@ describe.skipIf(noGpu)("WGSL kernels vs the CPU reference", { timeout: 180_000 }
     const ref = ops.logSoftmaxGatherEntropy(z, tg, { rows, vocab });
     const Z = ctx.upload(z);
     const [TG, LP, H, S] = [ctx.upload(tg), ctx.alloc(rows), ctx.alloc(rows), ctx.alloc(2 * rows)];
-    logSoftmaxForward(ctx, Z, TG, LP, H, S, rows, vocab);
+    logSoftmaxGatherEntropy(ctx, Z, TG, LP, H, S, rows, vocab);
     expect(maxRelError(await ctx.read(LP), ref.logprob)).toBeLessThan(1e-5);
     expect(maxRelError(await ctx.read(H), ref.entropy)).toBeLessThan(1e-5);
     const gl = randn(rng, rows);
     const ge = randn(rng, rows);
-    logSoftmaxBackward(ctx, Z, TG, S, ctx.upload(gl), ctx.upload(ge), rows, vocab);
+    logSoftmaxGatherEntropyBackward(ctx, Z, TG, S, ctx.upload(gl), ctx.upload(ge), rows, vocab);
     const want = ops.logSoftmaxGatherEntropyBackward(z, tg, ref.lse, ref.entropy, gl, ge, { rows, vocab });
     expect(maxRelError(await ctx.read(Z), want)).toBeLessThan(1e-5);
   });

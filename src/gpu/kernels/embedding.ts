@@ -1,18 +1,26 @@
-import { groupsFor, memoKernel, type GpuContext } from "../context.ts";
-import { weightAt, weightDecl, type WeightFormat } from "./weights.ts";
-import { flatIndex, launch1d } from "./grid.ts";
+import { groupsFor, type GpuContext } from "../context.ts";
+import { kernelBindings, memoKernel } from "../kernel-source.ts";
+import { weightAt, weightBinding, type WeightFormat } from "./weights.ts";
+import { elementwiseMain, launch1d } from "./grid.ts";
 
 /** out[r, :] = table[ids[r], :]; backward scatter-adds rows of dOut into dTable without atomics
  * (float atomics do not exist in WGSL): each thread owns one (column, vocab-chunk) and walks the tokens
  * in order, so the sum order is fixed and runs are bit-identical. */
 
-const GATHER = { rows: "u32", dim: "u32" } as const;
-const SCATTER = { rows: "u32", dim: "u32", vocab: "u32", chunk: "u32" } as const;
+const gatherBindings = (tableFormat: WeightFormat) =>
+  kernelBindings({
+    uniforms: { rows: "u32", dim: "u32" },
+    buffers: { ids: "read u32", table: weightBinding(tableFormat), out: "read_write f32" },
+  });
+const SCATTER = kernelBindings({
+  uniforms: { rows: "u32", dim: "u32", vocab: "u32", chunk: "u32" },
+  buffers: { ids: "read u32", dOut: "read f32", dTable: "read_write f32" },
+});
 
 /** Vocab rows per scatter thread: trades parallelism against re-reading the ids. */
 const VOCAB_CHUNK = 32;
 
-export function embeddingGather(
+export function embedding(
   ctx: GpuContext,
   ids: GPUBuffer,
   table: GPUBuffer,
@@ -25,26 +33,21 @@ export function embeddingGather(
   const k = memoKernel(
     ctx.tuning,
     `embedding_gather_${tableFormat}`,
-    GATHER,
+    gatherBindings(tableFormat),
     () => `
-@group(0) @binding(1) var<storage, read> ids: array<u32>;
-${weightDecl(2, "table", tableFormat)}
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
 ${weightAt("table", tableFormat)}
-@compute @workgroup_size(${wg})
-fn main(@builtin(global_invocation_id) g: vec3u) {
-  let i = ${flatIndex(wg)};
-  if (i >= P.rows * P.dim) { return; }
-  let r = i / P.dim;
-  out[i] = table_at(ids[r] * P.dim + i % P.dim);
-}
-`,
+${elementwiseMain(
+  wg,
+  "P.rows * P.dim",
+  `  let r = i / P.dim;
+  out[i] = table_at(ids[r] * P.dim + i % P.dim);`,
+)}`,
   );
-  ctx.dispatch(k, { rows, dim }, [ids, table, out], launch1d(ctx, rows * dim));
+  ctx.dispatch(k, { rows, dim }, { ids, table, out }, launch1d(ctx, rows * dim));
 }
 
 /** dTable[v, :] += sum over rows with ids[r] == v of dOut[r, :] (accumulates: gradients are zeroed per step). */
-export function embeddingScatterAdd(
+export function embeddingBackward(
   ctx: GpuContext,
   ids: GPUBuffer,
   dOut: GPUBuffer,
@@ -59,9 +62,6 @@ export function embeddingScatterAdd(
     "embedding_scatter",
     SCATTER,
     () => `
-@group(0) @binding(1) var<storage, read> ids: array<u32>;
-@group(0) @binding(2) var<storage, read> dOut: array<f32>;
-@group(0) @binding(3) var<storage, read_write> dTable: array<f32>;
 @compute @workgroup_size(${wg})
 fn main(@builtin(global_invocation_id) g: vec3u) {
   let c = g.x;
@@ -75,29 +75,19 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
 }
 `,
   );
-  ctx.dispatch(k, { rows, dim, vocab, chunk: VOCAB_CHUNK }, [ids, dOut, dTable], [groupsFor(dim, wg), groupsFor(vocab, VOCAB_CHUNK)]);
+  ctx.dispatch(k, { rows, dim, vocab, chunk: VOCAB_CHUNK }, { ids, dOut, dTable }, [groupsFor(dim, wg), groupsFor(vocab, VOCAB_CHUNK)]);
 }
 
-const ROWS = { rows: "u32", dim: "u32" } as const;
+const SCATTER_ROWS = kernelBindings({
+  uniforms: { rows: "u32", dim: "u32" },
+  buffers: { index: "read u32", src: "read f32", dst: "read_write f32" },
+});
 
 /** dst[index[r], :] = src[r, :] for unique indices (the backward of a row gather; other rows untouched). */
 export function scatterRows(ctx: GpuContext, index: GPUBuffer, src: GPUBuffer, dst: GPUBuffer, rows: number, dim: number): void {
   const wg = ctx.tuning.elementwise;
-  const k = memoKernel(
-    ctx.tuning,
-    "scatter_rows",
-    ROWS,
-    () => `
-@group(0) @binding(1) var<storage, read> index: array<u32>;
-@group(0) @binding(2) var<storage, read> src: array<f32>;
-@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
-@compute @workgroup_size(${wg})
-fn main(@builtin(global_invocation_id) g: vec3u) {
-  let i = ${flatIndex(wg)};
-  if (i >= P.rows * P.dim) { return; }
-  dst[index[i / P.dim] * P.dim + i % P.dim] = src[i];
-}
-`,
+  const k = memoKernel(ctx.tuning, "scatter_rows", SCATTER_ROWS, () =>
+    elementwiseMain(wg, "P.rows * P.dim", "  dst[index[i / P.dim] * P.dim + i % P.dim] = src[i];"),
   );
-  ctx.dispatch(k, { rows, dim }, [index, src, dst], launch1d(ctx, rows * dim));
+  ctx.dispatch(k, { rows, dim }, { index, src, dst }, launch1d(ctx, rows * dim));
 }

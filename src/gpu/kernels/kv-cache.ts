@@ -1,5 +1,7 @@
-import { memoKernel, type GpuContext, type GpuTuning } from "../context.ts";
-import { flatIndex, launch1d } from "./grid.ts";
+import type { GpuContext } from "../context.ts";
+import { kernelBindings, memoKernel } from "../kernel-source.ts";
+import type { GpuTuning } from "../tuning.ts";
+import { elementwiseMain, launch1d } from "./grid.ts";
 
 /**
  * Kernels of KV-cached decoding. The cache of one layer holds K (after RoPE) or V as [B, S, KV*hd]: B
@@ -9,7 +11,10 @@ import { flatIndex, launch1d } from "./grid.ts";
  * iff j == i or (j < i and mask[j] == 1)).
  */
 
-const WRITE = { rows: "u32", batch: "u32", slots: "u32", slot0: "u32", width: "u32" } as const;
+const WRITE = kernelBindings({
+  uniforms: { rows: "u32", batch: "u32", slots: "u32", slot0: "u32", width: "u32" },
+  buffers: { src: "read f32", cache: "read_write f32" },
+});
 
 /** cache[b, slot0 + t, :] = src[b * rows + t, :] for t < rows: the prefill's rows (rows = T) or one decoded row (rows = 1). */
 export function kvCacheWrite(
@@ -23,26 +28,19 @@ export function kvCacheWrite(
   width: number,
 ): void {
   const wg = ctx.tuning.elementwise;
-  const k = memoKernel(
-    ctx.tuning,
-    "kv_cache_write",
-    WRITE,
-    () => `
-@group(0) @binding(1) var<storage, read> src: array<f32>;
-@group(0) @binding(2) var<storage, read_write> cache: array<f32>;
-@compute @workgroup_size(${wg})
-fn main(@builtin(global_invocation_id) g: vec3u) {
-  let id = ${flatIndex(wg)};
-  if (id >= P.batch * P.rows * P.width) { return; }
-  let e = id % P.width;
+  const k = memoKernel(ctx.tuning, "kv_cache_write", WRITE, () =>
+    elementwiseMain(
+      wg,
+      "P.batch * P.rows * P.width",
+      `  let e = id % P.width;
   let bt = id / P.width;
   let t = bt % P.rows;
   let b = bt / P.rows;
-  cache[(b * P.slots + P.slot0 + t) * P.width + e] = src[id];
-}
-`,
+  cache[(b * P.slots + P.slot0 + t) * P.width + e] = src[id];`,
+      "id",
+    ),
   );
-  ctx.dispatch(k, { rows, batch, slots, slot0, width }, [src, cache], launch1d(ctx, batch * rows * width));
+  ctx.dispatch(k, { rows, batch, slots, slot0, width }, { src, cache }, launch1d(ctx, batch * rows * width));
 }
 
 export interface DecodeAttentionShape {
@@ -56,7 +54,10 @@ export interface DecodeAttentionShape {
   headDim: number;
 }
 
-const DECODE = { S: "u32", n: "u32", H: "u32", KV: "u32", scale: "f32" } as const;
+const DECODE = kernelBindings({
+  uniforms: { S: "u32", n: "u32", H: "u32", KV: "u32", scale: "f32" },
+  buffers: { q: "read f32", kc: "read f32", vc: "read f32", mask: "read u32", out: "read_write f32" },
+});
 
 /** Threads of the decode attention: one key each while scoring a tile, head dims split among them while accumulating. */
 export function decodeThreads(t: GpuTuning): number {
@@ -87,11 +88,6 @@ export function attentionDecode(
     DECODE,
     () => `
 const W = ${W}u; const HD = ${HD}u; const DPT = ${DPT}u;
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> kc: array<f32>;
-@group(0) @binding(3) var<storage, read> vc: array<f32>;
-@group(0) @binding(4) var<storage, read> mask: array<u32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
 var<workgroup> qs: array<f32, ${HD}>;
 var<workgroup> sc: array<f32, ${W}>;
 var<workgroup> vis: array<u32, ${W}>;
@@ -147,7 +143,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   ctx.dispatch(
     kernel,
     { S: s.slots, n: s.filled, H: s.heads, KV: s.kvHeads, scale: 1 / Math.sqrt(s.headDim) },
-    [q, kCache, vCache, mask, out],
+    { q, kc: kCache, vc: vCache, mask, out },
     [s.heads, s.batch],
   );
 }

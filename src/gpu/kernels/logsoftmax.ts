@@ -1,6 +1,7 @@
-import { memoKernel, type GpuContext } from "../context.ts";
-import { flatIndex, launch1d, split2d } from "./grid.ts";
-import { ROW_OF_WORKGROUP, treeSumWgsl } from "./reduce-wgsl.ts";
+import type { GpuContext } from "../context.ts";
+import { kernelBindings, memoKernel } from "../kernel-source.ts";
+import { elementwiseMain, launch1d, split2d } from "./grid.ts";
+import { rowMain } from "./reduce-wgsl.ts";
 
 /**
  * Fused log-softmax + gather + entropy over logits z [rows, vocab]: per row the taken token's log-prob
@@ -9,10 +10,17 @@ import { ROW_OF_WORKGROUP, treeSumWgsl } from "./reduce-wgsl.ts";
  * so no second vocab-sized tensor exists.
  */
 
-const FWD = { rows: "u32", vocab: "u32" } as const;
+const FWD = kernelBindings({
+  uniforms: { rows: "u32", vocab: "u32" },
+  buffers: { z: "read f32", targets: "read u32", logprob: "read_write f32", entropy: "read_write f32", stats: "read_write f32" },
+});
+const BWD = kernelBindings({
+  uniforms: { rows: "u32", vocab: "u32" },
+  buffers: { z: "read_write f32", targets: "read u32", stats: "read f32", dlogprob: "read f32", dentropy: "read f32" },
+});
 
 /** stats: [rows, 2] = (lse, E). */
-export function logSoftmaxForward(
+export function logSoftmaxGatherEntropy(
   ctx: GpuContext,
   logits: GPUBuffer,
   targets: GPUBuffer,
@@ -23,22 +31,10 @@ export function logSoftmaxForward(
   vocab: number,
 ): void {
   const t = ctx.tuning.rowThreads;
-  const k = memoKernel(
-    ctx.tuning,
-    "logsoftmax_fwd",
-    FWD,
-    () => `
-@group(0) @binding(1) var<storage, read> z: array<f32>;
-@group(0) @binding(2) var<storage, read> targets: array<u32>;
-@group(0) @binding(3) var<storage, read_write> logprob: array<f32>;
-@group(0) @binding(4) var<storage, read_write> entropy: array<f32>;
-@group(0) @binding(5) var<storage, read_write> stats: array<f32>;
-${treeSumWgsl(t)}
-@compute @workgroup_size(${t})
-fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
-  let row = ${ROW_OF_WORKGROUP};
-  if (row >= P.rows) { return; }
-  let o = row * P.vocab;
+  const k = memoKernel(ctx.tuning, "logsoftmax_fwd", FWD, () =>
+    rowMain(
+      t,
+      `  let o = row * P.vocab;
   var mx = -3.0e38;
   for (var j = lid; j < P.vocab; j += THREADS) { mx = max(mx, z[o + j]); }
   mx = treeMax(lid, mx);
@@ -58,15 +54,14 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     entropy[row] = lse - E;
     stats[2u * row] = lse;
     stats[2u * row + 1u] = E;
-  }
-}
-`,
+  }`,
+    ),
   );
-  ctx.dispatch(k, { rows, vocab }, [logits, targets, logprob, entropy, stats], split2d(rows));
+  ctx.dispatch(k, { rows, vocab }, { z: logits, targets, logprob, entropy, stats }, split2d(rows));
 }
 
 /** z <- dlogprob (1[k == target] - p_k) - dentropy p_k (z_k - E), in place. */
-export function logSoftmaxBackward(
+export function logSoftmaxGatherEntropyBackward(
   ctx: GpuContext,
   logits: GPUBuffer,
   targets: GPUBuffer,
@@ -77,27 +72,16 @@ export function logSoftmaxBackward(
   vocab: number,
 ): void {
   const wg = ctx.tuning.elementwise;
-  const k = memoKernel(
-    ctx.tuning,
-    "logsoftmax_bwd",
-    FWD,
-    () => `
-@group(0) @binding(1) var<storage, read_write> z: array<f32>;
-@group(0) @binding(2) var<storage, read> targets: array<u32>;
-@group(0) @binding(3) var<storage, read> stats: array<f32>;
-@group(0) @binding(4) var<storage, read> dlogprob: array<f32>;
-@group(0) @binding(5) var<storage, read> dentropy: array<f32>;
-@compute @workgroup_size(${wg})
-fn main(@builtin(global_invocation_id) g: vec3u) {
-  let i = ${flatIndex(wg)};
-  if (i >= P.rows * P.vocab) { return; }
-  let row = i / P.vocab;
+  const k = memoKernel(ctx.tuning, "logsoftmax_bwd", BWD, () =>
+    elementwiseMain(
+      wg,
+      "P.rows * P.vocab",
+      `  let row = i / P.vocab;
   let zk = z[i];
   let p = exp(zk - stats[2u * row]);
   let onehot = select(0.0, 1.0, i % P.vocab == targets[row]);
-  z[i] = dlogprob[row] * (onehot - p) - dentropy[row] * p * (zk - stats[2u * row + 1u]);
-}
-`,
+  z[i] = dlogprob[row] * (onehot - p) - dentropy[row] * p * (zk - stats[2u * row + 1u]);`,
+    ),
   );
-  ctx.dispatch(k, { rows, vocab }, [logits, targets, stats, dlogprob, dentropy], launch1d(ctx, rows * vocab));
+  ctx.dispatch(k, { rows, vocab }, { z: logits, targets, stats, dlogprob, dentropy }, launch1d(ctx, rows * vocab));
 }

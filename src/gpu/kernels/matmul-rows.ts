@@ -1,6 +1,8 @@
-import { groupsFor, memoKernel, type GpuContext, type GpuTuning } from "../context.ts";
-import { matmul, MATMUL_LAYOUT, matmulUniforms, type MatmulShape } from "./matmul.ts";
-import { weightAt, weightDecl } from "./weights.ts";
+import { groupsFor, type GpuContext } from "../context.ts";
+import { memoKernel } from "../kernel-source.ts";
+import type { GpuTuning } from "../tuning.ts";
+import { MATMUL_STORE, matmul, matmulBindings, matmulUniforms, type MatmulShape } from "./matmul.ts";
+import { weightAt } from "./weights.ts";
 
 /**
  * C[M,N] (=|+=) A[M,K] @ op(B) for a few rows M, as in a decode step (M = sequences in the batch). The
@@ -26,24 +28,16 @@ export function matmulRows(ctx: GpuContext, a: GPUBuffer, b: GPUBuffer, c: GPUBu
   const kernel = memoKernel(
     ctx.tuning,
     `matmul_rows_${transB ? "t" : "n"}_${bFormat}`,
-    MATMUL_LAYOUT,
+    matmulBindings(bFormat),
     () => `
 const W = ${W}u; const KC = ${KC}u;
-@group(0) @binding(1) var<storage, read> A: array<f32>;
-${weightDecl(2, "B", bFormat)}
-@group(0) @binding(3) var<storage, read_write> C: array<f32>;
 ${weightAt("B", bFormat)}
 var<workgroup> As: array<vec4<f32>, ${KC}>;
 fn readA(r: u32, k: u32) -> f32 {
   if (r >= P.M) { return 0.0; }
   return A[r * P.K + k];
 }
-fn store(r: u32, c: u32, v: f32) {
-  if (r < P.M) {
-    let idx = r * P.N + c;
-    C[idx] = select(0.0, C[idx], P.accumulate != 0u) + P.scale * v;
-  }
-}
+${MATMUL_STORE}
 @compute @workgroup_size(${W})
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
   let c = wg.x * W + lid;
@@ -72,7 +66,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
 }
 `,
   );
-  ctx.dispatch(kernel, matmulUniforms(s), [a, b, c], [groupsFor(s.N, W), groupsFor(s.M, 4)]);
+  ctx.dispatch(kernel, matmulUniforms(s), { A: a, B: b, C: c }, [groupsFor(s.N, W), groupsFor(s.M, 4)]);
 }
 
 /** y = x @ op(W) with the kernel that suits the row count: the row kernel for a few rows, else the tiled one. */

@@ -1,5 +1,7 @@
-import { groupsFor, memoKernel, type GpuContext, type GpuTuning, type KernelSource } from "../context.ts";
-import { weightAt, weightDecl, type WeightFormat } from "./weights.ts";
+import { groupsFor, type GpuContext } from "../context.ts";
+import { kernelBindings, memoKernel, type UniformValues } from "../kernel-source.ts";
+import type { GpuTuning } from "../tuning.ts";
+import { weightAt, weightBinding, type WeightFormat } from "./weights.ts";
 
 /** C[M,N] (=|+=) op(A) @ op(B); op(A) is [M,K] stored [M,K] or, transposed, [K,M]; op(B) is [K,N] stored [K,N] or [N,K].
  * Covers y = x @ W, dX = dY @ W^T (transB) and dW += X^T @ dY (transA, accumulate). */
@@ -17,12 +19,26 @@ export interface MatmulShape {
   scale?: number;
 }
 
-export const MATMUL_LAYOUT = { M: "u32", N: "u32", K: "u32", accumulate: "u32", scale: "f32" } as const;
+/** The bindings of C = op(A) @ op(B) with B stored in `bFormat` (shared with the few-rows kernel, matmul-rows.ts). */
+export function matmulBindings(bFormat: WeightFormat) {
+  return kernelBindings({
+    uniforms: { M: "u32", N: "u32", K: "u32", accumulate: "u32", scale: "f32" },
+    buffers: { A: "read f32", B: weightBinding(bFormat), C: "read_write f32" },
+  });
+}
 
-/** The uniform values of a matmul dispatch (shared with the few-rows kernel, matmul-rows.ts). */
-export function matmulUniforms(s: MatmulShape): Record<keyof typeof MATMUL_LAYOUT, number> {
+/** The uniform values of a matmul dispatch (shared with the few-rows kernel). */
+export function matmulUniforms(s: MatmulShape): UniformValues<ReturnType<typeof matmulBindings>["uniforms"]> {
   return { M: s.M, N: s.N, K: s.K, accumulate: s.accumulate === true ? 1 : 0, scale: s.scale ?? 1 };
 }
+
+/** WGSL `store(r, c, v)`: C[r, c] (=|+=) P.scale * v inside the M x N output (shared with the few-rows kernel). */
+export const MATMUL_STORE = `fn store(r: u32, c: u32, v: f32) {
+  if (r < P.M && c < P.N) {
+    let idx = r * P.N + c;
+    C[idx] = select(0.0, C[idx], P.accumulate != 0u) + P.scale * v;
+  }
+}`;
 
 /** Register blocking is fixed at 4 x 4 (one vec4 accumulator per output row) so the kernel has no
  * dynamically indexed private arrays, which software adapters (lavapipe) spill to memory. */
@@ -34,9 +50,9 @@ const MICRO = 4;
  * in workgroup memory, k-major, B as vec4 so the inner loop is 4 scalar loads, 1 vec4 load and 4 vec4 FMAs.
  * Out-of-range rows, columns and k are zero-filled, so any M, N, K works.
  */
-export function matmulKernel(t: GpuTuning, transA: boolean, transB: boolean, bFormat: WeightFormat = "f32"): KernelSource {
+function matmulKernel(t: GpuTuning, transA: boolean, transB: boolean, bFormat: WeightFormat) {
   const key = `matmul_${transA ? "t" : "n"}${transB ? "t" : "n"}_${bFormat}`;
-  return memoKernel(t, key, MATMUL_LAYOUT, () => {
+  return memoKernel(t, key, matmulBindings(bFormat), () => {
     const S = t.matmulSide;
     const D = t.matmulDepth;
     const TILE = S * MICRO;
@@ -45,9 +61,6 @@ export function matmulKernel(t: GpuTuning, transA: boolean, transB: boolean, bFo
     const rows = [0, 1, 2, 3];
     return `
 const S = ${S}u; const D = ${D}u; const TILE = ${TILE}u; const TILE4 = ${TILE / 4}u;
-@group(0) @binding(1) var<storage, read> A: array<f32>;
-${weightDecl(2, "B", bFormat)}
-@group(0) @binding(3) var<storage, read_write> C: array<f32>;
 ${weightAt("B", bFormat)}
 var<workgroup> As: array<f32, ${TILE * D}>;
 var<workgroup> Bs: array<vec4<f32>, ${(TILE * D) / 4}>;
@@ -59,12 +72,7 @@ fn readB(k: u32, c: u32) -> f32 {
   if (k >= P.K || c >= P.N) { return 0.0; }
   return B_at(${transB ? "c * P.K + k" : "k * P.N + c"});
 }
-fn store(r: u32, c: u32, v: f32) {
-  if (r < P.M && c < P.N) {
-    let idx = r * P.N + c;
-    C[idx] = select(0.0, C[idx], P.accumulate != 0u) + P.scale * v;
-  }
-}
+${MATMUL_STORE}
 @compute @workgroup_size(${S}, ${S}, 1)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) {
   let row0 = wg.y * TILE;
@@ -100,9 +108,9 @@ ${rows.map((i) => [0, 1, 2, 3].map((j) => `  store(r + ${i}u, c + ${j}u, acc${i}
 export function matmul(ctx: GpuContext, a: GPUBuffer, b: GPUBuffer, c: GPUBuffer, s: MatmulShape): void {
   const tile = ctx.tuning.matmulSide * MICRO;
   ctx.dispatch(
-    matmulKernel(ctx.tuning, s.transA === true, s.transB === true, s.bFormat),
+    matmulKernel(ctx.tuning, s.transA === true, s.transB === true, s.bFormat ?? "f32"),
     matmulUniforms(s),
-    [a, b, c],
+    { A: a, B: b, C: c },
     [groupsFor(s.N, tile), groupsFor(s.M, tile)],
   );
 }

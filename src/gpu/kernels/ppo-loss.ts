@@ -1,5 +1,6 @@
-import { memoKernel, type GpuContext } from "../context.ts";
-import { flatIndex, launch1d } from "./grid.ts";
+import type { GpuContext } from "../context.ts";
+import { kernelBindings, memoKernel } from "../kernel-source.ts";
+import { elementwiseMain, launch1d } from "./grid.ts";
 
 /**
  * The PPO ("vanilla", verl's) policy loss per response token, with its gradient: ratio
@@ -18,17 +19,31 @@ export const KL_KIND_CODES = { kl: 0, k1: 0, abs: 1, mse: 2, k2: 2, low_var_kl: 
 /** Per-token metric columns: weighted pg loss, weighted entropy, weighted kl, and mask-weighted counts. */
 export const METRIC_COLUMNS = ["pg", "entropy", "kl", "clipped", "clipped_lower", "neg_log_ratio", "mask"] as const;
 
-const LAYOUT = {
-  n: "u32",
-  clipLow: "f32",
-  clipHigh: "f32",
-  clipC: "f32",
-  entropyCoeff: "f32",
-  klCoef: "f32",
-  klKind: "u32",
-  hasRef: "u32",
-  sft: "u32",
-} as const;
+const BINDINGS = kernelBindings({
+  uniforms: {
+    n: "u32",
+    clipLow: "f32",
+    clipHigh: "f32",
+    clipC: "f32",
+    entropyCoeff: "f32",
+    klCoef: "f32",
+    klKind: "u32",
+    hasRef: "u32",
+    sft: "u32",
+  },
+  buffers: {
+    logprob: "read f32",
+    oldLogprob: "read f32",
+    advantages: "read f32",
+    entropy: "read f32",
+    refLogprob: "read f32",
+    weight: "read f32",
+    mask: "read f32",
+    dlogprob: "read_write f32",
+    dentropy: "read_write f32",
+    metrics: "read_write f32",
+  },
+});
 
 export interface PpoParams {
   clipLow: number;
@@ -64,18 +79,8 @@ export function ppoLoss(ctx: GpuContext, b: PpoBuffers, n: number, p: PpoParams)
   const k = memoKernel(
     ctx.tuning,
     "ppo_loss",
-    LAYOUT,
+    BINDINGS,
     () => `
-@group(0) @binding(1) var<storage, read> logprob: array<f32>;
-@group(0) @binding(2) var<storage, read> oldLogprob: array<f32>;
-@group(0) @binding(3) var<storage, read> adv: array<f32>;
-@group(0) @binding(4) var<storage, read> entropy: array<f32>;
-@group(0) @binding(5) var<storage, read> refLogprob: array<f32>;
-@group(0) @binding(6) var<storage, read> weight: array<f32>;
-@group(0) @binding(7) var<storage, read> mask: array<f32>;
-@group(0) @binding(8) var<storage, read_write> dlogprob: array<f32>;
-@group(0) @binding(9) var<storage, read_write> dentropy: array<f32>;
-@group(0) @binding(10) var<storage, read_write> metrics: array<f32>;
 // kl_penalty(logp, ref) and its derivative in logp, verl's kinds.
 fn klValueGrad(logp: f32, refLp: f32) -> vec2f {
   let diff = logp - refLp;
@@ -100,11 +105,10 @@ fn pick(chosen: f32, other: f32, wantLarger: bool) -> f32 {
   if (chosen == other) { return 0.5; }
   return select(0.0, 1.0, (chosen > other) == wantLarger);
 }
-@compute @workgroup_size(${wg})
-fn main(@builtin(global_invocation_id) g: vec3u) {
-  let i = ${flatIndex(wg)};
-  if (i >= P.n) { return; }
-  let w = weight[i];
+${elementwiseMain(
+  wg,
+  "P.n",
+  `  let w = weight[i];
   let m = mask[i];
   let o = i * ${C}u;
   // Masked tokens contribute nothing, even when their inputs are not finite (0 * NaN would poison the sums).
@@ -123,7 +127,7 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
     metrics[o + ${C - 1}u] = m;
     return;
   }
-  let A = adv[i];
+  let A = advantages[i];
   let rawDelta = logprob[i] - oldLogprob[i];
   let delta = clamp(rawDelta, -20.0, 20.0);
   let ratio = exp(delta);
@@ -153,9 +157,8 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
   metrics[o + 3u] = m * select(0.0, 1.0, L2 > L1);
   metrics[o + 4u] = m * lower;
   metrics[o + 5u] = m * -delta;
-  metrics[o + 6u] = m;
-}
-`,
+  metrics[o + 6u] = m;`,
+)}`,
   );
   ctx.dispatch(
     k,
@@ -170,7 +173,7 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
       hasRef: p.hasRef ? 1 : 0,
       sft: p.sft === true ? 1 : 0,
     },
-    [b.logprob, b.oldLogprob, b.advantages, b.entropy, b.refLogprob, b.weight, b.mask, b.dlogprob, b.dentropy, b.metrics],
+    b,
     launch1d(ctx, n),
   );
 }

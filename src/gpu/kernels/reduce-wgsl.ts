@@ -29,5 +29,15 @@ fn treeMax(lid: u32, v: f32) -> f32 {
 `;
 }
 
-/** WGSL row index of a workgroup launched with split2d over rows. */
-export const ROW_OF_WORKGROUP = "wg.x + wg.y * 65535u";
+/** WGSL of a row kernel launched with split2d over `P.rows`: one workgroup of `threads` per row, the tree
+ * sums above, and an entry point whose `body` sees `row`, `lid`, `wg`, THREADS, treeSum and treeMax. */
+export function rowMain(threads: number, body: string): string {
+  return `${treeSumWgsl(threads)}
+@compute @workgroup_size(${threads})
+fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
+  let row = wg.x + wg.y * 65535u;
+  if (row >= P.rows) { return; }
+${body}
+}
+`;
+}

@@ -1,9 +1,13 @@
-import { memoKernel, type GpuContext } from "../context.ts";
+import type { GpuContext } from "../context.ts";
+import { kernelBindings, memoKernel } from "../kernel-source.ts";
 import { treeSumWgsl } from "./reduce-wgsl.ts";
 
 /** Deterministic reductions: fixed thread/stride assignment and tree sums, so repeated runs are bit-identical. */
 
-const COLS = { rows: "u32", cols: "u32", outOffset: "u32", accumulate: "u32" } as const;
+const COLS = kernelBindings({
+  uniforms: { rows: "u32", cols: "u32", outOffset: "u32", accumulate: "u32" },
+  buffers: { src: "read f32", out: "read_write f32" },
+});
 
 /** out[outOffset + c] (=|+=) sum over rows of src[r, c] for a [rows, cols] matrix; one workgroup per column.
  * `accumulate` adds into out (gradients summed over micro-batches). */
@@ -22,8 +26,6 @@ export function columnSums(
     "column_sums",
     COLS,
     () => `
-@group(0) @binding(1) var<storage, read> src: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<f32>;
 ${treeSumWgsl(t)}
 @compute @workgroup_size(${t})
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
@@ -35,10 +37,10 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
 }
 `,
   );
-  ctx.dispatch(k, { rows, cols, outOffset, accumulate: accumulate ? 1 : 0 }, [src, out], [cols]);
+  ctx.dispatch(k, { rows, cols, outOffset, accumulate: accumulate ? 1 : 0 }, { src, out }, [cols]);
 }
 
-const SQ = { n: "u32", slot: "u32", groups: "u32" } as const;
+const SQ = kernelBindings({ uniforms: { n: "u32", slot: "u32", groups: "u32" }, buffers: { x: "read f32", partials: "read_write f32" } });
 
 /** Workgroups per tensor in {@link sumSquares}; partial sums land in partials[slot * SUMSQ_GROUPS + g]. */
 export const SUMSQ_GROUPS = 32;
@@ -51,8 +53,6 @@ export function sumSquares(ctx: GpuContext, x: GPUBuffer, n: number, partials: G
     "sum_squares",
     SQ,
     () => `
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> partials: array<f32>;
 ${treeSumWgsl(t)}
 @compute @workgroup_size(${t})
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
@@ -63,5 +63,5 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
 }
 `,
   );
-  ctx.dispatch(k, { n, slot, groups: SUMSQ_GROUPS }, [x, partials], [SUMSQ_GROUPS]);
+  ctx.dispatch(k, { n, slot, groups: SUMSQ_GROUPS }, { x, partials }, [SUMSQ_GROUPS]);
 }

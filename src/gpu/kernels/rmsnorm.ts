@@ -1,13 +1,20 @@
-import { groupsFor, memoKernel, type GpuContext } from "../context.ts";
+import { groupsFor, type GpuContext } from "../context.ts";
+import { kernelBindings, memoKernel } from "../kernel-source.ts";
 import { split2d } from "./grid.ts";
-import { ROW_OF_WORKGROUP, treeSumWgsl } from "./reduce-wgsl.ts";
+import { rowMain } from "./reduce-wgsl.ts";
 
 /** RMSNorm y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps) per row, one workgroup per row. */
 
-const FWD = { rows: "u32", dim: "u32", eps: "f32" } as const;
-const BWD = { rows: "u32", dim: "u32", accumulate: "u32" } as const;
+const FWD = kernelBindings({
+  uniforms: { rows: "u32", dim: "u32", eps: "f32" },
+  buffers: { x: "read f32", w: "read f32", y: "read_write f32", rstd: "read_write f32" },
+});
+const BWD = kernelBindings({
+  uniforms: { rows: "u32", dim: "u32", accumulate: "u32" },
+  buffers: { x: "read f32", w: "read f32", rstd: "read f32", dy: "read f32", dx: "read_write f32" },
+});
 
-export function rmsnormForward(
+export function rmsnorm(
   ctx: GpuContext,
   x: GPUBuffer,
   w: GPUBuffer,
@@ -18,30 +25,18 @@ export function rmsnormForward(
   eps: number,
 ): void {
   const t = ctx.tuning.rowThreads;
-  const k = memoKernel(
-    ctx.tuning,
-    "rmsnorm_fwd",
-    FWD,
-    () => `
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> w: array<f32>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
-@group(0) @binding(4) var<storage, read_write> rstd: array<f32>;
-${treeSumWgsl(t)}
-@compute @workgroup_size(${t})
-fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
-  let row = ${ROW_OF_WORKGROUP};
-  if (row >= P.rows) { return; }
-  let o = row * P.dim;
+  const k = memoKernel(ctx.tuning, "rmsnorm_fwd", FWD, () =>
+    rowMain(
+      t,
+      `  let o = row * P.dim;
   var ss = 0.0;
   for (var j = lid; j < P.dim; j += THREADS) { ss = fma(x[o + j], x[o + j], ss); }
   let rs = inverseSqrt(treeSum(lid, ss) / f32(P.dim) + P.eps);
   if (lid == 0u) { rstd[row] = rs; }
-  for (var j = lid; j < P.dim; j += THREADS) { y[o + j] = x[o + j] * rs * w[j]; }
-}
-`,
+  for (var j = lid; j < P.dim; j += THREADS) { y[o + j] = x[o + j] * rs * w[j]; }`,
+    ),
   );
-  ctx.dispatch(k, { rows, dim, eps }, [x, w, y, rstd], split2d(rows));
+  ctx.dispatch(k, { rows, dim, eps }, { x, w, y, rstd }, split2d(rows));
 }
 
 /** dx (=|+=) rstd w dy - rstd^3/dim x sum(dy w x), per row; `accumulate` adds into dx (residual stream gradient). */
@@ -57,22 +52,10 @@ export function rmsnormBackwardInput(
   accumulate: boolean,
 ): void {
   const t = ctx.tuning.rowThreads;
-  const k = memoKernel(
-    ctx.tuning,
-    "rmsnorm_bwd_dx",
-    BWD,
-    () => `
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> w: array<f32>;
-@group(0) @binding(3) var<storage, read> rstd: array<f32>;
-@group(0) @binding(4) var<storage, read> dy: array<f32>;
-@group(0) @binding(5) var<storage, read_write> dx: array<f32>;
-${treeSumWgsl(t)}
-@compute @workgroup_size(${t})
-fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
-  let row = ${ROW_OF_WORKGROUP};
-  if (row >= P.rows) { return; }
-  let o = row * P.dim;
+  const k = memoKernel(ctx.tuning, "rmsnorm_bwd_dx", BWD, () =>
+    rowMain(
+      t,
+      `  let o = row * P.dim;
   var d = 0.0;
   for (var j = lid; j < P.dim; j += THREADS) { d = fma(dy[o + j] * w[j], x[o + j], d); }
   let rs = rstd[row];
@@ -80,14 +63,16 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   for (var j = lid; j < P.dim; j += THREADS) {
     let v = rs * w[j] * dy[o + j] - c * x[o + j];
     dx[o + j] = select(0.0, dx[o + j], P.accumulate != 0u) + v;
-  }
-}
-`,
+  }`,
+    ),
   );
-  ctx.dispatch(k, { rows, dim, accumulate: accumulate ? 1 : 0 }, [x, w, rstd, dy, dx], split2d(rows));
+  ctx.dispatch(k, { rows, dim, accumulate: accumulate ? 1 : 0 }, { x, w, rstd, dy, dx }, split2d(rows));
 }
 
-const DW = { rows: "u32", dim: "u32" } as const;
+const DW = kernelBindings({
+  uniforms: { rows: "u32", dim: "u32" },
+  buffers: { x: "read f32", rstd: "read f32", dy: "read f32", dw: "read_write f32" },
+});
 
 /** dw[j] += sum over rows of dy[r,j] x[r,j] rstd[r]; one thread per column, rows in order (deterministic). */
 export function rmsnormBackwardWeight(
@@ -105,10 +90,6 @@ export function rmsnormBackwardWeight(
     "rmsnorm_bwd_dw",
     DW,
     () => `
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> rstd: array<f32>;
-@group(0) @binding(3) var<storage, read> dy: array<f32>;
-@group(0) @binding(4) var<storage, read_write> dw: array<f32>;
 @compute @workgroup_size(${wg})
 fn main(@builtin(global_invocation_id) g: vec3u) {
   let j = g.x;
@@ -119,5 +100,5 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
 }
 `,
   );
-  ctx.dispatch(k, { rows, dim }, [x, rstd, dy, dw], [groupsFor(dim, wg)]);
+  ctx.dispatch(k, { rows, dim }, { x, rstd, dy, dw }, [groupsFor(dim, wg)]);
 }

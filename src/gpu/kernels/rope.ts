@@ -1,13 +1,17 @@
 import { ropeInvFreq, type RopeScaling } from "../../model/config.ts";
-import { memoKernel, type GpuContext } from "../context.ts";
-import { flatIndex, launch1d } from "./grid.ts";
+import type { GpuContext } from "../context.ts";
+import { kernelBindings, memoKernel } from "../kernel-source.ts";
+import { elementwiseMain, launch1d } from "./grid.ts";
 
 /** Rotary embedding, HF rotate_half pairs (i, i + hd/2), in place on x [rows, heads*hd].
  * cos/sin come from a table built once in double precision ({@link ropeTable}) so the GPU angles match the
  * CPU reference instead of drifting with f32 pow/sin at large positions. The backward is the same
  * rotation with the sine negated (`inverse`). */
 
-const LAYOUT = { rows: "u32", heads: "u32", half: "u32", sinSign: "f32", sinOffset: "u32" } as const;
+const ROPE = kernelBindings({
+  uniforms: { rows: "u32", heads: "u32", half: "u32", sinSign: "f32", sinOffset: "u32" },
+  buffers: { x: "read_write f32", positions: "read u32", table: "read f32" },
+});
 
 /** [maxPositions, hd/2] cos values followed by the same number of sin values. */
 export function ropeTable(maxPositions: number, headDim: number, theta: number, scaling?: RopeScaling | null): Float32Array {
@@ -24,7 +28,7 @@ export function ropeTable(maxPositions: number, headDim: number, theta: number, 
   return table;
 }
 
-export function ropeApply(
+export function rope(
   ctx: GpuContext,
   x: GPUBuffer,
   positions: GPUBuffer,
@@ -37,19 +41,11 @@ export function ropeApply(
 ): void {
   const wg = ctx.tuning.elementwise;
   const half = headDim / 2;
-  const k = memoKernel(
-    ctx.tuning,
-    "rope",
-    LAYOUT,
-    () => `
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
-@group(0) @binding(2) var<storage, read> positions: array<u32>;
-@group(0) @binding(3) var<storage, read> table: array<f32>;
-@compute @workgroup_size(${wg})
-fn main(@builtin(global_invocation_id) g: vec3u) {
-  let id = ${flatIndex(wg)};
-  if (id >= P.rows * P.heads * P.half) { return; }
-  let i = id % P.half;
+  const k = memoKernel(ctx.tuning, "rope", ROPE, () =>
+    elementwiseMain(
+      wg,
+      "P.rows * P.heads * P.half",
+      `  let i = id % P.half;
   let rh = id / P.half;
   let row = rh / P.heads;
   let o = rh * 2u * P.half;
@@ -59,14 +55,14 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
   let a = x[o + i];
   let b = x[o + i + P.half];
   x[o + i] = a * c - b * s;
-  x[o + i + P.half] = b * c + a * s;
-}
-`,
+  x[o + i + P.half] = b * c + a * s;`,
+      "id",
+    ),
   );
   ctx.dispatch(
     k,
     { rows, heads, half, sinSign: inverse ? -1 : 1, sinOffset: maxPositions * half },
-    [x, positions, table],
+    { x, positions, table },
     launch1d(ctx, rows * heads * half),
   );
 }

@@ -6,12 +6,13 @@
  */
 import { toBf16, toF16 } from "../../model/hf/tensors.ts";
 import { f16ToF32 } from "../../model/safetensors.ts";
+import type { StorageBinding } from "../kernel-source.ts";
 
 export type WeightFormat = "f32" | "bf16" | "f16";
 
-/** The storage declaration of weight array `name` at `binding`. */
-export function weightDecl(binding: number, name: string, format: WeightFormat): string {
-  return `@group(0) @binding(${binding}) var<storage, read> ${name}: array<${format === "f32" ? "f32" : "u32"}>;`;
+/** How a kernel binds a weight array of `format` (16-bit values are read as packed u32 pairs). */
+export function weightBinding(format: WeightFormat): StorageBinding {
+  return format === "f32" ? "read f32" : "read u32";
 }
 
 /** A WGSL function `${name}_at(i: u32) -> f32` giving element i of weight array `name`. */
