@@ -17,10 +17,10 @@ import { paramViews, type ParamViews } from "../src/model/params.ts";
 import { CpuPool } from "../src/cpu/pool.ts";
 import { CpuTrainer } from "../src/cpu/trainer.ts";
 import { initParams, Rng } from "../src/model/init.ts";
-import type { ModelOps } from "../src/model/model-ops.ts";
+import { opsWithout, type ModelOps } from "../src/model/model-ops.ts";
 import { presetConfig } from "../src/model/presets.ts";
 import type { TokenBatch } from "../src/model/train-types.ts";
-import { wasmOps } from "../src/cpu/wasm-ops.ts";
+import { WasmOps } from "../src/cpu/wasm-ops.ts";
 import { platform } from "../src/platform/index.ts";
 import type { GenerationEngine, GenerationRequest } from "../src/model/generation.ts";
 import { CpuGenerationEngine } from "../src/cpu/generation.ts";
@@ -101,9 +101,9 @@ const rows: string[][] = [
   ],
 ];
 const pool1 = await CpuPool.create(1);
-const copying = { ...wasmOps(pool1), resident: undefined };
+const copying = opsWithout(new WasmOps(pool1), "resident");
 const poolPerOp = await CpuPool.create(1);
-const perOp = { ...wasmOps(poolPerOp), decodeStepper: undefined };
+const perOp = opsWithout(new WasmOps(poolPerOp), "decodeStepper");
 for (const [name, config, B, P, R] of [
   ["calc demo", CALC_CONFIG, 128, 16, 48],
   ["tiny preset", parseModelConfig(presetConfig("tiny")), 16, 32, 96],

@@ -21,7 +21,8 @@ import { backward, forward } from "../src/model/reference/model.ts";
 import { randomInput } from "../test/model/helpers.ts";
 import { Rng } from "../src/model/init.ts";
 import * as ref from "../src/model/reference/ops.ts";
-import { gemmTasks, wasmOps as wasmOpsOf } from "../src/cpu/wasm-ops.ts";
+import { gemmTasks } from "../src/cpu/split.ts";
+import { WasmOps } from "../src/cpu/wasm-ops.ts";
 import { CpuPool } from "../src/cpu/pool.ts";
 import { GEMM_FORM, instantiateCpuCore } from "../src/cpu/kernels/index.ts";
 
@@ -32,7 +33,7 @@ const loadAverage = () =>
     .join(" ");
 const loadBefore = loadAverage();
 const core = instantiateCpuCore();
-const wasm = wasmOpsOf(core);
+const wasm = new WasmOps(core);
 const pool = await CpuPool.create();
 
 /** Best of several runs: on a shared machine the minimum is the figure least disturbed by other load. */
@@ -58,7 +59,7 @@ type Form = "AB" | "ABt" | "AtB";
 const FORMS: Form[] = ["AB", "ABt", "AtB"];
 const FORM_CODE = { AB: GEMM_FORM.AB, ABt: GEMM_FORM.ABT, AtB: GEMM_FORM.ATB };
 const REF = { AB: ref.matmul, ABt: ref.matmulABt, AtB: ref.matmulAtB };
-const WASM = { AB: wasm.matmul, ABt: wasm.matmulABt, AtB: wasm.matmulAtB };
+const WASM = { AB: wasm.matmul.bind(wasm), ABt: wasm.matmulABt.bind(wasm), AtB: wasm.matmulAtB.bind(wasm) };
 
 interface Shape {
   label: string;
@@ -247,7 +248,7 @@ const wm: string[][] = [["model", "work", "TS ref", "Wasm 1 thr", "ratio", `Wasm
   const backends: [string, ModelOps][] = [
     ["ref", referenceOps],
     ["one", wasm],
-    ["pool", wasmOpsOf(pool)],
+    ["pool", new WasmOps(pool)],
   ];
   for (const [name, config, B, T] of [
     ["calc demo", CALC_CONFIG, 128, 64],

@@ -9,7 +9,7 @@ import { platform } from "../platform/index.ts";
 import { ValidationError } from "../types/errors.ts";
 import { CpuPool } from "./pool.ts";
 import { referenceOps, type ModelOps } from "../model/model-ops.ts";
-import { wasmOps } from "./wasm-ops.ts";
+import { WasmOps } from "./wasm-ops.ts";
 import { instantiateCpuCore, loadCpuCore } from "./kernels/index.ts";
 
 export type CpuOpsChoice = "wasm" | "reference";
@@ -70,7 +70,7 @@ export class CpuBackend {
     // can: growth never detaches views over it, so its activations can stay in Wasm memory (wasm-ops.ts).
     if (!platform.canShareMemory() || (threads === 1 && !this.keepActivations)) {
       await loadCpuCore();
-      return wasmOps(instantiateCpuCore());
+      return new WasmOps(instantiateCpuCore());
     }
     const pool = await CpuPool.create(threads);
     if (this.closed) {
@@ -78,7 +78,7 @@ export class CpuBackend {
       throw new ValidationError("this CPU engine is closed", ["ops"]);
     }
     this.pool = pool;
-    return wasmOps(pool);
+    return new WasmOps(pool);
   }
 
   /** Ends the pool's workers; the engine cannot run afterwards. */

@@ -2,35 +2,37 @@
  * The backend interface, `ModelOps`: the ops of `reference/ops.ts` the model runs (embedding aside) and
  * AdamW, with the reference's signatures. The model's functions take one as `ops` (`forward`, `generate`,
  * `CpuDecoder`). The plain-TS reference is one (`referenceOps`, the oracle); the CPU engine's Wasm ops
- * (`wasmOps`, src/cpu/wasm-ops.ts) the other.
+ * (`WasmOps`, src/cpu/wasm-ops.ts) the other.
  */
 import type { ModelConfig } from "./config.ts";
 import * as ref from "./reference/ops.ts";
 import type { Arr } from "./reference/ops.ts";
 import { adamwStep } from "./reference/optim.ts";
 
-export type ModelOps = Pick<
-  typeof ref,
-  | "matmul"
-  | "matmulABt"
-  | "matmulAtB"
-  | "matmulBackward"
-  | "rmsnorm"
-  | "rmsnormBackward"
-  | "rope"
-  | "ropeBackward"
-  | "attention"
-  | "attentionBackward"
-  | "attentionDecode"
-  | "swiglu"
-  | "swigluBackward"
-  | "logSoftmaxGatherEntropy"
-  | "logSoftmaxGatherEntropyBackward"
-  | "add"
-  | "addInPlace"
-  | "addBiasInPlace"
-  | "columnSums"
-> & {
+/** The reference ops every backend has (`reference/ops.ts`), by name. */
+const REFERENCE_OPS = [
+  "matmul",
+  "matmulABt",
+  "matmulAtB",
+  "matmulBackward",
+  "rmsnorm",
+  "rmsnormBackward",
+  "rope",
+  "ropeBackward",
+  "attention",
+  "attentionBackward",
+  "attentionDecode",
+  "swiglu",
+  "swigluBackward",
+  "logSoftmaxGatherEntropy",
+  "logSoftmaxGatherEntropyBackward",
+  "add",
+  "addInPlace",
+  "addBiasInPlace",
+  "columnSums",
+] as const;
+
+export type ModelOps = Pick<typeof ref, (typeof REFERENCE_OPS)[number]> & {
   adamwStep: typeof adamwStep;
   /** Where the backend keeps arrays in its own memory across calls (the Wasm backend); absent: none. */
   resident?: Residency;
@@ -103,6 +105,19 @@ export function withActivationsKeep<A extends Arr>(K: ModelOps, fn: () => A): A 
 /** `fn` inside an activation scope of `K` when it has one (`Residency.scoped`), else as is. */
 export function withActivations<T>(K: ModelOps, fn: () => T): T {
   return K.resident ? K.resident.scoped(fn) : fn();
+}
+
+/**
+ * `K`'s ops bound to it in a plain object, without the optional parts named: the same backend decoding op
+ * by op (`"decodeStepper"`), or copying every array in per call (`"resident"`). Tests and benchmarks hold
+ * those paths to the full backend's bits and times.
+ */
+export function opsWithout(K: ModelOps, ...parts: ("resident" | "decodeStepper")[]): ModelOps {
+  const view: Record<string, unknown> = {};
+  for (const name of [...REFERENCE_OPS, "adamwStep"] as const) view[name] = K[name].bind(K);
+  if (!parts.includes("resident")) view.resident = K.resident;
+  if (!parts.includes("decodeStepper")) view.decodeStepper = K.decodeStepper?.bind(K);
+  return view as ModelOps;
 }
 
 /** The plain-TS backend: the reference itself. */

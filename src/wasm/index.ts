@@ -1,7 +1,7 @@
 export * from "./types.ts";
 export { WasmCore } from "./core.ts";
 export { loadWasmCore, loadWasmCoreSync, instantiateWasmCore, instantiateWasmCoreSync, kernelBytes } from "./loader.ts";
-export { wasmKernels } from "./kernels.ts";
+export { WasmKernels, wasmKernels } from "./kernels.ts";
 export { libraryKernels } from "./library-kernels.ts";
 export { referenceKernels } from "./reference/index.ts";
 export { toRagged } from "./validate.ts";

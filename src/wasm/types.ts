@@ -1,5 +1,5 @@
 /**
- * The kernel surface shared by the Wasm implementation (`wasmKernels`) and the plain-TS oracle
+ * The kernel surface shared by the Wasm implementation (`WasmKernels`) and the plain-TS oracle
  * (`referenceKernels`), so tests and benchmarks run both through one interface.
  * Token tensors are flat row-major [B, T] Float32Arrays; the response mask is 0/1 in f32; groups are dense
  * integer ids in [0, G). Results of the Wasm side are views over Wasm memory, valid until the next call.

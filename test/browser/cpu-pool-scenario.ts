@@ -9,7 +9,7 @@ import { CpuBackend } from "../../src/cpu/backend.ts";
 import { CpuPool, type Task } from "../../src/cpu/pool.ts";
 import { CpuDecoder } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
-import { wasmOps } from "../../src/cpu/wasm-ops.ts";
+import { WasmOps } from "../../src/cpu/wasm-ops.ts";
 import { digest, type Out } from "../wasm/output-digest.ts";
 
 export interface PoolRun {
@@ -35,7 +35,7 @@ export async function poolRun(threads: number, via: "engine" | "pool" = "engine"
   let pool: CpuPool | null = null;
   try {
     if (via === "pool") pool = await CpuPool.create(threads);
-    const ops = pool ? wasmOps(pool) : await engine.get();
+    const ops = pool ? new WasmOps(pool) : await engine.get();
     const rng = new Rng(20261127);
     const f32 = (n: number) => Float32Array.from({ length: n }, () => rng.normal());
     const out: Out = {};

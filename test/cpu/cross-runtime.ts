@@ -10,7 +10,7 @@ import { CpuDecoder } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { initLora, parseLoraConfig } from "../../src/model/lora.ts";
 import { referenceOps, type ModelOps } from "../../src/model/model-ops.ts";
-import { wasmOps } from "../../src/cpu/wasm-ops.ts";
+import { WasmOps } from "../../src/cpu/wasm-ops.ts";
 import { CpuPool } from "../../src/cpu/pool.ts";
 import { digest, type Out } from "../wasm/output-digest.ts";
 
@@ -116,11 +116,11 @@ function mismatches(a: Out, b: Out): string[] {
 }
 
 const runtime = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "node";
-const wasmOut = run(wasmOps());
+const wasmOut = run(new WasmOps());
 const refOut = run(referenceOps);
 // the same through a pool of 3 threads over one shared memory: the same bits
 const pool = await CpuPool.create(3);
-const pooled = digest(run(wasmOps(pool)));
+const pooled = digest(run(new WasmOps(pool)));
 pool.close();
 const bad = [
   ...mismatches(wasmOut, refOut),

@@ -12,15 +12,15 @@ import { CpuPool } from "../../src/cpu/pool.ts";
 import { CpuDecoder, generate } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { initLora, parseLoraConfig, type LoraConfig } from "../../src/model/lora.ts";
-import type { ModelOps } from "../../src/model/model-ops.ts";
-import { wasmOps } from "../../src/cpu/wasm-ops.ts";
+import { opsWithout, type ModelOps } from "../../src/model/model-ops.ts";
+import { WasmOps } from "../../src/cpu/wasm-ops.ts";
 import { ValidationError } from "../../src/types/errors.ts";
 import { instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
 
 const core = instantiateCpuCore();
-const fused = wasmOps(core);
+const fused = new WasmOps(core);
 /** The same backend without its fused step: the per-op path. */
-const perOp: ModelOps = { ...wasmOps(instantiateCpuCore()), decodeStepper: undefined };
+const perOp: ModelOps = opsWithout(new WasmOps(instantiateCpuCore()), "decodeStepper");
 
 const pools: CpuPool[] = [];
 afterAll(() => {
@@ -152,7 +152,7 @@ describe("the fused decode step", () => {
   }, async () => {
     const pool = await CpuPool.create(2);
     pools.push(pool);
-    const two = wasmOps(pool);
+    const two = new WasmOps(pool);
     const small = configOf({ ...none, gqa: true, lora: true }, 4);
     // d * d_ff = 128 * 2048 multiply-adds per token reach the size from which the façade splits a GEMM
     const large = parseModelConfig({ ...small, vocab_size: 70, d_model: 128, n_heads: 4, n_kv_heads: 2, d_ff: 2048, n_layers: 1 });
@@ -178,7 +178,7 @@ describe("the fused decode step", () => {
     const config = configOf(none, 8);
     const w = weights(config, 1, false);
     // a backend without residency: every op copies its inputs
-    const copying = { ...wasmOps(instantiateCpuCore()), resident: undefined };
+    const copying = opsWithout(new WasmOps(instantiateCpuCore()), "resident");
     const want = decode(config, w, fused, [3, 4], [5, 6, 7]);
     const got = decode(config, w, copying, [3, 4], [5, 6, 7]);
     expect(got.fused).toBe(false);

@@ -8,11 +8,11 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
-import { wasmOps } from "../../src/cpu/wasm-ops.ts";
+import { WasmOps } from "../../src/cpu/wasm-ops.ts";
 import { CpuDecoder, generate } from "../../src/model/generate.ts";
 import { loadPeftAdapter, loadPretrained, type PretrainedModel } from "../../src/model/hf/index.ts";
 import type { LoraWeights } from "../../src/model/lora.ts";
-import { referenceOps, type ModelOps } from "../../src/model/model-ops.ts";
+import { opsWithout, referenceOps, type ModelOps } from "../../src/model/model-ops.ts";
 import { forward, sequenceInput } from "../../src/model/reference/model.ts";
 
 const HF = "test/fixtures/hf";
@@ -36,8 +36,8 @@ const FIXTURES: [string, string, string | null][] = [
 /** An engine: its ops, and whether its decoder runs fused (one Wasm call per step). */
 const ENGINES: [string, ModelOps, boolean][] = [
   ["reference", referenceOps, false],
-  ["Wasm ops", { ...wasmOps(instantiateCpuCore()), decodeStepper: undefined }, false],
-  ["Wasm fused decoder", wasmOps(instantiateCpuCore()), true],
+  ["Wasm ops", opsWithout(new WasmOps(instantiateCpuCore()), "decodeStepper"), false],
+  ["Wasm fused decoder", new WasmOps(instantiateCpuCore()), true],
 ];
 
 function maxDiff(got: ArrayLike<number>, want: readonly number[]): number {

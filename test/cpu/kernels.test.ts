@@ -8,12 +8,12 @@ import { describe, expect, it } from "vitest";
 import { Rng } from "../../src/model/init.ts";
 import * as ref from "../../src/model/reference/ops.ts";
 import { adamwStep } from "../../src/model/reference/optim.ts";
-import { wasmOps } from "../../src/cpu/wasm-ops.ts";
+import { WasmOps } from "../../src/cpu/wasm-ops.ts";
 import { ValidationError } from "../../src/types/errors.ts";
 import { GEMM_FORM, instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
 import { maxScaledErr, numericGrad, randInt, randn, sampleIndices } from "../model/helpers.ts";
 
-const ops = wasmOps(instantiateCpuCore());
+const ops = new WasmOps(instantiateCpuCore());
 const f32 = (rng: Rng, n: number, std = 1) => Float32Array.from(randn(rng, n, std));
 const U = 2 ** -24; // f32 unit roundoff
 

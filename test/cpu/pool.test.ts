@@ -5,7 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { Rng } from "../../src/model/init.ts";
-import { columnRanges, wasmOps } from "../../src/cpu/wasm-ops.ts";
+import { columnRanges } from "../../src/cpu/split.ts";
+import { WasmOps } from "../../src/cpu/wasm-ops.ts";
 import { CpuPool } from "../../src/cpu/pool.ts";
 import { instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
 import { randn } from "../model/helpers.ts";
@@ -39,8 +40,8 @@ describe("CPU worker pool", () => {
   });
 
   it("matmuls on 3 threads are bit-identical to one thread (every form, odd shapes, split by columns or rows)", () => {
-    const one = wasmOps(instantiateCpuCore());
-    const three = wasmOps(pool);
+    const one = new WasmOps(instantiateCpuCore());
+    const three = new WasmOps(pool);
     const rng = new Rng(3);
     for (const [m, k, n] of [
       [2, 300, 700],
@@ -60,8 +61,8 @@ describe("CPU worker pool", () => {
   });
 
   it("every other op on 3 threads (rows, elements, or (batch row, kv head) split) is bit-identical to one thread", () => {
-    const one = wasmOps(instantiateCpuCore());
-    const three = wasmOps(pool);
+    const one = new WasmOps(instantiateCpuCore());
+    const three = new WasmOps(pool);
     const runs = vi.spyOn(pool, "run");
     const rng = new Rng(4);
     const f = (n: number, std = 1) => Float32Array.from(randn(rng, n, std));
@@ -142,7 +143,7 @@ describe("CPU worker pool", () => {
         { name: "gemm", args: [0, outside, outside, outside, 4, 4, 16, 0, 16, scratch] },
       ]),
     ).toThrow(/worker thread/);
-    const y = wasmOps(pool).matmul(new Float32Array([1, 2]), new Float32Array([3, 4]), { m: 1, k: 2, n: 1 });
+    const y = new WasmOps(pool).matmul(new Float32Array([1, 2]), new Float32Array([3, 4]), { m: 1, k: 2, n: 1 });
     expect(Array.from(y)).toEqual([11]);
   });
 

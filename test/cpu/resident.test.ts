@@ -1,5 +1,5 @@
 /**
- * Activations resident in Wasm memory (`Residency.scoped`, src/cpu/wasm-ops.ts): inside a scope the ops'
+ * Activations resident in Wasm memory (`Residency.scoped`, src/cpu/residency.ts): inside a scope the ops'
  * results are views over the backend's shared memory and go back in without a copy. Whole policy steps
  * (forward, PPO loss, backward, clip, AdamW) on random small configs agree with the plain-TS reference
  * within the kernels' tolerances (src/cpu/README.md) and give the same bits on 1 and 2 threads; the
@@ -17,7 +17,7 @@ import { referenceOps as refOps, withActivations } from "../../src/model/model-o
 import { backward, forward } from "../../src/model/reference/model.ts";
 import { newOptimizerState, resolveOptimizerOptions } from "../../src/model/reference/optim.ts";
 import type { TokenBatch } from "../../src/model/train-types.ts";
-import { wasmOps } from "../../src/cpu/wasm-ops.ts";
+import { WasmOps } from "../../src/cpu/wasm-ops.ts";
 import { LightningError } from "../../src/types/errors.ts";
 import { instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
 import { randInt } from "../model/helpers.ts";
@@ -125,7 +125,7 @@ describe("activation scopes", () => {
   it("keep results in Wasm memory, free them when the scope ends (a throw too), and leak nothing over many steps", async () => {
     const pool = await CpuPool.create(2);
     open.push(pool);
-    const K = wasmOps(pool);
+    const K = new WasmOps(pool);
     const core = pool.core;
     const params = initParams(config, 1);
     const state = newOptimizerState(params.length);
@@ -158,7 +158,7 @@ describe("activation scopes", () => {
   it("see an in-place edit of a kept result, nest, and refuse pin and release inside", async () => {
     const pool = await CpuPool.create(1);
     open.push(pool);
-    const K = wasmOps(pool);
+    const K = new WasmOps(pool);
     const rng = new Rng(3);
     const a = Float32Array.from({ length: 8 * 12 }, () => rng.normal());
     const b = Float32Array.from({ length: 12 * 8 }, () => rng.normal());
@@ -184,7 +184,7 @@ describe("activation scopes", () => {
   it("free each backward layer's temporaries as it ends: the backward adds far less memory than the forward", async () => {
     const pool = await CpuPool.create(1);
     open.push(pool);
-    const K = wasmOps(pool);
+    const K = new WasmOps(pool);
     const big = parseModelConfig({ ...randomConfig(new Rng(12), { qkvBias: false, qkNorm: false, tied: true }), n_layers: 6 });
     const rows = randomBatch(new Rng(13), big, 96);
     const grad = Float32Array.from({ length: rows.inputIds.length }, (_, i) => Math.cos(i));
@@ -206,7 +206,7 @@ describe("activation scopes", () => {
   it("keep the one result of a nested scopedKeep, moved into the enclosing scope; outside one, a copy", async () => {
     const pool = await CpuPool.create(1);
     open.push(pool);
-    const K = wasmOps(pool);
+    const K = new WasmOps(pool);
     const rng = new Rng(4);
     const a = Float32Array.from({ length: 16 * 8 }, () => rng.normal());
     const b = Float32Array.from({ length: 8 * 8 }, () => rng.normal());
@@ -235,7 +235,7 @@ describe("activation scopes", () => {
     open.push(pool);
     const params = initParams(config, 1);
     const run = (scopeMaxBytes?: number) => {
-      const K = wasmOps(pool, { scopeMaxBytes });
+      const K = new WasmOps(pool, { scopeMaxBytes });
       const start = pool.core.mark;
       return K.resident.scoped(() => {
         const out = forward(config, params, batch, { ops: K });
@@ -255,7 +255,7 @@ describe("activation scopes", () => {
   });
 
   it("copy results out as before where the memory is not shared", () => {
-    const K = wasmOps(instantiateCpuCore());
+    const K = new WasmOps(instantiateCpuCore());
     const params = initParams(config, 1);
     const logits = K.resident.scoped(() => forward(config, params, batch, { ops: K }).logits);
     expect(logits.buffer).toBeInstanceOf(ArrayBuffer);
@@ -267,7 +267,7 @@ describe("the light ops inside a scope", () => {
   it("add, addInPlace, addBiasInPlace and columnSums run in Wasm and give the reference's bits", async () => {
     const pool = await CpuPool.create(1);
     open.push(pool);
-    const K = wasmOps(pool);
+    const K = new WasmOps(pool);
     const rng = new Rng(9);
     const rand = (n: number) => Float32Array.from({ length: n }, () => rng.normal() * 10 ** randInt(rng, -3, 3));
     for (const [rows, cols] of [

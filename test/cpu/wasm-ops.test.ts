@@ -12,11 +12,11 @@ import { loraParamCount, parseLoraConfig } from "../../src/model/lora.ts";
 import { presetConfig } from "../../src/model/presets.ts";
 import { CpuDecoder } from "../../src/model/generate.ts";
 import { backward, backwardLora, forward } from "../../src/model/reference/model.ts";
-import { wasmOps } from "../../src/cpu/wasm-ops.ts";
+import { WasmOps } from "../../src/cpu/wasm-ops.ts";
 import { instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
 import { randn, randomInput } from "../model/helpers.ts";
 
-const wasm = wasmOps(instantiateCpuCore());
+const wasm = new WasmOps(instantiateCpuCore());
 
 function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let m = 0;

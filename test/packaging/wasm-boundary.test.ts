@@ -54,7 +54,7 @@ describe("the Wasm part of src/", () => {
     const instantiating = files.filter(
       (f) =>
         !inside(f, "src/wasm") &&
-        /\b(wasmKernels|instantiateWasmCore(Sync)?|loadWasmCore(Sync)?)\(/.test(readFileSync(join(root, f), "utf8")),
+        /\b(wasmKernels|new WasmKernels|instantiateWasmCore(Sync)?|loadWasmCore(Sync)?)\(/.test(readFileSync(join(root, f), "utf8")),
     );
     expect(instantiating).toEqual([]);
     const callers = files.filter((f) => /\blibraryKernels\(\)/.test(readFileSync(join(root, f), "utf8")) && !inside(f, "src/wasm"));
