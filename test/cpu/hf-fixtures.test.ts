@@ -76,15 +76,17 @@ describe.each(FIXTURES)("%s", (fixture, base, adapterDir) => {
       }
     });
 
-    it.skipIf(adapterDir !== null)("greedy generation gives the golden tokens", async () => {
-      const { model, golden } = await load(base, adapterDir, fixture);
-      const out = generate(model.config, model.weights, golden.prompt!, {
-        maxTokens: golden.greedy!.length,
-        temperature: 0,
-        stop: [],
-        ops,
+    // The LoRA fixture's golden file holds logits only (no greedy tokens): the case exists for the plain fixtures.
+    if (adapterDir === null)
+      it("greedy generation gives the golden tokens", async () => {
+        const { model, golden } = await load(base, adapterDir, fixture);
+        const out = generate(model.config, model.weights, golden.prompt!, {
+          maxTokens: golden.greedy!.length,
+          temperature: 0,
+          stop: [],
+          ops,
+        });
+        expect(out.tokens).toEqual(golden.greedy);
       });
-      expect(out.tokens).toEqual(golden.greedy);
-    });
   });
 });
