@@ -25,6 +25,8 @@ import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Pool } from "undici";
 import { startServerProcess } from "../test/server/processes.ts";
+import type { Span } from "../src/types/index.ts";
+import { makeLlmSpan } from "./_llm-span.ts";
 
 const GOAL = 0.8;
 
@@ -85,32 +87,16 @@ interface Call {
 
 const JSON_HEADERS = { "content-type": "application/json" };
 
-function llmSpan(c: Claimed, i: number, turn: number): Record<string, unknown> {
+/** The store benchmarks' LLM-call span, without a sequence id (the server numbers a batch's spans), in a trace per turn. */
+function llmSpan(c: Claimed, i: number, turn: number): Partial<Span> {
   const hex = (n: number, width: number) => n.toString(16).padStart(width, "0").slice(-width);
-  return {
-    rollout_id: c.rollout_id,
-    attempt_id: c.attempt_id,
+  const span: Partial<Span> = {
+    ...makeLlmSpan(c.rollout_id, c.attempt_id, i),
     trace_id: hex(turn, 32),
     span_id: `${hex(turn, 8)}${hex(i, 8)}`,
-    parent_id: null,
-    name: "openai.chat.completion",
-    status: { status_code: "OK", description: null },
-    attributes: {
-      "gen_ai.system": "openai",
-      "gen_ai.request.model": "qwen2.5-1.5b",
-      "gen_ai.usage.prompt_tokens": 123,
-      "gen_ai.usage.completion_tokens": 45,
-      "gen_ai.prompt.0.content": "What is 2 + 2? Answer with a number.",
-      "gen_ai.completion.0.content": "4",
-    },
-    events: [{ name: "reward", attributes: { value: 1 }, timestamp: 1_800_000_000.2 + i }],
-    links: [],
-    start_time: 1_800_000_000 + i,
-    end_time: 1_800_000_000.5 + i,
-    context: null,
-    parent: null,
-    resource: { attributes: {}, schema_url: "" },
   };
+  delete span.sequence_id;
+  return span;
 }
 
 function otlpExport(c: Claimed, turn: number): unknown {

@@ -44,28 +44,20 @@ export function guardConnections(server: Server, limits: Limits, report: ReturnT
   server.on("connection", (socket: Socket) => {
     const address = addressOf(socket);
     const fromAddress = perAddress.get(address) ?? 0;
-    if (limits.maxConnectionsPerAddress > 0 && fromAddress >= limits.maxConnectionsPerAddress) {
-      // The address's own connection waiting longest gives way, so a host whose pool holds idle
-      // keep-alive connections is never refused for them; slow headers from it still hold no more.
-      const own = oldestWaitingFrom(address);
-      if (own === undefined) {
+    const overAddress = limits.maxConnectionsPerAddress > 0 && fromAddress >= limits.maxConnectionsPerAddress;
+    if (overAddress || open.size >= limits.maxConnections) {
+      // Over its address's limit, that address's own connection waiting longest gives way, so a host
+      // whose pool holds idle keep-alive connections is never refused for them (slow headers from it
+      // still hold no more); at the cap, whichever connection has waited longest.
+      const givesWay = overAddress ? oldestWaitingFrom(address) : waiting.values().next().value;
+      if (givesWay === undefined) {
         socket.destroy();
-        report.refusedForAddress();
+        (overAddress ? report.refusedForAddress : report.refusedAtCap)();
         return;
       }
-      forget(own);
-      own.destroy();
-      report.evictedForAddress();
-    } else if (open.size >= limits.maxConnections) {
-      const oldest = waiting.values().next().value;
-      if (oldest === undefined) {
-        socket.destroy();
-        report.refusedAtCap();
-        return;
-      }
-      forget(oldest);
-      oldest.destroy();
-      report.evicted();
+      forget(givesWay);
+      givesWay.destroy();
+      (overAddress ? report.evictedForAddress : report.evicted)();
     }
     open.add(socket);
     waiting.add(socket);
