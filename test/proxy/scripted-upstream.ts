@@ -25,6 +25,8 @@ export interface ScriptedUpstream {
   received: Received[];
   /** Steps played in order by the next requests. */
   script: Step[];
+  /** Awaited on each request, once recorded and before its step plays (a test acts at that moment). */
+  onRequest?: (received: Received) => void | Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -50,14 +52,17 @@ export const chatChunk = (delta: Record<string, unknown>, finish: string | null 
 export async function startScriptedUpstream(defaultStep: Step = { kind: "json", body: chatAnswer("ok") }): Promise<ScriptedUpstream> {
   const received: Received[] = [];
   const script: Step[] = [];
+  const upstream: ScriptedUpstream = { url: "", received, script, stop: async () => undefined };
   const enc = new TextEncoder();
   const app = new Hono();
   const play = async (c: import("hono").Context) => {
-    received.push({
+    const got: Received = {
       path: c.req.path,
       body: await c.req.json(),
       headers: Object.fromEntries(c.req.raw.headers as unknown as Iterable<[string, string]>),
-    });
+    };
+    received.push(got);
+    await upstream.onRequest?.(got);
     const step = script.shift() ?? defaultStep;
     if (step.kind === "json") return c.json(step.body as object, (step.status ?? 200) as 200, step.headers);
     if (step.kind === "stall")
@@ -100,5 +105,7 @@ export async function startScriptedUpstream(defaultStep: Step = { kind: "json", 
       server.close((e) => (e ? fail(e) : done()));
       (server as unknown as { closeAllConnections(): void }).closeAllConnections();
     });
-  return { url: `http://127.0.0.1:${port}/v1`, received, script, stop };
+  upstream.url = `http://127.0.0.1:${port}/v1`;
+  upstream.stop = stop;
+  return upstream;
 }
