@@ -10,6 +10,11 @@
  * to the model as a tool message `error: <reason>` and the rollout goes on. A failing MCP server (dead,
  * hung past TOOL_TIMEOUT_MS, unable to start) fails the rollout with a `McpServerError` naming it, and
  * the runner's retry policy applies. Every model call has a timeout too, so a rollout never hangs.
+ *
+ * Inside a rollout each tool call is an `agentlightning.operation` span named `tool.<name>` (its
+ * arguments in, its result out), and the rollout ends with an annotation `calc_x` holding its turns,
+ * tool calls and well-formed tool calls: the dashboard shows them beside the model calls the policy
+ * server recorded, and the demo's statistics read them from the store.
  */
 import { createRequire } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -18,6 +23,7 @@ import OpenAI from "openai";
 import type { ChatCompletionMessageParam, ChatCompletionMessageToolCall, ChatCompletionTool } from "openai/resources/chat/completions";
 import { z } from "zod";
 import { llmRollout } from "../../src/runner/index.ts";
+import { emitAnnotation, getActiveTracer, operation } from "../../src/tracer/index.ts";
 import type { LLM } from "../../src/types/index.ts";
 import { CalculatorError, evaluate } from "./calculator.ts";
 import { McpServerError, StdioToolServer, type ToolServer } from "./mcp.ts";
@@ -180,7 +186,14 @@ export async function runCalcX(task: CalcXTask, llm: LLM, options: CalcXOptions 
         if ("error" in parsed) content = `error: ${parsed.error}`;
         else {
           result.parsedToolCalls++;
-          content = await runTool(client, server.name, parsed.name, parsed.args, options.toolTimeoutMs ?? TOOL_TIMEOUT_MS);
+          const { name, args } = parsed;
+          // traced into the rollout when there is one (a test may call runCalcX outside any)
+          content = await operation({ name: `tool.${name}`, propagate: getActiveTracer() !== null }, async (op) => {
+            op.setNamedInput(args);
+            const text = await runTool(client, server.name, name, args, options.toolTimeoutMs ?? TOOL_TIMEOUT_MS);
+            op.setOutput(text);
+            return text;
+          });
         }
         messages.push({ role: "tool", tool_call_id: call.id, content });
       }
@@ -194,8 +207,16 @@ export async function runCalcX(task: CalcXTask, llm: LLM, options: CalcXOptions 
   }
 }
 
+/** Attribute keys of the rollout's `calc_x` annotation. */
+export const STATS = { turns: "calc_x.turns", toolCalls: "calc_x.tool_calls", parsedToolCalls: "calc_x.parsed_tool_calls" } as const;
+
 export const calcXAgent = llmRollout(async function calcX(task: CalcXTask, llm: LLM) {
-  return (await runCalcX(task, llm)).reward;
+  const r = await runCalcX(task, llm);
+  emitAnnotation(
+    { calc_x: { turns: r.turns, tool_calls: r.toolCalls, parsed_tool_calls: r.parsedToolCalls } },
+    { propagate: getActiveTracer() !== null },
+  );
+  return r.reward;
 });
 
 /** The agent module `agl train --agent examples/calc-x/agent.ts` imports. */
