@@ -3,6 +3,7 @@
  * (`--config FILE`, keys as below) and then from flags (`--lora-r 16` sets `loraR`), flags winning.
  */
 import { z } from "zod";
+import { AGGREGATION_LEVELS, GROUPINGS, type AggregationLevel, type Grouping } from "../adapter/batch.ts";
 import { LORA_TARGETS } from "../model/lora.ts";
 import { UsageError } from "../server/config.ts";
 import { type CommandSpec, formatHelp, parseFlags } from "./flags.ts";
@@ -51,6 +52,15 @@ export const TrainConfigSchema = z
     klCoef: z.number().min(0).default(0),
     klType: z.enum(["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"]).default("low_var_kl"),
     clipRatio: z.number().positive().default(0.2),
+    /** What becomes a training row (Agent Lightning's `trace_aggregator.level`; the file may also spell it
+     * `trace_aggregator`): each LLM call, or each rollout's chain of calls with the tokens between the
+     * model's replies masked out of the loss. */
+    traceAggregator: z
+      .object({ level: z.enum(AGGREGATION_LEVELS as [AggregationLevel, ...AggregationLevel[]]).default("transition") })
+      .strict()
+      .default({ level: "transition" }),
+    /** Rows that share a GRPO baseline: same sample and turn index, or same sample. */
+    grouping: z.enum(GROUPINGS as [Grouping, ...Grouping[]]).default("sample_turn"),
     maxPrompt: positive.default(512),
     maxResponse: positive.default(256),
     temperature: z.number().min(0).default(1),
@@ -121,6 +131,15 @@ again after Ctrl-C or a crash and it continues from the last checkpoint.`,
         num("kl-coef", "X", "KL-to-base loss coefficient [0]"),
         str("kl-type", "K", "k1 | k2 | k3 (kl, mse, low_var_kl, abs) [low_var_kl]"),
         num("clip-ratio", "X", "PPO clip ratio [0.2]"),
+        {
+          ...str(
+            "trace-aggregator-level",
+            "L",
+            "transition | trajectory: a training row per LLM call, or per rollout with\nthe tool results and chat scaffolding masked out of the loss [transition]",
+          ),
+          choices: AGGREGATION_LEVELS,
+        },
+        { ...str("grouping", "G", "sample_turn | sample: rows sharing a GRPO baseline [sample_turn]"), choices: GROUPINGS },
         int("max-prompt", "prompt tokens kept per row [512]"),
         int("max-response", "response tokens kept per row [256]"),
         num("temperature", "X", "sampling temperature of training rollouts [1]"),
@@ -156,16 +175,23 @@ export function parseTrainArgs(
   for (const [name, value] of Object.entries(values)) {
     if (name === "config") file = readConfigFile(String(value), readText);
     else if (name === "no-progress") flags.progress = false;
+    else if (name === "trace-aggregator-level") flags.traceAggregator = { level: value };
     else if (name === "lora-targets")
       flags.loraTargets = String(value)
         .split(",")
         .map((s) => s.trim());
     else flags[camel(name)] = value;
   }
-  const parsed = TrainConfigSchema.safeParse({ ...file, ...flags });
+  const merged = { ...file, ...flags };
+  if (isObject(file.traceAggregator) && isObject(flags.traceAggregator))
+    merged.traceAggregator = { ...file.traceAggregator, ...flags.traceAggregator };
+  const parsed = TrainConfigSchema.safeParse(merged);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const key = String(issue.path[0] ?? "");
+    // a nested setting is named by its flag when it has one (traceAggregator.level: --trace-aggregator-level)
+    const nested = kebab(issue.path.map(String).join("-"));
+    if (issue.path.length > 1 && FLAG_NAMES.has(nested)) throw new UsageError(`--${nested}: ${issue.message}`);
     const where = FLAG_NAMES.has(kebab(key)) ? `--${kebab(key)}` : key || "config";
     throw new UsageError(`${where}${issue.path.length > 1 ? `[${issue.path.slice(1).join(".")}]` : ""}: ${issue.message}`);
   }
@@ -179,7 +205,14 @@ function readConfigFile(path: string, readText: (path: string) => string): Recor
   } catch (e) {
     throw new UsageError(`--config ${path}: ${(e as Error).message}`);
   }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
-    throw new UsageError(`--config ${path}: must hold a JSON object`);
-  return parsed as Record<string, unknown>;
+  if (!isObject(parsed)) throw new UsageError(`--config ${path}: must hold a JSON object`);
+  // Agent Lightning's spelling of the row setting, `trace_aggregator: { level }`, read as `traceAggregator`
+  if ("trace_aggregator" in parsed) {
+    if ("traceAggregator" in parsed) throw new UsageError(`--config ${path}: give traceAggregator or trace_aggregator, not both`);
+    const { trace_aggregator, ...rest } = parsed;
+    return { ...rest, traceAggregator: trace_aggregator };
+  }
+  return parsed;
 }
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);

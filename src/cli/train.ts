@@ -282,6 +282,8 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
     trackKl: true,
     maxPromptLength: c.maxPrompt,
     maxResponseLength: c.maxResponse,
+    traceAggregator: c.traceAggregator,
+    grouping: c.grouping,
     temperature: c.temperature,
     valEvery: c.valEvery,
     checkpointEvery: c.checkpointEvery,

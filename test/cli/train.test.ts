@@ -68,6 +68,30 @@ describe("agl train settings", () => {
     expect(() => parseTrainArgs(["--config", "c.json"], () => '{"model": "m", "agent": "a", "data": "d", "typo": 1}')).toThrow(/typo/);
   });
 
+  it("reads the aggregation level as a flag or as Agent Lightning's nested trace_aggregator, and the grouping", () => {
+    const base = ["--model", "m", "--agent", "a", "--data", "d"];
+    const config = (argv: string[], file = "{}") => {
+      const r = parseTrainArgs([...base, "--config", "c.json", ...argv], () => file);
+      if (r.help) throw new Error("not help");
+      return r.config;
+    };
+    expect(config([])).toMatchObject({ traceAggregator: { level: "transition" }, grouping: "sample_turn" });
+    expect(config(["--trace-aggregator-level", "trajectory", "--grouping", "sample"])).toMatchObject({
+      traceAggregator: { level: "trajectory" },
+      grouping: "sample",
+    });
+    expect(config([], '{"trace_aggregator": {"level": "trajectory"}}').traceAggregator).toEqual({ level: "trajectory" });
+    expect(config([], '{"traceAggregator": {"level": "trajectory"}}').traceAggregator).toEqual({ level: "trajectory" });
+    expect(config(["--trace-aggregator-level", "transition"], '{"trace_aggregator": {"level": "trajectory"}}').traceAggregator).toEqual({
+      level: "transition",
+    });
+    expect(() => config([], '{"trace_aggregator": {"level": "episode"}}')).toThrow(/--trace-aggregator-level: .*transition/);
+    expect(() => config([], '{"trace_aggregator": {"level": "trajectory", "debug": true}}')).toThrow(/traceAggregator: .*debug/);
+    expect(() => config([], '{"trace_aggregator": {}, "traceAggregator": {}}')).toThrow(/not both/);
+    expect(() => config(["--trace-aggregator-level", "episode"])).toThrow(/--trace-aggregator-level/);
+    expect(() => config(["--grouping", "turn"])).toThrow(/--grouping/);
+  });
+
   it("answers --help with 0 and a bad command line with 2", async () => {
     expect(await runCli(["train", "--help"])).toBe(0);
     expect(await runCli(["train", "--model"])).toBe(2);
