@@ -164,6 +164,40 @@ describe("agl train on a Hugging Face folder", () => {
     }
   }, 600_000);
 
+  it("trains a two-turn agent at trajectory level: one row per rollout, the reward rises", async () => {
+    const out = join(dir, "run-trajectory");
+    const r = await runTraining(
+      settings({
+        out,
+        agent: "test/fixtures/train/two-turn-calc-agent.ts",
+        traceAggregator: { level: "trajectory" },
+        maxPrompt: 40,
+        maxResponse: 24,
+        steps: 10,
+        lr: 1e-2,
+        epochs: 2,
+        miniBatch: 16,
+        seed: 1,
+      }),
+      { log: () => {} },
+    );
+    const steps = r.reports.filter((x) => x.kind === "step");
+    const rewards = steps.map((s) => s.reward);
+    console.log(
+      `[agl train, trajectory] step rewards: ${rewards.map((x) => x.toFixed(3)).join(" ")}; rows ${steps.map((s) => s.rows).join(" ")}; ` +
+        `tokens/step ${steps.map((s) => s.tokens).join(" ")} (${r.seconds.toFixed(1)} s)`,
+    );
+    expect(slope(rewards)).toBeGreaterThan(0);
+    // 4 tasks x 8 rollouts of two calls: one row per rollout (64 at transition level), but for the few whose
+    // first answer holds bytes that are not UTF-8: sent back as text they re-render differently, and the
+    // second call's prompt no longer extends the first call, so the rollout gives two rows
+    for (const s of steps) {
+      expect(s.rows).toBeGreaterThanOrEqual(32);
+      expect(s.rows).toBeLessThanOrEqual(40);
+      expect(s.loss_tokens).toBeLessThan(s.trained_tokens);
+    }
+  }, 600_000);
+
   it("resumes from the last checkpoint and refuses a folder that holds another run", async () => {
     const out = join(dir, "run-b");
     const first = await runTraining(settings({ out, steps: 2, checkpointEvery: 1, lr: 1e-2 }), { log: () => {} });
