@@ -27,6 +27,8 @@ export const TrainConfigSchema = z
     /** URL of an `agl store` server instead (the HTTP client) [none]. */
     storeServer: z.string().url().nullable().default(null),
     device: z.enum(["cpu", "webgpu", "auto"]).default("auto"),
+    /** Train every weight of the model instead of a LoRA adapter (the LoRA settings are then unused). */
+    fullFinetune: z.boolean().default(false),
     loraR: positive.default(16),
     loraAlpha: z.number().positive().default(32),
     loraTargets: z
@@ -74,7 +76,15 @@ export const TrainConfigSchema = z
     recompute: z.boolean().default(false),
     progress: z.boolean().default(true),
   })
-  .strict();
+  .strict()
+  .superRefine((c, ctx) => {
+    if (c.fullFinetune && c.klCoef > 0)
+      ctx.addIssue({
+        code: "custom",
+        path: ["klCoef"],
+        message: "a KL to the base needs a LoRA adapter (the base is the reference); full fine-tuning keeps no second copy",
+      });
+  });
 
 export type TrainConfig = z.infer<typeof TrainConfigSchema>;
 
@@ -89,10 +99,11 @@ const num = (name: string, value: string, help: string): Flag => ({ name, type: 
  */
 export const TRAIN_COMMAND: CommandSpec = {
   usage: "agl train --model DIR --agent FILE --data FILE.jsonl [options]",
-  about: `Trains a LoRA adapter on a Hugging Face model (Llama, Qwen2, Qwen3) with GRPO: runners run the agent on
-the tasks against the policy server, the adapter learns from the rewards, and every step's adapter is
-served to the runners without reloading the model. The output folder is resumable: run the same command
-again after Ctrl-C or a crash and it continues from the last checkpoint.`,
+  about: `Trains a LoRA adapter (or, with --full-finetune, every weight) of a Hugging Face model (Llama, Qwen2,
+Qwen3) with GRPO: runners run the agent on the tasks against the policy server, the weights learn from the
+rewards, and every step's weights are served to the runners without reloading the model. The output
+folder is resumable: run the same command again after Ctrl-C or a crash and it continues from the last
+checkpoint.`,
   sections: [
     {
       title: "Required:",
@@ -115,6 +126,7 @@ again after Ctrl-C or a crash and it continues from the last checkpoint.`,
         str("store", "URL", "store: memory | file:PATH | libsql://... | http(s):// libSQL server [file:OUT/store.db]"),
         str("store-server", "URL", "an `agl store` server instead of a store URL"),
         str("device", "D", "cpu | webgpu | auto [auto: WebGPU on a hardware adapter, else the CPU]"),
+        { name: "full-finetune", type: "boolean", help: "train every weight of the model instead of a LoRA adapter" },
         int("lora-r", "LoRA rank [16]"),
         num("lora-alpha", "X", "LoRA alpha [32]"),
         str("lora-targets", "LIST", "comma-separated: q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj [all]"),
@@ -154,7 +166,9 @@ again after Ctrl-C or a crash and it continues from the last checkpoint.`,
     },
   ],
   footer: `Output: OUT/adapter (the latest adapter, PEFT layout: agl serve --model DIR --adapter OUT/adapter),
-OUT/checkpoints/step-N (adapter + optimizer), OUT/metrics.jsonl, OUT/reward-curve.svg, OUT/store.db.`,
+OUT/checkpoints/step-N (adapter + optimizer), OUT/metrics.jsonl, OUT/reward-curve.svg, OUT/store.db.
+With --full-finetune: OUT/model (the latest model: agl serve --model OUT/model) instead of OUT/adapter,
+and the whole model + optimizer in OUT/checkpoints/step-N.`,
 };
 
 export const TRAIN_USAGE = formatHelp(TRAIN_COMMAND);
