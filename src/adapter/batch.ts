@@ -24,9 +24,27 @@ export interface FinishedRollout {
 }
 
 export type Grouping = "sample" | "sample_turn";
+/** What becomes a row: each LLM call ("transition"), or each run of calls that extend one another ("trajectory"). */
+export type AggregationLevel = "transition" | "trajectory";
+export const AGGREGATION_LEVELS: readonly AggregationLevel[] = ["transition", "trajectory"];
+export const GROUPINGS: readonly Grouping[] = ["sample", "sample_turn"];
+
+/** Throws a ValidationError naming the option (under `path`, e.g. ["traceAggregator"]) unless both are known. */
+export function checkRowOptions(
+  level: string,
+  grouping: string,
+  path: { level: (string | number)[]; grouping: (string | number)[] } = { level: ["level"], grouping: ["grouping"] },
+): void {
+  const check = (value: string, allowed: readonly string[], where: (string | number)[]) => {
+    if (!allowed.includes(value))
+      throw new ValidationError(`${where.join(".")} must be one of ${allowed.join(", ")}, got ${JSON.stringify(value)}`, where);
+  };
+  check(level, AGGREGATION_LEVELS, path.level);
+  check(grouping, GROUPINGS, path.grouping);
+}
 
 export interface BatchBuilderOptions {
-  level?: "transition" | "trajectory";
+  level?: AggregationLevel;
   maxPromptLength: number;
   maxResponseLength: number;
   padTokenId?: number;
@@ -130,6 +148,7 @@ export function trajectoryRow(turns: { prompt: number[]; response: number[] }[],
 export function buildTrainingBatch(rollouts: readonly FinishedRollout[], o: BatchBuilderOptions): TrainingBatch {
   const level = o.level ?? "transition";
   const grouping = o.grouping ?? "sample_turn";
+  checkRowOptions(level, grouping);
   const fillna = o.rewardFillna === undefined ? 0 : o.rewardFillna;
   const P = o.maxPromptLength,
     R = o.maxResponseLength;
@@ -185,6 +204,7 @@ export function buildTrainingBatch(rollouts: readonly FinishedRollout[], o: Batc
   metrics["training/n_rollouts_w_reward"] = withReward;
   metrics["training/n_truncated_triplets"] = tensors.nTruncated;
   metrics["training/n_triplets"] = rows.length;
+  Object.assign(metrics, tokenMetrics(tensors));
   if (level === "trajectory") {
     metrics["training/n_unmerged_rollouts"] = unmerged;
     metrics["training/n_triplets_by_turn"] = turnsTotal;
@@ -203,6 +223,33 @@ export function buildTrainingBatch(rollouts: readonly FinishedRollout[], o: Batc
     groupKeys,
     metrics,
   };
+}
+
+/**
+ * What a step costs and trains, at either level: `training/n_tokens`, the attended tokens of every row
+ * (prompt and response, what each forward pass reads); `training/n_response_tokens`, those in the
+ * response columns; `training/n_loss_tokens`, the tokens under the response mask (the model's own tokens,
+ * the only ones the loss trains; at transition level every response token).
+ */
+export function tokenMetrics(t: {
+  n: number;
+  P: number;
+  R: number;
+  attentionMask: ArrayLike<number>;
+  responseMask: ArrayLike<number>;
+}): Record<string, number> {
+  const W = t.P + t.R;
+  let all = 0,
+    response = 0,
+    loss = 0;
+  for (let i = 0; i < t.n; i++)
+    for (let j = 0; j < W; j++) {
+      const a = t.attentionMask[i * W + j];
+      all += a;
+      if (j >= t.P) response += a;
+    }
+  for (let k = 0; k < t.n * t.R; k++) loss += t.responseMask[k];
+  return { "training/n_tokens": all, "training/n_response_tokens": response, "training/n_loss_tokens": loss };
 }
 
 /** The tensors in fresh JS memory (out of a shared Wasm arena that the next kernel call reuses). */

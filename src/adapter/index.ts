@@ -18,12 +18,17 @@ export {
 } from "./semconv.ts";
 export {
   buildTrainingBatch,
+  checkRowOptions,
   finalReward,
   rolloutFromSpans,
   groupMetrics,
   mergeRuns,
+  tokenMetrics,
   trajectoryRow,
   validationMetrics,
+  AGGREGATION_LEVELS,
+  GROUPINGS,
+  type AggregationLevel,
   type BatchBuilderOptions,
   type FinishedRollout,
   type Grouping,

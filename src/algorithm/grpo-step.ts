@@ -4,7 +4,7 @@
  * `ppoEpochs` passes of shuffled mini-batches on the trainer. `GRPO` (grpo.ts) calls it each step; a
  * browser tab that pulls rollouts from a remote store calls it directly (docs/browser.md).
  */
-import { buildTrainingBatch, type FinishedRollout } from "../adapter/batch.ts";
+import { buildTrainingBatch, tokenMetrics, type AggregationLevel, type FinishedRollout, type Grouping } from "../adapter/batch.ts";
 import { resolveResponseMask } from "../model/batch.ts";
 import { Rng } from "../model/init.ts";
 import { PAD_ID } from "../model/tokenizer.ts";
@@ -12,9 +12,21 @@ import type { PolicyLossOptions, PolicyTrainer, StepMetrics, TokenBatch } from "
 import { libraryKernels, type BatchTensors, type Kernels } from "../wasm/index.ts";
 import { KL_ALIASES } from "../wasm/types.ts";
 
+/** Agent Lightning's `trace_aggregator` option: what becomes a training row (docs/adapters.md#the-training-batch). */
+export interface TraceAggregatorOptions {
+  /** "transition": one row per LLM call; "trajectory": one row per run of calls whose context extends the
+   * previous call's, the tokens between the model's replies (tool results, chat scaffolding) masked out of
+   * the loss ["transition"]. */
+  level?: AggregationLevel;
+}
+
 export interface GrpoUpdateOptions {
   maxPromptLength: number;
   maxResponseLength: number;
+  traceAggregator?: TraceAggregatorOptions;
+  /** Which rows share a GRPO baseline: the same sample and turn (or merged run) index, or the same sample
+   * (Agent Lightning's) ["sample_turn"; the two agree on single-call rollouts]. */
+  grouping?: Grouping;
   /** Reward of a rollout without one [0]. */
   rewardFillna?: number;
   /** Divide group-centred rewards by the group std [true]. */
@@ -39,6 +51,13 @@ export interface GrpoUpdate {
   /** Rows of the batch, and the rows that took part in the update. */
   rows: number;
   trainedRows: number;
+  /** Attended tokens (prompt + response) of the batch's rows, and of the trained rows (what each pass over them reads). */
+  tokens: number;
+  trainedTokens: number;
+  /** Tokens of the trained rows under the loss mask (the model's own tokens). */
+  lossTokens: number;
+  /** The batch builder's metrics (`training/…`: docs/adapters.md#the-training-batch). */
+  batchMetrics: Record<string, number>;
   /** Share of groups whose rewards were all equal. */
   tiedGroupShare: number;
   /** KL of the rollout policy to the base (0 when not computed). */
@@ -78,13 +97,18 @@ export async function grpoUpdate(trainer: PolicyTrainer, finished: FinishedRollo
     maxResponseLength: o.maxResponseLength,
     padTokenId: PAD_ID,
     rewardFillna: o.rewardFillna ?? 0,
-    grouping: "sample",
+    level: o.traceAggregator?.level ?? "transition",
+    grouping: o.grouping ?? "sample_turn",
     kernels: o.kernels,
   });
   const t = batch.tensors;
   const result: GrpoUpdate = {
     rows: t.n,
     trainedRows: 0,
+    tokens: batch.metrics["training/n_tokens"],
+    trainedTokens: 0,
+    lossTokens: 0,
+    batchMetrics: batch.metrics,
     tiedGroupShare: batch.metrics["training/tied_group_ratio"] ?? 0,
     klRef: 0,
     updates: 0,
@@ -119,6 +143,9 @@ export async function grpoUpdate(trainer: PolicyTrainer, finished: FinishedRollo
   result.skippedUpdates = all.filter((m) => m.skipped).length;
   result.changed = result.updates > result.skippedUpdates;
   result.trainedRows = keep.length;
+  const kept = tokenMetrics({ ...sub, responseMask: resolveResponseMask(sub) });
+  result.trainedTokens = kept["training/n_tokens"];
+  result.lossTokens = kept["training/n_loss_tokens"];
   return result;
 }
 

@@ -26,7 +26,7 @@
  * Metrics per step go to the console (a progress line) and to the store: each step is a
  * `grpo.step` span, each validation a `grpo.validation` span, under one `grpo` bookkeeping rollout.
  */
-import type { FinishedRollout, Triplet } from "../adapter/index.ts";
+import { checkRowOptions, type FinishedRollout, type Grouping, type Triplet } from "../adapter/index.ts";
 import { LlmProxyTraceToTriplet } from "../adapter/proxy-triplet.ts";
 import { saveCheckpoint } from "../model/checkpoint.ts";
 import { saveLoraCheckpoint } from "../model/hf/lora-checkpoint.ts";
@@ -43,9 +43,9 @@ import { RuntimeError } from "../runner/errors.ts";
 import { ValidationError } from "../types/errors.ts";
 import { Algorithm, batchIterOverDataset, withLlmProxy, type Dataset } from "./base.ts";
 import { BookkeepingRollout } from "./bookkeeping.ts";
-import { grpoUpdate } from "./grpo-step.ts";
+import { grpoUpdate, type TraceAggregatorOptions } from "./grpo-step.ts";
 
-export { combineMetrics, selectRows } from "./grpo-step.ts";
+export { combineMetrics, selectRows, type TraceAggregatorOptions } from "./grpo-step.ts";
 
 const log = getLogger("agentlightning.algorithm.grpo");
 
@@ -64,6 +64,11 @@ export interface GrpoOptions {
   valEvery?: number;
   maxPromptLength: number;
   maxResponseLength: number;
+  /** What becomes a training row (Agent Lightning's `trace_aggregator.level`): each LLM call, or each
+   * rollout's chain of calls with the tool results and chat scaffolding masked out [{ level: "transition" }]. */
+  traceAggregator?: TraceAggregatorOptions;
+  /** Rows sharing a baseline: same sample and turn index, or same sample ["sample_turn"]. */
+  grouping?: Grouping;
   /** Sampling temperature of training rollouts [1.0]; validation uses `valTemperature` [0]. */
   temperature?: number;
   valTemperature?: number;
@@ -129,6 +134,11 @@ export interface StepReport {
   zero_variance_group_share: number;
   rows: number;
   trained_rows: number;
+  /** Attended tokens (prompt + response) of the batch's rows and of the trained rows; tokens of the
+   * trained rows under the loss mask (the model's own). */
+  tokens: number;
+  trained_tokens: number;
+  loss_tokens: number;
   /** PPO KL (old - new log-prob, masked mean), averaged over the step's updates. */
   kl: number;
   /** KL of the rollout policy to the base, in the loss's `klLossType` (LoRA trainers; 0 when not computed). */
@@ -199,8 +209,14 @@ export class GRPO extends Algorithm {
       trackKl: false,
       rolloutTimeoutSeconds: 600,
       progress: true,
+      grouping: "sample_turn",
       ...o,
+      traceAggregator: { level: "transition", ...o.traceAggregator },
     };
+    checkRowOptions(this.options.traceAggregator.level ?? "transition", this.options.grouping, {
+      level: ["traceAggregator", "level"],
+      grouping: ["grouping"],
+    });
     for (const k of ["steps", "batchSize", "nSamples", "ppoEpochs"] as const) {
       const v = this.options[k];
       if (!(Number.isInteger(v) && v >= 1)) throw new ValidationError(`${k} must be a positive integer, got ${v}`, [k]);
@@ -345,6 +361,8 @@ export class GRPO extends Algorithm {
     const u = await grpoUpdate(o.trainer, finished, {
       maxPromptLength: o.maxPromptLength,
       maxResponseLength: o.maxResponseLength,
+      traceAggregator: o.traceAggregator,
+      grouping: o.grouping,
       rewardFillna: o.rewardFillna,
       normByStd: o.normByStd,
       dropTiedGroups: o.dropTiedGroups,
@@ -369,6 +387,9 @@ export class GRPO extends Algorithm {
       zero_variance_group_share: u.tiedGroupShare,
       rows: u.rows,
       trained_rows: trained,
+      tokens: u.tokens,
+      trained_tokens: u.trainedTokens,
+      loss_tokens: u.lossTokens,
       kl: metrics?.approx_kl ?? 0,
       kl_ref: klRef,
       updates,
@@ -388,7 +409,7 @@ export class GRPO extends Algorithm {
       console.log(
         `grpo ${progressBar(step, o.steps)} step ${step}/${o.steps} reward ${report.reward.toFixed(3)} acc ${(report.accuracy * 100).toFixed(1)}% ` +
           `zero-var ${(report.zero_variance_group_share * 100).toFixed(0)}% kl ${report.kl.toExponential(2)}${o.trackKl || (o.loss?.klLossCoef ?? 0) !== 0 ? ` kl_ref ${report.kl_ref.toExponential(2)}` : ""} clip ${report.clip_frac.toFixed(3)} ` +
-          `rows ${trained}/${u.rows} gen ${report.rollout_tokens_per_second.toFixed(0)} tok/s train ${report.train_tokens_per_second.toFixed(0)} tok/s ${report.seconds.toFixed(1)} s`,
+          `rows ${trained}/${u.rows} (${u.trainedTokens} tokens) gen ${report.rollout_tokens_per_second.toFixed(0)} tok/s train ${report.train_tokens_per_second.toFixed(0)} tok/s ${report.seconds.toFixed(1)} s`,
       );
     }
     await this.report(report, "grpo.step");

@@ -113,7 +113,7 @@ async function runTrain(argv: readonly string[], host: ServerHost): Promise<numb
         (vals.length >= 2
           ? `; validation accuracy ${(vals[0].accuracy * 100).toFixed(1)}% -> ${(vals[vals.length - 1].accuracy * 100).toFixed(1)}%`
           : "") +
-        `; adapter ${r.adapterDir}, reward curve ${r.svgPath}`,
+        `; ${parsed.config.fullFinetune ? "model" : "adapter"} ${r.weightsDir}, reward curve ${r.svgPath}`,
     );
     return 0;
   } catch (e) {

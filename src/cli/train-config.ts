@@ -3,6 +3,7 @@
  * (`--config FILE`, keys as below) and then from flags (`--lora-r 16` sets `loraR`), flags winning.
  */
 import { z } from "zod";
+import { AGGREGATION_LEVELS, GROUPINGS, type AggregationLevel, type Grouping } from "../adapter/batch.ts";
 import { LORA_TARGETS } from "../model/lora.ts";
 import { UsageError } from "../server/config.ts";
 import { type CommandSpec, formatHelp, parseFlags } from "./flags.ts";
@@ -26,6 +27,8 @@ export const TrainConfigSchema = z
     /** URL of an `agl store` server instead (the HTTP client) [none]. */
     storeServer: z.string().url().nullable().default(null),
     device: z.enum(["cpu", "webgpu", "auto"]).default("auto"),
+    /** Train every weight of the model instead of a LoRA adapter (the LoRA settings are then unused). */
+    fullFinetune: z.boolean().default(false),
     loraR: positive.default(16),
     loraAlpha: z.number().positive().default(32),
     loraTargets: z
@@ -51,6 +54,15 @@ export const TrainConfigSchema = z
     klCoef: z.number().min(0).default(0),
     klType: z.enum(["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"]).default("low_var_kl"),
     clipRatio: z.number().positive().default(0.2),
+    /** What becomes a training row (Agent Lightning's `trace_aggregator.level`; the file may also spell it
+     * `trace_aggregator`): each LLM call, or each rollout's chain of calls with the tokens between the
+     * model's replies masked out of the loss. */
+    traceAggregator: z
+      .object({ level: z.enum(AGGREGATION_LEVELS as [AggregationLevel, ...AggregationLevel[]]).default("transition") })
+      .strict()
+      .default({ level: "transition" }),
+    /** Rows that share a GRPO baseline: same sample and turn index, or same sample. */
+    grouping: z.enum(GROUPINGS as [Grouping, ...Grouping[]]).default("sample_turn"),
     maxPrompt: positive.default(512),
     maxResponse: positive.default(256),
     temperature: z.number().min(0).default(1),
@@ -64,7 +76,15 @@ export const TrainConfigSchema = z
     recompute: z.boolean().default(false),
     progress: z.boolean().default(true),
   })
-  .strict();
+  .strict()
+  .superRefine((c, ctx) => {
+    if (c.fullFinetune && c.klCoef > 0)
+      ctx.addIssue({
+        code: "custom",
+        path: ["klCoef"],
+        message: "a KL to the base needs a LoRA adapter (the base is the reference); full fine-tuning keeps no second copy",
+      });
+  });
 
 export type TrainConfig = z.infer<typeof TrainConfigSchema>;
 
@@ -79,10 +99,11 @@ const num = (name: string, value: string, help: string): Flag => ({ name, type: 
  */
 export const TRAIN_COMMAND: CommandSpec = {
   usage: "agl train --model DIR --agent FILE --data FILE.jsonl [options]",
-  about: `Trains a LoRA adapter on a Hugging Face model (Llama, Qwen2, Qwen3) with GRPO: runners run the agent on
-the tasks against the policy server, the adapter learns from the rewards, and every step's adapter is
-served to the runners without reloading the model. The output folder is resumable: run the same command
-again after Ctrl-C or a crash and it continues from the last checkpoint.`,
+  about: `Trains a LoRA adapter (or, with --full-finetune, every weight) of a Hugging Face model (Llama, Qwen2,
+Qwen3) with GRPO: runners run the agent on the tasks against the policy server, the weights learn from the
+rewards, and every step's weights are served to the runners without reloading the model. The output
+folder is resumable: run the same command again after Ctrl-C or a crash and it continues from the last
+checkpoint.`,
   sections: [
     {
       title: "Required:",
@@ -105,6 +126,7 @@ again after Ctrl-C or a crash and it continues from the last checkpoint.`,
         str("store", "URL", "store: memory | file:PATH | libsql://... | http(s):// libSQL server [file:OUT/store.db]"),
         str("store-server", "URL", "an `agl store` server instead of a store URL"),
         str("device", "D", "cpu | webgpu | auto [auto: WebGPU on a hardware adapter, else the CPU]"),
+        { name: "full-finetune", type: "boolean", help: "train every weight of the model instead of a LoRA adapter" },
         int("lora-r", "LoRA rank [16]"),
         num("lora-alpha", "X", "LoRA alpha [32]"),
         str("lora-targets", "LIST", "comma-separated: q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj [all]"),
@@ -121,6 +143,15 @@ again after Ctrl-C or a crash and it continues from the last checkpoint.`,
         num("kl-coef", "X", "KL-to-base loss coefficient [0]"),
         str("kl-type", "K", "k1 | k2 | k3 (kl, mse, low_var_kl, abs) [low_var_kl]"),
         num("clip-ratio", "X", "PPO clip ratio [0.2]"),
+        {
+          ...str(
+            "trace-aggregator-level",
+            "L",
+            "transition | trajectory: a training row per LLM call, or per rollout with\nthe tool results and chat scaffolding masked out of the loss [transition]",
+          ),
+          choices: AGGREGATION_LEVELS,
+        },
+        { ...str("grouping", "G", "sample_turn | sample: rows sharing a GRPO baseline [sample_turn]"), choices: GROUPINGS },
         int("max-prompt", "prompt tokens kept per row [512]"),
         int("max-response", "response tokens kept per row [256]"),
         num("temperature", "X", "sampling temperature of training rollouts [1]"),
@@ -135,7 +166,9 @@ again after Ctrl-C or a crash and it continues from the last checkpoint.`,
     },
   ],
   footer: `Output: OUT/adapter (the latest adapter, PEFT layout: agl serve --model DIR --adapter OUT/adapter),
-OUT/checkpoints/step-N (adapter + optimizer), OUT/metrics.jsonl, OUT/reward-curve.svg, OUT/store.db.`,
+OUT/checkpoints/step-N (adapter + optimizer), OUT/metrics.jsonl, OUT/reward-curve.svg, OUT/store.db.
+With --full-finetune: OUT/model (the latest model: agl serve --model OUT/model) instead of OUT/adapter,
+and the whole model + optimizer in OUT/checkpoints/step-N.`,
 };
 
 export const TRAIN_USAGE = formatHelp(TRAIN_COMMAND);
@@ -156,16 +189,23 @@ export function parseTrainArgs(
   for (const [name, value] of Object.entries(values)) {
     if (name === "config") file = readConfigFile(String(value), readText);
     else if (name === "no-progress") flags.progress = false;
+    else if (name === "trace-aggregator-level") flags.traceAggregator = { level: value };
     else if (name === "lora-targets")
       flags.loraTargets = String(value)
         .split(",")
         .map((s) => s.trim());
     else flags[camel(name)] = value;
   }
-  const parsed = TrainConfigSchema.safeParse({ ...file, ...flags });
+  const merged = { ...file, ...flags };
+  if (isObject(file.traceAggregator) && isObject(flags.traceAggregator))
+    merged.traceAggregator = { ...file.traceAggregator, ...flags.traceAggregator };
+  const parsed = TrainConfigSchema.safeParse(merged);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const key = String(issue.path[0] ?? "");
+    // a nested setting is named by its flag when it has one (traceAggregator.level: --trace-aggregator-level)
+    const nested = kebab(issue.path.map(String).join("-"));
+    if (issue.path.length > 1 && FLAG_NAMES.has(nested)) throw new UsageError(`--${nested}: ${issue.message}`);
     const where = FLAG_NAMES.has(kebab(key)) ? `--${kebab(key)}` : key || "config";
     throw new UsageError(`${where}${issue.path.length > 1 ? `[${issue.path.slice(1).join(".")}]` : ""}: ${issue.message}`);
   }
@@ -179,7 +219,14 @@ function readConfigFile(path: string, readText: (path: string) => string): Recor
   } catch (e) {
     throw new UsageError(`--config ${path}: ${(e as Error).message}`);
   }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
-    throw new UsageError(`--config ${path}: must hold a JSON object`);
-  return parsed as Record<string, unknown>;
+  if (!isObject(parsed)) throw new UsageError(`--config ${path}: must hold a JSON object`);
+  // Agent Lightning's spelling of the row setting, `trace_aggregator: { level }`, read as `traceAggregator`
+  if ("trace_aggregator" in parsed) {
+    if ("traceAggregator" in parsed) throw new UsageError(`--config ${path}: give traceAggregator or trace_aggregator, not both`);
+    const { trace_aggregator, ...rest } = parsed;
+    return { ...rest, traceAggregator: trace_aggregator };
+  }
+  return parsed;
 }
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);

@@ -1,13 +1,13 @@
 /**
- * `agl train`: GRPO with a LoRA adapter on a Hugging Face model, from flags or a config file
- * (docs/lora.md#agl-train). The pieces are the library's: `loadPretrained`, a LoRA policy trainer
- * (WebGPU or CPU), a ModelPolicy serving base + adapter behind the policy server, the Trainer's runners
- * running the user's agent module, the GRPO algorithm. What this file adds is the run's folder:
+ * `agl train`: GRPO with a LoRA adapter (or full fine-tuning) on a Hugging Face model, from flags or a config
+ * file (docs/lora.md#agl-train). The pieces are the library's: `loadPretrained`, a policy trainer (WebGPU or
+ * CPU), a ModelPolicy serving base + adapter (or the trained model) behind the policy server, the Trainer's
+ * runners running the user's agent module, the GRPO algorithm. What this file adds is the run's folder:
  *
  *   OUT/run.json              the settings that define the run (a different run needs another folder)
  *   OUT/progress.json         the last completed checkpoint, written after it is complete
- *   OUT/checkpoints/step-N/   adapter (PEFT layout, float32) + optimizer state; written as step-N.tmp, then renamed
- *   OUT/adapter/              the latest adapter, for `agl serve --adapter`
+ *   OUT/checkpoints/step-N/   trained weights + optimizer state; written as step-N.tmp, then renamed
+ *   OUT/adapter/ (OUT/model/) the latest adapter, for `agl serve --adapter` (the latest model: train-weights.ts)
  *   OUT/metrics.jsonl         one line per step and validation report
  *   OUT/reward-curve.svg      training reward and validation accuracy
  *   OUT/store.db              the embedded store (unless --store / --store-server)
@@ -20,11 +20,8 @@ import { GRPO, lateDecay, type GrpoReport } from "../algorithm/grpo.ts";
 import { LlmProxyTraceToTriplet } from "../adapter/proxy-triplet.ts";
 import { LightningStoreClient } from "../client/client.ts";
 import { loadPretrained, type PretrainedModel } from "../model/hf/index.ts";
-import { loadLoraCheckpoint, saveLoraCheckpoint } from "../model/hf/lora-checkpoint.ts";
-import { savePeftAdapter } from "../model/hf/peft.ts";
-import { parseLoraConfig, type LoraConfig } from "../model/lora.ts";
 import { CpuTrainer } from "../cpu/trainer.ts";
-import type { OptimizerState, PolicyTrainer } from "../model/train-types.ts";
+import type { PolicyTrainer } from "../model/train-types.ts";
 import { platform } from "../platform/index.ts";
 import type { GpuContext } from "../gpu/context.ts";
 import { createGenerationEngine } from "../engine/factory.ts";
@@ -38,6 +35,7 @@ import { openStore } from "../store/libsql/open.ts";
 import { Trainer } from "../trainer/trainer.ts";
 import { lineChartSvg } from "./svg.ts";
 import type { TrainConfig } from "./train-config.ts";
+import { trainedWeights, type TrainedState, type TrainedWeights } from "./train-weights.ts";
 
 export interface TrainRunResult {
   /** Steps already done when this run started (0 for a fresh folder). */
@@ -45,7 +43,8 @@ export interface TrainRunResult {
   /** Every report of the run's folder, resumed ones included, in order. */
   reports: GrpoReport[];
   backend: "cpu" | "webgpu";
-  adapterDir: string;
+  /** The latest trained weights: OUT/adapter, or OUT/model with fullFinetune. */
+  weightsDir: string;
   svgPath: string;
   seconds: number;
 }
@@ -57,6 +56,7 @@ function runIdentity(c: TrainConfig): Record<string, unknown> {
     loraR: c.loraR,
     loraAlpha: c.loraAlpha,
     loraTargets: [...c.loraTargets].sort(),
+    ...(c.fullFinetune ? { fullFinetune: true } : {}),
     seed: c.seed,
     batch: c.batch,
     data: c.data,
@@ -131,8 +131,8 @@ export async function importAgent(path: string, cwd: string): Promise<LitAgent<u
 async function makeTrainer(
   c: TrainConfig,
   model: PretrainedModel,
-  lora: LoraConfig,
-  resume: { adapter: Float32Array; optimizer?: OptimizerState } | null,
+  weights: TrainedWeights,
+  resume: TrainedState | null,
   log: (m: string) => void,
 ): Promise<PolicyTrainer> {
   const common = {
@@ -140,7 +140,8 @@ async function makeTrainer(
     lr: c.lr,
     weightDecay: c.weightDecay,
     optimizer: resume?.optimizer,
-    lora: { config: lora, base: model.weights, adapter: resume?.adapter, seed: c.seed },
+    seed: c.seed,
+    ...weights.trainerOptions(resume),
   };
   const cpu = (): CpuTrainer => {
     if (c.recompute) log("--recompute applies to the WebGPU trainer: the CPU trainer keeps every layer's activations");
@@ -159,9 +160,11 @@ async function makeTrainer(
       return cpu();
     }
   }
+  if (c.gpuWeights !== "f32" && weights.lora === null)
+    log(`--gpu-weights ${c.gpuWeights} applies to a LoRA base: full fine-tuning keeps every weight in float32`);
   const trainer = await gpu.GpuPolicyTrainer.create({
     ...common,
-    weightFormat: c.gpuWeights,
+    ...(weights.lora !== null ? { weightFormat: c.gpuWeights } : {}),
     recomputeActivations: c.recompute,
   });
   return trainer;
@@ -198,7 +201,7 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
   const previous = (await readJsonIfThere(runPath)) as Record<string, unknown> | null;
   if (previous !== null && JSON.stringify(previous) !== JSON.stringify(identity))
     throw new UsageError(
-      `${c.out} holds another run (${Object.keys(identity)
+      `${c.out} holds another run (${[...new Set([...Object.keys(identity), ...Object.keys(previous)])]
         .filter((k) => JSON.stringify(previous[k]) !== JSON.stringify(identity[k]))
         .join(", ")} differ): use another --out`,
     );
@@ -206,13 +209,12 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
 
   const model = await loadPretrained(c.model);
   if (model.tokenizer === null) throw new UsageError(`${c.model} has no tokenizer.json: training needs the model's tokenizer`);
-  const lora = parseLoraConfig({ r: c.loraR, alpha: c.loraAlpha, targetModules: c.loraTargets });
+  const weights = trainedWeights(c, model);
   const progress = (await readJsonIfThere(join(c.out, "progress.json"))) as { step: number; checkpoint: string } | null;
   let startStep = 0;
-  let resume: { adapter: Float32Array; optimizer?: OptimizerState } | null = null;
+  let resume: TrainedState | null = null;
   if (progress !== null) {
-    const ckpt = await loadLoraCheckpoint(join(c.out, progress.checkpoint), model.config);
-    resume = { adapter: ckpt.adapter.params, optimizer: ckpt.optimizer };
+    resume = await weights.load(join(c.out, progress.checkpoint));
     startStep = progress.step;
     log(`resuming after step ${startStep} from ${join(c.out, progress.checkpoint)}`);
   }
@@ -230,7 +232,7 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
   const train = readJsonl(c.data);
   const val = c.valData !== null ? readJsonl(c.valData) : null;
   const agent = await importAgent(c.agent, options.cwd ?? platform.cwd());
-  const trainer = await makeTrainer(c, model, lora, resume, log);
+  const trainer = await makeTrainer(c, model, weights, resume, log);
   const state = await trainer.getState();
   const engine = await createGenerationEngine({
     backend: trainer.backend === "webgpu" ? "webgpu" : "cpu",
@@ -239,9 +241,8 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
   const policy = new ModelPolicy({
     model: model.name,
     config: model.config,
-    params: model.weights,
+    ...weights.policyWeights(state.params),
     tokenizer: model.tokenizer,
-    lora: { config: lora, params: state.params },
     version: startStep,
     engine,
     seed: c.seed,
@@ -249,7 +250,6 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
   const server = new PolicyServer({ policy });
   const store = await openRunStore(c);
   const svgPath = join(c.out, "reward-curve.svg");
-  const adapterDir = join(c.out, "adapter");
 
   // The folder's record of the run so far, rewritten whole after each report (small), never half a line.
   const persist = async (): Promise<void> => {
@@ -259,12 +259,11 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
   let pending: Promise<void> = Promise.resolve();
   const saveCheckpoint = async (step: number, t: PolicyTrainer): Promise<void> => {
     const s = await t.getState();
-    const adapter = { config: lora, params: s.params };
     const name = `checkpoints/step-${step}`;
-    await saveLoraCheckpoint(join(c.out, `${name}.tmp`), model.config, adapter, s.optimizer, { baseModel: c.model });
+    await weights.save(join(c.out, `${name}.tmp`), s);
     await io.rename(join(c.out, `${name}.tmp`), join(c.out, name));
     await writeAtomic(join(c.out, "progress.json"), `${JSON.stringify({ step, checkpoint: name })}\n`);
-    await savePeftAdapter(adapterDir, model.config, adapter, { baseModel: c.model, dtype: "F32" });
+    await weights.saveLatest(s.params);
   };
   const grpo = new GRPO({
     trainer,
@@ -279,9 +278,12 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
     miniBatchSize: c.miniBatch ?? undefined,
     microBatchSize: c.microBatch ?? undefined,
     loss: { klLossCoef: c.klCoef, klLossType: c.klType, clipRatio: c.clipRatio },
-    trackKl: true,
+    // the KL to the base is free with an adapter (the base is the reference); full fine-tuning has none
+    trackKl: weights.lora !== null,
     maxPromptLength: c.maxPrompt,
     maxResponseLength: c.maxResponse,
+    traceAggregator: c.traceAggregator,
+    grouping: c.grouping,
     temperature: c.temperature,
     valEvery: c.valEvery,
     checkpointEvery: c.checkpointEvery,
@@ -303,7 +305,7 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
     runner: { type: "LitAgentRunner", poll_interval: 0.01, heartbeat_interval: 5 },
   });
   log(
-    `${model.name} (${model.architecture}) + LoRA r=${lora.r} alpha=${lora.alpha} on ${lora.targetModules.join(",")}: ${c.steps} steps x ${c.batch} tasks x ${c.group} rollouts, trainer ${trainer.backend}, out ${c.out}`,
+    `${model.name} (${model.architecture}), ${weights.description}: ${c.steps} steps x ${c.batch} tasks x ${c.group} rollouts, trainer ${trainer.backend}, out ${c.out}`,
   );
   try {
     if (startStep < c.steps) await lightning.fit(agent, train, { valDataset: val });
@@ -315,5 +317,5 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
     (trainer as { close?: () => void }).close?.();
     engine.close?.();
   }
-  return { startStep, reports, backend: trainer.backend, adapterDir, svgPath, seconds: (performance.now() - started) / 1000 };
+  return { startStep, reports, backend: trainer.backend, weightsDir: weights.dir, svgPath, seconds: (performance.now() - started) / 1000 };
 }

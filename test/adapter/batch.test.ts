@@ -64,6 +64,12 @@ describe("batch builder (docs/adapters.md#the-training-batch)", () => {
     });
   });
 
+  it("an unknown level or grouping is an error naming the option", () => {
+    const o = { maxPromptLength: 4, maxResponseLength: 2 };
+    expect(() => buildTrainingBatch(rollouts, { ...o, level: "episode" as never })).toThrow(/level must be one of transition, trajectory/);
+    expect(() => buildTrainingBatch(rollouts, { ...o, grouping: "turn" as never })).toThrow(/grouping must be one of sample, sample_turn/);
+  });
+
   it("a missing reward with rewardFillna null is an error", () => {
     expect(() => buildTrainingBatch(rollouts, { maxPromptLength: 4, maxResponseLength: 2, rewardFillna: null })).toThrow(ValidationError);
   });

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../../src/cli/agl.ts";
 import { runTraining } from "../../src/cli/train.ts";
 import { parseTrainArgs, TrainConfigSchema, type TrainConfig } from "../../src/cli/train-config.ts";
+import { flattenParams } from "../../src/model/params.ts";
 import { exportHf, loadCheckpoint, loadLoraCheckpoint, loadPeftAdapter, loadPretrained, loraLayout } from "../../src/model/index.ts";
 import { UsageError } from "../../src/server/config.ts";
 import { openStore } from "../../src/store/index.ts";
@@ -68,6 +69,38 @@ describe("agl train settings", () => {
     expect(() => parseTrainArgs(["--config", "c.json"], () => '{"model": "m", "agent": "a", "data": "d", "typo": 1}')).toThrow(/typo/);
   });
 
+  it("reads the aggregation level as a flag or as Agent Lightning's nested trace_aggregator, and the grouping", () => {
+    const base = ["--model", "m", "--agent", "a", "--data", "d"];
+    const config = (argv: string[], file = "{}") => {
+      const r = parseTrainArgs([...base, "--config", "c.json", ...argv], () => file);
+      if (r.help) throw new Error("not help");
+      return r.config;
+    };
+    expect(config([])).toMatchObject({ traceAggregator: { level: "transition" }, grouping: "sample_turn" });
+    expect(config(["--trace-aggregator-level", "trajectory", "--grouping", "sample"])).toMatchObject({
+      traceAggregator: { level: "trajectory" },
+      grouping: "sample",
+    });
+    expect(config([], '{"trace_aggregator": {"level": "trajectory"}}').traceAggregator).toEqual({ level: "trajectory" });
+    expect(config([], '{"traceAggregator": {"level": "trajectory"}}').traceAggregator).toEqual({ level: "trajectory" });
+    expect(config(["--trace-aggregator-level", "transition"], '{"trace_aggregator": {"level": "trajectory"}}').traceAggregator).toEqual({
+      level: "transition",
+    });
+    expect(() => config([], '{"trace_aggregator": {"level": "episode"}}')).toThrow(/--trace-aggregator-level: .*transition/);
+    expect(() => config([], '{"trace_aggregator": {"level": "trajectory", "debug": true}}')).toThrow(/traceAggregator: .*debug/);
+    expect(() => config([], '{"trace_aggregator": {}, "traceAggregator": {}}')).toThrow(/not both/);
+    expect(() => config(["--trace-aggregator-level", "episode"])).toThrow(/--trace-aggregator-level/);
+    expect(() => config(["--grouping", "turn"])).toThrow(/--grouping/);
+  });
+
+  it("full fine-tuning is a flag, and refuses a KL term (no base to compare with)", () => {
+    const base = ["--model", "m", "--agent", "a", "--data", "d"];
+    const r = parseTrainArgs([...base, "--full-finetune"], noFile);
+    if (r.help) throw new Error("not help");
+    expect(r.config.fullFinetune).toBe(true);
+    expect(() => parseTrainArgs([...base, "--full-finetune", "--kl-coef", "0.1"], noFile)).toThrow(/--kl-coef: .*LoRA/);
+  });
+
   it("answers --help with 0 and a bad command line with 2", async () => {
     expect(await runCli(["train", "--help"])).toBe(0);
     expect(await runCli(["train", "--model"])).toBe(2);
@@ -113,7 +146,7 @@ describe("agl train on a Hugging Face folder", () => {
 
     // the folder: the last adapter in PEFT layout equals the last checkpoint's
     const model = await loadPretrained(join(dir, "model"));
-    const latest = await loadPeftAdapter(r.adapterDir, model.config);
+    const latest = await loadPeftAdapter(r.weightsDir, model.config);
     const ckpt = await loadLoraCheckpoint(join(out, "checkpoints/step-8"), model.config);
     expect(latest.config).toEqual({
       r: 8,
@@ -138,6 +171,72 @@ describe("agl train on a Hugging Face folder", () => {
     } finally {
       await store.close();
     }
+  }, 600_000);
+
+  it("trains a two-turn agent at trajectory level: one row per rollout, the reward rises", async () => {
+    const out = join(dir, "run-trajectory");
+    const r = await runTraining(
+      settings({
+        out,
+        agent: "test/fixtures/train/two-turn-calc-agent.ts",
+        traceAggregator: { level: "trajectory" },
+        maxPrompt: 40,
+        maxResponse: 24,
+        steps: 10,
+        lr: 1e-2,
+        epochs: 2,
+        miniBatch: 16,
+        seed: 1,
+      }),
+      { log: () => {} },
+    );
+    const steps = r.reports.filter((x) => x.kind === "step");
+    const rewards = steps.map((s) => s.reward);
+    console.log(
+      `[agl train, trajectory] step rewards: ${rewards.map((x) => x.toFixed(3)).join(" ")}; rows ${steps.map((s) => s.rows).join(" ")}; ` +
+        `tokens/step ${steps.map((s) => s.tokens).join(" ")} (${r.seconds.toFixed(1)} s)`,
+    );
+    expect(slope(rewards)).toBeGreaterThan(0);
+    // 4 tasks x 8 rollouts of two calls: one row per rollout (64 at transition level), but for the few whose
+    // first answer holds bytes that are not UTF-8: sent back as text they re-render differently, and the
+    // second call's prompt no longer extends the first call, so the rollout gives two rows
+    for (const s of steps) {
+      expect(s.rows).toBeGreaterThanOrEqual(32);
+      expect(s.rows).toBeLessThanOrEqual(40);
+      expect(s.loss_tokens).toBeLessThan(s.trained_tokens);
+    }
+  }, 600_000);
+
+  it("full fine-tuning: every weight trains, OUT/model is a Hugging Face folder of the latest weights, and it resumes", async () => {
+    const out = join(dir, "run-full");
+    const model = await loadPretrained(join(dir, "model"));
+    const first = await runTraining(settings({ out, fullFinetune: true, steps: 2, checkpointEvery: 1, lr: 1e-3, seed: 1 }), {
+      log: () => {},
+    });
+    expect(first.weightsDir).toBe(join(out, "model"));
+    const steps = first.reports.filter((x) => x.kind === "step");
+    expect(steps.reduce((a, s) => a + s.updates - s.skipped_updates, 0)).toBeGreaterThan(0);
+    expect(steps.every((s) => s.kl_ref === 0)).toBe(true);
+    const atTwo = await loadCheckpoint(join(out, "checkpoints/step-2"));
+    const served = await loadPretrained(first.weightsDir);
+    expect(served.config).toEqual(model.config);
+    expect(served.tokenizer?.encode("Total?")).toEqual(model.tokenizer?.encode("Total?"));
+    expect(Array.from(flattenParams(served.config, served.weights))).toEqual(Array.from(atTwo.params));
+    expect(Array.from(atTwo.params)).not.toEqual(Array.from(flattenParams(model.config, model.weights)));
+
+    const second = await runTraining(settings({ out, fullFinetune: true, steps: 3, checkpointEvery: 1, lr: 1e-3, seed: 1 }), {
+      log: () => {},
+    });
+    expect(second.startStep).toBe(2);
+    const third = second.reports.find((x) => x.kind === "step" && x.step === 3);
+    const atThree = await loadCheckpoint(join(out, "checkpoints/step-3"));
+    expect(atThree.optimizer?.step).toBe(
+      (atTwo.optimizer?.step ?? 0) + (third?.kind === "step" ? third.updates - third.skipped_updates : 0),
+    );
+    // a LoRA run cannot continue a full fine-tuning folder
+    await expect(runTraining(settings({ out, steps: 3, seed: 1 }), { log: () => {} })).rejects.toThrow(
+      /another run \(fullFinetune differ\)/,
+    );
   }, 600_000);
 
   it("resumes from the last checkpoint and refuses a folder that holds another run", async () => {
@@ -190,7 +289,7 @@ describe.skipIf(noGpu)("agl train on WebGPU", () => {
     const steps = r.reports.filter((x) => x.kind === "step");
     expect(steps).toHaveLength(2);
     const model = await loadPretrained(join(dir, "model"));
-    const adapter = await loadPeftAdapter(r.adapterDir, model.config);
+    const adapter = await loadPeftAdapter(r.weightsDir, model.config);
     const taken = steps.reduce((a, s) => a + s.updates - s.skipped_updates, 0);
     expect(taken).toBeGreaterThan(0);
     // B starts at zero: the updates moved it

@@ -10,7 +10,7 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startServerProcess, type ServerProcess } from "../server/processes.ts";
 import { launchBrowser, openPage, poll, screenshot } from "./browser.ts";
-import { APO_ROUNDS, STEPS, VALIDATIONS, XSS, seedStore, type Seeded } from "./seed.ts";
+import { APO_ROUNDS, STEPS, TOOL_RESULTS, VALIDATIONS, XSS, seedStore, type Seeded } from "./seed.ts";
 
 let dir: string;
 let server: ServerProcess;
@@ -173,6 +173,39 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     expect(await triplets.locator(".triplet").count()).toBe(1);
     expect(await triplets.locator(".triplet .reward-pill").innerText()).toBe("reward: 1");
     expect(await triplets.locator(".triplet pre").first().innerText()).toContain('"token_ids": [\n    11,');
+  });
+
+  it("Rollout detail: a tool-using rollout shows its turns, the model's tool calls and the tool results", async () => {
+    await go(`rollouts/${seeded.toolRollout}`);
+    await poll(() => page.locator(".summary").innerText()).toContain("3 LLM calls · 2 tool calls");
+    await page.getByRole("tab", { name: /LLM calls \(3\)/ }).click();
+    const summaries = page.locator("details.card summary");
+    await poll(() => summaries.count()).toBe(3);
+    const heads = await summaries.allInnerTexts();
+    expect(heads.map((h) => h.split(" ").slice(0, 2).join(" "))).toEqual(["Turn 1", "Turn 2", "Turn 3"]);
+    expect(heads[0]).toContain('calculator({"expression":"23*148"})');
+    expect(heads[2]).toContain("### ANSWER: 2887 ###");
+    await summaries.nth(2).click();
+    const last = page.locator("details.card").nth(2).getByTestId("llm-call");
+    // the last call's prompt: system, user, then each call the model made and the result sent back
+    const messages = last.locator(".msg");
+    expect(await messages.locator(".role").allInnerTexts()).toEqual([
+      "SYSTEM",
+      "USER",
+      "ASSISTANT",
+      "TOOL result of call_1",
+      "ASSISTANT",
+      "TOOL result of call_2",
+      "ASSISTANT",
+    ]);
+    const calls = last.getByTestId("tool-call");
+    expect(await calls.count()).toBe(2);
+    expect(await calls.nth(0).innerText()).toMatch(/tool call\s+calculator\s+call_1\s+\{"expression":"23\*148"\}/);
+    expect(await calls.nth(1).locator("pre").innerText()).toBe('{"expression":"3404-517"}');
+    expect(await messages.nth(3).locator("pre").innerText()).toBe(TOOL_RESULTS[0]);
+    expect(await messages.nth(5).locator("pre").innerText()).toBe(TOOL_RESULTS[1]);
+    expect(await messages.nth(6).locator("pre").innerText()).toBe("### ANSWER: 2887 ###");
+    await screenshot(page, "rollout-tool-calls");
   });
 
   it("Rollout detail refreshes live while the rollout runs: new spans join the waterfall", async () => {

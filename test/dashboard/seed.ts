@@ -1,11 +1,13 @@
 /**
  * A store with something on every dashboard page, written through the real server's HTTP API by
  * LightningStoreClient: two resource versions, rollouts in every state (one retried), workers, a
- * rollout with a traced LLM call, a reward, an annotation and a `<script>` in an attribute, a GRPO
+ * rollout with a traced LLM call, a reward, an annotation and a `<script>` in an attribute, a multi-turn
+ * rollout whose model calls a calculator tool (its calls as the policy server records them), a GRPO
  * bookkeeping rollout with `grpo.step` / `grpo.validation` spans and an APO one with `apo.round` /
  * `apo.candidate` spans.
  */
 import { LightningStoreClient } from "../../src/client/index.ts";
+import { openAiCallAttributes, type JsonObject } from "../../src/tracer/gen-ai.ts";
 import { spanFromAttributes, type Attributes, type Span } from "../../src/types/span.ts";
 
 export const XSS = `<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">`;
@@ -16,6 +18,7 @@ export const APO_ROUNDS = 3;
 export interface Seeded {
   busyRollout: string;
   showcase: string;
+  toolRollout: string;
   retried: string;
   metricsRollout: string;
   apoRollout: string;
@@ -129,6 +132,8 @@ export async function seedStore(url: string, token?: string): Promise<Seeded> {
     ]);
     await store.updateAttempt(rid, aid, { status: "succeeded" });
 
+    const toolRollout = await seedToolRollout(store, v2.resources_id, t0);
+
     // A rollout whose first attempt failed and was retried.
     const retried = await store.startRollout(
       { question: "retry me" },
@@ -224,13 +229,72 @@ export async function seedStore(url: string, token?: string): Promise<Seeded> {
     return {
       busyRollout: busy!.rollout_id,
       showcase: rid,
+      toolRollout,
       retried: retried.rollout_id,
       metricsRollout: mid,
       apoRollout: apo.rollout_id,
       resourceIds: [v1.resources_id, v3.resources_id],
-      rollouts: enqueued.length + 4,
+      rollouts: enqueued.length + 5,
     };
   } finally {
     await store.close();
   }
+}
+
+export const TOOL_RESULTS = ["3404", "2887"];
+const CALCULATOR = {
+  type: "function",
+  function: {
+    name: "calculator",
+    description: "Evaluate an arithmetic expression exactly.",
+    parameters: { type: "object", properties: { expression: { type: "string" } }, required: ["expression"] },
+  },
+};
+
+/**
+ * A tool-using agent's rollout: three model calls, the first two answered with a calculator call, each
+ * result sent back as a `tool` message, the last one the answer; the spans' attributes are what the
+ * policy server records for such calls.
+ */
+async function seedToolRollout(store: LightningStoreClient, resourcesId: string, t0: number): Promise<string> {
+  const r = await store.startRollout(
+    { question: "23 boxes of 148 pens, 517 sold. How many left?" },
+    { mode: "train", resources_id: resourcesId },
+  );
+  const messages: JsonObject[] = [
+    { role: "system", content: "Use the calculator. End with ### ANSWER: <number> ###" },
+    { role: "user", content: "23 boxes of 148 pens, 517 sold. How many left?" },
+  ];
+  const replies: JsonObject[] = [
+    { role: "assistant", content: null, tool_calls: [call("call_1", "23*148")] },
+    { role: "assistant", content: null, tool_calls: [call("call_2", "3404-517")] },
+    { role: "assistant", content: "### ANSWER: 2887 ###" },
+  ];
+  const spans: Span[] = [];
+  replies.forEach((reply, k) => {
+    const request = { model: "policy-v2", messages: structuredClone(messages), tools: [CALCULATOR] };
+    const response = {
+      id: `chatcmpl-tool-${k}`,
+      model: "policy-v2",
+      choices: [{ index: 0, message: reply, finish_reason: reply.tool_calls ? "tool_calls" : "stop" }],
+      usage: { prompt_tokens: 60 + 30 * k, completion_tokens: 20 },
+    };
+    spans.push(
+      span(r.rollout_id, r.attempt.attempt_id, k + 1, {
+        name: "litellm_request",
+        start_time: t0 + k,
+        end_time: t0 + k + 0.5,
+        attributes: openAiCallAttributes({ request, response }),
+      }),
+    );
+    messages.push(reply);
+    if (k < TOOL_RESULTS.length) messages.push({ role: "tool", tool_call_id: `call_${k + 1}`, content: TOOL_RESULTS[k] });
+  });
+  await store.addManySpans(spans);
+  await store.updateAttempt(r.rollout_id, r.attempt.attempt_id, { status: "succeeded" });
+  return r.rollout_id;
+}
+
+function call(id: string, expression: string): JsonObject {
+  return { id, type: "function", function: { name: "calculator", arguments: JSON.stringify({ expression }) } };
 }

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 // @ts-expect-error: plain browser ES modules without type declarations
 import { diffLines } from "../../src/server/dashboard/web/diff.js";
 // @ts-expect-error: as above
-import { llmCall, rewardValues, timeRange, treeRows } from "../../src/server/dashboard/web/spans.js";
+import { llmCall, rewardValues, timeRange, toolCalls, treeRows } from "../../src/server/dashboard/web/spans.js";
 
 const span = (span_id: string, parent_id: string | null, start: number, end: number, extra: Record<string, unknown> = {}) => ({
   span_id,
@@ -101,6 +101,31 @@ describe("span readers", () => {
       { name: "task", value: 1 },
       { name: "style", value: 0.5 },
     ]);
+  });
+});
+
+describe("toolCalls", () => {
+  it("reads an assistant message's tool calls in order, and none from a message without them", () => {
+    const call = llmCall(
+      span("x", null, 0, 1, {
+        attributes: {
+          "gen_ai.prompt.0.role": "assistant",
+          "gen_ai.prompt.0.tool_calls.1.name": "calculator",
+          "gen_ai.prompt.0.tool_calls.1.arguments": '{"expression":"2*3"}',
+          "gen_ai.prompt.0.tool_calls.1.id": "call_b",
+          "gen_ai.prompt.0.tool_calls.0.name": "search",
+          "gen_ai.prompt.0.tool_calls.0.id": "call_a",
+          "gen_ai.prompt.1.role": "tool",
+          "gen_ai.prompt.1.tool_call_id": "call_a",
+          "gen_ai.prompt.1.content": "found",
+        },
+      }),
+    );
+    expect(toolCalls(call.prompt[0])).toEqual([
+      { name: "search", id: "call_a" },
+      { name: "calculator", arguments: '{"expression":"2*3"}', id: "call_b" },
+    ]);
+    expect(toolCalls(call.prompt[1])).toEqual([]);
   });
 });
 

@@ -97,6 +97,12 @@ export function llmCall(span) {
   };
 }
 
+/**
+ * A message's tool calls, in order: its `tool_calls.N.id|type|name|arguments` fields (what the LLM proxy and
+ * the policy server record for an assistant turn that called tools), as [{ id, type, name, arguments }].
+ */
+export const toolCalls = (message) => indexed(message, "tool_calls");
+
 /** A reward span's dimensions as [{ name, value }]. */
 export function rewardValues(span) {
   const a = span.attributes ?? {};

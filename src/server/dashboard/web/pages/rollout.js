@@ -4,10 +4,11 @@ import { useMemo, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { useSpans } from "../live-spans.js";
 import { fmtDuration, fmtInt, fmtNumber, fmtTime, pretty, preview } from "../format.js";
-import { isAnnotation, isError, isLlmCall, isReward, llmCall, rewardValues, timeRange, treeRows } from "../spans.js";
+import { isAnnotation, isError, isLlmCall, isReward, llmCall, rewardValues, timeRange, toolCalls, treeRows } from "../spans.js";
 import { ErrorBox, Json, KeyValues, Status, Tabs, VirtualList, html, useLoad } from "../ui.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+const plural = (n, what) => `${fmtInt(n)} ${what}${n === 1 ? "" : "s"}`;
 const ROW = 24;
 
 export function RolloutPage({ rolloutId }) {
@@ -25,6 +26,9 @@ export function RolloutPage({ rolloutId }) {
   if (r === null)
     return html`<section><h1>Rollout not found</h1><p class="mono">${rolloutId}</p><a href="#/rollouts">All rollouts</a></section>`;
   const list = spans.data?.items ?? [];
+  // in call order (sequence ids are given as the calls arrive), so the position is the turn
+  const calls = list.filter(isLlmCall).sort((a, b) => a.sequence_id - b.sequence_id || a.start_time - b.start_time);
+  const toolCallCount = calls.reduce((n, s) => n + llmCall(s).completion.reduce((k, m) => k + toolCalls(m).length, 0), 0);
   const rewards = list.filter(isReward);
   // What annotation spans say besides a reward (emitReward also writes annotation spans; those show above).
   const annotations = list.filter(isAnnotation).flatMap((s) =>
@@ -46,6 +50,7 @@ export function RolloutPage({ rolloutId }) {
         ["resources", r.resources_id ? html`<a class="mono" href="#/resources">${r.resources_id}</a>` : "–"],
         ["attempts", `${attempts.data?.total ?? "–"} of at most ${r.config?.max_attempts ?? 1}`],
         ["spans", spans.data ? fmtInt(spans.data.total) : "…"],
+        ["turns", spans.data ? `${plural(calls.length, "LLM call")} · ${plural(toolCallCount, "tool call")}` : "…"],
       ]} />
       <div class="rewards" data-testid="rewards">
         <h3>Rewards</h3>
@@ -61,13 +66,13 @@ export function RolloutPage({ rolloutId }) {
     <${AttemptsTable} attempts=${attempts.data?.items ?? []} selected=${attemptId} onSelect=${setAttemptId} />
     <${Tabs} tabs=${[
       ["trace", `Trace (${fmtInt(list.length)})`],
-      ["llm", `LLM calls (${list.filter(isLlmCall).length})`],
+      ["llm", `LLM calls (${calls.length})`],
       ["triplets", "Triplets"],
       ["rollout", "Input & metadata"],
     ]} value=${tab} onChange=${setTab} />
     <${ErrorBox} error=${spans.error || attempts.error} />
     ${tab === "trace" && html`<${Trace} spans=${list} />`}
-    ${tab === "llm" && html`<${LlmCalls} spans=${list.filter(isLlmCall)} />`}
+    ${tab === "llm" && html`<${LlmCalls} spans=${calls} />`}
     ${tab === "triplets" && html`<${Triplets} rolloutId=${rolloutId} attemptId=${attemptId} />`}
     ${
       tab === "rollout" &&
@@ -175,9 +180,25 @@ function SpanDetail({ span }) {
   </div>`;
 }
 
+// A message: its role (a tool result names the call it answers), its text, and the tools it called.
 function Message({ m }) {
   const content = m.content ?? m.value ?? "";
-  return html`<div class=${`msg role-${String(m.role ?? "unknown")}`}><div class="role">${String(m.role ?? "?")}</div><pre>${attributeText(content)}</pre></div>`;
+  const calls = toolCalls(m);
+  return html`<div class=${`msg role-${String(m.role ?? "unknown")}`}>
+    <div class="role">${String(m.role ?? "?")}${m.tool_call_id !== undefined && html` <span class="mono">result of ${String(m.tool_call_id)}</span>`}</div>
+    ${(content !== "" || calls.length === 0) && html`<pre>${attributeText(content)}</pre>`}
+    ${calls.map(
+      (c, i) =>
+        html`<div class="tool-call" key=${i} data-testid="tool-call"><span class="tag">tool call</span> <b class="mono">${String(c.name ?? "?")}</b> <span class="muted mono">${String(c.id ?? "")}</span><pre>${attributeText(c.arguments ?? "")}</pre></div>`,
+    )}
+  </div>`;
+}
+
+/** One line for a call: the tools the reply called, else its text. */
+function replyPreview(call) {
+  const reply = call.completion[0] ?? {};
+  const used = toolCalls(reply);
+  return used.length > 0 ? used.map((c) => `${c.name ?? "?"}(${c.arguments ?? ""})`).join(", ") : String(reply.content ?? "");
 }
 
 function LlmCall({ span }) {
@@ -198,8 +219,8 @@ function LlmCalls({ spans }) {
   return html`<div class="llm-list">${spans
     .slice(0, shown)
     .map(
-      (s) =>
-        html`<details key=${s.span_id} class="card"><summary><b>${s.name}</b> <span class="muted">${fmtTime(s.start_time)} · ${fmtDuration((s.end_time ?? s.start_time) - s.start_time)} · ${preview(llmCall(s).completion[0]?.content ?? "", 60)}</span></summary><${LlmCall} span=${s} /></details>`,
+      (s, i) =>
+        html`<details key=${s.span_id} class="card"><summary><b>Turn ${i + 1}</b> <span class="muted">${s.name} · ${fmtTime(s.start_time)} · ${fmtDuration((s.end_time ?? s.start_time) - s.start_time)} · ${preview(replyPreview(llmCall(s)), 60)}</span></summary><${LlmCall} span=${s} /></details>`,
     )}
   ${more > 0 && html`<button onClick=${() => setShown(shown + LLM_PAGE)}>Show ${Math.min(more, LLM_PAGE)} more of ${more}</button>`}
   </div>`;
