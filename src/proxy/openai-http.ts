@@ -7,7 +7,7 @@
 import type { Context, Hono } from "hono";
 import { serveFetch } from "../platform/index.ts";
 import { silentLogger } from "../platform/log.ts";
-import { bearerChallenge, bearerToken, tokensEqual } from "../server/auth.ts";
+import { bearerAuth } from "../server/auth.ts";
 import { browserGuard } from "../server/browser-guard.ts";
 import { DEFAULT_BODY_LIMIT } from "../server/app.ts";
 import { drainRefusedBodies } from "../server/drain-refused.ts";
@@ -102,19 +102,14 @@ export function installOpenAiBasics(app: Hono, access: OpenAiAccess): void {
   const guard = browserGuard({ token, bindAddress: access.bindAddress, allowedHosts: access.allowedHosts });
   if (guard) app.use("*", guard);
   if (token === null) return;
-  if (token.trim() === "") throw new ValidationError("token must not be empty; leave it out to serve without authentication", ["token"]);
-  app.use("*", async (c, next) => {
-    if (c.req.path.endsWith("/health")) return next();
-    const given = bearerToken(c.req.header("authorization"));
-    if (given === null || !(await tokensEqual(given, token))) {
-      c.header("WWW-Authenticate", bearerChallenge(given !== null));
-      return c.json(
-        { error: { message: "Missing or wrong bearer token", type: "authentication_error", param: null, code: "invalid_api_key" } },
-        401,
-      );
-    }
-    return next();
-  });
+  app.use(
+    "*",
+    bearerAuth({
+      token,
+      isPublic: (c) => c.req.path.endsWith("/health"),
+      refusal: (message) => errorBody(new OpenAiError(401, "authentication_error", message, "invalid_api_key")).body,
+    }),
+  );
 }
 
 /** How to serve a fetch handler (runtimes/*.ts have one per runtime; Node's is the default). */
