@@ -11,7 +11,6 @@ import { bearerAuth } from "../server/auth.ts";
 import { browserGuard } from "../server/browser-guard.ts";
 import { DEFAULT_BODY_LIMIT } from "../server/app.ts";
 import { drainRefusedBodies } from "../server/drain-refused.ts";
-import { checkJsonContentType } from "../server/json-body.ts";
 import { LightningError, ValidationError } from "../types/errors.ts";
 import { type LLM, type ProxyLLM, proxyBaseUrl } from "../types/resources.ts";
 
@@ -51,16 +50,6 @@ export function errorBody(err: unknown): { status: number; body: unknown } {
     status: 500,
     body: { error: { message: err instanceof Error ? err.message : String(err), type: "server_error", param: null, code: null } },
   };
-}
-
-/** The JSON body of a request that declares a JSON Content-Type (415 otherwise: src/server/json-body.ts says why). */
-export async function readJson(c: Context): Promise<unknown> {
-  checkJsonContentType(c.req.header("content-type"));
-  try {
-    return await c.req.json();
-  } catch {
-    throw new OpenAiError(400, "invalid_request_error", "The request body is not valid JSON");
-  }
 }
 
 /** The headers of a server-sent event stream that proxies must not buffer. */
