@@ -25,6 +25,7 @@ import type { PolicyTrainer } from "../model/train-types.ts";
 import { platform } from "../platform/index.ts";
 import type { GpuContext } from "../gpu/context.ts";
 import { createGenerationEngine } from "../engine/factory.ts";
+import type { GenerationEngine } from "../model/generation.ts";
 import { ModelPolicy } from "../proxy/policy.ts";
 import { PolicyServer } from "../proxy/policy-server.ts";
 import { llmRollout } from "../runner/functional.ts";
@@ -190,12 +191,9 @@ function rewardCurve(reports: readonly GrpoReport[], steps: number): string {
   );
 }
 
-/** Runs (or resumes) the training the config describes, to its last step. */
-export async function runTraining(c: TrainConfig, options: { log?: (m: string) => void; cwd?: string } = {}): Promise<TrainRunResult> {
-  const started = performance.now();
-  const log = options.log ?? ((m: string) => console.log(`[agl train] ${m}`));
-  const io = platform.files();
-  await io.mkdir(join(c.out, "checkpoints"));
+/** Claims `c.out` for this run: a folder that holds another run is refused, a new one gets run.json. */
+async function claimRunFolder(c: TrainConfig): Promise<void> {
+  await platform.files().mkdir(join(c.out, "checkpoints"));
   const runPath = join(c.out, "run.json");
   const identity = runIdentity(c);
   const previous = (await readJsonIfThere(runPath)) as Record<string, unknown> | null;
@@ -206,21 +204,24 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
         .join(", ")} differ): use another --out`,
     );
   await writeAtomic(runPath, `${JSON.stringify(identity, null, 2)}\n`);
+}
 
-  const model = await loadPretrained(c.model);
-  if (model.tokenizer === null) throw new UsageError(`${c.model} has no tokenizer.json: training needs the model's tokenizer`);
-  const weights = trainedWeights(c, model);
+/** Where an earlier invocation stopped: the last completed checkpoint's step and state (step 0 and null in a new folder). */
+async function resumePoint(
+  c: TrainConfig,
+  weights: TrainedWeights,
+  log: (m: string) => void,
+): Promise<{ startStep: number; resume: TrainedState | null }> {
   const progress = (await readJsonIfThere(join(c.out, "progress.json"))) as { step: number; checkpoint: string } | null;
-  let startStep = 0;
-  let resume: TrainedState | null = null;
-  if (progress !== null) {
-    resume = await weights.load(join(c.out, progress.checkpoint));
-    startStep = progress.step;
-    log(`resuming after step ${startStep} from ${join(c.out, progress.checkpoint)}`);
-  }
-  if (startStep >= c.steps) log(`${c.out} already holds ${startStep} steps (--steps ${c.steps}): nothing to train`);
+  if (progress === null) return { startStep: 0, resume: null };
+  const resume = await weights.load(join(c.out, progress.checkpoint));
+  log(`resuming after step ${progress.step} from ${join(c.out, progress.checkpoint)}`);
+  return { startStep: progress.step, resume };
+}
 
-  const metricsPath = join(c.out, "metrics.jsonl");
+/** The reports in metrics.jsonl up to `startStep`: those after it are work lost with the crash. */
+async function reportsUpTo(metricsPath: string, startStep: number): Promise<GrpoReport[]> {
+  const io = platform.files();
   const reports: GrpoReport[] = [];
   if (startStep > 0 && (await io.exists(metricsPath)))
     for (const line of new TextDecoder().decode(await io.readFile(metricsPath)).split("\n"))
@@ -228,11 +229,18 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
         const r = JSON.parse(line) as GrpoReport;
         if (r.step <= startStep) reports.push(r);
       }
+  return reports;
+}
 
-  const train = readJsonl(c.data);
-  const val = c.valData !== null ? readJsonl(c.valData) : null;
-  const agent = await importAgent(c.agent, options.cwd ?? platform.cwd());
-  const trainer = await makeTrainer(c, model, weights, resume, log);
+/** The policy the runners call: the trainer's weights (or base + adapter), generating on the trainer's backend. */
+async function servedPolicy(
+  c: TrainConfig,
+  model: PretrainedModel,
+  tokenizer: NonNullable<PretrainedModel["tokenizer"]>,
+  weights: TrainedWeights,
+  trainer: PolicyTrainer,
+  startStep: number,
+): Promise<{ policy: ModelPolicy; engine: GenerationEngine }> {
   const state = await trainer.getState();
   const engine = await createGenerationEngine({
     backend: trainer.backend === "webgpu" ? "webgpu" : "cpu",
@@ -242,22 +250,18 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
     model: model.name,
     config: model.config,
     ...weights.policyWeights(state.params),
-    tokenizer: model.tokenizer,
+    tokenizer,
     version: startStep,
     engine,
     seed: c.seed,
   });
-  const server = new PolicyServer({ policy });
-  const store = await openRunStore(c);
-  const svgPath = join(c.out, "reward-curve.svg");
+  return { policy, engine };
+}
 
-  // The folder's record of the run so far, rewritten whole after each report (small), never half a line.
-  const persist = async (): Promise<void> => {
-    await writeAtomic(metricsPath, reports.map((r) => `${JSON.stringify(r)}\n`).join(""));
-    await writeAtomic(svgPath, rewardCurve(reports, c.steps));
-  };
-  let pending: Promise<void> = Promise.resolve();
-  const saveCheckpoint = async (step: number, t: PolicyTrainer): Promise<void> => {
+/** Saves a checkpoint as step-N (written as step-N.tmp, then renamed), then progress.json pointing at it, then the latest weights. */
+function checkpointSaver(c: TrainConfig, weights: TrainedWeights) {
+  const io = platform.files();
+  return async (step: number, t: PolicyTrainer): Promise<void> => {
     const s = await t.getState();
     const name = `checkpoints/step-${step}`;
     await weights.save(join(c.out, `${name}.tmp`), s);
@@ -265,11 +269,25 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
     await writeAtomic(join(c.out, "progress.json"), `${JSON.stringify({ step, checkpoint: name })}\n`);
     await weights.saveLatest(s.params);
   };
-  const grpo = new GRPO({
-    trainer,
-    policy,
+}
+
+/** The GRPO algorithm of the config, from `startStep` on. */
+function grpoOf(
+  c: TrainConfig,
+  parts: {
+    trainer: PolicyTrainer;
+    policy: ModelPolicy;
+    weights: TrainedWeights;
+    startStep: number;
+    saveCheckpoint: (step: number, t: PolicyTrainer) => Promise<void>;
+    onReport: (r: GrpoReport) => void;
+  },
+): GRPO {
+  return new GRPO({
+    trainer: parts.trainer,
+    policy: parts.policy,
     steps: c.steps,
-    startStep: Math.min(startStep, c.steps),
+    startStep: Math.min(parts.startStep, c.steps),
     batchSize: c.batch,
     nSamples: c.group,
     lr: c.lr,
@@ -279,7 +297,7 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
     microBatchSize: c.microBatch ?? undefined,
     loss: { klLossCoef: c.klCoef, klLossType: c.klType, clipRatio: c.clipRatio },
     // the KL to the base is free with an adapter (the base is the reference); full fine-tuning has none
-    trackKl: weights.lora !== null,
+    trackKl: parts.weights.lora !== null,
     maxPromptLength: c.maxPrompt,
     maxResponseLength: c.maxResponse,
     traceAggregator: c.traceAggregator,
@@ -290,7 +308,47 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
     seed: c.seed,
     progress: c.progress,
     adapter: new LlmProxyTraceToTriplet(),
-    saveCheckpoint,
+    saveCheckpoint: parts.saveCheckpoint,
+    onReport: parts.onReport,
+  });
+}
+
+/** Runs (or resumes) the training the config describes, to its last step. */
+export async function runTraining(c: TrainConfig, options: { log?: (m: string) => void; cwd?: string } = {}): Promise<TrainRunResult> {
+  const started = performance.now();
+  const log = options.log ?? ((m: string) => console.log(`[agl train] ${m}`));
+  await claimRunFolder(c);
+
+  const model = await loadPretrained(c.model);
+  const { tokenizer } = model;
+  if (tokenizer === null) throw new UsageError(`${c.model} has no tokenizer.json: training needs the model's tokenizer`);
+  const weights = trainedWeights(c, model);
+  const { startStep, resume } = await resumePoint(c, weights, log);
+  if (startStep >= c.steps) log(`${c.out} already holds ${startStep} steps (--steps ${c.steps}): nothing to train`);
+
+  const metricsPath = join(c.out, "metrics.jsonl");
+  const reports = await reportsUpTo(metricsPath, startStep);
+  const train = readJsonl(c.data);
+  const val = c.valData !== null ? readJsonl(c.valData) : null;
+  const agent = await importAgent(c.agent, options.cwd ?? platform.cwd());
+  const trainer = await makeTrainer(c, model, weights, resume, log);
+  const { policy, engine } = await servedPolicy(c, model, tokenizer, weights, trainer, startStep);
+  const server = new PolicyServer({ policy });
+  const store = await openRunStore(c);
+  const svgPath = join(c.out, "reward-curve.svg");
+
+  // The folder's record of the run so far, rewritten whole after each report (small), never half a line.
+  const persist = async (): Promise<void> => {
+    await writeAtomic(metricsPath, reports.map((r) => `${JSON.stringify(r)}\n`).join(""));
+    await writeAtomic(svgPath, rewardCurve(reports, c.steps));
+  };
+  let pending: Promise<void> = Promise.resolve();
+  const grpo = grpoOf(c, {
+    trainer,
+    policy,
+    weights,
+    startStep,
+    saveCheckpoint: checkpointSaver(c, weights),
     onReport: (r) => {
       reports.push(r);
       pending = pending.then(persist);

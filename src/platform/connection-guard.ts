@@ -16,7 +16,17 @@ import type { ServeLimits } from "./types.ts";
 
 type Limits = Pick<ServeLimits, "maxConnections" | "maxConnectionsPerAddress">;
 
-export function guardConnections(server: Server, limits: Limits, report: ReturnType<typeof limitReporters>): void {
+/** What a guarded server can do with the connections the guard sees. */
+export interface ConnectionGuard {
+  /**
+   * Closes every connection waiting for a request's headers: an idle keep-alive one, and one that is
+   * silent or still sending headers, which node:http stops timing out once the server closes. A graceful
+   * stop calls this so that it waits only for the requests in flight.
+   */
+  closeWaiting(): void;
+}
+
+export function guardConnections(server: Server, limits: Limits, report: ReturnType<typeof limitReporters>): ConnectionGuard {
   const open = new Set<Socket>();
   /** Connections waiting for a request's headers, longest waiting first (a Set keeps insertion order). */
   const waiting = new Set<Socket>();
@@ -82,4 +92,10 @@ export function guardConnections(server: Server, limits: Limits, report: ReturnT
       }
     });
   });
+
+  return {
+    closeWaiting() {
+      for (const socket of waiting) socket.destroy();
+    },
+  };
 }

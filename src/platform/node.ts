@@ -167,21 +167,23 @@ export async function serveOnNodeHttp(fetch: FetchHandler, at: ServeOptions): Pr
           port: info.port,
           stop: (graceful = false) =>
             new Promise<void>((done, fail) => {
-              // close() waits for every connection to end: close the idle keep-alive ones, again as busy
-              // ones fall idle after their answer, or all of them at once when not graceful.
-              const closeIdle = graceful ? setInterval(() => http.closeIdleConnections?.(), 100) : undefined;
+              // close() waits for every connection to end: close those waiting for a request's headers
+              // (idle keep-alive, silent, slow; node:http no longer times them out once closing, and a
+              // browser keeps a spare connection open for minutes), again as busy ones fall idle after
+              // their answer, or all of them at once when not graceful.
+              const closeWaiting = graceful ? setInterval(() => guard.closeWaiting(), 100) : undefined;
               server.close((e) => {
-                clearInterval(closeIdle);
+                clearInterval(closeWaiting);
                 if (e) fail(e);
                 else done();
               });
-              if (graceful) http.closeIdleConnections?.();
+              if (graceful) guard.closeWaiting();
               else http.closeAllConnections?.();
             }),
         }),
     );
     const http = server as HttpServer;
-    guardConnections(http, limits, limitReporters(at.log, limits.maxConnections, limits.maxConnectionsPerAddress));
+    const guard = guardConnections(http, limits, limitReporters(at.log, limits.maxConnections, limits.maxConnectionsPerAddress));
     server.once("error", reject);
   });
 }

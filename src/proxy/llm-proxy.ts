@@ -23,7 +23,6 @@ import {
   llmResource,
   nodeServe,
   OpenAiError,
-  readJson,
   type ResourceOptions,
   ROUTE_PREFIXES,
   routedAttempt,
@@ -31,6 +30,7 @@ import {
   SSE_HEADERS,
   v1Endpoint,
 } from "./openai-http.ts";
+import { readJsonBody } from "../server/json-body.ts";
 import { relaySse } from "./sse-relay.ts";
 import { callUpstream, exponentialBackoff, type RetryDelay, UpstreamTimeoutError, UpstreamUnavailableError } from "./upstream-call.ts";
 
@@ -246,7 +246,7 @@ export class LLMProxy {
   private async forward(c: Context, path: string): Promise<Response> {
     const startTime = this.clock.now();
     const routed = routedAttempt(c);
-    const raw = await readJson(c);
+    const raw = await readJsonBody(c, false);
     const parsed = ProxiedRequest.safeParse(raw);
     if (!parsed.success) throw ValidationError.fromZod(parsed.error, "request");
     const model = this.models.get(parsed.data.model);

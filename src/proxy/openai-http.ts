@@ -7,11 +7,10 @@
 import type { Context, Hono } from "hono";
 import { serveFetch } from "../platform/index.ts";
 import { silentLogger } from "../platform/log.ts";
-import { bearerChallenge, bearerToken, tokensEqual } from "../server/auth.ts";
+import { bearerAuth } from "../server/auth.ts";
 import { browserGuard } from "../server/browser-guard.ts";
 import { DEFAULT_BODY_LIMIT } from "../server/app.ts";
 import { drainRefusedBodies } from "../server/drain-refused.ts";
-import { checkJsonContentType } from "../server/json-body.ts";
 import { LightningError, ValidationError } from "../types/errors.ts";
 import { type LLM, type ProxyLLM, proxyBaseUrl } from "../types/resources.ts";
 
@@ -53,16 +52,6 @@ export function errorBody(err: unknown): { status: number; body: unknown } {
   };
 }
 
-/** The JSON body of a request that declares a JSON Content-Type (415 otherwise: src/server/json-body.ts says why). */
-export async function readJson(c: Context): Promise<unknown> {
-  checkJsonContentType(c.req.header("content-type"));
-  try {
-    return await c.req.json();
-  } catch {
-    throw new OpenAiError(400, "invalid_request_error", "The request body is not valid JSON");
-  }
-}
-
 /** The headers of a server-sent event stream that proxies must not buffer. */
 export const SSE_HEADERS = {
   "content-type": "text/event-stream",
@@ -102,19 +91,14 @@ export function installOpenAiBasics(app: Hono, access: OpenAiAccess): void {
   const guard = browserGuard({ token, bindAddress: access.bindAddress, allowedHosts: access.allowedHosts });
   if (guard) app.use("*", guard);
   if (token === null) return;
-  if (token.trim() === "") throw new ValidationError("token must not be empty; leave it out to serve without authentication", ["token"]);
-  app.use("*", async (c, next) => {
-    if (c.req.path.endsWith("/health")) return next();
-    const given = bearerToken(c.req.header("authorization"));
-    if (given === null || !(await tokensEqual(given, token))) {
-      c.header("WWW-Authenticate", bearerChallenge(given !== null));
-      return c.json(
-        { error: { message: "Missing or wrong bearer token", type: "authentication_error", param: null, code: "invalid_api_key" } },
-        401,
-      );
-    }
-    return next();
-  });
+  app.use(
+    "*",
+    bearerAuth({
+      token,
+      isPublic: (c) => c.req.path.endsWith("/health"),
+      refusal: (message) => errorBody(new OpenAiError(401, "authentication_error", message, "invalid_api_key")).body,
+    }),
+  );
 }
 
 /** How to serve a fetch handler (runtimes/*.ts have one per runtime; Node's is the default). */

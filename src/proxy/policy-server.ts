@@ -22,6 +22,7 @@ import { byteTokenizer } from "../model/tokenizer.ts";
 import type { TemplateMessage, ToolCall, ToolDefinition } from "../model/tokenizer-api.ts";
 import { decodeWithOffsets } from "../model/detokenize.ts";
 import type { JsonObject } from "../tracer/gen-ai.ts";
+import { readJsonBody } from "../server/json-body.ts";
 import { llmCallSpans } from "./llm-span.ts";
 import {
   installOpenAiBasics,
@@ -29,7 +30,6 @@ import {
   nodeServe,
   type OpenAiAccess,
   OpenAiError,
-  readJson,
   type ResourceOptions,
   ROUTE_PREFIXES,
   routedAttempt,
@@ -329,7 +329,7 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
   const complete = (kind: Kind) => async (c: Context) => {
     const routed = routedAttempt(c);
     const startTime = clock.now();
-    const body = await readJson(c);
+    const body = await readJsonBody(c, false);
     const prepared = prepare(policy, kind, body);
     // One sequence id per request, taken when it arrives (upstream's RolloutAttemptMiddleware).
     const sequenceId = routed !== null && store !== null ? await store.getNextSpanSequenceId(routed.rolloutId, routed.attemptId) : null;

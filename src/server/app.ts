@@ -119,7 +119,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   });
   if (guard) app.use("*", guard);
   if (origins.length > 0) app.use("*", storeCors(origins));
-  if (token !== null) app.use("*", bearerAuth(token, servedWithoutToken(dashboard)));
+  if (token !== null) app.use("*", bearerAuth({ token, isPublic: servedWithoutToken(dashboard) }));
   app.use("*", requestBodyLimit(limit));
   options.testHooks?.install(app, API_PREFIX);
 

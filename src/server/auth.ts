@@ -1,54 +1,68 @@
-/** The optional bearer token (RFC 6750): compared in constant time (SHA-256 of both sides, then a full XOR scan). */
+/**
+ * The optional bearer token (RFC 6750) of the store server, the policy server and the LLM proxy, checked
+ * by hono's `bearerAuth` (the header parsed, the token compared in constant time, the challenge set);
+ * each server answers a refusal in its own error shape.
+ */
 import type { Context, MiddlewareHandler } from "hono";
+import { bearerAuth as honoBearerAuth } from "hono/bearer-auth";
+import { HTTPException } from "hono/http-exception";
 import { ValidationError } from "../types/index.ts";
 import { HttpProblem, errorResponse } from "./errors.ts";
 
-const encoder = new TextEncoder();
+/** RFC 6750's b64token, the only token a `Bearer` header can carry (hono refuses any other). */
+const B64TOKEN = /^[A-Za-z0-9._~+/-]+=*$/;
+const CHALLENGE = 'Bearer realm="agl"';
 
-async function digest(s: string): Promise<Uint8Array> {
-  return new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(s)));
+export interface BearerAuthOptions {
+  token: string;
+  /** Requests served without a token (the health check, the dashboard's files). */
+  isPublic: (c: Context) => boolean;
+  /** The JSON body of a 401 saying `detail`; default: the store's error shape (errors.ts). */
+  refusal?: (detail: string) => unknown;
 }
 
-/** Hashing first makes the comparison independent of both the length and the content of the guess. */
-export async function tokensEqual(given: string, expected: string): Promise<boolean> {
-  const [a, b] = await Promise.all([digest(given), digest(expected)]);
-  let diff = 0;
-  for (let i = 0; i < a.length; i++) diff |= a[i]! ^ b[i]!;
-  return diff === 0;
-}
+const storeRefusal = (detail: string): unknown => errorResponse(new HttpProblem(401, "Unauthorized", detail)).body;
 
-/** The token of an `Authorization: Bearer <token>` header, or null. */
-export function bearerToken(header: string | undefined | null): string | null {
-  if (!header) return null;
-  const m = /^Bearer\s+(.+)$/i.exec(header.trim());
-  return m ? m[1]!.trim() : null;
-}
-
-/** The `WWW-Authenticate` value of a 401: `invalid_token` when a token was given but is wrong (RFC 6750 §3). */
-export function bearerChallenge(tokenGiven: boolean): string {
-  return tokenGiven ? 'Bearer realm="agl", error="invalid_token"' : 'Bearer realm="agl"';
+/** Refuses, at startup, a token no request could match. */
+function checkToken(token: string): void {
+  // An empty token would lock every route (or, read as "no token", open them all).
+  if (token.trim() === "")
+    throw new ValidationError("token must not be empty; leave it out (null) to serve without authentication", ["token"]);
+  if (!B64TOKEN.test(token))
+    throw new ValidationError(
+      "token must be a bearer token (RFC 6750): letters, digits and - . _ ~ + /, with = only at the end (e.g. `openssl rand -hex 32`)",
+      ["token"],
+    );
 }
 
 /**
- * The store server's check: every request but those `isPublic` lets through needs
- * `Authorization: Bearer <token>`, else a 401 in the JSON error shape with a `WWW-Authenticate` challenge.
+ * Every request but those `isPublic` lets through needs `Authorization: Bearer <token>`; otherwise a
+ * 401 with `WWW-Authenticate: Bearer realm="agl"` (plus `error="invalid_token"` when a token was given
+ * but is wrong).
  */
-export function bearerAuth(token: string, isPublic: (c: Context) => boolean): MiddlewareHandler {
-  // An empty token would lock every route (or, read as "no token", open them all): refuse it.
-  if (token.trim() === "")
-    throw new ValidationError("token must not be empty; leave it out (null) to serve without authentication", ["token"]);
+export function bearerAuth({ token, isPublic, refusal = storeRefusal }: BearerAuthOptions): MiddlewareHandler {
+  checkToken(token);
+  const refuse = (detail: string) => (c: Context) => c.json(refusal(detail), 401);
+  const check = honoBearerAuth({
+    token,
+    realm: "agl",
+    noAuthenticationHeader: { message: refuse("Missing bearer token (Authorization: Bearer <token>)") },
+    // Another scheme (Basic) or no token after `Bearer`: hono's 400 becomes the 401 of a missing token.
+    invalidAuthenticationHeader: {
+      message: refuse("The Authorization header is not Bearer <token>"),
+      wwwAuthenticateHeader: CHALLENGE,
+    },
+    invalidToken: { message: refuse("Invalid bearer token"), wwwAuthenticateHeader: `${CHALLENGE}, error="invalid_token"` },
+  });
+  const pass = async (): Promise<void> => {};
   return async (c, next) => {
     if (isPublic(c)) return next();
-    const given = bearerToken(c.req.header("authorization"));
-    if (given === null || !(await tokensEqual(given, token))) {
-      const { body: payload } = errorResponse(
-        new HttpProblem(
-          401,
-          "Unauthorized",
-          given === null ? "Missing bearer token (Authorization: Bearer <token>)" : "Invalid bearer token",
-        ),
-      );
-      return c.json(payload, 401, { "www-authenticate": bearerChallenge(given !== null) });
+    try {
+      await check(c, pass);
+    } catch (e) {
+      // hono throws its refusal; answered here, so no server's error handler turns it into its own shape.
+      if (e instanceof HTTPException) return e.getResponse();
+      throw e;
     }
     return next();
   };

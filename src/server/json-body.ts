@@ -4,7 +4,8 @@
  * into a 500, or when an object has more than MAX_JSON_KEYS members, whose parse and copies would hold
  * the event loop for seconds (docs/http-api.md, "Limits"). Both are found by scanning the text before
  * `JSON.parse` (json-scan.ts), so a refused body is never parsed. The store's routes read their bodies
- * through `readBody` (a zod schema) or `readJsonBody` (the raw JSON).
+ * through `readBody` (a zod schema) or `readJsonBody` (the raw JSON), and so do the policy server and
+ * the LLM proxy (src/proxy/).
  */
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";

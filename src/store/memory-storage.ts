@@ -265,6 +265,107 @@ export class MemoryStorage implements Storage {
     return v;
   }
 
+  private insertRolloutRows(rows: Rollout[]): void {
+    for (const r of rows) {
+      const e: RolloutEntry = { row: r, attempts: [], queued: 0, spans: [], spanKeys: null, spanBytes: 0, evicted: false, sequence: 0 };
+      deepFreeze(r);
+      // No attempt yet, so no watchdog deadline.
+      this.entries.set(r.rollout_id, e);
+      // A counter handed out before the rollout existed carries over.
+      const orphan = this.orphanSequences.get(r.rollout_id);
+      if (orphan !== undefined) {
+        this.orphanSequences.delete(r.rollout_id);
+        e.sequence = orphan;
+      }
+    }
+  }
+
+  private findAttempt(rolloutId: string, attemptId: string): Attempt | null {
+    const list = this.entries.get(rolloutId)?.attempts;
+    if (!list) return null;
+    // Usually the latest one is meant: search from the end.
+    for (let i = list.length - 1; i >= 0; i--) if (list[i]!.attempt_id === attemptId) return list[i]!;
+    return null;
+  }
+
+  private latestAttempts(rolloutIds: readonly string[]): Map<string, Attempt> {
+    const out = new Map<string, Attempt>();
+    for (const id of rolloutIds) {
+      const a = MemoryStorage.latest(this.entries.get(id));
+      if (a) out.set(id, a);
+    }
+    return out;
+  }
+
+  private patchAttempt(rolloutId: string, attemptId: string, patch: AttemptPatchRow): Attempt {
+    const e = this.entry(rolloutId, "updateAttempt");
+    const list = e.attempts;
+    let i = list.length - 1;
+    while (i >= 0 && list[i]!.attempt_id !== attemptId) i--;
+    if (i < 0) throw new Error(`updateAttempt: attempt ${attemptId} of rollout ${rolloutId} does not exist`);
+    const next = MemoryStorage.updatedAttempt(list[i]!, patch);
+    list[i] = next;
+    if (i === list.length - 1) this.rewatch(e);
+    return next;
+  }
+
+  private popQueued(n: number): string[] {
+    const out: string[] = [];
+    while (out.length < n) {
+      const e = this.queue.shift();
+      if (e === undefined) break;
+      out.push(e.row.rollout_id);
+    }
+    return out;
+  }
+
+  /** The spans not stored yet, counted (sizes, sequence counters) and indexed; then eviction if over the threshold. */
+  private insertSpanRows(spans: Span[]): Span[] {
+    // Sizes first: a throwing custom estimator must leave the store unchanged.
+    const estimate = this.options.spanSizeEstimator;
+    const sizes = spans.length === 1 ? null : spans.map((sp) => Math.max(0, estimate(sp) || 0));
+    const firstSize = sizes === null ? Math.max(0, estimate(spans[0]!) || 0) : 0;
+    const inserted: Span[] = [];
+    for (let i = 0; i < spans.length; i++) {
+      const span = spans[i]!;
+      const e = this.entry(span.rollout_id, "insertSpans");
+      const counted = countedSequenceId(span.sequence_id);
+      if (counted > e.sequence) e.sequence = counted;
+      if (MemoryStorage.hasSpan(e, span.attempt_id, span.span_id)) continue;
+      deepFreeze(span);
+      e.spans.push(span);
+      if (e.spanKeys !== null) MemoryStorage.indexSpan(e.spanKeys, span);
+      const bytes = sizes === null ? firstSize : sizes[i]!;
+      e.spanBytes += bytes;
+      this.spanBytes += bytes;
+      this.spanCount++;
+      inserted.push(span);
+    }
+    if (inserted.length > 0) this.evictIfNeeded();
+    return inserted;
+  }
+
+  private latestResources(): ResourcesUpdate | null {
+    if (this.latestResourcesId !== null) {
+      const r = this.resources.get(this.latestResourcesId);
+      if (r) return r;
+    }
+    let best: ResourcesUpdate | null = null;
+    for (const r of this.resources.values()) if (!best || r.update_time > best.update_time) best = r;
+    return best;
+  }
+
+  private rowCounts(): Record<CollectionName, number> {
+    return {
+      rollouts: this.entries.size,
+      attempts: this.attemptCount,
+      spans: this.spanCount,
+      resources: this.resources.size,
+      workers: this.workers.size,
+    };
+  }
+
+  /** The operations every transaction gets: one object, built once, over this storage's maps. */
   private makeTx(): StorageTx {
     const s = this;
     return {
@@ -272,18 +373,7 @@ export class MemoryStorage implements Storage {
         return s.entries.get(id)?.row ?? null;
       },
       insertRollouts(rows) {
-        for (const r of rows) {
-          const e: RolloutEntry = { row: r, attempts: [], queued: 0, spans: [], spanKeys: null, spanBytes: 0, evicted: false, sequence: 0 };
-          deepFreeze(r);
-          // No attempt yet, so no watchdog deadline.
-          s.entries.set(r.rollout_id, e);
-          // A counter handed out before the rollout existed carries over.
-          const orphan = s.orphanSequences.get(r.rollout_id);
-          if (orphan !== undefined) {
-            s.orphanSequences.delete(r.rollout_id);
-            e.sequence = orphan;
-          }
-        }
+        s.insertRolloutRows(rows);
       },
       updateRollout(id, patch: RolloutPatchRow) {
         const e = s.entry(id, "updateRollout");
@@ -293,22 +383,13 @@ export class MemoryStorage implements Storage {
         return s.deadlines.due(now, after, limit);
       },
       getAttempt(rid, aid) {
-        const list = s.entries.get(rid)?.attempts;
-        if (!list) return null;
-        // Usually the latest one is meant: search from the end.
-        for (let i = list.length - 1; i >= 0; i--) if (list[i]!.attempt_id === aid) return list[i]!;
-        return null;
+        return s.findAttempt(rid, aid);
       },
       getLatestAttempt(rid) {
         return MemoryStorage.latest(s.entries.get(rid));
       },
       getLatestAttempts(ids) {
-        const out = new Map<string, Attempt>();
-        for (const id of ids) {
-          const a = MemoryStorage.latest(s.entries.get(id));
-          if (a) out.set(id, a);
-        }
-        return out;
+        return s.latestAttempts(ids);
       },
       countAttempts(rid) {
         return s.entries.get(rid)?.attempts.length ?? 0;
@@ -320,54 +401,19 @@ export class MemoryStorage implements Storage {
         s.rewatch(e);
       },
       updateAttempt(rid, aid, patch: AttemptPatchRow) {
-        const e = s.entry(rid, "updateAttempt");
-        const list = e.attempts;
-        let i = list.length - 1;
-        while (i >= 0 && list[i]!.attempt_id !== aid) i--;
-        if (i < 0) throw new Error(`updateAttempt: attempt ${aid} of rollout ${rid} does not exist`);
-        const next = MemoryStorage.updatedAttempt(list[i]!, patch);
-        list[i] = next;
-        if (i === list.length - 1) s.rewatch(e);
-        return next;
+        return s.patchAttempt(rid, aid, patch);
       },
       pushQueue(ids) {
         for (const id of ids) s.queue.push(s.entry(id, "pushQueue"));
       },
       popQueue(n) {
-        const out: string[] = [];
-        while (out.length < n) {
-          const e = s.queue.shift();
-          if (e === undefined) break;
-          out.push(e.row.rollout_id);
-        }
-        return out;
+        return s.popQueued(n);
       },
       queueHas(id) {
         return (s.entries.get(id)?.queued ?? 0) > 0;
       },
       insertSpans(spans) {
-        // Sizes first: a throwing custom estimator must leave the store unchanged.
-        const estimate = s.options.spanSizeEstimator;
-        const sizes = spans.length === 1 ? null : spans.map((sp) => Math.max(0, estimate(sp) || 0));
-        const firstSize = sizes === null ? Math.max(0, estimate(spans[0]!) || 0) : 0;
-        const inserted: Span[] = [];
-        for (let i = 0; i < spans.length; i++) {
-          const span = spans[i]!;
-          const e = s.entry(span.rollout_id, "insertSpans");
-          const counted = countedSequenceId(span.sequence_id);
-          if (counted > e.sequence) e.sequence = counted;
-          if (MemoryStorage.hasSpan(e, span.attempt_id, span.span_id)) continue;
-          deepFreeze(span);
-          e.spans.push(span);
-          if (e.spanKeys !== null) MemoryStorage.indexSpan(e.spanKeys, span);
-          const bytes = sizes === null ? firstSize : sizes[i]!;
-          e.spanBytes += bytes;
-          s.spanBytes += bytes;
-          s.spanCount++;
-          inserted.push(span);
-        }
-        if (inserted.length > 0) s.evictIfNeeded();
-        return inserted;
+        return s.insertSpanRows(spans);
       },
       incSequence(rid, n) {
         return s.setSequence(rid, s.getSequence(rid) + n);
@@ -381,13 +427,7 @@ export class MemoryStorage implements Storage {
         s.latestResourcesId = r.resources_id;
       },
       getLatestResources() {
-        if (s.latestResourcesId !== null) {
-          const r = s.resources.get(s.latestResourcesId);
-          if (r) return r;
-        }
-        let best: ResourcesUpdate | null = null;
-        for (const r of s.resources.values()) if (!best || r.update_time > best.update_time) best = r;
-        return best;
+        return s.latestResources();
       },
       getWorker(id) {
         return s.workers.get(id) ?? null;
@@ -401,13 +441,7 @@ export class MemoryStorage implements Storage {
         return runQuery(s.candidates(collection, spec), spec);
       },
       counts() {
-        return {
-          rollouts: s.entries.size,
-          attempts: s.attemptCount,
-          spans: s.spanCount,
-          resources: s.resources.size,
-          workers: s.workers.size,
-        };
+        return s.rowCounts();
       },
     };
   }

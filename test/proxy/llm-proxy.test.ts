@@ -474,6 +474,21 @@ describe("LLM proxy configuration and lifecycle", () => {
     const proxy = await startProxy({ token: "s3cret" });
     const base = proxy.endpoint.slice(0, -3);
     expect((await fetch(`${base}/health`)).status).toBe(200);
+    // The store server's challenge, in OpenAI's error shape.
+    const missing = await fetch(`${proxy.endpoint}/chat/completions`, { method: "POST" });
+    expect(missing.status).toBe(401);
+    expect(missing.headers.get("www-authenticate")).toBe('Bearer realm="agl"');
+    expect(await missing.json()).toEqual({
+      error: {
+        message: expect.stringMatching(/^Missing bearer token/),
+        type: "authentication_error",
+        param: null,
+        code: "invalid_api_key",
+      },
+    });
+    const wrong = await fetch(`${proxy.endpoint}/chat/completions`, { method: "POST", headers: { authorization: "Bearer wrong" } });
+    expect(wrong.headers.get("www-authenticate")).toBe('Bearer realm="agl", error="invalid_token"');
+    expect(await wrong.json()).toMatchObject({ error: { message: "Invalid bearer token", code: "invalid_api_key" } });
     const err = await client(proxy, undefined, "scripted", "wrong")
       .chat.completions.create({ model: "scripted", messages: [{ role: "user", content: "x" }] })
       .catch((e: unknown) => e);

@@ -24,6 +24,8 @@ const CLIENT_ADDRESS = "127.0.0.2";
 class Attack {
   private stopped = false;
   readonly open = new Set<SlowSocket>();
+  /** Connections being opened: on a loaded machine there can be a hundred of them when the attack stops. */
+  private readonly opening = new Set<Promise<SlowSocket>>();
   closes = 0;
 
   constructor(
@@ -39,10 +41,20 @@ class Attack {
   private async connect(address: string): Promise<void> {
     if (this.stopped) return;
     let slow: SlowSocket;
+    const opened = trickle(this.url, this.head, address);
+    this.opening.add(opened);
     try {
-      slow = await trickle(this.url, this.head, address);
+      slow = await opened;
     } catch {
       setTimeout(() => void this.connect(address), 1000);
+      return;
+    } finally {
+      this.opening.delete(opened);
+    }
+    // Opened after the stop: it would trickle on unseen, and the server's graceful stop waits for its
+    // headers (up to the 120 s headers timeout of these tests).
+    if (this.stopped) {
+      slow.socket.destroy();
       return;
     }
     this.open.add(slow);
@@ -53,9 +65,11 @@ class Attack {
     });
   }
 
-  stop(): void {
+  /** Stops reconnecting and closes every connection, those still being opened included. */
+  async stop(): Promise<void> {
     this.stopped = true;
     for (const s of this.open) s.socket.destroy();
+    await Promise.allSettled(this.opening);
   }
 }
 
@@ -108,7 +122,7 @@ function tally(results: Array<number | string>): Record<string, number> {
 let server: ServerProcess | null = null;
 let attack: Attack | null = null;
 afterEach(async () => {
-  attack?.stop();
+  await attack?.stop();
   attack = null;
   await server?.stop();
   server = null;
@@ -142,9 +156,11 @@ async function expectServedDuringAttack(head: string, addressOf: (i: number) => 
 describe.each<Runtime>(["node", "deno"])("slowloris against agl store under %s", (runtime) => {
   it("serves fresh requests from another address while 700 slow-header connections come from one", async () => {
     server = await startStore(runtime);
-    const held = await expectServedDuringAttack(headersHead, () => "127.0.0.1");
-    // Held to the per-address limit, plus the few just reconnected that the server has not refused yet.
-    expect(held).toBeLessThan(CAP / 2);
+    await expectServedDuringAttack(headersHead, () => "127.0.0.1");
+    // Held to the per-address limit: the server never reached its cap. (Counted on the server: the
+    // attacker's count of open sockets includes those in the kernel's accept queue, hundreds when a
+    // loaded machine starves the server.)
+    expect(server.output()).not.toContain(`connection cap reached (${CAP})`);
     // Each newcomer beyond the limit closes the address's own connection waiting longest.
     expect(server.output()).toContain(`connections from one address capped at ${PER_ADDRESS}: closed`);
   }, 180_000);

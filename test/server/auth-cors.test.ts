@@ -9,6 +9,8 @@ import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { parseStoreArgs } from "../../src/cli/store.ts";
 import { UsageError } from "../../src/server/config.ts";
+import { Hono } from "hono";
+import { installOpenAiBasics } from "../../src/proxy/openai-http.ts";
 import { createStoreApp, type StoreAppOptions } from "../../src/server/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { ValidationError } from "../../src/types/index.ts";
@@ -63,6 +65,18 @@ describe("the token option", () => {
     expect(() => createStoreApp(store, { token: null })).not.toThrow();
   });
 
+  it("refuses, at startup, a token that no Bearer header can carry (store, policy server and LLM proxy alike)", () => {
+    const store = new InMemoryLightningStore();
+    for (const token of ["two words", "p@ss!", "tok=en", "tökén"]) {
+      expect(() => createStoreApp(store, { token }), token).toThrow(ValidationError);
+      expect(() => installOpenAiBasics(new Hono(), { token }), token).toThrow(/token must be a bearer token \(RFC 6750\)/);
+    }
+    for (const token of ["s3cret-token", "a.b_c~d+e/f-9==", "0123456789abcdef"]) {
+      expect(() => createStoreApp(store, { token }), token).not.toThrow();
+      expect(() => installOpenAiBasics(new Hono(), { token }), token).not.toThrow();
+    }
+  });
+
   it("agl store exits 2 with a clear message on an empty token, and takes one from a file", async () => {
     const err = await startServerProcess("node", ["--port", "0", "--db", "memory", "--token", ""]).then(
       async (started) => {
@@ -107,8 +121,13 @@ describe("401 answers", () => {
     expect(missing.headers.get("www-authenticate")).not.toContain("error=");
     expect(await missing.json()).toMatchObject({ error_type: "Unauthorized" });
 
-    const basic = await fetch(`${server.url}/v1/agl/statistics`, { headers: { authorization: "Basic cmlnaHQ=" } });
-    expect(basic.headers.get("www-authenticate")).toMatch(/^Bearer\b/);
+    // Another scheme, or no token after `Bearer`: the plain challenge, as for no header.
+    for (const authorization of ["Basic cmlnaHQ=", "Bearer", "Bearer right extra"]) {
+      const malformed = await fetch(`${server.url}/v1/agl/statistics`, { headers: { authorization } });
+      expect(malformed.status, authorization).toBe(401);
+      expect(malformed.headers.get("www-authenticate"), authorization).toBe('Bearer realm="agl"');
+      expect(await malformed.json()).toMatchObject({ error_type: "Unauthorized" });
+    }
 
     const wrong = await fetch(`${server.url}/v1/agl/rollouts`, { method: "POST", headers: { authorization: "Bearer wrong" }, body: "{}" });
     expect(wrong.status).toBe(401);

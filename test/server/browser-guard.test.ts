@@ -14,14 +14,14 @@ import { parseAllowedHosts } from "../../src/cli/flags.ts";
 import { parseProxyArgs, startLlmProxy } from "../../src/cli/proxy.ts";
 import { parseServeArgs } from "../../src/cli/serve.ts";
 import { parseStoreArgs } from "../../src/cli/store.ts";
-import { initParams, presetConfig } from "../../src/model/index.ts";
-import { createPolicyApp, LLMProxy, ModelPolicy, PolicyServer, parseLlmProxyConfig } from "../../src/proxy/index.ts";
+import { createPolicyApp, LLMProxy, PolicyServer, parseLlmProxyConfig } from "../../src/proxy/index.ts";
 import { isLoopbackAddress } from "../../src/server/browser-guard.ts";
 import { createStoreApp } from "../../src/server/index.ts";
 import { type ServerHost, startStoreServer } from "../../src/server/run.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { ClientServerExecutionStrategy } from "../../src/trainer/cs.ts";
 import { ValidationError } from "../../src/types/index.ts";
+import { routedStore, tinyPolicy } from "../proxy/routed-store.ts";
 import { type ScriptedUpstream, startScriptedUpstream } from "../proxy/scripted-upstream.ts";
 import { startServerProcess } from "./processes.ts";
 import { RUNTIMES } from "../runtimes.ts";
@@ -62,24 +62,12 @@ const openAiError = (b: unknown) => {
   return { type: error.type, message: error.message };
 };
 
-const config = { ...presetConfig("tiny"), max_seq_len: 64 };
-const policy = new ModelPolicy({ model: "tiny-policy", config, params: initParams(config, 3), seed: 11 });
+const policy = tinyPolicy();
 let upstream: ScriptedUpstream;
 beforeAll(async () => {
   upstream = await startScriptedUpstream();
 });
 afterAll(() => upstream.stop());
-
-/** A rollout's attempt to route calls to, and the count of spans recorded for it. */
-async function routedStore() {
-  const store = new InMemoryLightningStore();
-  const { rollout_id, attempt } = await store.startRollout({ q: 1 });
-  return {
-    store,
-    prefix: `/rollout/${rollout_id}/attempt/${attempt.attempt_id}`,
-    spans: async () => (await store.querySpans(rollout_id)).items.length,
-  };
-}
 
 /** What the `agl` commands get from their runtime, for starting them in this process. */
 const TEST_HOST: ServerHost = {

@@ -2,10 +2,11 @@
  * The connection limits of the node:http server (src/platform/connection-guard.ts), in this process
  * with tiny limits: at the cap the connection waiting longest for a request's headers is closed
  * (an idle keep-alive one too), never one busy with a request; a newcomer is refused only when every
- * connection is busy; one address gets at most its own limit. Each case is reported in the log.
+ * connection is busy; one address gets at most its own limit. Each case is reported in the log. A
+ * graceful stop waits for requests in flight only, not for connections still waiting for headers.
  */
 import { Agent, request } from "node:http";
-import type { Socket } from "node:net";
+import { connect, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { type ServedApp, type ServeLimits, serveFetch } from "../../src/platform/index.ts";
 import { headersHead, type SlowSocket, trickle, uploadHead } from "../reliability/slow-sockets.ts";
@@ -138,5 +139,38 @@ describe("connection limits of the node:http server", () => {
     expect(refused).toMatch(/ECONNRESET|socket hang up/);
     expect(uploads.every((u) => u.closedAt === null)).toBe(true);
     expect((await get(port, { localAddress: "127.0.0.2" })).status).toBe(200);
+  });
+});
+
+/** A connection that sends nothing, as the spare one a browser opens ahead of need and keeps for minutes. */
+async function silentConnection(port: number): Promise<{ socket: Socket; closed: Promise<boolean> }> {
+  const socket = connect({ port, host: "127.0.0.1" });
+  socket.on("error", () => {});
+  await new Promise((r) => socket.once("connect", r));
+  opened.push(socket);
+  return { socket, closed: new Promise((r) => socket.once("close", () => r(true))) };
+}
+
+describe("a graceful stop", () => {
+  it("closes the connections waiting for a request's headers (silent, slow, idle keep-alive) at once, not one with a request in flight", async () => {
+    const { port, slow, busyUpload } = await serve({});
+    const upload = await busyUpload();
+    const slowHeaders = await slow(headersHead);
+    const silent = await silentConnection(port);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const keepAlive = (await get(port, { agent })).socket!;
+    const keepAliveClosed = new Promise<boolean>((r) => keepAlive.once("close", () => r(true)));
+    const stopped = served!.stop(true);
+    served = null;
+    const timeout = new Promise<boolean>((r) => setTimeout(() => r(false), WAIT_MS));
+    // node:http's own close() waits for all three (its header timeouts stop once it closes).
+    expect(await Promise.race([silent.closed, timeout])).toBe(true);
+    expect(await closedWithin(slowHeaders)).toBe(true);
+    expect(await Promise.race([keepAliveClosed, timeout])).toBe(true);
+    expect(upload.closedAt).toBeNull();
+    // The stop ends once the request in flight does (here: its client goes away).
+    upload.socket.destroy();
+    await stopped;
+    agent.destroy();
   });
 });

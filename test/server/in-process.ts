@@ -1,6 +1,9 @@
-/** A store server in this process: createStoreApp served by @hono/node-server on a loopback port. */
-import { serve } from "@hono/node-server";
-import type { AddressInfo } from "node:net";
+/**
+ * A store server in this process: createStoreApp served on a loopback port by the platform's server
+ * (what `agl store` serves with), stopped gracefully: requests in flight are answered, and connections
+ * waiting for a request (a browser's spare one, idle keep-alive ones) do not hold the stop.
+ */
+import { serveFetch } from "../../src/platform/index.ts";
 import { createStoreApp, type StoreAppOptions } from "../../src/server/index.ts";
 import type { LightningStore } from "../../src/store/base.ts";
 
@@ -11,13 +14,10 @@ export interface InProcessServer {
 
 export async function startInProcess(store: LightningStore, options: StoreAppOptions = {}): Promise<InProcessServer> {
   const app = createStoreApp(store, options);
-  const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const s = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, () => resolve(s));
-  });
-  const { port } = server.address() as AddressInfo;
+  const served = await serveFetch(app.fetch, { hostname: "127.0.0.1", port: 0 });
   let closed: Promise<void> | null = null;
   return {
-    url: `http://127.0.0.1:${port}`,
-    close: () => (closed ??= new Promise<void>((resolve) => server.close(() => resolve()))),
+    url: `http://127.0.0.1:${served.port}`,
+    close: () => (closed ??= served.stop(true)),
   };
 }

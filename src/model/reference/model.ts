@@ -331,6 +331,20 @@ export function backwardLora<A extends Arr>(
   return backwardImpl(config, params, cache, dlogprob, dentropy, false).lora as A;
 }
 
+/** What the pieces of one backward pass share: weights, backend, sizes, and where the gradients go. */
+interface BackwardRun {
+  config: ModelConfig;
+  p: Record<string, Arr>;
+  K: ModelOps;
+  cache: ForwardCache;
+  /** Views of the base's gradient buffer by parameter name; null when the base is frozen. */
+  g: Record<string, Arr> | null;
+  /** Views of the adapter's gradient buffer by name; null unless the adapter trains (the base frozen). */
+  lg: Record<string, Arr> | null;
+  dims: ReturnType<typeof dimsOf>;
+  attnDims: ops.AttentionDims;
+}
+
 function backwardImpl<A extends Arr>(
   config: ModelConfig,
   params: A | Record<string, A>,
@@ -344,117 +358,156 @@ function backwardImpl<A extends Arr>(
   // Base gradients go to a real buffer, or (frozen base) to a throwaway sink: the norms' and biases' small
   // dw are computed either way, the matrices' large ones only when the base trains.
   const grads = trainBase ? (ops.alloc(p.tok_embeddings, paramCount(config)) as A) : null;
-  const g = grads ? paramViews(config, grads) : null;
-  const set = (name: string, value: Arr): void => void g?.[name].set(value);
   const lora = cache.lora;
   const loraGrads = lora && !trainBase ? ops.alloc(p.tok_embeddings, loraParamCount(config, lora.config)) : null;
-  const lg: Record<string, Arr> = {};
-  if (lora && loraGrads)
+  let lg: Record<string, Arr> | null = null;
+  if (lora && loraGrads) {
+    lg = {};
     for (const s of loraLayout(config, lora.config)) lg[s.name] = loraGrads.subarray(s.offset, s.offset + s.size) as Arr;
+  }
   const { B, T } = inputShape(cache.input);
-  const { N, d, hd, qDim, kvDim, V, norm: dims, qRope, kRope } = dimsOf(config, B * T);
-  const pos = cache.input.positionIds;
-  const attnDims = attentionDims(config, B, T);
+  const run: BackwardRun = {
+    config,
+    p,
+    K,
+    cache,
+    g: grads ? paramViews(config, grads) : null,
+    lg,
+    dims: dimsOf(config, B * T),
+    attnDims: attentionDims(config, B, T),
+  };
 
   // The head, then each layer, in a nested activation scope: only its dx stays, so the backward holds one
   // layer's temporaries at a time (on the reference this is just the call).
-  let dx = withActivationsKeep(K, () => {
-    // Un-shift the per-token gradients onto the rows that made the predictions.
-    const dlpRows = ops.alloc(p.tok_embeddings, N);
-    const dentRows = ops.alloc(p.tok_embeddings, N);
-    for (let b = 0; b < B; b++)
-      for (let t = 1; t < T; t++) {
-        dlpRows[b * T + t - 1] = dlogprob[b * T + t];
-        dentRows[b * T + t - 1] = dentropy[b * T + t];
-      }
-    const dlogits = K.logSoftmaxGatherEntropyBackward(cache.logits, cache.targets, cache.lse, cache.entropyRows, dlpRows, dentRows, {
-      rows: N,
-      vocab: V,
-    });
+  let dx = withActivationsKeep(K, () => headBackward(run, dlogprob, dentropy));
+  for (let l = config.n_layers - 1; l >= 0; l--) {
+    const dxOut = dx;
+    dx = withActivationsKeep(K, () => blockBackward(run, l, dxOut));
+  }
+  if (run.g) ops.addInPlace(run.g.tok_embeddings, ops.embeddingBackward(cache.input.inputIds, dx, { vocab: run.dims.V, dim: run.dims.d }));
+  return { base: grads, lora: loraGrads };
+}
 
-    let dh: Arr;
-    if (config.tie_embeddings) {
-      dh = K.matmul(dlogits, p.tok_embeddings, { m: N, k: V, n: d });
-      if (g) g.tok_embeddings.set(K.matmulAtB(dlogits, cache.hFinal, { m: V, k: N, n: d }));
-    } else if (g) {
-      const r = K.matmulBackward(cache.hFinal, p.lm_head, dlogits, { m: N, k: d, n: V });
-      dh = r.dx;
-      g.lm_head.set(r.dw);
-    } else dh = K.matmulABt(dlogits, p.lm_head, { m: N, k: V, n: d });
-    const fin = K.rmsnormBackward(cache.xFinal, p.norm, cache.rstdFinal, dh, dims);
-    set("norm", fin.dw);
-    return fin.dx;
+/** Writes a base parameter's gradient (dropped when the base is frozen). */
+function setGrad(run: BackwardRun, name: string, value: Arr): void {
+  run.g?.[name].set(value);
+}
+
+/** dL/dx of the final norm's input, from the per-token gradients through the lm head (its gradient when the base trains). */
+function headBackward(run: BackwardRun, dlogprob: ArrayLike<number>, dentropy: ArrayLike<number>): Arr {
+  const { config, p, K, cache, g } = run;
+  const { N, d, V, norm: dims } = run.dims;
+  const { B, T } = inputShape(cache.input);
+  // Un-shift the per-token gradients onto the rows that made the predictions.
+  const dlpRows = ops.alloc(p.tok_embeddings, N);
+  const dentRows = ops.alloc(p.tok_embeddings, N);
+  for (let b = 0; b < B; b++)
+    for (let t = 1; t < T; t++) {
+      dlpRows[b * T + t - 1] = dlogprob[b * T + t];
+      dentRows[b * T + t - 1] = dentropy[b * T + t];
+    }
+  const dlogits = K.logSoftmaxGatherEntropyBackward(cache.logits, cache.targets, cache.lse, cache.entropyRows, dlpRows, dentRows, {
+    rows: N,
+    vocab: V,
   });
 
-  for (let l = config.n_layers - 1; l >= 0; l--) {
-    const dxIn = dx;
-    dx = withActivationsKeep(K, () => {
-      const c = cache.layers[l];
-      const w = (name: string): Arr => p[`layers.${l}.${name}`];
-      const gw = (name: string, value: Arr): void => set(`layers.${l}.${name}`, value);
-      /** dL/dx of `y = x · W (+ scaling · (x · lora_a) · lora_b)` given dy; W's gradient when the base trains,
-       * the adapter's when it is frozen. */
-      const projBack = (name: string, x: Arr, dy: Arr, dims: ops.MatDims): Arr => {
-        let dx: Arr;
-        if (g) {
-          const r = K.matmulBackward(x, w(name), dy, dims);
-          gw(name, r.dw);
-          dx = r.dx;
-        } else dx = K.matmulABt(dy, w(name), { m: dims.m, k: dims.n, n: dims.k });
-        const t = c.loraT?.[name];
-        if (lora && t) {
-          const key = `layers.${l}.${name}`;
-          const r = lora.config.r;
-          const dyScaled = ops.alloc(dy, dy.length);
-          for (let i = 0; i < dy.length; i++) dyScaled[i] = lora.scaling * dy[i];
-          const dt = K.matmulABt(dyScaled, lora.views[`${key}.lora_b`], { m: dims.m, k: dims.n, n: r });
-          if (loraGrads) {
-            lg[`${key}.lora_b`].set(K.matmulAtB(t, dyScaled, { m: r, k: dims.m, n: dims.n }));
-            lg[`${key}.lora_a`].set(K.matmulAtB(x, dt, { m: dims.k, k: dims.m, n: r }));
-          }
-          K.addInPlace(dx, K.matmulABt(dt, lora.views[`${key}.lora_a`], { m: dims.m, k: r, n: dims.k }));
-        }
-        return dx;
-      };
-      // MLP block: x = xMid + act @ w_down
-      const downDx = projBack("w_down", c.act, dxIn, { m: N, k: config.d_ff, n: d });
-      const { dgate, dup } = K.swigluBackward(c.gate, c.up, downDx);
-      const gateDx = projBack("w_gate", c.h2, dgate, { m: N, k: d, n: config.d_ff });
-      const upDx = projBack("w_up", c.h2, dup, { m: N, k: d, n: config.d_ff });
-      K.addInPlace(gateDx, upDx);
-      const n2 = K.rmsnormBackward(c.xMid, w("ffn_norm"), c.rstd2, gateDx, dims);
-      gw("ffn_norm", n2.dw);
-      const dxMid = K.add(dxIn, n2.dx);
-      // Attention block: xMid = xIn + attn @ wo
-      const woDx = projBack("wo", c.attn, dxMid, { m: N, k: qDim, n: d });
-      const a = K.attentionBackward(c.qr, c.kr, c.v, c.probs, woDx, attnDims);
-      let dq = K.ropeBackward(a.dq, pos, qRope);
-      let dk = K.ropeBackward(a.dk, pos, kRope);
-      if (config.qk_norm) {
-        const qn = K.rmsnormBackward(c.qPre!, w("q_norm"), c.qRstd!, dq, { rows: N * config.n_heads, dim: hd });
-        const kn = K.rmsnormBackward(c.kPre!, w("k_norm"), c.kRstd!, dk, { rows: N * config.n_kv_heads, dim: hd });
-        gw("q_norm", qn.dw);
-        gw("k_norm", kn.dw);
-        dq = qn.dx;
-        dk = kn.dx;
-      }
-      if (config.qkv_bias) {
-        if (g) {
-          gw("bq", K.columnSums(dq, N, qDim));
-          gw("bk", K.columnSums(dk, N, kvDim));
-          gw("bv", K.columnSums(a.dv, N, kvDim));
-        }
-      }
-      const qDx = projBack("wq", c.h1, dq, { m: N, k: d, n: qDim });
-      const kDx = projBack("wk", c.h1, dk, { m: N, k: d, n: kvDim });
-      const vDx = projBack("wv", c.h1, a.dv, { m: N, k: d, n: kvDim });
-      K.addInPlace(qDx, kDx);
-      K.addInPlace(qDx, vDx);
-      const n1 = K.rmsnormBackward(c.xIn, w("attn_norm"), c.rstd1, qDx, dims);
-      gw("attn_norm", n1.dw);
-      return K.add(dxMid, n1.dx);
-    });
+  let dh: Arr;
+  if (config.tie_embeddings) {
+    dh = K.matmul(dlogits, p.tok_embeddings, { m: N, k: V, n: d });
+    if (g) g.tok_embeddings.set(K.matmulAtB(dlogits, cache.hFinal, { m: V, k: N, n: d }));
+  } else if (g) {
+    const r = K.matmulBackward(cache.hFinal, p.lm_head, dlogits, { m: N, k: d, n: V });
+    dh = r.dx;
+    g.lm_head.set(r.dw);
+  } else dh = K.matmulABt(dlogits, p.lm_head, { m: N, k: V, n: d });
+  const fin = K.rmsnormBackward(cache.xFinal, p.norm, cache.rstdFinal, dh, dims);
+  setGrad(run, "norm", fin.dw);
+  return fin.dx;
+}
+
+/**
+ * dL/dx of `y = x · W (+ scaling · (x · lora_a) · lora_b)` in layer `l` given dy; W's gradient when the
+ * base trains, the adapter's when it is frozen.
+ */
+function projectionBackward(run: BackwardRun, l: number, name: string, x: Arr, dy: Arr, dims: ops.MatDims): Arr {
+  const { K, g, lg } = run;
+  const lora = run.cache.lora;
+  const key = `layers.${l}.${name}`;
+  let dx: Arr;
+  if (g) {
+    const r = K.matmulBackward(x, run.p[key], dy, dims);
+    setGrad(run, key, r.dw);
+    dx = r.dx;
+  } else dx = K.matmulABt(dy, run.p[key], { m: dims.m, k: dims.n, n: dims.k });
+  const t = run.cache.layers[l].loraT?.[name];
+  if (lora && t) {
+    const r = lora.config.r;
+    const dyScaled = ops.alloc(dy, dy.length);
+    for (let i = 0; i < dy.length; i++) dyScaled[i] = lora.scaling * dy[i];
+    const dt = K.matmulABt(dyScaled, lora.views[`${key}.lora_b`], { m: dims.m, k: dims.n, n: r });
+    if (lg) {
+      lg[`${key}.lora_b`].set(K.matmulAtB(t, dyScaled, { m: r, k: dims.m, n: dims.n }));
+      lg[`${key}.lora_a`].set(K.matmulAtB(x, dt, { m: dims.k, k: dims.m, n: r }));
+    }
+    K.addInPlace(dx, K.matmulABt(dt, lora.views[`${key}.lora_a`], { m: dims.m, k: r, n: dims.k }));
   }
-  if (g) ops.addInPlace(g.tok_embeddings, ops.embeddingBackward(cache.input.inputIds, dx, { vocab: V, dim: d }));
-  return { base: grads, lora: loraGrads };
+  return dx;
+}
+
+/** Block `l` backwards: dL/dx of its input from dL/dx of its output. */
+function blockBackward(run: BackwardRun, l: number, dxOut: Arr): Arr {
+  const dxMid = mlpBackward(run, l, dxOut);
+  return attentionBlockBackward(run, l, dxMid);
+}
+
+/** The MLP half, `xOut = xMid + swiglu(norm(xMid)) @ w_down`: dL/dxMid. */
+function mlpBackward(run: BackwardRun, l: number, dxOut: Arr): Arr {
+  const { config, K } = run;
+  const { N, d, norm: dims } = run.dims;
+  const c = run.cache.layers[l];
+  const downDx = projectionBackward(run, l, "w_down", c.act, dxOut, { m: N, k: config.d_ff, n: d });
+  const { dgate, dup } = K.swigluBackward(c.gate, c.up, downDx);
+  const gateDx = projectionBackward(run, l, "w_gate", c.h2, dgate, { m: N, k: d, n: config.d_ff });
+  const upDx = projectionBackward(run, l, "w_up", c.h2, dup, { m: N, k: d, n: config.d_ff });
+  K.addInPlace(gateDx, upDx);
+  const n2 = K.rmsnormBackward(c.xMid, run.p[`layers.${l}.ffn_norm`], c.rstd2, gateDx, dims);
+  setGrad(run, `layers.${l}.ffn_norm`, n2.dw);
+  return K.add(dxOut, n2.dx);
+}
+
+/** The attention half, `xMid = xIn + attention(norm(xIn)) @ wo`: dL/dxIn. */
+function attentionBlockBackward(run: BackwardRun, l: number, dxMid: Arr): Arr {
+  const { config, K, g } = run;
+  const { N, d, hd, qDim, kvDim, norm: dims, qRope, kRope } = run.dims;
+  const c = run.cache.layers[l];
+  const w = (name: string): Arr => run.p[`layers.${l}.${name}`];
+  const gw = (name: string, value: Arr): void => setGrad(run, `layers.${l}.${name}`, value);
+  const pos = run.cache.input.positionIds;
+  const woDx = projectionBackward(run, l, "wo", c.attn, dxMid, { m: N, k: qDim, n: d });
+  const a = K.attentionBackward(c.qr, c.kr, c.v, c.probs, woDx, run.attnDims);
+  let dq = K.ropeBackward(a.dq, pos, qRope);
+  let dk = K.ropeBackward(a.dk, pos, kRope);
+  if (config.qk_norm) {
+    const qn = K.rmsnormBackward(c.qPre!, w("q_norm"), c.qRstd!, dq, { rows: N * config.n_heads, dim: hd });
+    const kn = K.rmsnormBackward(c.kPre!, w("k_norm"), c.kRstd!, dk, { rows: N * config.n_kv_heads, dim: hd });
+    gw("q_norm", qn.dw);
+    gw("k_norm", kn.dw);
+    dq = qn.dx;
+    dk = kn.dx;
+  }
+  if (config.qkv_bias) {
+    if (g) {
+      gw("bq", K.columnSums(dq, N, qDim));
+      gw("bk", K.columnSums(dk, N, kvDim));
+      gw("bv", K.columnSums(a.dv, N, kvDim));
+    }
+  }
+  const qDx = projectionBackward(run, l, "wq", c.h1, dq, { m: N, k: d, n: qDim });
+  const kDx = projectionBackward(run, l, "wk", c.h1, dk, { m: N, k: d, n: kvDim });
+  const vDx = projectionBackward(run, l, "wv", c.h1, a.dv, { m: N, k: d, n: kvDim });
+  K.addInPlace(qDx, kDx);
+  K.addInPlace(qDx, vDx);
+  const n1 = K.rmsnormBackward(c.xIn, w("attn_norm"), c.rstd1, qDx, dims);
+  gw("attn_norm", n1.dw);
+  return K.add(dxMid, n1.dx);
 }
