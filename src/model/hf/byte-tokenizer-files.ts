@@ -8,7 +8,7 @@
 import { BOS_ID, EOS_ID, PAD_ID, ROLE_IDS } from "../tokenizer.ts";
 
 /** GPT-2's byte → printable unicode character table (the ByteLevel pre-tokenizer's alphabet). */
-function byteLevelAlphabet(): string[] {
+export function byteLevelAlphabet(): string[] {
   const keep: number[] = [];
   for (let b = 33; b <= 126; b++) keep.push(b);
   for (let b = 161; b <= 172; b++) keep.push(b);

@@ -4,7 +4,7 @@ export { saveHfModel, hfModelFiles, type SaveHfOptions } from "./writer.ts";
 export { exportHf } from "./export.ts";
 export { parseHfConfig, toHfConfig, ARCHITECTURES, type HfArchitecture, type HfModelInfo } from "./config.ts";
 export { createHfTokenizer, loadHfTokenizer, type HfTokenizerFiles } from "./tokenizer.ts";
-export { byteTokenizerFiles } from "./byte-tokenizer-files.ts";
+export { byteTokenizerFiles, byteLevelAlphabet } from "./byte-tokenizer-files.ts";
 export { HfFormatError } from "./errors.ts";
 export type { HfDtype } from "./tensors.ts";
 export type { ModelSource, FileSource } from "./source.ts";
