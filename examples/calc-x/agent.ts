@@ -27,9 +27,11 @@ import { emitAnnotation, getActiveTracer, operation } from "../../src/tracer/ind
 import type { LLM } from "../../src/types/index.ts";
 import { CalculatorError, evaluate } from "./calculator.ts";
 import { McpServerError, StdioToolServer, type ToolServer } from "./mcp.ts";
+import { SYSTEM_PROMPT } from "./conversations.ts";
 import type { CalcXTask } from "./types.ts";
 
-export const SYSTEM_PROMPT = "Use the calculator. End with ### ANSWER: <number> ###";
+/** The instruction the policy was fine-tuned with (conversations.ts). */
+export { SYSTEM_PROMPT };
 /** Model calls per rollout at most. */
 export const MAX_TURNS = 4;
 export const MAX_TOKENS_PER_TURN = 48;
