@@ -1,10 +1,11 @@
 /**
  * The limits of JSON request bodies (src/server/json-scan.ts, docs/http-api.md "Limits"): the scan of the
  * text for nesting depth and keys per object, on a typical span batch beside `JSON.parse` and beside the
- * whole `POST /v1/agl/spans/batch`; how fast it refuses the 12 MB object with a million keys beside what
- * parsing that body alone costs; what bodies of the widest objects it lets through cost per MiB against
- * span batches; and a 32 MiB body of nested brackets. All in process (`app.fetch`, in-memory store), so a
- * request's time is the time it holds the event loop.
+ * whole `POST /v1/agl/spans/batch`; the check of a runner's 13-span body, too small to be scanned; how
+ * fast it refuses the 12 MB object with a million keys beside what parsing that body alone costs; what
+ * bodies of the widest objects it lets through cost per MiB against span batches; and a 32 MiB body of
+ * nested brackets. All in process (`app.fetch`, in-memory store), so a request's time is the time it
+ * holds the event loop.
  *
  * Run: `npx tsx bench/json-limits.ts`
  */
@@ -67,6 +68,18 @@ const batchRequest = await bestRequest(5, "/v1/agl/spans/batch", 201, batchFor, 
 console.log(
   `span batch (${mib(batch).toFixed(1)} MiB, 2,000 spans): JSON.parse ${parse.toFixed(1)} ms; the limits scan ${scan.toFixed(1)} ms ` +
     `(${((scan / parse) * 100).toFixed(0)}% of the parse, ${((scan / batchRequest) * 100).toFixed(1)}% of the whole request, ${batchRequest.toFixed(0)} ms) (best of 20 / 5)`,
+);
+
+// What most requests are: a runner's finished attempt of 13 spans, too small to pass either limit, so not scanned.
+const attempt = await store.startRollout({ task: 1 });
+const finish = JSON.stringify({
+  spans: Array.from({ length: 13 }, (_, i) => makeLlmSpan(attempt.rollout_id, attempt.attempt.attempt_id, i + 1)),
+});
+const parseFinish = best(2_000, () => JSON.parse(finish));
+const checkFinish = best(2_000, () => scanJsonLimits(finish, MAX_JSON_DEPTH, MAX_JSON_KEYS));
+console.log(
+  `13-span body (${(finish.length / 1024).toFixed(1)} KiB): JSON.parse ${(1000 * parseFinish).toFixed(1)} us; the limits check ` +
+    `${(1000 * checkFinish).toFixed(2)} us (${((checkFinish / parseFinish) * 100).toFixed(1)}% of the parse) (best of 2,000)`,
 );
 
 const wide = (n: number, prefix = "k") => `{${Array.from({ length: n }, (_, i) => `"${prefix}${i}":${i % 10}`).join(",")}}`;

@@ -4,7 +4,8 @@
  * their cost is in the parse itself: an object with a million keys takes seconds to parse, walk, copy and
  * write out again (a dictionary-mode object in V8), while the scan refuses it after its first
  * MAX_JSON_KEYS keys. Strings are skipped with `indexOf`, so the scan costs a fraction of the parse of a
- * span batch (bench/json-limits.ts).
+ * span batch (bench/json-limits.ts). A body too small to pass either limit (most requests: a runner's
+ * finished attempt is ~12 KB) is not scanned at all (`cannotPassLimits`).
  */
 
 /** Most members (`"key": value` pairs) one object of a request body may have. */
@@ -38,12 +39,35 @@ function stringEnd(text: string, start: number): number {
   }
 }
 
+/** Characters of the smallest JSON object with `members` members: `{"":0,"":0}` (5 a member, and 1). */
+const smallestObjectChars = (members: number): number => 5 * members + 1;
+
+/**
+ * Whether `text` is too small to pass either limit, told without reading it character by character: an
+ * object with more than `maxKeys` members takes at least smallestObjectChars(maxKeys + 1) characters, and
+ * a container deeper than `maxDepth` needs more than `maxDepth` opening brackets, which `indexOf` counts
+ * (those inside strings too, so the count is an upper bound of the containers).
+ */
+function cannotPassLimits(text: string, maxDepth: number, maxKeys: number): boolean {
+  if (text.length >= smallestObjectChars(maxKeys + 1)) return false;
+  const objects = occurrences(text, "{", maxDepth + 1);
+  return objects + occurrences(text, "[", maxDepth + 1 - objects) <= maxDepth;
+}
+
+/** How many times `char` occurs in `text`, counted up to `atMost`. */
+function occurrences(text: string, char: string, atMost: number): number {
+  let n = 0;
+  for (let i = text.indexOf(char); i >= 0 && n < atMost; i = text.indexOf(char, i + 1)) n++;
+  return n;
+}
+
 /**
  * The first limit `text` passes: containers nested deeper than `maxDepth` (the body itself is level 1),
  * or an object with more than `maxKeys` members; null when it passes neither. Malformed text may pass
  * either way: `JSON.parse` refuses it next.
  */
 export function scanJsonLimits(text: string, maxDepth: number, maxKeys: number): JsonLimitBreach | null {
+  if (cannotPassLimits(text, maxDepth, maxKeys)) return null;
   const members = new Int32Array(maxDepth + 1);
   const starts = new Int32Array(maxDepth + 1);
   let depth = 0;

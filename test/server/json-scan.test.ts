@@ -61,6 +61,28 @@ describe("scanJsonLimits and jsonPathAt", () => {
     }
   });
 
+  // Bodies too small to pass a limit are not scanned: at the smallest size that can, the scan must run.
+  it("the smallest body past each limit is still found: members of 5 characters, nested brackets", () => {
+    const object = (members: number) => `{${Array.from({ length: members }, () => '"":0').join(",")}}`;
+    for (const maxKeys of [0, 1, 7, 100]) {
+      const text = object(maxKeys + 1);
+      expect(scanJsonLimits(text, 512, maxKeys), text).toEqual({ limit: "keys", at: 0 });
+      // One member fewer, or the same text with a limit of one more: nothing to refuse.
+      expect(scanJsonLimits(object(maxKeys), 512, maxKeys), text).toBeNull();
+      expect(scanJsonLimits(text, 512, maxKeys + 1), text).toBeNull();
+    }
+    for (const maxDepth of [1, 2, 9, 512]) {
+      const text = `${"[".repeat(maxDepth + 1)}${"]".repeat(maxDepth + 1)}`;
+      expect(scanJsonLimits(text, maxDepth, 10_000), text).toEqual({ limit: "depth", at: maxDepth });
+      expect(scanJsonLimits(text, maxDepth + 1, 10_000), text).toBeNull();
+      // Objects and arrays together (maxDepth + 1 containers): the count covers both kinds.
+      const half = Math.floor((maxDepth + 1) / 2);
+      const nested = `${'{"a":['.repeat(half)}${(maxDepth + 1) % 2 === 1 ? "{}" : "0"}${"]}".repeat(half)}`;
+      expect(scanJsonLimits(nested, maxDepth, 10_000)?.limit, nested).toBe("depth");
+      expect(scanJsonLimits(nested, maxDepth + 1, 10_000), nested).toBeNull();
+    }
+  });
+
   it("a million-key object is refused at its first key past the limit", () => {
     const text = `{"input":{${Array.from({ length: 1_000_000 }, (_, i) => `"k${i}":0`).join(",")}}}`;
     const breach = scanJsonLimits(text, 512, 10_000);

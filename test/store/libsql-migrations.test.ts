@@ -33,6 +33,10 @@ const UNDO: Record<string, string[]> = {
     `DROP TABLE "row_counts"`,
     `DROP INDEX "rollouts_start_time_idx"`,
   ],
+  // 0003's triggers for what the store counts itself since 0004.
+  "0004_row_counts_by_store": MIGRATIONS.find((m) => m.tag === "0003_row_counts")!.statements.filter((sql) =>
+    /^CREATE TRIGGER `row_counts_(rollouts_insert|rollouts_status|attempts_insert)`/.test(sql),
+  ),
 };
 
 /** Takes the database at `url` back to the schema of its first `keep` migrations, as that version left it. */

@@ -1,16 +1,23 @@
 /**
- * The row counters that answer the libSQL store's totals (migration 0003: kept by triggers): after every
- * kind of write — inserts, duplicates left out, status changes and retries, a write rolled back inside a
- * shared commit, another connection's writes, rows deleted by hand with plain SQL — each total the store
- * reports (statistics, a status filter's total, a whole table's total) equals a COUNT(*) of the rows.
+ * The row counters that answer the libSQL store's totals (schema.ts `rowCounts`: changes held back with
+ * the rows and written at the commit, triggers for the rest): after every kind of write — inserts,
+ * duplicates left out, status changes and retries, a write rolled back inside a shared commit (also one
+ * that had written out the counts held back so far), another connection's writes, rows deleted by hand
+ * with plain SQL — each total the store reports (statistics, a status filter's total, a whole table's
+ * total) equals a COUNT(*) of the rows.
  */
 import { createRequire } from "node:module";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { newAttempt } from "../../src/store/core/steps.ts";
 import { LibsqlLightningStore, type LightningStore } from "../../src/store/index.ts";
-import { RolloutStatus, spanFromAttributes } from "../../src/types/index.ts";
+import { openDriver, parseDbUrl } from "../../src/store/libsql/driver.ts";
+import { applyMigrations } from "../../src/store/libsql/migrate.ts";
+import { MIGRATIONS } from "../../src/store/libsql/migrations/index.ts";
+import { LibsqlStorage } from "../../src/store/libsql/storage.ts";
+import { Rollout, RolloutStatus, newRolloutId, spanFromAttributes } from "../../src/types/index.ts";
 
 interface NativeDb {
   prepare(sql: string): { raw(on: boolean): { all(...args: unknown[]): unknown[][] }; run(...args: unknown[]): unknown };
@@ -122,5 +129,32 @@ describe("libSQL row counters", () => {
 
     await a.close();
     await b.close();
+  });
+
+  it("a call that wrote out the counts held back in its commit, then failed: the other calls' counts stay, its own go", async () => {
+    const path = join(dir, "failed-call.db");
+    const driver = await openDriver(parseDbUrl(`file:${path}`), { busyTimeoutMs: 1000 });
+    await applyMigrations(driver, MIGRATIONS);
+    const storage = new LibsqlStorage(driver);
+    const [r1, r2, r3] = [1, 2, 3].map(() => Rollout.parse({ rollout_id: newRolloutId(), input: "x", start_time: 1 }));
+    // Three calls in one group commit; the second's count() writes out what is held back so far (the
+    // first call's rollout and its own changes) inside its savepoint, then the call fails.
+    const results = await Promise.allSettled([
+      storage.tx("w", (t) => t.insertRollouts([r1!])),
+      storage.tx("w", async (t) => {
+        t.insertRollouts([r2!]);
+        await t.updateRollout(r1!.rollout_id, { status: "running" });
+        await t.insertAttempt(newAttempt(r2!.rollout_id, 1, null, 1));
+        expect(await t.counts()).toMatchObject({ rollouts: 2, attempts: 1 });
+        throw new Error("fails after its count");
+      }),
+      storage.tx("w", (t) => t.insertRollouts([r3!])),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    await storage.close();
+    const store = await LibsqlLightningStore.open(`file:${path}`);
+    expect((await store.queryRollouts({ status_in: ["queuing"], limit: 0 })).total).toBe(2);
+    await expectExactTotals(store, path);
+    await store.close();
   });
 });

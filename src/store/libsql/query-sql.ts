@@ -96,6 +96,9 @@ export function planMust(spec: TableSpec<unknown>, query: QuerySpec): SqlPlan {
   return { where: `WHERE ${must.join(" AND ")}`, args, orderBy: `ORDER BY ${q(spec.order)}` };
 }
 
+/** The row counter of the rollouts with one status (schema.ts `rowCounts`). */
+export const statusCounter = (status: string): string => `rollouts.status:${status}`;
+
 /**
  * The row counters (schema.ts `rowCounts`) whose sum is the total of a spec, or null when the spec needs
  * a count: one without any condition is its table's counter, one whose only condition is a status filter
@@ -117,5 +120,5 @@ export function countersFor(spec: TableSpec<unknown>, query: QuerySpec): string[
   if (hasExact === (within !== undefined && within !== null)) return null;
   const statuses = hasExact ? [exact] : within!;
   if (!statuses.every((v) => typeof v === "string")) return null;
-  return [...new Set(statuses as string[])].map((v) => `rollouts.status:${v}`);
+  return [...new Set(statuses as string[])].map(statusCounter);
 }

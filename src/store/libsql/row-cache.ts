@@ -1,8 +1,9 @@
 /**
  * Rows of the libSQL store kept in this process between transactions, and row writes (and queue
- * pushes) held back until the transaction commits. Why: a rollout's life is ~30 small statements, each costing far more in the
- * binding than the row work itself; with the rows at hand, most reads need no statement, and the
- * writes of a whole group commit (driver.ts) go out as a few multi-row upserts just before COMMIT.
+ * pushes, and changes to the row counters) held back until the transaction commits. Why: a rollout's
+ * life is ~30 small statements, each costing far more in the binding than the row work itself; with the
+ * rows at hand, most reads need no statement, and the writes of a whole group commit (driver.ts) go out
+ * as a few multi-row upserts just before COMMIT.
  *
  * Correctness rests on three rules:
  * - **Valid only while nobody else writes.** Every transaction starts with `PRAGMA data_version` (it
@@ -31,6 +32,12 @@ import { MAX_BIND_PARAMS, chunkSizes, multiRowSql, quoted } from "./sql.ts";
 /** `... IN ((?), (?), ...)`: a parenthesised placeholder is a plain scalar in an IN list. */
 const DELETE_QUEUED = multiRowSql(`DELETE FROM "queue" WHERE "id" IN (`, 1, `)`);
 const INSERT_QUEUED = multiRowSql(`INSERT INTO "queue" ("rollout_id") VALUES `, 1, "");
+/** Adds to the row counters (schema.ts `rowCounts`), making a counter missing so far. */
+const ADD_TO_COUNTERS = multiRowSql(
+  `INSERT INTO "row_counts" ("name", "n") VALUES `,
+  2,
+  ` ON CONFLICT ("name") DO UPDATE SET "n" = "n" + excluded."n"`,
+);
 
 /** Runs `sql(rows)` over `values` (`cols` parameters per row, rows one after another), a chunk of rows at a time. */
 async function inChunks(c: SqlConn, values: SqlValue[], sql: (rows: number) => string, cols = 1): Promise<void> {
@@ -117,6 +124,8 @@ export class RowCache {
   readonly head: [number, string][] = [];
   /** Queue row ids popped from `head` and not yet deleted in SQL. */
   readonly popped: number[] = [];
+  /** Changes to the row counters not yet written: counter name -> change (never 0). */
+  readonly counted = new Map<string, number>();
   private undo: (() => void)[] | null = null;
   private version: SqlValue | undefined = undefined;
   /** Estimated bytes of the rows cached since the last drop (an upper bound: replaced rows are not taken off). */
@@ -155,7 +164,7 @@ export class RowCache {
   }
 
   get dirty(): boolean {
-    if (this.queued.length > 0 || this.popped.length > 0) return true;
+    if (this.queued.length > 0 || this.popped.length > 0 || this.counted.size > 0) return true;
     for (const t of this.tables) if (t.dirty.size > 0) return true;
     return false;
   }
@@ -169,6 +178,7 @@ export class RowCache {
     this.queued.length = 0;
     this.head.length = 0;
     this.popped.length = 0;
+    this.counted.clear();
     this.bytes = 0;
   }
 
@@ -233,6 +243,32 @@ export class RowCache {
     this.latest.set(rolloutId, attempt);
   }
 
+  /**
+   * Adds `change` to a row counter (a table's rows, a status's rollouts), written with the held-back rows:
+   * one statement a commit for all counters, instead of one per row or per insert.
+   */
+  count(name: string, change: number): void {
+    this.addCount(name, change);
+    this.undo?.push(() => this.addCount(name, -change));
+  }
+
+  private addCount(name: string, change: number): void {
+    const n = (this.counted.get(name) ?? 0) + change;
+    if (n === 0) this.counted.delete(name);
+    else this.counted.set(name, n);
+  }
+
+  /** Writes out the counter changes (inside a caller: restored if its savepoint rolls the statement back). */
+  private async flushCounts(c: SqlConn): Promise<void> {
+    if (this.counted.size === 0) return;
+    const changes = [...this.counted];
+    this.counted.clear();
+    this.undo?.push(() => {
+      for (const [name, change] of changes) this.addCount(name, change);
+    });
+    await inChunks(c, changes.flat(), ADD_TO_COUNTERS, 2);
+  }
+
   /** Logs the queue state as it is now, to be restored if the caller fails (the lists are short). */
   private saveQueue(): void {
     if (!this.undo) return;
@@ -287,6 +323,7 @@ export class RowCache {
    */
   async flush(c: SqlConn): Promise<void> {
     await this.flushQueue(c);
+    await this.flushCounts(c);
     for (const t of this.tables) {
       if (t.dirty.size === 0) continue;
       await t.flush(c);

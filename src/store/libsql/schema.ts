@@ -136,10 +136,12 @@ export const workers = sqliteTable("workers", {
 /**
  * Row counts, so that a total costs one row read instead of a count over an index that grows with the
  * data: `name` is a table (`rollouts`, `attempts`, `spans`, `resources`, `workers`) or
- * `rollouts.status:<status>`. Triggers keep them (migration 0003), so every writer of the file counts,
- * whichever process it is, and rows deleted by hand too; except span inserts, which the storage counts
- * itself, one UPDATE per insert statement (spans are written tens of thousands a second, and a trigger
- * run per row cost 5-10 % of that path, measured).
+ * `rollouts.status:<status>`. The storage counts the rows it makes on every rollout's path (rollouts,
+ * attempts, spans) and each change of a rollout's status itself: the changes are held back with the rows
+ * and written in one statement a commit (row-cache.ts), where a trigger ran a statement or two per row
+ * (migration 0004). Triggers count workers and resources (rare writes) and every delete, so rows deleted
+ * by hand are counted too (migrations 0003, 0004). Every LightningStore writing the file counts, whichever
+ * process it is; rows inserted by other means than a store are not.
  */
 export const rowCounts = sqliteTable("row_counts", {
   name: text("name").primaryKey(),

@@ -33,7 +33,7 @@ import {
   type WorkerPatchRow,
 } from "../storage.ts";
 import type { SqlConn, SqlDriver, SqlRow, SqlValue, TxHooks } from "./driver.ts";
-import { countersFor, planMust, planQuery } from "./query-sql.ts";
+import { countersFor, planMust, planQuery, statusCounter } from "./query-sql.ts";
 import { CachedTable, DEFAULT_ROW_CACHE_MIB, RowCache, rowBytes } from "./row-cache.ts";
 import { MAX_BIND_PARAMS, chunkSizes, multiRowSql, quoted } from "./sql.ts";
 import {
@@ -92,10 +92,8 @@ const CHMAX_SEQUENCE =
 const SELECT_RESOURCES = `${resourcesSpec.select} WHERE "resources_id" = ?`;
 /** write_order is unique (each write takes MAX + 1 under the write lock), so its index alone finds the latest. */
 const SELECT_LATEST_RESOURCES = `${resourcesSpec.select} ORDER BY "write_order" DESC LIMIT 1`;
-/** A total from the row counters kept by triggers (schema.ts `rowCounts`): one row read per counter. */
+/** A total from the row counters (schema.ts `rowCounts`): one row read per counter. */
 const SUM_COUNTERS = `SELECT COALESCE(SUM("n"), 0) FROM "row_counts" WHERE "name" IN (SELECT value FROM json_each(?))`;
-/** Span inserts are counted here, not by a trigger (schema.ts `rowCounts`). */
-const COUNT_SPANS = `UPDATE "row_counts" SET "n" = "n" + ? WHERE "name" = 'spans'`;
 const COLLECTIONS: readonly CollectionName[] = ["rollouts", "attempts", "spans", "resources", "workers"];
 const SELECT_COUNTS = `SELECT "name", "n" FROM "row_counts" WHERE "name" IN (${COLLECTIONS.map((c) => `'${c}'`).join(", ")})`;
 const INSERT_SPANS = multiRowSql(
@@ -205,6 +203,8 @@ export class SqlTx implements StorageTx {
       const r = frozen(row);
       if (this.cache.rollouts.rows.get(r.rollout_id)) throw new Error(`insertRollouts: rollout ${r.rollout_id} already exists`);
       this.cache.put(this.cache.rollouts, r.rollout_id, r, rolloutSpec.values(r), true);
+      this.cache.count("rollouts", 1);
+      this.cache.count(statusCounter(r.status), 1);
       // A new rollout id has no attempts yet (attempts are only made for existing rollouts).
       this.cache.setLatest(r.rollout_id, null);
     }
@@ -215,6 +215,10 @@ export class SqlTx implements StorageTx {
       if (!old) throw new Error(`updateRollout: rollout ${id} does not exist`);
       const r = patched(old, patch, ROLLOUT_FIXED_FIELDS);
       this.cache.put(this.cache.rollouts, id, r, rolloutSpec.values(r));
+      if (r.status !== old.status) {
+        this.cache.count(statusCounter(old.status), -1);
+        this.cache.count(statusCounter(r.status), 1);
+      }
       // The status and the config move the watchdog deadline kept on the latest attempt.
       if (patch.status === undefined && patch.config === undefined) return r;
       return then(this.getLatestAttempt(id), (latest) => {
@@ -329,6 +333,7 @@ export class SqlTx implements StorageTx {
         // deadline moves over to it.
         if (previous !== null && watchdogDeadline(rollout, previous) !== null) this.putAttempt(previous, null);
         this.putAttempt(a, watchdogDeadline(rollout, a), true);
+        this.cache.count("attempts", 1);
         this.cache.setLatest(rid, a);
       });
     });
@@ -401,7 +406,7 @@ export class SqlTx implements StorageTx {
       }
       start += size;
     }
-    if (inserted > 0) await this.c.run(COUNT_SPANS, [inserted]);
+    if (inserted > 0) this.cache.count("spans", inserted);
     await this.raiseSequences(spans, kept);
     return kept === null ? spans : spans.filter((_, i) => kept[i]);
   }

@@ -58,5 +58,15 @@ export const MIGRATIONS: readonly EmbeddedMigration[] = [
       "CREATE TRIGGER `row_counts_rollouts_status` AFTER UPDATE OF `status` ON `rollouts` WHEN OLD.`status` IS NOT NEW.`status` BEGIN\n\tUPDATE `row_counts` SET `n` = `n` - 1 WHERE `name` = 'rollouts.status:' || OLD.`status`;\n\tINSERT INTO `row_counts` (`name`, `n`) VALUES ('rollouts.status:' || NEW.`status`, 1)\n\t\tON CONFLICT (`name`) DO UPDATE SET `n` = `n` + 1;\nEND;",
       "CREATE TRIGGER `row_counts_rollouts_delete` AFTER DELETE ON `rollouts` BEGIN\n\tUPDATE `row_counts` SET `n` = `n` - 1 WHERE `name` = 'rollouts';\n\tUPDATE `row_counts` SET `n` = `n` - 1 WHERE `name` = 'rollouts.status:' || OLD.`status`;\nEND;"
     ]
+  },
+  {
+    "tag": "0004_row_counts_by_store",
+    "when": 1795877451819,
+    "hash": "d8d5eb2cb452beb5f02fedc190e1e5f20c96efe3bd0226322b365c8c318e4d1c",
+    "statements": [
+      "-- Written by hand: rollouts, attempts and rollout status changes are counted by the store itself from\n-- now on, as spans already were (src/store/libsql/storage.ts): their changes are held back with the rows\n-- and written in one statement a commit, where these triggers ran one to two statements for every row.\n-- Workers and resources (rare writes) and every delete (rows deleted by hand too) keep their triggers.\nDROP TRIGGER `row_counts_rollouts_insert`;",
+      "DROP TRIGGER `row_counts_rollouts_status`;",
+      "DROP TRIGGER `row_counts_attempts_insert`;"
+    ]
   }
 ];
