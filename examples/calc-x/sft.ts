@@ -35,7 +35,9 @@ import {
 } from "../../src/model/index.ts";
 import { parseToolCalls } from "../../src/proxy/tool-calls.ts";
 import { referenceConversation, sftRow, startMessages, TOOLS } from "./conversations.ts";
-import { evaluateReference, heldOutTasks, trainTasks } from "./tasks.ts";
+import { reward } from "./agent.ts";
+import { CalculatorError, evaluate } from "./calculator.ts";
+import { heldOutTasks, trainTasks } from "./tasks.ts";
 import { calcXTokenizer, trainCalcXTokenizer } from "./tokenizer.ts";
 import type { CalcXTask } from "./types.ts";
 
@@ -57,17 +59,16 @@ export const CALC_X_SHAPE = {
 export const MAX_TURNS = 4;
 export const MAX_TOKENS_PER_TURN = 48;
 
-const ANSWER = /### ANSWER: (-?[\d.]+) ###/;
-
 /** The calculator the evaluation loop calls: the exact value, or `error: <reason>` as the MCP tool answers. */
 export type CalculatorFn = (expression: string) => string;
 
-/** The reference expressions' evaluator; any other shape is answered with an error. */
+/** The calculator tool's own evaluator, answering as the MCP tool does (a CalculatorError as `error: <reason>`). */
 export const referenceCalculator: CalculatorFn = (expression) => {
   try {
-    return evaluateReference(expression.replace(/\s+/g, ""));
+    return evaluate(expression);
   } catch (e) {
-    return `error: ${(e as Error).message}`;
+    if (e instanceof CalculatorError) return `error: ${e.message}`;
+    throw e;
   }
 };
 
@@ -128,8 +129,7 @@ export async function runEpisodes(
       const parsed = parseToolCalls(g.text, tokenizer.toolCallFormat);
       if (parsed.toolCalls.length === 0) {
         ep.messages.push({ role: "assistant", content: g.text });
-        const m = ANSWER.exec(g.text);
-        ep.reward = m !== null && m[1] === tasks[i]!.answer ? 1 : 0;
+        ep.reward = reward(tasks[i]!, g.text) === 1 ? 1 : 0;
         return;
       }
       ep.toolCalls += parsed.toolCalls.length;
