@@ -35,7 +35,7 @@ import {
 } from "../../src/model/index.ts";
 import { parseToolCalls } from "../../src/proxy/tool-calls.ts";
 import { referenceConversation, sftRow, startMessages, TOOLS } from "./conversations.ts";
-import { reward } from "./agent.ts";
+import { MAX_TOKENS_PER_TURN, MAX_TURNS, reward } from "./agent.ts";
 import { CalculatorError, evaluate } from "./calculator.ts";
 import { heldOutTasks, trainTasks } from "./tasks.ts";
 import { calcXTokenizer, trainCalcXTokenizer } from "./tokenizer.ts";
@@ -55,9 +55,6 @@ export const CALC_X_SHAPE = {
   qkv_bias: true,
 } as const;
 
-/** Model calls per task in the evaluation loop, and new tokens per call (the agent's defaults). */
-export const MAX_TURNS = 4;
-export const MAX_TOKENS_PER_TURN = 48;
 
 /** The calculator the evaluation loop calls: the exact value, or `error: <reason>` as the MCP tool answers. */
 export type CalculatorFn = (expression: string) => string;
