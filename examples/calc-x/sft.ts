@@ -55,7 +55,6 @@ export const CALC_X_SHAPE = {
   qkv_bias: true,
 } as const;
 
-
 /** The calculator the evaluation loop calls: the exact value, or `error: <reason>` as the MCP tool answers. */
 export type CalculatorFn = (expression: string) => string;
 
