@@ -161,6 +161,12 @@ export function resolveLossOptions(o: PolicyLossOptions = {}): Required<PolicyLo
     entropyCoeff: o.entropyCoeff ?? 0,
     klLossCoef: o.klLossCoef ?? 0,
     klLossType: o.klLossType ?? "low_var_kl",
+    lossMode: o.lossMode ?? "vanilla",
+    clipCovRatio: o.clipCovRatio ?? 0.0002,
+    clipCovLb: o.clipCovLb ?? 1.0,
+    clipCovUb: o.clipCovUb ?? 5.0,
+    klCovRatio: o.klCovRatio ?? 0.0002,
+    ppoKlCoef: o.ppoKlCoef ?? 0.1,
   } satisfies Required<PolicyLossOptions>;
   if (!(r.clipRatioC > 1)) throw new ValidationError(`clip_ratio_c must be > 1, got ${r.clipRatioC}`, ["clipRatioC"]);
   canonicalKl(r.klLossType);

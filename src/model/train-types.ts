@@ -40,8 +40,20 @@ export interface TokenBatch {
 /** The four verl aggregation modes (docs/training.md#the-ppo-loss). */
 export type LossAggMode = "token-mean" | "seq-mean-token-sum" | "seq-mean-token-mean" | "seq-mean-token-sum-norm";
 
-/** PPO ("vanilla") policy loss options, verl names in camelCase; defaults in brackets. */
+/** verl's `actor.policy_loss.loss_mode` (docs/training.md#the-ppo-loss). */
+export type PolicyLossMode = "vanilla" | "gspo" | "gpg" | "clip_cov" | "kl_cov" | "cispo";
+
+/** PPO policy loss options, verl names in camelCase; defaults in brackets. */
 export interface PolicyLossOptions {
+  /** Which policy loss [vanilla: PPO clip with dual clip]. */
+  lossMode?: PolicyLossMode;
+  /** clip_cov: share of tokens whose gradient is cut [0.0002]; with `clipCovLb`/`clipCovUb` the covariance band [1, 5]. */
+  clipCovRatio?: number;
+  clipCovLb?: number;
+  clipCovUb?: number;
+  /** kl_cov: share of tokens given the KL penalty [0.0002], and its coefficient `ppoKlCoef` [0.1]. */
+  klCovRatio?: number;
+  ppoKlCoef?: number;
   /** ε for both sides when the one-sided values are absent [0.2]. */
   clipRatio?: number;
   /** ε_low [clipRatio]. */

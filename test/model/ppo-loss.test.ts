@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { Rng } from "../../src/model/init.ts";
 import type { KlLossType, LossAggMode, PolicyLossOptions } from "../../src/model/train-types.ts";
-import { aggLoss, klValue, normFromMask, ppoPolicyLoss, type PpoLossInput } from "../../src/model/ppo-loss.ts";
+import { aggLoss, klValue, normFromMask, ppoPolicyLoss, resolveLossOptions, type PpoLossInput } from "../../src/model/ppo-loss.ts";
 import { KL_ALIASES } from "../../src/wasm/types.ts";
 import { maxScaledErr, randInt, randn } from "./helpers.ts";
 import { klPenaltyOracle, ppoLossOracle } from "./ppo-loss-oracle.ts";
@@ -73,6 +73,7 @@ describe("PPO policy loss reference (docs/training.md#the-ppo-loss)", () => {
         refLogProbs: randn(rng, n, 0.5),
       };
       const options: Required<PolicyLossOptions> = {
+        ...resolveLossOptions(),
         clipRatio: 0.2,
         clipRatioLow: 0.2,
         clipRatioHigh: 0.28,
