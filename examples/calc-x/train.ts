@@ -1,0 +1,298 @@
+/**
+ * The Calc-X demo: GRPO trains the committed tool-calling policy (examples/calc-x/model, a Qwen2 made by
+ * sft.ts) as the multi-turn MCP calculator agent (agent.ts) with `agl train`: LoRA on the CPU engine,
+ * every rollout's chain of calls one training row (`--trace-aggregator-level trajectory`, the tool results
+ * masked out) or each call its own row (`--level transition`). Prints held-out accuracy before and after
+ * (greedy, the same held-out problems), tool calls and turns per rollout and the share of rollouts whose
+ * tool calls all parsed, each read back from the store the run wrote (OUT/run/store.db; the dashboard
+ * shows its rollouts turn by turn), and writes the reward curve (OUT/run/reward-curve.svg).
+ *
+ *   npm run demo:calc-x                      # = npx tsx examples/calc-x/train.ts
+ *   npx tsx examples/calc-x/train.ts --level transition --steps 100 --out runs/calc-x-transition
+ */
+import { mkdir, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { runCli } from "../../src/cli/agl.ts";
+import { type CommandSpec, formatHelp, parseFlags } from "../../src/cli/flags.ts";
+import { findFinalReward } from "../../src/adapter/reward.ts";
+import { openStore } from "../../src/store/index.ts";
+import type { LightningStore } from "../../src/store/base.ts";
+import { AGL_ANNOTATION } from "../../src/types/semconv.ts";
+import { STATS } from "./agent.ts";
+import { heldOutTasks, trainTasks } from "./tasks.ts";
+
+export interface CalcXTrainOptions {
+  steps: number;
+  /** Tasks per step, and rollouts per task (the GRPO group). */
+  batch: number;
+  group: number;
+  lr: number;
+  /** Over the last `decayShare` of the steps the learning rate decays linearly to `lrFinal` x lr. */
+  decayShare: number;
+  lrFinal: number;
+  temperature: number;
+  loraR: number;
+  loraAlpha: number;
+  level: "trajectory" | "transition";
+  valEvery: number;
+  valTasks: number;
+  runners: number;
+  seed: number;
+  out: string;
+  device: "cpu" | "webgpu" | "auto";
+}
+
+export const CALC_X_DEFAULTS: CalcXTrainOptions = {
+  steps: 120,
+  batch: 8,
+  group: 8,
+  lr: 1e-3,
+  decayShare: 0.5,
+  lrFinal: 0.1,
+  temperature: 0.7,
+  loraR: 16,
+  loraAlpha: 32,
+  level: "trajectory",
+  valEvery: 0,
+  valTasks: 100,
+  runners: 8,
+  seed: 0,
+  out: "runs/calc-x",
+  device: "cpu",
+};
+
+/** The model is trained at 256 positions: a prompt (system, tools, question) of at most 110 tokens leaves 146 for the turns. */
+const MAX_PROMPT = 110;
+const MAX_RESPONSE = 146;
+
+const jsonl = (xs: readonly unknown[]): string => xs.map((x) => `${JSON.stringify(x)}\n`).join("");
+
+/** What the agent did over a set of rollouts, from their reward and `calc_x` annotation spans. */
+export interface CalcXStats {
+  rollouts: number;
+  accuracy: number;
+  turnsPerRollout: number;
+  toolCallsPerRollout: number;
+  /** Of the rollouts that made tool calls, the share whose every call parsed. */
+  parsedShare: number;
+}
+
+/** Statistics of the store's validation rollouts of one validation pass (`val<step>`: 0 is before training). */
+export async function validationStats(store: LightningStore, step: number): Promise<CalcXStats> {
+  const rollouts = (await store.queryRollouts({ mode_in: ["val"], limit: -1 })).items.filter((r) =>
+    String(r.metadata?.data_id ?? "").startsWith(`val${step}-`),
+  );
+  let correct = 0;
+  let turns = 0;
+  let toolCalls = 0;
+  let withCalls = 0;
+  let allParsed = 0;
+  for (const r of rollouts) {
+    const spans = (await store.querySpans(r.rollout_id, { attempt_id: "latest" })).items;
+    if ((findFinalReward(spans) ?? 0) >= 1) correct++;
+    const note = spans.find((s) => s.name === AGL_ANNOTATION && s.attributes[STATS.turns] !== undefined);
+    if (!note) throw new Error(`rollout ${r.rollout_id} has no calc_x annotation: did the agent fail?`);
+    const calls = Number(note.attributes[STATS.toolCalls]);
+    turns += Number(note.attributes[STATS.turns]);
+    toolCalls += calls;
+    if (calls > 0) {
+      withCalls++;
+      if (Number(note.attributes[STATS.parsedToolCalls]) === calls) allParsed++;
+    }
+  }
+  const n = Math.max(rollouts.length, 1);
+  return {
+    rollouts: rollouts.length,
+    accuracy: correct / n,
+    turnsPerRollout: turns / n,
+    toolCallsPerRollout: toolCalls / n,
+    parsedShare: withCalls === 0 ? 0 : allParsed / withCalls,
+  };
+}
+
+export interface CalcXTrainResult {
+  code: number;
+  command: string[];
+  before: CalcXStats | null;
+  after: CalcXStats | null;
+  seconds: number;
+}
+
+/** Writes the task files, runs `agl train`, then reads the before/after statistics from the run's store. */
+export async function trainCalcX(options: Partial<CalcXTrainOptions> = {}): Promise<CalcXTrainResult> {
+  const o = { ...CALC_X_DEFAULTS, ...options };
+  const started = performance.now();
+  await rm(o.out, { recursive: true, force: true });
+  await mkdir(o.out, { recursive: true });
+  await writeFile(join(o.out, "train.jsonl"), jsonl(trainTasks(4096, o.seed + 17)));
+  await writeFile(join(o.out, "val.jsonl"), jsonl(heldOutTasks(o.valTasks)));
+  const flags: Array<[string, string | number]> = [
+    ["--model", "examples/calc-x/model"],
+    ["--agent", "examples/calc-x/agent.ts"],
+    ["--data", join(o.out, "train.jsonl")],
+    ["--val-data", join(o.out, "val.jsonl")],
+    ["--out", join(o.out, "run")],
+    ["--trace-aggregator-level", o.level],
+    ["--lora-r", o.loraR],
+    ["--lora-alpha", o.loraAlpha],
+    ["--steps", o.steps],
+    ["--batch", o.batch],
+    ["--group", o.group],
+    ["--lr", o.lr],
+    ["--lr-decay-share", o.decayShare],
+    ["--lr-final", o.lrFinal],
+    ["--temperature", o.temperature],
+    ["--max-prompt", MAX_PROMPT],
+    ["--max-response", MAX_RESPONSE],
+    ["--val-every", o.valEvery],
+    ["--checkpoint-every", o.steps],
+    ["--runners", o.runners],
+    ["--seed", o.seed],
+    ["--device", o.device],
+  ];
+  const command = ["train", ...flags.flatMap(([k, v]) => [k, String(v)])];
+  console.log(`calc-x: agl ${command.join(" ")}`);
+  const code = await runCli(command);
+  if (code !== 0) return { code, command, before: null, after: null, seconds: (performance.now() - started) / 1000 };
+  const store = await openStore(`file:${join(o.out, "run", "store.db")}`);
+  try {
+    const before = await validationStats(store, 0);
+    const after = await validationStats(store, o.steps);
+    return { code, command, before, after, seconds: (performance.now() - started) / 1000 };
+  } finally {
+    await store.close();
+  }
+}
+
+const pct = (x: number): string => `${(100 * x).toFixed(0)}%`;
+
+export function formatStats(label: string, s: CalcXStats): string {
+  return (
+    `${label}: held-out accuracy ${pct(s.accuracy)} (${s.rollouts} problems), ${s.turnsPerRollout.toFixed(2)} turns and ` +
+    `${s.toolCallsPerRollout.toFixed(2)} tool calls per rollout, tool calls parsed in ${pct(s.parsedShare)} of the rollouts that made them`
+  );
+}
+
+const COMMAND = {
+  usage: "npx tsx examples/calc-x/train.ts [options]",
+  about: "The Calc-X demo: GRPO on the multi-turn MCP calculator agent, from the committed SFT model, with `agl train`.",
+  sections: [
+    {
+      title: "Options:",
+      flags: [
+        { name: "steps", type: "number", integer: true, min: 1, value: "N", help: `training steps [${CALC_X_DEFAULTS.steps}]` },
+        { name: "batch", type: "number", integer: true, min: 1, value: "N", help: `tasks per step [${CALC_X_DEFAULTS.batch}]` },
+        { name: "group", type: "number", integer: true, min: 2, value: "N", help: `rollouts per task [${CALC_X_DEFAULTS.group}]` },
+        { name: "lr", type: "number", min: 0, exclusiveMin: true, value: "X", help: `learning rate [${CALC_X_DEFAULTS.lr}]` },
+        {
+          name: "decay-share",
+          type: "number",
+          min: 0,
+          max: 1,
+          value: "S",
+          help: `share of the steps, at the end, over which the lr decays [${CALC_X_DEFAULTS.decayShare}]`,
+        },
+        { name: "lr-final", type: "number", min: 0, value: "F", help: `the lr factor at the last step [${CALC_X_DEFAULTS.lrFinal}]` },
+        {
+          name: "temperature",
+          type: "number",
+          min: 0,
+          value: "X",
+          help: `sampling temperature of training rollouts [${CALC_X_DEFAULTS.temperature}]`,
+        },
+        { name: "lora-r", type: "number", integer: true, min: 1, value: "R", help: `LoRA rank [${CALC_X_DEFAULTS.loraR}]` },
+        { name: "lora-alpha", type: "number", min: 0, exclusiveMin: true, value: "A", help: `LoRA alpha [${CALC_X_DEFAULTS.loraAlpha}]` },
+        {
+          name: "level",
+          type: "string",
+          choices: ["trajectory", "transition"],
+          value: "L",
+          help: `what becomes a training row [${CALC_X_DEFAULTS.level}]`,
+        },
+        {
+          name: "val-every",
+          type: "number",
+          integer: true,
+          min: 0,
+          value: "N",
+          help: `validate every N steps (0: before and after only) [${CALC_X_DEFAULTS.valEvery}]`,
+        },
+        { name: "val-tasks", type: "number", integer: true, min: 1, value: "N", help: `held-out problems [${CALC_X_DEFAULTS.valTasks}]` },
+        {
+          name: "runners",
+          type: "number",
+          integer: true,
+          min: 1,
+          value: "N",
+          help: `concurrent agent runners [${CALC_X_DEFAULTS.runners}]`,
+        },
+        {
+          name: "seed",
+          type: "number",
+          integer: true,
+          min: 0,
+          value: "N",
+          help: `seed of the task order and of the samples [${CALC_X_DEFAULTS.seed}]`,
+        },
+        { name: "out", type: "string", value: "DIR", help: `output folder [${CALC_X_DEFAULTS.out}]` },
+        {
+          name: "device",
+          type: "string",
+          choices: ["cpu", "webgpu", "auto"],
+          value: "D",
+          help: `training device [${CALC_X_DEFAULTS.device}]`,
+        },
+      ],
+    },
+  ],
+} as const satisfies CommandSpec;
+
+/** The command line's options; `help` when -h/--help was given. */
+export function parseCalcXArgs(argv: readonly string[]): { help: boolean; options: Partial<CalcXTrainOptions> } {
+  const { help, values: v } = parseFlags(COMMAND, argv);
+  const options: Partial<CalcXTrainOptions> = {};
+  const set = <K extends keyof CalcXTrainOptions>(k: K, x: CalcXTrainOptions[K] | undefined): void => {
+    if (x !== undefined) options[k] = x;
+  };
+  set("steps", v.steps);
+  set("batch", v.batch);
+  set("group", v.group);
+  set("lr", v.lr);
+  set("decayShare", v["decay-share"]);
+  set("lrFinal", v["lr-final"]);
+  set("temperature", v.temperature);
+  set("loraR", v["lora-r"]);
+  set("loraAlpha", v["lora-alpha"]);
+  set("level", v.level as CalcXTrainOptions["level"] | undefined);
+  set("valEvery", v["val-every"]);
+  set("valTasks", v["val-tasks"]);
+  set("runners", v.runners);
+  set("seed", v.seed);
+  set("out", v.out);
+  set("device", v.device as CalcXTrainOptions["device"] | undefined);
+  return { help, options };
+}
+
+const proc = (globalThis as { process?: { argv: string[]; exitCode?: number } }).process;
+if ((proc?.argv[1] ?? "").endsWith("examples/calc-x/train.ts")) {
+  let parsed: ReturnType<typeof parseCalcXArgs> | null = null;
+  try {
+    parsed = parseCalcXArgs(proc!.argv.slice(2));
+  } catch (e) {
+    console.error(`calc-x: ${(e as Error).message}`);
+    proc!.exitCode = 2;
+  }
+  if (parsed?.help) console.log(formatHelp(COMMAND));
+  else if (parsed) {
+    const r = await trainCalcX(parsed.options);
+    if (r.before && r.after) {
+      console.log(formatStats("before", r.before));
+      console.log(formatStats("after ", r.after));
+      console.log(
+        `held-out accuracy ${pct(r.before.accuracy)} -> ${pct(r.after.accuracy)} (${r.after.accuracy >= r.before.accuracy ? "+" : ""}` +
+          `${(100 * (r.after.accuracy - r.before.accuracy)).toFixed(0)} points) in ${r.seconds.toFixed(0)} s`,
+      );
+    }
+    proc!.exitCode = r.code;
+  }
+}
