@@ -69,6 +69,8 @@ export interface CalcXResult {
   toolCalls: number;
   /** Those well formed (known tool, arguments matching its schema), which MCP ran. */
   parsedToolCalls: number;
+  /** The conversation outgrew the model's context (the server refused the next turn): it ends there, reward 0. */
+  contextFull: boolean;
   /** Every message of the conversation, the last reply included. */
   transcript: ChatCompletionMessageParam[];
 }
@@ -163,15 +165,26 @@ export async function runCalcX(task: CalcXTask, llm: LLM, options: CalcXOptions 
       { role: "system", content: SYSTEM_PROMPT },
       { role: "user", content: task.question },
     ];
-    const result: CalcXResult = { reward: 0, turns: 0, toolCalls: 0, parsedToolCalls: 0, transcript: messages };
+    const result: CalcXResult = { reward: 0, turns: 0, toolCalls: 0, parsedToolCalls: 0, contextFull: false, transcript: messages };
     while (result.turns < maxTurns) {
-      const res = await openai.chat.completions.create({
-        model: llm.model,
-        messages,
-        tools: [...tools.values()].map((t) => t.openai),
-        max_tokens: options.maxTokens ?? MAX_TOKENS_PER_TURN,
-        temperature: (llm.sampling_parameters.temperature as number | undefined) ?? 0,
-      });
+      let res: OpenAI.ChatCompletion;
+      try {
+        res = await openai.chat.completions.create({
+          model: llm.model,
+          messages,
+          tools: [...tools.values()].map((t) => t.openai),
+          max_tokens: options.maxTokens ?? MAX_TOKENS_PER_TURN,
+          temperature: (llm.sampling_parameters.temperature as number | undefined) ?? 0,
+        });
+      } catch (e) {
+        // A small model's context fills up after a few tool results: that ends the conversation unanswered,
+        // as running out of turns does, rather than failing the rollout.
+        if (e instanceof OpenAI.BadRequestError && e.code === "context_length_exceeded") {
+          result.contextFull = true;
+          break;
+        }
+        throw e;
+      }
       result.turns++;
       const reply = res.choices[0]?.message;
       const calls = reply?.tool_calls ?? [];
@@ -210,12 +223,17 @@ export async function runCalcX(task: CalcXTask, llm: LLM, options: CalcXOptions 
 }
 
 /** Attribute keys of the rollout's `calc_x` annotation. */
-export const STATS = { turns: "calc_x.turns", toolCalls: "calc_x.tool_calls", parsedToolCalls: "calc_x.parsed_tool_calls" } as const;
+export const STATS = {
+  turns: "calc_x.turns",
+  toolCalls: "calc_x.tool_calls",
+  parsedToolCalls: "calc_x.parsed_tool_calls",
+  contextFull: "calc_x.context_full",
+} as const;
 
 export const calcXAgent = llmRollout(async function calcX(task: CalcXTask, llm: LLM) {
   const r = await runCalcX(task, llm);
   emitAnnotation(
-    { calc_x: { turns: r.turns, tool_calls: r.toolCalls, parsed_tool_calls: r.parsedToolCalls } },
+    { calc_x: { turns: r.turns, tool_calls: r.toolCalls, parsed_tool_calls: r.parsedToolCalls, context_full: r.contextFull } },
     { propagate: getActiveTracer() !== null },
   );
   return r.reward;

@@ -91,8 +91,14 @@ export interface Episode {
   messages: TemplateMessage[];
 }
 
+/** Sampling of {@link runEpisodes}: greedy by default; with a temperature, episode i samples with seed `seed + i`. */
+export interface EpisodeSampling {
+  temperature?: number;
+  seed?: number;
+}
+
 /**
- * Runs the agent loop for each task on the CPU engine, greedy, all tasks' turns in one batch per round:
+ * Runs the agent loop for each task on the CPU engine, all tasks' turns in one batch per round:
  * generate, parse `<tool_call>` blocks, feed back the calculator's results, until a reply without tool
  * calls, MAX_TURNS calls, or the context is full.
  */
@@ -100,6 +106,7 @@ export async function runEpisodes(
   model: { config: ModelConfig; params: ModelParams; tokenizer: Tokenizer },
   tasks: readonly CalcXTask[],
   calculator: CalculatorFn = referenceCalculator,
+  sampling: EpisodeSampling = {},
 ): Promise<Episode[]> {
   const { config, params, tokenizer } = model;
   const episodes: Episode[] = tasks.map((t) => ({ reward: 0, turns: 0, toolCalls: 0, messages: startMessages(t) }));
@@ -113,7 +120,9 @@ export async function runEpisodes(
       fits.map((i) => ({
         prompt: prompts[open.indexOf(i)]!,
         maxTokens: Math.min(MAX_TOKENS_PER_TURN, config.max_seq_len - prompts[open.indexOf(i)]!.length),
-        temperature: 0,
+        temperature: sampling.temperature ?? 0,
+        // a different seed per turn, so a resampled turn does not replay the previous one's draws
+        ...(sampling.temperature ? { seed: (sampling.seed ?? 0) + i + 100_003 * turn } : {}),
       })),
       tokenizer,
     );

@@ -20,6 +20,7 @@ import type { LightningStore } from "../../src/store/base.ts";
 import { AGL_ANNOTATION } from "../../src/types/semconv.ts";
 import { STATS } from "./agent.ts";
 import { heldOutTasks, trainTasks } from "./tasks.ts";
+import type { CalcXTask } from "./types.ts";
 
 export interface CalcXTrainOptions {
   steps: number;
@@ -33,6 +34,8 @@ export interface CalcXTrainOptions {
   temperature: number;
   loraR: number;
   loraAlpha: number;
+  /** Train every weight instead of a LoRA adapter [false]. */
+  fullFinetune: boolean;
   level: "trajectory" | "transition";
   valEvery: number;
   valTasks: number;
@@ -40,6 +43,8 @@ export interface CalcXTrainOptions {
   seed: number;
   out: string;
   device: "cpu" | "webgpu" | "auto";
+  /** Training problems [4096 drawn from seed + 17, none held out]. */
+  trainSet?: readonly CalcXTask[];
 }
 
 export const CALC_X_DEFAULTS: CalcXTrainOptions = {
@@ -52,6 +57,7 @@ export const CALC_X_DEFAULTS: CalcXTrainOptions = {
   temperature: 0.7,
   loraR: 16,
   loraAlpha: 32,
+  fullFinetune: false,
   level: "trajectory",
   valEvery: 0,
   valTasks: 100,
@@ -75,6 +81,8 @@ export interface CalcXStats {
   toolCallsPerRollout: number;
   /** Of the rollouts that made tool calls, the share whose every call parsed. */
   parsedShare: number;
+  /** Share of the rollouts whose conversation outgrew the model's context. */
+  contextFullShare: number;
 }
 
 /** Statistics of the store's validation rollouts of one validation pass (`val<step>`: 0 is before training). */
@@ -87,6 +95,7 @@ export async function validationStats(store: LightningStore, step: number): Prom
   let toolCalls = 0;
   let withCalls = 0;
   let allParsed = 0;
+  let contextFull = 0;
   for (const r of rollouts) {
     const spans = (await store.querySpans(r.rollout_id, { attempt_id: "latest" })).items;
     if ((findFinalReward(spans) ?? 0) >= 1) correct++;
@@ -94,6 +103,7 @@ export async function validationStats(store: LightningStore, step: number): Prom
     if (!note) throw new Error(`rollout ${r.rollout_id} has no calc_x annotation: did the agent fail?`);
     const calls = Number(note.attributes[STATS.toolCalls]);
     turns += Number(note.attributes[STATS.turns]);
+    if (note.attributes[STATS.contextFull] === true) contextFull++;
     toolCalls += calls;
     if (calls > 0) {
       withCalls++;
@@ -107,6 +117,7 @@ export async function validationStats(store: LightningStore, step: number): Prom
     turnsPerRollout: turns / n,
     toolCallsPerRollout: toolCalls / n,
     parsedShare: withCalls === 0 ? 0 : allParsed / withCalls,
+    contextFullShare: contextFull / n,
   };
 }
 
@@ -124,7 +135,7 @@ export async function trainCalcX(options: Partial<CalcXTrainOptions> = {}): Prom
   const started = performance.now();
   await rm(o.out, { recursive: true, force: true });
   await mkdir(o.out, { recursive: true });
-  await writeFile(join(o.out, "train.jsonl"), jsonl(trainTasks(4096, o.seed + 17)));
+  await writeFile(join(o.out, "train.jsonl"), jsonl(o.trainSet ?? trainTasks(4096, o.seed + 17)));
   await writeFile(join(o.out, "val.jsonl"), jsonl(heldOutTasks(o.valTasks)));
   const flags: Array<[string, string | number]> = [
     ["--model", "examples/calc-x/model"],
@@ -133,8 +144,12 @@ export async function trainCalcX(options: Partial<CalcXTrainOptions> = {}): Prom
     ["--val-data", join(o.out, "val.jsonl")],
     ["--out", join(o.out, "run")],
     ["--trace-aggregator-level", o.level],
-    ["--lora-r", o.loraR],
-    ["--lora-alpha", o.loraAlpha],
+    ...(o.fullFinetune
+      ? []
+      : ([
+          ["--lora-r", o.loraR],
+          ["--lora-alpha", o.loraAlpha],
+        ] as Array<[string, number]>)),
     ["--steps", o.steps],
     ["--batch", o.batch],
     ["--group", o.group],
@@ -150,7 +165,7 @@ export async function trainCalcX(options: Partial<CalcXTrainOptions> = {}): Prom
     ["--seed", o.seed],
     ["--device", o.device],
   ];
-  const command = ["train", ...flags.flatMap(([k, v]) => [k, String(v)])];
+  const command = ["train", ...flags.flatMap(([k, v]) => [k, String(v)]), ...(o.fullFinetune ? ["--full-finetune"] : [])];
   console.log(`calc-x: agl ${command.join(" ")}`);
   const code = await runCli(command);
   if (code !== 0) return { code, command, before: null, after: null, seconds: (performance.now() - started) / 1000 };
@@ -169,7 +184,8 @@ const pct = (x: number): string => `${(100 * x).toFixed(0)}%`;
 export function formatStats(label: string, s: CalcXStats): string {
   return (
     `${label}: held-out accuracy ${pct(s.accuracy)} (${s.rollouts} problems), ${s.turnsPerRollout.toFixed(2)} turns and ` +
-    `${s.toolCallsPerRollout.toFixed(2)} tool calls per rollout, tool calls parsed in ${pct(s.parsedShare)} of the rollouts that made them`
+    `${s.toolCallsPerRollout.toFixed(2)} tool calls per rollout, tool calls parsed in ${pct(s.parsedShare)} of the rollouts that made them` +
+    (s.contextFullShare > 0 ? `, ${pct(s.contextFullShare)} ran out of context` : "")
   );
 }
 
@@ -202,6 +218,7 @@ const COMMAND = {
         },
         { name: "lora-r", type: "number", integer: true, min: 1, value: "R", help: `LoRA rank [${CALC_X_DEFAULTS.loraR}]` },
         { name: "lora-alpha", type: "number", min: 0, exclusiveMin: true, value: "A", help: `LoRA alpha [${CALC_X_DEFAULTS.loraAlpha}]` },
+        { name: "full-finetune", type: "boolean", help: "train every weight instead of a LoRA adapter" },
         {
           name: "level",
           type: "string",
@@ -263,6 +280,7 @@ export function parseCalcXArgs(argv: readonly string[]): { help: boolean; option
   set("temperature", v.temperature);
   set("loraR", v["lora-r"]);
   set("loraAlpha", v["lora-alpha"]);
+  if (v["full-finetune"]) options.fullFinetune = true;
   set("level", v.level as CalcXTrainOptions["level"] | undefined);
   set("valEvery", v["val-every"]);
   set("valTasks", v["val-tasks"]);

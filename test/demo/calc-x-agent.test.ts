@@ -179,6 +179,32 @@ describe("the Calc-X agent against a scripted model (in-process calculator)", ()
     }
   });
 
+  it("a conversation that outgrows the model's context ends there unanswered (reward 0), without failing the rollout", async () => {
+    upstream.script.push(json(calc("37*219")), {
+      kind: "json",
+      status: 400,
+      body: {
+        error: {
+          message: "maximum context length is 256 tokens",
+          type: "invalid_request_error",
+          param: null,
+          code: "context_length_exceeded",
+        },
+      },
+    });
+    const r = await runCalcX(ONE_CALL, llm, { tools: inProcess });
+    expect(r).toMatchObject({ reward: 0, turns: 1, toolCalls: 1, parsedToolCalls: 1, contextFull: true });
+    expect(upstream.received).toHaveLength(2);
+    expect(r.transcript.at(-1)).toMatchObject({ role: "tool", content: "8103" });
+    // any other refusal still fails the rollout
+    upstream.script.push({
+      kind: "json",
+      status: 400,
+      body: { error: { message: "bad", type: "invalid_request_error", param: null, code: null } },
+    });
+    await expect(runCalcX(ONE_CALL, llm, { tools: inProcess })).rejects.toThrow(/400 bad/);
+  });
+
   it("a model that never answers: the model-call timeout fails the rollout", async () => {
     upstream.script.push({ kind: "stall" });
     const started = performance.now();
