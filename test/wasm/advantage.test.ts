@@ -184,6 +184,18 @@ describe("worked numbers of the estimators (docs/training.md#advantage-estimator
         const out = k.rloo({ rewards: f32([1, 0, 1, 0]), mask: f32([1, 1, 1, 1]), groups: new Int32Array(4), B: 4, T: 1 });
         Array.from(out.advantages).forEach((v, i) => expect(v).toBeCloseTo(i % 2 ? -0.666667 : 0.666667, 5));
       });
+      it("REINFORCE++ baseline: score − group mean, whitened", () => {
+        // scores [1, 0 | 0.5, 0.5] (groups of two, T = 2): minus the group means 0.5 and 0.5 → [0.5, −0.5, 0, 0]
+        // on both tokens of each row: mean 0, unbiased variance (4 · 0.25) / 7 = 1/7, so ±0.5 · √7 = ±1.322876
+        const out = k.reinforcePlusPlusBaseline({
+          rewards: f32([0, 1, 0, 0, 0, 0.5, 0, 0.5]),
+          mask: f32([1, 1, 1, 1, 1, 1, 1, 1]),
+          groups: Int32Array.from([0, 0, 1, 1]),
+          B: 4,
+          T: 2,
+        });
+        [1.322876, 1.322876, -1.322876, -1.322876, 0, 0, 0, 0].forEach((e, i) => expect(out.advantages[i]).toBeCloseTo(e, 5));
+      });
       it("OPO: baseline = length-weighted group mean", () => {
         // rows (T = 3): scores 1, 0, 1 in one group with 3, 1, 2 response tokens; a singleton with score 0.5
         // baseline = (3·1 + 1·0 + 2·1) / (3 + 1 + 2) = 5/6; advantages 1 − 5/6 = 1/6, 0 − 5/6 = −5/6, 1/6; singleton: 0.5 − 0
