@@ -9,6 +9,7 @@ import type { Kernels } from "../wasm/index.ts";
 import type { Span } from "../types/span.ts";
 import type { TraceAggregatorOptions } from "./grpo-step.ts";
 import { PPO, type PpoReport } from "./ppo.ts";
+import type { PpoOptions } from "./ppo-options.ts";
 
 export { combineMetrics, selectRows, type TraceAggregatorOptions } from "./grpo-step.ts";
 export { saveTrainerCheckpoint, type StepReport, type ValidationReport } from "./ppo.ts";
@@ -82,9 +83,9 @@ export interface GrpoOptions {
 
 export type GrpoReport = PpoReport;
 
-/** GRPO: `new PPO(options)` with GRPO's estimator, under GRPO's name. */
+/** GRPO: `new PPO(options)` with GRPO's estimator (no critic), under GRPO's name. */
 export class GRPO extends PPO {
-  constructor(o: GrpoOptions) {
+  constructor(o: GrpoOptions & Omit<PpoOptions, "advEstimator" | "critic">) {
     super({ ...o, advEstimator: "grpo" }, "grpo");
   }
 }
