@@ -7,14 +7,7 @@
  * GRPO's update (`grpoUpdate`). `PPO`/`GRPO` (ppo.ts, grpo.ts) call it each step; a browser tab that
  * pulls rollouts from a remote store calls it directly (docs/browser.md).
  */
-import {
-  buildTrainingBatch,
-  tokenMetrics,
-  type AggregationLevel,
-  type FinishedRollout,
-  type Grouping,
-  type TrainingBatch,
-} from "../adapter/batch.ts";
+import { buildTrainingBatch, tokenMetrics, type FinishedRollout, type Grouping, type TrainingBatch } from "../adapter/batch.ts";
 import { resolveResponseMask } from "../model/batch.ts";
 import { Rng } from "../model/init.ts";
 import { PAD_ID } from "../model/tokenizer.ts";
@@ -25,16 +18,11 @@ import { libraryKernels, type BatchTensors, type Kernels } from "../wasm/index.t
 import { KL_ALIASES } from "../wasm/types.ts";
 import { checkEstimator, computeAdvantages } from "./advantages.ts";
 import { FixedKlController, type KlController } from "./kl-controller.ts";
+import type { TraceAggregatorOptions } from "./grpo-options.ts";
 import type { AdvantageEstimator, CriticOptions } from "./ppo-options.ts";
-import { actorMetrics, combineValueMetrics, criticMetrics, dataMetrics } from "./ppo-metrics.ts";
 
-/** Agent Lightning's `trace_aggregator` option: what becomes a training row (docs/adapters.md#the-training-batch). */
-export interface TraceAggregatorOptions {
-  /** "transition": one row per LLM call; "trajectory": one row per run of calls whose context extends the
-   * previous call's, the tokens between the model's replies (tool results, chat scaffolding) masked out of
-   * the loss ["transition"]. */
-  level?: AggregationLevel;
-}
+export type { TraceAggregatorOptions } from "./grpo-options.ts";
+import { actorMetrics, combineValueMetrics, criticMetrics, dataMetrics } from "./ppo-metrics.ts";
 
 export interface GrpoUpdateOptions {
   maxPromptLength: number;

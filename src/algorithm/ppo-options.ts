@@ -6,7 +6,7 @@
  */
 import type { KlLossType } from "../model/train-types.ts";
 import type { ValueTrainer } from "../model/value-types.ts";
-import type { GrpoOptions } from "./grpo.ts";
+import type { GrpoOptions } from "./grpo-options.ts";
 
 /** verl's `algorithm.adv_estimator`. */
 export type AdvantageEstimator =
