@@ -111,35 +111,117 @@ function groupMeans(s: usize, groups: usize, B: i32, G: i32, gMean: usize, gCoun
   }
 }
 
-/** Scratch bytes the group estimators need: f64 row scores [B] + three f64 [G] arrays. */
-export function groupScratchBytes(B: i32, G: i32): i32 { return (B + 3 * G) << 3; }
+/** Scratch bytes the group estimators need: f64 row scores [B] + five f64 [G] arrays. */
+export function groupScratchBytes(B: i32, G: i32): i32 { return (B + 5 * G) << 3; }
 
 export const EST_GRPO: i32 = 0;
 export const EST_GRPO_NO_STD: i32 = 1;
 export const EST_RLOO: i32 = 2;
 export const EST_RPP_BASELINE: i32 = 3;
+export const EST_OPO: i32 = 4;
+export const EST_GPG: i32 = 5;
+export const EST_PASSK: i32 = 6;
+export const EST_PASSK_NO_STD: i32 = 7;
+/** groupAdvantage's return when every group was valid. */
+export const GROUP_OK: i32 = -1;
+
+/** Unbiased std of each group's row scores into gStd (1 for a group of fewer than two rows). */
+function groupStds(s: usize, groups: usize, B: i32, G: i32, gMean: usize, gCount: usize, gStd: usize): void {
+  memory.fill(gStd, 0, <usize>G << 3);
+  for (let i = 0; i < B; i++) {
+    const g = ldi(groups, i);
+    const d = ldd(s, i) - ldd(gMean, g);
+    std_(gStd, g, ldd(gStd, g) + d * d);
+  }
+  for (let g = 0; g < G; g++) {
+    const c = ldd(gCount, g);
+    std_(gStd, g, c > 1 ? Math.sqrt(ldd(gStd, g) / (c - 1)) : 1.0);
+  }
+}
 
 /**
- * Outcome estimators with a group baseline: GRPO (std-normalised or Dr.GRPO), RLOO, and the
- * REINFORCE++-baseline pre-whitening scores. Writes advantages (= returns) into `out`.
+ * OPO's baseline per group: the response-length-weighted mean score, sum(len_i * s_i) / sum(len_i), into
+ * gBase (0 for a singleton, and for a group whose responses are all empty, where verl would divide 0 by 0).
+ */
+function opoBaselines(s: usize, m: usize, groups: usize, B: i32, T: i32, G: i32, gCount: usize, gLen: usize, gBase: usize): void {
+  memory.fill(gLen, 0, <usize>G << 3);
+  memory.fill(gBase, 0, <usize>G << 3);
+  for (let i = 0; i < B; i++) {
+    const p = m + ((<usize>i * <usize>T) << 2);
+    let len: f64 = 0;
+    for (let t = 0; t < T; t++) len += ldf(p, t);
+    const g = ldi(groups, i);
+    std_(gLen, g, ldd(gLen, g) + len);
+    std_(gBase, g, ldd(gBase, g) + len * ldd(s, i));
+  }
+  for (let g = 0; g < G; g++) {
+    const l = ldd(gLen, g);
+    std_(gBase, g, ldd(gCount, g) > 1 && l > 0 ? ldd(gBase, g) / l : 0.0);
+  }
+}
+
+/**
+ * Pass@k (GRPO-style): per group, only the best row (the first holding the maximum) gets an advantage,
+ * max - second max, divided by the group's std + eps when `norm`. Rows' scores in `s` are overwritten.
+ * Returns the first group with a single row (pass@k needs two), or GROUP_OK.
+ */
+function passkAdvantage(s: usize, groups: usize, B: i32, G: i32, eps: f64, norm: bool,
+  gMean: usize, gCount: usize, gStd: usize, gBest: usize, gSecond: usize): i32 {
+  for (let g = 0; g < G; g++) {
+    const c = ldd(gCount, g);
+    if (c == 1) return g;
+    std_(gBest, g, -1);
+    std_(gSecond, g, -Infinity);
+  }
+  if (norm) groupStds(s, groups, B, G, gMean, gCount, gStd);
+  // best row index (first maximum) per group, then the largest score among the group's other rows
+  for (let i = 0; i < B; i++) {
+    const g = ldi(groups, i);
+    const b = <i32>ldd(gBest, g);
+    if (b < 0 || ldd(s, i) > ldd(s, b)) std_(gBest, g, <f64>i);
+  }
+  for (let i = 0; i < B; i++) {
+    const g = ldi(groups, i);
+    if (i != <i32>ldd(gBest, g) && ldd(s, i) > ldd(gSecond, g)) std_(gSecond, g, ldd(s, i));
+  }
+  for (let i = 0; i < B; i++) {
+    const g = ldi(groups, i);
+    let a: f64 = 0;
+    if (i == <i32>ldd(gBest, g)) {
+      a = ldd(s, i) - ldd(gSecond, g);
+      if (norm) a = a / (ldd(gStd, g) + eps);
+    }
+    std_(s, i, a);
+  }
+  return GROUP_OK;
+}
+
+/**
+ * Outcome estimators with a group baseline: GRPO (std-normalised or Dr.GRPO), RLOO, the REINFORCE++-baseline
+ * pre-whitening scores, OPO, GPG and pass@k. Writes advantages (= returns) into `out`. Returns GROUP_OK, or
+ * for pass@k the first group of a single row (nothing written).
  */
 export function groupAdvantage(kind: i32, r: usize, m: usize, groups: usize, B: i32, T: i32, G: i32,
-  eps: f64, out: usize, scratch: usize): void {
+  eps: f64, out: usize, scratch: usize): i32 {
   const s = scratch;
   const gMean = s + (<usize>B << 3), gCount = gMean + (<usize>G << 3), gStd = gCount + (<usize>G << 3);
+  const gX = gStd + (<usize>G << 3), gY = gX + (<usize>G << 3);
   rowSums(r, B, T, s);
   groupMeans(s, groups, B, G, gMean, gCount);
-  if (kind == EST_GRPO) {
-    memory.fill(gStd, 0, <usize>G << 3);
-    for (let i = 0; i < B; i++) {
-      const g = ldi(groups, i);
-      const d = ldd(s, i) - ldd(gMean, g);
-      std_(gStd, g, ldd(gStd, g) + d * d);
-    }
-    for (let g = 0; g < G; g++) {
-      const c = ldd(gCount, g);
-      std_(gStd, g, c > 1 ? Math.sqrt(ldd(gStd, g) / (c - 1)) : 1.0);
-    }
+  if (kind == EST_PASSK || kind == EST_PASSK_NO_STD) {
+    const bad = passkAdvantage(s, groups, B, G, eps, kind == EST_PASSK, gMean, gCount, gStd, gX, gY);
+    if (bad != GROUP_OK) return bad;
+    broadcastRows(s, m, B, T, out);
+    return GROUP_OK;
+  }
+  if (kind == EST_GRPO) groupStds(s, groups, B, G, gMean, gCount, gStd);
+  if (kind == EST_OPO) opoBaselines(s, m, groups, B, T, G, gCount, gX, gY);
+  // GPG scales by the batch size over the rows with a non-zero score (at least one)
+  let alpha: f64 = 1;
+  if (kind == EST_GPG) {
+    let nonzero = 0;
+    for (let i = 0; i < B; i++) if (ldd(s, i) != 0) nonzero++;
+    alpha = <f64>B / <f64>(nonzero > 1 ? nonzero : 1);
   }
   for (let i = 0; i < B; i++) {
     const g = ldi(groups, i);
@@ -149,10 +231,13 @@ export function groupAdvantage(kind: i32, r: usize, m: usize, groups: usize, B: 
     let a: f64;
     if (kind == EST_GRPO) a = (si - mean) / (ldd(gStd, g) + eps);
     else if (kind == EST_RLOO) a = c > 1 ? si * c / (c - 1) - mean * c / (c - 1) : si;
+    else if (kind == EST_OPO) a = si - ldd(gY, g);
+    else if (kind == EST_GPG) a = alpha * (si - mean);
     else a = si - mean;
     std_(s, i, a);
   }
   broadcastRows(s, m, B, T, out);
+  return GROUP_OK;
 }
 
 /** GAE (masked, modern verl): raw advantages into `adv`, returns = A + V into `ret`. Whitening is separate. */

@@ -57,7 +57,7 @@ export { Hook, LitAgent, LitAgentRunner, llmRollout, promptRollout, RuntimeError
 // The trainer and its strategies
 export { ClientServerExecutionStrategy, Trainer } from "./trainer/index.ts";
 
-// Algorithms: your own loop, the baseline, GRPO, SFT and APO
+// Algorithms: your own loop, the baseline, the PPO family (GRPO, ...), SFT and APO
 export {
   Algorithm,
   APO,
@@ -69,6 +69,8 @@ export {
   createOpenAiClient,
   GRPO,
   type GrpoReport,
+  PPO,
+  type PpoOptions,
   SFT,
   trainSft,
 } from "./algorithm/index.ts";

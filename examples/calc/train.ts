@@ -1,5 +1,5 @@
 /**
- * The GRPO demo: trains the calc policy (config.ts) from its SFT checkpoint on arithmetic word
+ * The GRPO demo (`--estimator` picks another of the PPO family's advantage estimators): trains the calc policy (config.ts) from its SFT checkpoint on arithmetic word
  * problems, with the `openai`-client agent (agent.ts), the policy server, the embedded libSQL store and
  * the GPU trainer when a hardware adapter exists (the CPU reference otherwise). Prints held-out
  * accuracy before and after (greedy, same tasks, same seed) and writes the reward curve as SVG.
@@ -7,9 +7,12 @@
  *   npm run demo                      # = npx tsx examples/calc/train.ts
  *   npx tsx examples/calc/train.ts --steps 100 --batch 16 --n 8 --lr 1e-3 --decay-share 0.5 --lr-final 0.1 --out runs/calc
  *   npx tsx examples/calc/train.ts --ops reference   # the plain-TS CPU engine instead of the Wasm kernels
+ *   npx tsx examples/calc/train.ts --estimator rloo  # RLOO's baseline instead of GRPO's (no critic: not gae)
  */
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { GRPO, lateDecay, type GrpoReport } from "../../src/algorithm/grpo.ts";
+import { PPO } from "../../src/algorithm/ppo.ts";
+import type { AdvantageEstimator } from "../../src/algorithm/ppo-options.ts";
 import { CpuTrainer, resolveCpuEngineOptions, type CpuOpsChoice } from "../../src/cpu/index.ts";
 import { loadCheckpoint, type PolicyTrainer } from "../../src/model/index.ts";
 import type { GpuPolicyTrainer } from "../../src/gpu/index.ts";
@@ -47,6 +50,10 @@ export interface CalcTrainOptions {
   progress: boolean;
   /** Training problems [4096 drawn from seed + 17, none held out]. */
   trainSet?: CalcTask[];
+  /** The advantage estimator (verl's `adv_estimator`; gae needs a critic this demo does not build) [grpo]. */
+  estimator: Exclude<AdvantageEstimator, "gae">;
+  /** Write each step's generations to `<dir>/<step>.jsonl` [none]. */
+  rolloutDataDir?: string;
 }
 
 export const CALC_TRAIN_DEFAULTS: CalcTrainOptions = {
@@ -65,6 +72,7 @@ export const CALC_TRAIN_DEFAULTS: CalcTrainOptions = {
   ops: "wasm",
   runners: 4,
   progress: true,
+  estimator: "grpo",
 };
 
 export interface CalcTrainResult {
@@ -111,7 +119,7 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
   const store = await openStore(`file:${dbPath}`);
   const heldOut = heldOutTasks(o.valTasks);
   const train = o.trainSet ?? trainTasks(4096, o.seed + 17, heldOut);
-  const grpo = new GRPO({
+  const algoOptions: ConstructorParameters<typeof GRPO>[0] = {
     trainer,
     policy,
     steps: o.steps,
@@ -128,7 +136,10 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
     checkpointEvery: o.steps,
     progress: o.progress,
     adapter: new LlmProxyTraceToTriplet(),
-  });
+    rolloutDataDir: o.rolloutDataDir,
+  };
+  // GRPO is PPO with the grpo estimator; it keeps its own span names (grpo.step)
+  const grpo = o.estimator === "grpo" ? new GRPO(algoOptions) : new PPO({ ...algoOptions, advEstimator: o.estimator });
   const lightning = new Trainer({
     algorithm: grpo,
     llmProxy: server,
@@ -139,7 +150,7 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
   });
   if (o.progress)
     console.log(
-      `calc GRPO: ${o.steps} steps x ${o.batch} tasks x ${o.n} samples, trainer ${trainer.backend}${trainer.backend === "cpu" ? ` (${o.ops} ops)` : ""}, store ${dbPath}`,
+      `calc ${o.estimator}: ${o.steps} steps x ${o.batch} tasks x ${o.n} samples, trainer ${trainer.backend}${trainer.backend === "cpu" ? ` (${o.ops} ops)` : ""}, store ${dbPath}`,
     );
   try {
     await lightning.fit(calcAgent, train, { valDataset: heldOut });
@@ -195,6 +206,7 @@ function parseArgs(argv: readonly string[]): Partial<CalcTrainOptions> {
     else if (k === "--out") o.out = v;
     else if (k === "--backend") o.backend = v as CalcTrainOptions["backend"];
     else if (k === "--ops") o.ops = v as CpuOpsChoice;
+    else if (k === "--estimator") o.estimator = v as CalcTrainOptions["estimator"];
     else throw new Error(`unknown option ${k}`);
   }
   return o;

@@ -2,6 +2,11 @@ export * from "./base.ts";
 export * from "./baseline.ts";
 export * from "./functional.ts";
 export { GRPO, type GrpoOptions, type GrpoReport, type StepReport, type ValidationReport } from "./grpo.ts";
+export { dumpGenerations, PPO, type PpoReport } from "./ppo.ts";
+export type { AdvantageEstimator, CriticOptions, KlControllerOptions, PpoOptions } from "./ppo-options.ts";
+export { ADVANTAGE_ESTIMATORS, computeAdvantages, type EstimatorInput, type EstimatorOptions } from "./advantages.ts";
+export { AdaptiveKlController, FixedKlController, klController, type KlController } from "./kl-controller.ts";
+export { grpoUpdate, ppoUpdate, type GrpoUpdate, type GrpoUpdateOptions, type PpoUpdate, type PpoUpdateOptions } from "./grpo-step.ts";
 export {
   SFT,
   trainSft,

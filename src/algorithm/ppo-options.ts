@@ -6,7 +6,7 @@
  */
 import type { KlLossType } from "../model/train-types.ts";
 import type { ValueTrainer } from "../model/value-types.ts";
-import type { GrpoOptions } from "./grpo.ts";
+import type { GrpoOptions } from "./grpo-options.ts";
 
 /** verl's `algorithm.adv_estimator`. */
 export type AdvantageEstimator =
@@ -66,6 +66,10 @@ export interface PpoOptions extends GrpoOptions {
   critic?: CriticOptions;
   /** Steps that train only the critic before the actor starts (verl's `trainer.critic_warmup`) [0]. */
   criticWarmup?: number;
+  /** Agent Lightning's rounding to the mini-batch: leave out a random remainder of rows so each update's rows
+   * are a multiple of its mini-batch size (actor: `miniBatchSize`, critic: `critic.miniBatchSize`); by default the
+   * remainder is a smaller last mini-batch [false]. */
+  dropRemainder?: boolean;
   /** Write each step's prompts, responses, rewards and advantages here as `<step>.jsonl` (verl's `trainer.rollout_data_dir`) [none]. */
   rolloutDataDir?: string | null;
 }

@@ -36,7 +36,7 @@ export interface KernelExports {
     eps: number,
     out: number,
     scratch: number,
-  ): void;
+  ): number;
   gae(r: number, v: number, m: number, B: number, T: number, gamma: number, lam: number, adv: number, ret: number): void;
   discountedReturns(r: number, m: number, B: number, T: number, gamma: number, ret: number): void;
   remax(r: number, m: number, b: number, B: number, T: number, adv: number, ret: number): void;
@@ -77,7 +77,9 @@ export interface KernelExports {
 
 /** Names of the exported constants, mirrored by the TS enums; a test checks both agree. */
 export const WHITEN_STATUS = { OK: 0, EMPTY_MASK: 1, SINGLE_TOKEN: 2 } as const;
-export const GROUP_ESTIMATOR = { GRPO: 0, GRPO_NO_STD: 1, RLOO: 2, RPP_BASELINE: 3 } as const;
+export const GROUP_ESTIMATOR = { GRPO: 0, GRPO_NO_STD: 1, RLOO: 2, RPP_BASELINE: 3, OPO: 4, GPG: 5, PASSK: 6, PASSK_NO_STD: 7 } as const;
+/** groupAdvantage returns this when every group was valid, else the first offending group. */
+export const GROUP_OK = -1;
 export const KL_KIND_CODE = { k1: 0, abs: 1, k2: 2, k3: 3 } as const;
 export const TRACE_FLAG = { LLM: 1, REWARD_SPAN: 2, HAS_AGENT: 4, AGENT_OK: 8, EMPTY_TOKENS: 16 } as const;
 export const TRACE_OPT = {

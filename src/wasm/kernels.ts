@@ -4,7 +4,7 @@
  */
 import { ValidationError } from "../types/errors.ts";
 import type { WasmCore } from "./core.ts";
-import { GROUP_ESTIMATOR, KL_KIND_CODE, WHITEN_STATUS, type KernelExports } from "./exports.ts";
+import { GROUP_ESTIMATOR, GROUP_OK, KL_KIND_CODE, WHITEN_STATUS, type KernelExports } from "./exports.ts";
 import type {
   AdvantageOutput,
   BatchTensors,
@@ -16,7 +16,7 @@ import type {
   LayoutInput,
   TokenInput,
 } from "./types.ts";
-import { checkLayout, checkLength, checkTokens, groupCount } from "./validate.ts";
+import { checkLayout, checkLength, checkTokens, groupCount, passkSingleton } from "./validate.ts";
 
 /** The RL kernels on one instance of the Wasm core (`loadWasmCore`, `instantiateWasmCore`). */
 export class WasmKernels implements Kernels {
@@ -43,6 +43,18 @@ export class WasmKernels implements Kernels {
 
   rloo(x: GroupedInput): AdvantageOutput {
     return this.group(GROUP_ESTIMATOR.RLOO, x, 0, false);
+  }
+
+  grpoPassk(x: GroupedInput, normByStd = true, epsilon = 1e-6): AdvantageOutput {
+    return this.group(normByStd ? GROUP_ESTIMATOR.PASSK : GROUP_ESTIMATOR.PASSK_NO_STD, x, epsilon, false);
+  }
+
+  opo(x: GroupedInput): AdvantageOutput {
+    return this.group(GROUP_ESTIMATOR.OPO, x, 0, false);
+  }
+
+  gpg(x: GroupedInput): AdvantageOutput {
+    return this.group(GROUP_ESTIMATOR.GPG, x, 0, false);
   }
 
   reinforcePlusPlusBaseline(x: GroupedInput): AdvantageOutput {
@@ -296,7 +308,8 @@ export class WasmKernels implements Kernels {
       g = this.core.place(x.groups);
     const out = this.core.alloc(n * 4);
     const scratch = this.core.alloc(this.k.groupScratchBytes(x.B, G));
-    this.k.groupAdvantage(kind, r, m, g, x.B, x.T, G, epsilon, out, scratch);
+    const bad = this.k.groupAdvantage(kind, r, m, g, x.B, x.T, G, epsilon, out, scratch);
+    if (bad !== GROUP_OK) throw passkSingleton(bad);
     if (whiten) this.whitenAt(out, m, n, out, true);
     const advantages = this.core.f32(out, n);
     return { advantages, returns: advantages };

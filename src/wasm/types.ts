@@ -98,6 +98,12 @@ export interface Kernels {
   gae(input: TokenInput & { values: Float32Array }, gamma: number, lam: number): AdvantageOutput;
   grpo(input: GroupedInput, normByStd?: boolean, epsilon?: number): AdvantageOutput;
   rloo(input: GroupedInput): AdvantageOutput;
+  /** Pass@k: only each group's best row gets max − second max (÷ std + eps); every group needs two rows. */
+  grpoPassk(input: GroupedInput, normByStd?: boolean, epsilon?: number): AdvantageOutput;
+  /** OPO: score minus the group's response-length-weighted mean score. */
+  opo(input: GroupedInput): AdvantageOutput;
+  /** GPG: (score − group mean) × batch rows / rows with a non-zero score. */
+  gpg(input: GroupedInput): AdvantageOutput;
   reinforcePlusPlus(input: TokenInput, gamma: number): AdvantageOutput;
   reinforcePlusPlusBaseline(input: GroupedInput): AdvantageOutput;
   remax(input: TokenInput & { baselines: Float32Array }): AdvantageOutput;

@@ -29,6 +29,11 @@ export function groupCount(x: GroupedInput): number {
   return g;
 }
 
+/** Pass@k compares each group's best row with its second best: a group of one row is an error (as upstream). */
+export function passkSingleton(group: number): ValidationError {
+  return new ValidationError(`grpo_passk needs at least 2 rows per group; group ${group} has 1`, ["groups"]);
+}
+
 function checkRagged(name: string, r: RaggedI32, n: number): void {
   checkLength(`${name}.offsets`, r.offsets, n + 1);
   let prev = 0;

@@ -52,6 +52,8 @@ describe("Wasm advantage kernels equal the plain-TS reference on random inputs",
     ["grpo", (k: typeof ref, x: ReturnType<typeof randomBatch>) => k.grpo(x)],
     ["grpo without std", (k: typeof ref, x: ReturnType<typeof randomBatch>) => k.grpo(x, false)],
     ["rloo", (k: typeof ref, x: ReturnType<typeof randomBatch>) => k.rloo(x)],
+    ["opo", (k: typeof ref, x: ReturnType<typeof randomBatch>) => k.opo(x)],
+    ["gpg", (k: typeof ref, x: ReturnType<typeof randomBatch>) => k.gpg(x)],
     ["reinforce++ baseline", (k: typeof ref, x: ReturnType<typeof randomBatch>) => k.reinforcePlusPlusBaseline(x)],
     ["gae", (k: typeof ref, x: ReturnType<typeof randomBatch>) => k.gae(x, 0.99, 0.95)],
     ["reinforce++", (k: typeof ref, x: ReturnType<typeof randomBatch>) => k.reinforcePlusPlus(x, 0.9)],
@@ -74,6 +76,29 @@ describe("Wasm advantage kernels equal the plain-TS reference on random inputs",
       expect(compared).toBeGreaterThan(CASES / 3); // most cases are valid, not just matching errors
     });
   }
+
+  it("grpo_passk, with and without std, on groups of two rows or more (and the same error for a group of one)", () => {
+    let compared = 0;
+    for (let s = 0; s < CASES; s++) {
+      const x = randomBatch(3000 + s);
+      // pair every row with another of its group, except in a few cases that keep a singleton
+      if (s % 10 !== 0) x.groups = Int32Array.from(x.groups, (_, i) => i >> 1).map((g, i) => (i === x.B - 1 && x.B % 2 ? g - 1 : g));
+      if (x.B === 1 && s % 10 !== 0) continue;
+      for (const norm of [true, false])
+        same(
+          `grpo_passk seed ${s}`,
+          () => wasm.grpoPassk(x, norm),
+          () => ref.grpoPassk(x, norm),
+          (a, b) => {
+            cmpOut(a, b);
+            compared++;
+          },
+        );
+    }
+    expect(compared).toBeGreaterThan(CASES);
+    const one = { ...randomBatch(7), B: 3, T: 1, rewards: Float32Array.from([1, 0, 1]), mask: Float32Array.from([1, 1, 1]) };
+    for (const k of [wasm, ref]) expect(() => k.grpoPassk({ ...one, groups: Int32Array.from([0, 1, 0]) })).toThrow(/group 1 has 1/);
+  });
 
   it("masked whitening, with and without zeroing the padding", () => {
     for (let s = 0; s < CASES; s++) {
@@ -158,6 +183,51 @@ describe("worked numbers of the estimators (docs/training.md#advantage-estimator
       it("RLOO", () => {
         const out = k.rloo({ rewards: f32([1, 0, 1, 0]), mask: f32([1, 1, 1, 1]), groups: new Int32Array(4), B: 4, T: 1 });
         Array.from(out.advantages).forEach((v, i) => expect(v).toBeCloseTo(i % 2 ? -0.666667 : 0.666667, 5));
+      });
+      it("REINFORCE++ baseline: score − group mean, whitened", () => {
+        // scores [1, 0 | 0.5, 0.5] (groups of two, T = 2): minus the group means 0.5 and 0.5 → [0.5, −0.5, 0, 0]
+        // on both tokens of each row: mean 0, unbiased variance (4 · 0.25) / 7 = 1/7, so ±0.5 · √7 = ±1.322876
+        const out = k.reinforcePlusPlusBaseline({
+          rewards: f32([0, 1, 0, 0, 0, 0.5, 0, 0.5]),
+          mask: f32([1, 1, 1, 1, 1, 1, 1, 1]),
+          groups: Int32Array.from([0, 0, 1, 1]),
+          B: 4,
+          T: 2,
+        });
+        [1.322876, 1.322876, -1.322876, -1.322876, 0, 0, 0, 0].forEach((e, i) => expect(out.advantages[i]).toBeCloseTo(e, 5));
+      });
+      it("OPO: baseline = length-weighted group mean", () => {
+        // rows (T = 3): scores 1, 0, 1 in one group with 3, 1, 2 response tokens; a singleton with score 0.5
+        // baseline = (3·1 + 1·0 + 2·1) / (3 + 1 + 2) = 5/6; advantages 1 − 5/6 = 1/6, 0 − 5/6 = −5/6, 1/6; singleton: 0.5 − 0
+        const out = k.opo({
+          rewards: f32([0, 0, 1, 0, 0, 0, 0, 1, 0, 0.5, 0, 0]),
+          mask: f32([1, 1, 1, 1, 0, 0, 1, 1, 0, 1, 0, 0]),
+          groups: Int32Array.from([0, 0, 0, 1]),
+          B: 4,
+          T: 3,
+        });
+        [1 / 6, 1 / 6, 1 / 6, -5 / 6, 0, 0, 1 / 6, 1 / 6, 0, 0.5, 0, 0].forEach((e, i) => expect(out.advantages[i]).toBeCloseTo(e, 6));
+      });
+      it("GPG: α · (score − group mean), α = rows / non-zero scores", () => {
+        // scores [1, 0, 1, 0] in one group (mean 0.5) and a singleton 0.5 (mean 0): 5 rows, 3 non-zero, α = 5/3
+        // advantages ±5/3 · 0.5 = ±0.833333; the singleton 5/3 · 0.5 = 0.833333
+        const out = k.gpg({
+          rewards: f32([1, 0, 1, 0, 0.5]),
+          mask: f32([1, 1, 1, 1, 1]),
+          groups: Int32Array.from([0, 0, 0, 0, 1]),
+          B: 5,
+          T: 1,
+        });
+        [5 / 6, -5 / 6, 5 / 6, -5 / 6, 5 / 6].forEach((e, i) => expect(out.advantages[i]).toBeCloseTo(e, 6));
+      });
+      it("grpo_passk: only the best row, max − second max", () => {
+        // scores [0.2, 1, 0.5, 0.7]: best row 1, second best 0.7, difference 0.3; group mean 0.6,
+        // unbiased std sqrt((0.16 + 0.16 + 0.01 + 0.01) / 3) = 0.336650; 0.3 / (0.336650 + 1e-6) = 0.891130
+        const x = { rewards: f32([0.2, 1, 0.5, 0.7]), mask: f32([1, 1, 1, 1]), groups: new Int32Array(4), B: 4, T: 1 };
+        [0, 0.89113, 0, 0].forEach((e, i) => expect(k.grpoPassk(x).advantages[i]).toBeCloseTo(e, 5));
+        [0, 0.3, 0, 0].forEach((e, i) => expect(k.grpoPassk(x, false).advantages[i]).toBeCloseTo(e, 6));
+        // a tie at the top: max − second max = 1 − 1 = 0 for every row
+        expect(Array.from(k.grpoPassk({ ...x, rewards: f32([1, 0, 1, 0]) }).advantages)).toEqual([0, 0, 0, 0]);
       });
       it("REINFORCE++", () => {
         const out = k.reinforcePlusPlus({ rewards: f32([0, 0, 1, 0, 0, 0.5, 0, 0]), mask: f32([1, 1, 1, 0, 1, 1, 0, 0]), B: 2, T: 4 }, 0.9);

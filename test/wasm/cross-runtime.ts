@@ -25,6 +25,13 @@ function run(k: Kernels): Out {
   keep("grpo", k.grpo({ rewards, mask, groups, B, T }).advantages);
   keep("grpo_nostd", k.grpo({ rewards, mask, groups, B, T }, false).advantages);
   keep("rloo", k.rloo({ rewards, mask, groups, B, T }).advantages);
+  keep("opo", k.opo({ rewards, mask, groups, B, T }).advantages);
+  keep("gpg", k.gpg({ rewards, mask, groups, B, T }).advantages);
+  const pairs = Int32Array.from({ length: B - 1 }, (_, i) => i >> 1); // 18 groups of two rows
+  keep(
+    "grpo_passk",
+    k.grpoPassk({ rewards: rewards.subarray(0, (B - 1) * T), mask: mask.subarray(0, (B - 1) * T), groups: pairs, B: B - 1, T }).advantages,
+  );
   keep("rpp_baseline", k.reinforcePlusPlusBaseline({ rewards, mask, groups, B, T }).advantages);
   const g = k.gae({ rewards, values, mask, B, T }, 0.99, 0.95);
   keep("gae_adv", g.advantages);

@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { compileInMemory } from "./asc-compile.ts";
 import { KERNELS_WASM_SHA256 } from "../../src/wasm/kernels.wasm.ts";
 import { kernelBytes, loadWasmCoreSync } from "../../src/wasm/index.ts";
-import { GROUP_ESTIMATOR, KL_KIND_CODE, TRACE_FLAG, TRACE_OPT, WHITEN_STATUS } from "../../src/wasm/exports.ts";
+import { GROUP_ESTIMATOR, GROUP_OK, KL_KIND_CODE, TRACE_FLAG, TRACE_OPT, WHITEN_STATUS } from "../../src/wasm/exports.ts";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -39,6 +39,11 @@ describe("the shipped Wasm module", () => {
       ["EST_GRPO_NO_STD", GROUP_ESTIMATOR.GRPO_NO_STD],
       ["EST_RLOO", GROUP_ESTIMATOR.RLOO],
       ["EST_RPP_BASELINE", GROUP_ESTIMATOR.RPP_BASELINE],
+      ["EST_OPO", GROUP_ESTIMATOR.OPO],
+      ["EST_GPG", GROUP_ESTIMATOR.GPG],
+      ["EST_PASSK", GROUP_ESTIMATOR.PASSK],
+      ["EST_PASSK_NO_STD", GROUP_ESTIMATOR.PASSK_NO_STD],
+      ["GROUP_OK", GROUP_OK],
       ["KL_K1", KL_KIND_CODE.k1],
       ["KL_ABS", KL_KIND_CODE.abs],
       ["KL_K2", KL_KIND_CODE.k2],

@@ -5,7 +5,7 @@
  */
 import { ValidationError } from "../../types/errors.ts";
 import { klValue } from "../kl.ts";
-import { groupCount, checkLength, checkTokens } from "../validate.ts";
+import { groupCount, checkLength, checkTokens, passkSingleton } from "../validate.ts";
 import type { AdvantageOutput, GroupedInput, KlKind, TokenInput } from "../types.ts";
 
 const f32 = Math.fround;
@@ -86,6 +86,57 @@ export function grpo(x: GroupedInput, normByStd = true, epsilon = 1e-6): Advanta
 /** RLOO: s minus the mean of the others (as upstream writes it); singletons keep s. */
 export function rloo(x: GroupedInput): AdvantageOutput {
   const advantages = perRowFromGroup(x, (si, mean, n) => (n > 1 ? (si * n) / (n - 1) - (mean * n) / (n - 1) : si));
+  return { advantages, returns: advantages };
+}
+
+/** Pass@k (GRPO-style): each group's best row (first maximum) gets max − second max, ÷ (std + eps) when normByStd; the rest 0. */
+export function grpoPassk(x: GroupedInput, normByStd = true, epsilon = 1e-6): AdvantageOutput {
+  const G = groupCount(x);
+  const s = rowSums(x.rewards, x.B, x.T);
+  const g = groupStats(s, x.groups, G);
+  const single = g.count.findIndex((c) => c === 1);
+  if (single >= 0) throw passkSingleton(single);
+  const a = new Float64Array(x.B);
+  for (let k = 0; k < G; k++) {
+    const rows = [...x.groups.keys()].filter((i) => x.groups[i] === k);
+    if (rows.length === 0) continue;
+    const best = rows.reduce((b, i) => (s[i] > s[b] ? i : b));
+    const second = Math.max(...rows.filter((i) => i !== best).map((i) => s[i]));
+    a[best] = normByStd ? (s[best] - second) / (g.std[k] + epsilon) : s[best] - second;
+  }
+  const advantages = broadcast(a, x.mask, x.B, x.T);
+  return { advantages, returns: advantages };
+}
+
+/** OPO: score minus the group's mean score weighted by response length (masked tokens); singletons keep their score. */
+export function opo(x: GroupedInput): AdvantageOutput {
+  const G = groupCount(x);
+  const s = rowSums(x.rewards, x.B, x.T);
+  const len = rowSums(x.mask, x.B, x.T);
+  const weighted = new Float64Array(G),
+    total = new Float64Array(G),
+    count = new Float64Array(G);
+  for (let i = 0; i < x.B; i++) {
+    weighted[x.groups[i]] += len[i] * s[i];
+    total[x.groups[i]] += len[i];
+    count[x.groups[i]]++;
+  }
+  // a group whose responses are all empty has no baseline (upstream divides 0 by 0; its rows are masked anyway)
+  const baseline = Array.from(weighted, (w, k) => (count[k] > 1 && total[k] > 0 ? w / total[k] : 0));
+  const advantages = broadcast(
+    Array.from(s, (si, i) => si - baseline[x.groups[i]]),
+    x.mask,
+    x.B,
+    x.T,
+  );
+  return { advantages, returns: advantages };
+}
+
+/** GPG: (score − group mean) scaled by α = rows / rows with a non-zero score (at least 1); singletons: mean 0. */
+export function gpg(x: GroupedInput): AdvantageOutput {
+  const nonzero = rowSums(x.rewards, x.B, x.T).filter((v) => v !== 0).length;
+  const alpha = x.B / Math.max(nonzero, 1);
+  const advantages = perRowFromGroup(x, (si, mean, n) => alpha * (si - (n > 1 ? mean : 0)));
   return { advantages, returns: advantages };
 }
 
