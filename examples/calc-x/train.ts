@@ -48,10 +48,10 @@ export interface CalcXTrainOptions {
 }
 
 export const CALC_X_DEFAULTS: CalcXTrainOptions = {
-  steps: 120,
-  batch: 8,
+  steps: 100,
+  batch: 16,
   group: 8,
-  lr: 1e-3,
+  lr: 5e-4,
   decayShare: 0.5,
   lrFinal: 0.1,
   temperature: 0.7,
@@ -59,7 +59,7 @@ export const CALC_X_DEFAULTS: CalcXTrainOptions = {
   loraAlpha: 32,
   fullFinetune: false,
   level: "trajectory",
-  valEvery: 0,
+  valEvery: 25,
   valTasks: 100,
   runners: 8,
   seed: 0,
