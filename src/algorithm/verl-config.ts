@@ -45,8 +45,11 @@ export type LrSchedulerType = (typeof LR_SCHEDULERS)[number];
 
 // ---- the classification, attached to each schema node --------------------------------------------------
 
-/** What the trainer does with a key: maps it, ignores it (`why`), or refuses values other than those it honours (`why`). */
-export type VerlKeyClass = { kind: "used" } | { kind: "ignored"; why: string } | { kind: "refused"; why: string };
+/** What the trainer does with a key: maps it, ignores it (`why`), or refuses values other than those it `accepts` (`why`). */
+export type VerlKeyClass =
+  | { kind: "used" }
+  | { kind: "ignored"; why: string }
+  | { kind: "refused"; why: string; accepts: readonly unknown[] };
 type NodeInfo = VerlKeyClass | { kind: "section"; keys: Readonly<Record<string, z.ZodType>> };
 const NODES = new WeakMap<z.ZodType, NodeInfo>();
 
@@ -60,17 +63,21 @@ function ignored(why: string) {
   NODES.set(schema, { kind: "ignored", why });
   return schema;
 }
-/** Only the values `allowed` takes (verl's default among them); any other is refused with `why`. */
-function refused(allowed: z.ZodType, why: string) {
+/** Only the values `accepts` lists (verl's default among them; `{}` an empty object); any other is refused with `why`. */
+function refused(accepts: readonly (string | number | boolean | null | Record<string, never>)[], why: string) {
+  const ok = (v: unknown): boolean => accepts.some((a) => (isEmptyObject(a) ? isEmptyObject(v) : a === v));
   const schema = z
     .unknown()
     .superRefine((v, ctx) => {
-      if (!allowed.safeParse(v).success) ctx.addIssue({ code: "custom", message: `${JSON.stringify(v)} is refused: ${why}` });
+      if (!ok(v)) ctx.addIssue({ code: "custom", message: `${JSON.stringify(v)} is refused (only ${orList(accepts)}): ${why}` });
     })
     .optional();
-  NODES.set(schema, { kind: "refused", why });
+  NODES.set(schema, { kind: "refused", why, accepts });
   return schema;
 }
+const isEmptyObject = (v: unknown): boolean => typeof v === "object" && v !== null && !Array.isArray(v) && Object.keys(v).length === 0;
+const orList = (values: readonly unknown[]): string => values.map((v) => JSON.stringify(v)).join(" or ");
+
 /** A nested section: strict (an unknown key is an error), absent = all defaults; Hydra's `_target_` is accepted. */
 function section<S extends Record<string, z.ZodType>>(keys: S) {
   const all = { _target_: ignored("Hydra's class to build the section with"), ...keys };
@@ -82,9 +89,6 @@ function section<S extends Record<string, z.ZodType>>(keys: S) {
 const int = () => z.number().int();
 const positiveInt = () => z.number().int().min(1);
 const rowsOrNull = () => positiveInt().nullable().default(null);
-const off = (v: unknown) => z.literal(v as never);
-const nullOr = (s: z.ZodType) => z.union([z.null(), s]);
-const emptyObject = z.object({}).strict();
 
 const FSDP = "FSDP sharding, offload and dtype across GPUs: one process trains here, in float32";
 const PROFILER = "GPU profilers (Nsight, torch, NPU)";
@@ -109,9 +113,9 @@ const optimCommon = (lr: number) => ({
   betas: used(z.tuple([z.number().min(0).lt(1), z.number().min(0).lt(1)]).default([0.9, 0.999])),
   clip_grad: ignored("read by verl's new engine workers only; the default workers read grad_clip"),
   total_training_steps: ignored("verl fills it in from the trainer's step count"),
-  optimizer: refused(off("AdamW"), "the optimizer is AdamW"),
+  optimizer: refused(["AdamW"], "the optimizer is AdamW"),
   optimizer_impl: ignored("the Python module of the optimizer class"),
-  override_optimizer_config: refused(nullOr(emptyObject), "extra optimizer arguments have no counterpart"),
+  override_optimizer_config: refused([null, {}], "extra optimizer arguments have no counterpart"),
 });
 
 const actorOptim = section({
@@ -129,10 +133,10 @@ const actorOptim = section({
 const CONSTANT_CRITIC_LR = "the critic's learning rate is constant";
 const criticOptim = section({
   ...optimCommon(1e-5),
-  lr_warmup_steps: refused(nullOr(z.literal([-1, 0])), CONSTANT_CRITIC_LR),
-  lr_warmup_steps_ratio: refused(off(0), CONSTANT_CRITIC_LR),
-  lr_scheduler_type: refused(off("constant"), CONSTANT_CRITIC_LR),
-  warmup_style: refused(nullOr(off("constant")), CONSTANT_CRITIC_LR),
+  lr_warmup_steps: refused([null, -1, 0], CONSTANT_CRITIC_LR),
+  lr_warmup_steps_ratio: refused([0], CONSTANT_CRITIC_LR),
+  lr_scheduler_type: refused(["constant"], CONSTANT_CRITIC_LR),
+  warmup_style: refused([null, "constant"], CONSTANT_CRITIC_LR),
   min_lr_ratio: ignored("used only with a cosine schedule"),
   num_cycles: ignored("used only with a cosine schedule"),
 });
@@ -188,7 +192,7 @@ const ref = section({
   log_prob_max_token_len_per_gpu: ignored(DYNAMIC_BATCH),
   profiler: ignored(PROFILER),
   fsdp_config: ignored(FSDP),
-  model: refused(z.null(), "a reference model of its own: the reference is the base without the adapter (LoRA)"),
+  model: refused([null], "a reference model of its own: the reference is the base without the adapter (LoRA)"),
   ulysses_sequence_parallel_size: ignored(ULYSSES),
   entropy_from_logits_with_chunking: ignored(TORCH),
   entropy_checkpointing: ignored(TORCH),
@@ -205,7 +209,7 @@ const rollout = section({
   response_length: ignored("the engine's response limit: rows keep data.max_response_length tokens"),
   dtype: ignored(ENGINE),
   gpu_memory_utilization: ignored(ENGINE),
-  ignore_eos: refused(off(false), "generation stops at the end-of-sequence token"),
+  ignore_eos: refused([false], "generation stops at the end-of-sequence token"),
   enforce_eager: ignored(ENGINE),
   cudagraph_capture_sizes: ignored(ENGINE),
   free_cache_engine: ignored(ENGINE),
@@ -235,7 +239,7 @@ const rollout = section({
   agent: ignored(VERL_LOOP),
   update_weights_bucket_megabytes: ignored(ENGINE),
   trace: ignored("rollout tracing backends: the store records every LLM call's span"),
-  skip_rollout: refused(off(false), "replaying dumped rollouts is a verl debugging aid"),
+  skip_rollout: refused([false], "replaying dumped rollouts is a verl debugging aid"),
   skip_dump_dir: ignored("used only with skip_rollout"),
   skip_tokenizer_init: ignored(ENGINE),
   profiler: ignored(PROFILER),
@@ -246,13 +250,13 @@ const rollout = section({
 const model = section({
   /** The actor's Hugging Face folder. */
   path: used(z.string().min(1).nullable().default(null)),
-  hf_config_path: refused(z.null(), "config.json is read from the model folder"),
-  tokenizer_path: refused(z.null(), "tokenizer.json is read from the model folder"),
+  hf_config_path: refused([null], "config.json is read from the model folder"),
+  tokenizer_path: refused([null], "tokenizer.json is read from the model folder"),
   use_shm: ignored("loading through /dev/shm"),
   trust_remote_code: ignored(NOT_LOADED),
-  custom_chat_template: refused(z.null(), "the chat template is the model folder's"),
-  external_lib: refused(z.null(), NOT_LOADED),
-  override_config: refused(nullOr(emptyObject), "the model's config.json is used as it is"),
+  custom_chat_template: refused([null], "the chat template is the model folder's"),
+  external_lib: refused([null], NOT_LOADED),
+  override_config: refused([null, {}], "the model's config.json is used as it is"),
   enable_gradient_checkpointing: used(z.boolean().default(true)),
   enable_activation_offload: ignored(FSDP),
   use_remove_padding: ignored(TORCH),
@@ -266,20 +270,20 @@ const model = section({
       })
       .default("all-linear"),
   ),
-  exclude_modules: refused(z.null(), "give target_modules instead"),
-  lora_adapter_path: refused(z.null(), "training starts from a fresh adapter (resume from the output folder instead)"),
+  exclude_modules: refused([null], "give target_modules instead"),
+  lora_adapter_path: refused([null], "training starts from a fresh adapter (resume from the output folder instead)"),
   use_liger: ignored(TORCH),
   use_fused_kernels: ignored(TORCH),
   fused_kernel_options: ignored(TORCH),
 });
 
 const data = section({
-  tokenizer: refused(z.null(), "the tokenizer is the model folder's"),
+  tokenizer: refused([null], "the tokenizer is the model folder's"),
   use_shm: ignored("loading through /dev/shm"),
   train_files: ignored("Agent Lightning hands the datasets to fit(); here --data"),
   val_files: ignored("Agent Lightning hands the datasets to fit(); here --val-data"),
-  train_max_samples: refused(nullOr(off(-1)), "every task of --data is used"),
-  val_max_samples: refused(nullOr(off(-1)), "every task of --val-data is used"),
+  train_max_samples: refused([null, -1], "every task of --data is used"),
+  val_max_samples: refused([null, -1], "every task of --val-data is used"),
   prompt_key: ignored(DATASET),
   reward_fn_key: ignored(DATASET),
   /** Prompt/response tokens kept per row (transition level). */
@@ -292,7 +296,7 @@ const data = section({
   return_raw_input_ids: ignored(DATASET),
   return_raw_chat: ignored(DATASET),
   return_full_prompt: ignored(DATASET),
-  shuffle: refused(off(true), "the tasks are always shuffled (seeded)"),
+  shuffle: refused([true], "the tasks are always shuffled (seeded)"),
   /** Seed of the task order. */
   seed: used(int().min(0).nullable().default(null)),
   dataloader_num_workers: ignored(DATASET),
@@ -304,10 +308,10 @@ const data = section({
   image_key: ignored("images: the supported models are text-only"),
   video_key: ignored("videos: the supported models are text-only"),
   trust_remote_code: ignored(NOT_LOADED),
-  custom_cls: section({ path: refused(z.null(), CODE_EXTENSION), name: ignored("used only with custom_cls.path") }),
+  custom_cls: section({ path: refused([null], CODE_EXTENSION), name: ignored("used only with custom_cls.path") }),
   return_multi_modal_inputs: ignored(DATASET),
-  sampler: section({ class_path: refused(z.null(), CODE_EXTENSION), class_name: ignored("used only with sampler.class_path") }),
-  datagen: section({ path: refused(z.null(), CODE_EXTENSION), name: ignored("used only with datagen.path") }),
+  sampler: section({ class_path: refused([null], CODE_EXTENSION), class_name: ignored("used only with sampler.class_path") }),
+  datagen: section({ path: refused([null], CODE_EXTENSION), name: ignored("used only with datagen.path") }),
   apply_chat_template_kwargs: ignored(DATASET),
 });
 
@@ -319,14 +323,14 @@ const critic = section({
     /** The critic's Hugging Face folder [the actor's]. */
     path: used(z.string().min(1).nullable().default(null)),
     tokenizer_path: ignored("the critic reads the actor's token ids"),
-    override_config: refused(nullOr(emptyObject), "the model's config.json is used as it is"),
-    external_lib: refused(z.null(), NOT_LOADED),
+    override_config: refused([null, {}], "the model's config.json is used as it is"),
+    external_lib: refused([null], NOT_LOADED),
     trust_remote_code: ignored(NOT_LOADED),
     use_shm: ignored("loading through /dev/shm"),
     enable_gradient_checkpointing: ignored(TORCH),
     enable_activation_offload: ignored(FSDP),
     use_remove_padding: ignored(TORCH),
-    lora_rank: refused(off(0), "the critic trains every weight"),
+    lora_rank: refused([0], "the critic trains every weight"),
     lora_alpha: ignored("used only with a LoRA critic"),
     target_modules: ignored("used only with a LoRA critic"),
     fsdp_config: ignored(FSDP),
@@ -354,7 +358,7 @@ const critic = section({
 
 const NO_REWARD_MODEL = "used only with reward_model.enable";
 const rewardModel = section({
-  enable: refused(off(false), "rewards are the ones the agent's rollouts emit: no reward model runs here"),
+  enable: refused([false], "rewards are the ones the agent's rollouts emit: no reward model runs here"),
   enable_resource_pool: ignored(NO_REWARD_MODEL),
   n_gpus_per_node: ignored(NO_REWARD_MODEL),
   nnodes: ignored(NO_REWARD_MODEL),
@@ -385,25 +389,25 @@ const algorithm = section({
     horizon: used(z.number().positive().default(10000)),
     target_kl: used(z.number().positive().default(0.1)),
   }),
-  use_pf_ppo: refused(off(false), "preference-feedback PPO (resampling by reward) is not implemented"),
+  use_pf_ppo: refused([false], "preference-feedback PPO (resampling by reward) is not implemented"),
   pf_ppo: ignored("used only with use_pf_ppo"),
   // rollout importance sampling (verl 0.6): the rollouts come from the trainer's own weights, in float32
-  rollout_is: refused(nullOr(off(false)), "rollout importance sampling: the rollouts are the trained policy's own"),
+  rollout_is: refused([null, false], "rollout importance sampling: the rollouts are the trained policy's own"),
   rollout_is_level: ignored("used only with rollout_is"),
   rollout_is_mode: ignored("used only with rollout_is"),
   rollout_is_threshold: ignored("used only with rollout_is"),
   rollout_is_threshold_lower: ignored("used only with rollout_is"),
   rollout_is_veto_threshold: ignored("used only with rollout_is"),
   rollout_correction: section({
-    rollout_is: refused(z.null(), "rollout importance sampling: the rollouts are the trained policy's own"),
+    rollout_is: refused([null], "rollout importance sampling: the rollouts are the trained policy's own"),
     rollout_is_threshold: ignored("used only with rollout_is"),
     rollout_is_batch_normalize: ignored("used only with rollout_is"),
-    rollout_rs: refused(z.null(), "rollout rejection sampling: the rollouts are the trained policy's own"),
+    rollout_rs: refused([null], "rollout rejection sampling: the rollouts are the trained policy's own"),
     rollout_rs_threshold: ignored("used only with rollout_rs"),
     rollout_rs_threshold_lower: ignored("used only with rollout_rs"),
-    rollout_token_veto_threshold: refused(z.null(), "rollout correction: the rollouts are the trained policy's own"),
-    bypass_mode: refused(off(false), "rollout correction: the old log-probs are always recomputed"),
-    use_policy_gradient: refused(off(false), "rollout correction: the loss is the actor's policy loss"),
+    rollout_token_veto_threshold: refused([null], "rollout correction: the rollouts are the trained policy's own"),
+    bypass_mode: refused([false], "rollout correction: the old log-probs are always recomputed"),
+    use_policy_gradient: refused([false], "rollout correction: the loss is the actor's policy loss"),
   }),
 });
 
@@ -419,21 +423,21 @@ const trainer = section({
   log_val_generations: ignored(TRACKING),
   /** Each step's prompts, responses, rewards and advantages as JSONL. */
   rollout_data_dir: used(z.string().min(1).nullable().default(null)),
-  validation_data_dir: refused(z.null(), "validation generations are not dumped; the store holds their spans"),
+  validation_data_dir: refused([null], "validation generations are not dumped; the store holds their spans"),
   nnodes: ignored("GPU placement: one process trains here"),
   n_gpus_per_node: ignored("GPU placement: one process trains here"),
   /** Steps between checkpoints; <= 0: only the last step's. */
   save_freq: used(int().default(-1)),
   esi_redundant_time: ignored("a cloud-preemption margin for checkpoints"),
-  resume_mode: refused(off("auto"), "a run resumes from its output folder; use another --out to start afresh"),
-  resume_from_path: refused(z.null(), "a run resumes from its output folder"),
-  val_before_train: refused(off(true), "validation always runs before the first step (the curve's step 0)"),
-  val_only: refused(off(false), "agl train trains; evaluate with agl serve and your agent"),
+  resume_mode: refused(["auto"], "a run resumes from its output folder; use another --out to start afresh"),
+  resume_from_path: refused([null], "a run resumes from its output folder"),
+  val_before_train: refused([true], "validation always runs before the first step (the curve's step 0)"),
+  val_only: refused([false], "agl train trains; evaluate with agl serve and your agent"),
   /** Validate every test_freq steps; <= 0: before the first step and after the last only. */
   test_freq: used(int().default(-1)),
   /** Steps that train only the critic. */
   critic_warmup: used(int().min(0).default(0)),
-  default_hdfs_dir: refused(z.null(), "checkpoints go to the output folder"),
+  default_hdfs_dir: refused([null], "checkpoints go to the output folder"),
   del_local_ckpt_after_load: ignored("used only with default_hdfs_dir"),
   default_local_dir: ignored("checkpoints go to OUT/checkpoints (--out)"),
   max_actor_ckpt_to_keep: ignored("every checkpoint is kept"),
@@ -474,7 +478,7 @@ const root = section({
   critic,
   reward_model: rewardModel,
   custom_reward_function: section({
-    path: refused(z.null(), "rewards are the ones the agent's rollouts emit"),
+    path: refused([null], "rewards are the ones the agent's rollouts emit"),
     name: ignored("used only with custom_reward_function.path"),
   }),
   algorithm,
@@ -531,6 +535,18 @@ export function classifyVerlKey(path: readonly string[]): VerlKeyClass | null {
     if (next === undefined) return null;
     node = next;
   }
+}
+
+/** Every key of the schema in order (an ignored section as one key; Hydra's `_target_` left out): the docs' table. */
+export function listVerlKeys(): { path: string; class: VerlKeyClass }[] {
+  const out: { path: string; class: VerlKeyClass }[] = [];
+  const walk = (node: z.ZodType, path: string[]): void => {
+    const info = NODES.get(node)!;
+    if (info.kind !== "section") out.push({ path: path.join("."), class: info });
+    else for (const [k, child] of Object.entries(info.keys)) if (k !== "_target_") walk(child, [...path, k]);
+  };
+  walk(root, []);
+  return out;
 }
 
 // ---- reading a config ------------------------------------------------------------------------------------

@@ -171,10 +171,12 @@ describe("bad configs name the key", () => {
   });
 
   it("refuses what it cannot honour, and ignores GPU placement whatever its value", () => {
-    expect(() => parseVerlConfig({ reward_model: { enable: true } })).toThrow(/^reward_model\.enable: true is refused: rewards are/);
+    expect(() => parseVerlConfig({ reward_model: { enable: true } })).toThrow(
+      /^reward_model\.enable: true is refused \(only false\): rewards are/,
+    );
     expect(() => parseVerlConfig({ algorithm: { use_pf_ppo: true } })).toThrow(/algorithm\.use_pf_ppo/);
     expect(() => parseVerlConfig({ actor_rollout_ref: { model: { lora_adapter_path: "a/b" } } })).toThrow(
-      /actor_rollout_ref\.model\.lora_adapter_path: "a\/b" is refused/,
+      /actor_rollout_ref\.model\.lora_adapter_path: "a\/b" is refused \(only null\)/,
     );
     expect(() => parseVerlConfig({ reward_model: { enable: false } })).not.toThrow();
     expect(() =>
