@@ -9,6 +9,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
   classifyVerlKey,
+  listVerlKeys,
   parseVerlConfig,
   stepsOfEpochs,
   verlLrFactor,
@@ -87,6 +88,30 @@ describe("verl's keys", () => {
       optimizer: { weightDecay: 0.01, beta1: 0.9, beta2: 0.999, maxGradNorm: 1 },
     });
     expect(empty.totalEpochs).toBe(30);
+  });
+});
+
+describe("the docs' key table (docs/training.md#config)", () => {
+  it("lists every key once, under its section, with its class", () => {
+    const doc = readFileSync("docs/training.md", "utf8");
+    const section = doc.slice(doc.indexOf("\n## Config\n"));
+    const rows: { path: string; kind: string }[] = [];
+    let prefix: string | null = null;
+    for (const line of section.split("\n")) {
+      const heading = /^\*\*(?:`([^`]+)`|top level)\*\*$/.exec(line);
+      if (heading) prefix = heading[1] ?? "";
+      else if (prefix !== null && line.startsWith("| `")) {
+        const [keys, kind] = line.split(" | ") as [string, string];
+        for (const [, key] of keys.matchAll(/`([^`]+)`/g))
+          rows.push({ path: prefix ? `${prefix}.${key}` : key!, kind: kind.split(" ")[0]! });
+      }
+    }
+    const byPath = (a: { path: string }, b: { path: string }) => a.path.localeCompare(b.path);
+    expect(rows.sort(byPath)).toEqual(
+      listVerlKeys()
+        .map((k) => ({ path: k.path, kind: k.class.kind }))
+        .sort(byPath),
+    );
   });
 });
 
