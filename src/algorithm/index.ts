@@ -36,3 +36,20 @@ export {
 } from "./apo-client.ts";
 export { CRITIQUE_PROMPTS, EDIT_PROMPTS, type ApoExperiment, type ChatMessage } from "./apo-prompts.ts";
 export { BookkeepingRollout } from "./bookkeeping.ts";
+export {
+  ADV_ESTIMATORS,
+  classifyVerlKey,
+  listVerlKeys,
+  LOSS_AGG_MODES,
+  parseVerlConfig,
+  POLICY_LOSS_MODES,
+  stepsOfEpochs,
+  VerlConfigSchema,
+  verlLrFactor,
+  verlSettings,
+  warmupSteps,
+  type VerlConfig,
+  type VerlKeyClass,
+  type VerlPpoOptions,
+  type VerlSettings,
+} from "./verl-config.ts";

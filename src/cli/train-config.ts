@@ -1,11 +1,23 @@
 /**
  * The settings of `agl train`: one zod schema (docs/lora.md#agl-train), filled from a JSON config file
- * (`--config FILE`, keys as below) and then from flags (`--lora-r 16` sets `loraR`), flags winning.
+ * (`--config FILE`: keys as below, and/or verl's nested config, docs/training.md#config) and then from flags
+ * (`--lora-r 16` sets `loraR`). Precedence: flags, then the file's own keys, then its verl keys, then defaults.
  */
 import { z } from "zod";
 import { AGGREGATION_LEVELS, GROUPINGS, type AggregationLevel, type Grouping } from "../adapter/batch.ts";
+import {
+  ADV_ESTIMATORS,
+  KL_TYPES,
+  LOSS_AGG_MODES,
+  LR_SCHEDULERS,
+  parseVerlConfig,
+  POLICY_LOSS_MODES,
+  VERL_SECTIONS,
+  verlSettings,
+} from "../algorithm/verl-config.ts";
 import { LORA_TARGETS } from "../model/lora.ts";
 import { UsageError } from "../server/config.ts";
+import { ValidationError } from "../types/errors.ts";
 import { type CommandSpec, formatHelp, parseFlags } from "./flags.ts";
 
 const positive = z.number().int().min(1);
@@ -52,8 +64,72 @@ export const TrainConfigSchema = z
     /** Rows per forward/backward (gradient accumulation) [all of an update's rows]. */
     microBatch: positive.nullable().default(null),
     klCoef: z.number().min(0).default(0),
-    klType: z.enum(["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"]).default("low_var_kl"),
+    klType: z.enum(KL_TYPES).default("low_var_kl"),
     clipRatio: z.number().positive().default(0.2),
+    // ---- the PPO family (verl's names in camelCase; docs/training.md#config) ----
+    /** Passes over the training tasks: steps = totalEpochs x floor(tasks / batch); wins over `steps` [none]. */
+    totalEpochs: positive.nullable().default(null),
+    /** Linear warmup from 0 over this many steps (null: `lrWarmupRatio` of the steps), then `lrScheduler`. */
+    lrWarmupSteps: z.number().int().min(0).nullable().default(null),
+    lrWarmupRatio: z.number().min(0).max(1).default(0),
+    lrScheduler: z.enum(LR_SCHEDULERS).default("constant"),
+    /** Cosine: the floor as a share of lr, and the waves after the warmup. */
+    lrMinRatio: z.number().min(0).max(1).default(0),
+    lrNumCycles: z.number().default(0.5),
+    betas: z.tuple([z.number().min(0).lt(1), z.number().min(0).lt(1)]).default([0.9, 0.999]),
+    /** Clip the gradient's global L2 norm to this (0: no clipping). */
+    gradClip: z.number().min(0).default(1),
+    advEstimator: z.enum(ADV_ESTIMATORS).default("grpo"),
+    gamma: z.number().min(0).max(1).default(1),
+    lam: z.number().min(0).max(1).default(1),
+    /** GRPO divides by the group's std (false: Dr. GRPO). */
+    normAdvByStd: z.boolean().default(true),
+    useKlInReward: z.boolean().default(false),
+    klPenalty: z.enum(KL_TYPES).default("kl"),
+    klCtrl: z
+      .object({
+        type: z.enum(["fixed", "adaptive"]).default("fixed"),
+        klCoef: z.number().min(0).default(0.001),
+        targetKl: z.number().positive().default(0.1),
+        horizon: z.number().positive().default(10000),
+      })
+      .strict()
+      .prefault({}),
+    lossMode: z.enum(POLICY_LOSS_MODES).default("vanilla"),
+    clipCovRatio: z.number().min(0).max(1).default(0.0002),
+    clipCovLb: z.number().default(1),
+    clipCovUb: z.number().default(5),
+    klCovRatio: z.number().min(0).max(1).default(0.0002),
+    ppoKlCoef: z.number().min(0).default(0.1),
+    /** One-sided clip ratios [clipRatio]. */
+    clipRatioLow: z.number().positive().nullable().default(null),
+    clipRatioHigh: z.number().positive().nullable().default(null),
+    clipRatioC: z.number().gt(1).default(3),
+    lossAggMode: z.enum(LOSS_AGG_MODES).default("token-mean"),
+    entropyCoeff: z.number().default(0),
+    /** The critic (GAE's value model): `enable` null runs one exactly when advEstimator is gae. */
+    critic: z
+      .object({
+        enable: z.boolean().nullable().default(null),
+        /** Its Hugging Face folder [the policy's model]. */
+        model: z.string().min(1).nullable().default(null),
+        lr: z.number().positive().default(1e-5),
+        cliprangeValue: z.number().positive().default(0.5),
+        /** [the actor's epochs, mini-batch and micro-batch (rows), loss aggregation] */
+        epochs: positive.nullable().default(null),
+        miniBatch: positive.nullable().default(null),
+        microBatch: positive.nullable().default(null),
+        lossAggMode: z.enum(LOSS_AGG_MODES).nullable().default(null),
+        weightDecay: z.number().min(0).default(0.01),
+        betas: z.tuple([z.number().min(0).lt(1), z.number().min(0).lt(1)]).default([0.9, 0.999]),
+        gradClip: z.number().min(0).default(1),
+      })
+      .strict()
+      .prefault({}),
+    /** Steps that train only the critic before the actor starts. */
+    criticWarmup: z.number().int().min(0).default(0),
+    /** Each step's prompts, responses, rewards and advantages as `<step>.jsonl` here [none]. */
+    rolloutDataDir: z.string().min(1).nullable().default(null),
     /** What becomes a training row (Agent Lightning's `trace_aggregator.level`; the file may also spell it
      * `trace_aggregator`): each LLM call, or each rollout's chain of calls with the tokens between the
      * model's replies masked out of the loss. */
@@ -67,7 +143,8 @@ export const TrainConfigSchema = z
     maxResponse: positive.default(256),
     temperature: z.number().min(0).default(1),
     valEvery: z.number().int().min(0).default(5),
-    checkpointEvery: positive.default(5),
+    /** Steps between checkpoints (0: the last step's only). */
+    checkpointEvery: z.number().int().min(0).default(5),
     runners: positive.default(4),
     seed: z.number().int().min(0).default(0),
     /** How the frozen base's matrices sit on the GPU (LoRA on WebGPU). */
@@ -87,6 +164,34 @@ export const TrainConfigSchema = z
   });
 
 export type TrainConfig = z.infer<typeof TrainConfigSchema>;
+
+/** Whether the run trains a critic: verl's rule (critic.enable, else the gae estimator). */
+export const usesCritic = (c: TrainConfig): boolean => c.critic.enable ?? c.advEstimator === "gae";
+
+/**
+ * The settings the GRPO loop of `agl train` cannot run yet, each with the setting's path: the PPO family's
+ * estimators, the critic, the KL in the reward, the other loss modes and the generations dump come with the
+ * PPO algorithm. Empty when the run is GRPO's.
+ */
+export function notRunYet(c: TrainConfig): { path: string[]; message: string }[] {
+  const issues: { path: string[]; message: string }[] = [];
+  const later = (path: string[], what: string, instead: string) =>
+    issues.push({ path, message: `${what}: agl train does not run it yet; ${instead}` });
+  if (c.advEstimator !== "grpo") later(["advEstimator"], `the ${c.advEstimator} estimator (verl's algorithm.adv_estimator)`, "use grpo");
+  if (usesCritic(c))
+    later(
+      ["critic"],
+      "a critic (verl's critic.enable, or the gae estimator)",
+      "use an estimator without one (grpo) and leave critic.enable unset or false",
+    );
+  if (c.useKlInReward)
+    later(["useKlInReward"], "a KL penalty in the reward (verl's algorithm.use_kl_in_reward)", "use the KL loss (--kl-coef) instead");
+  if (c.lossMode !== "vanilla") later(["lossMode"], `the ${c.lossMode} policy loss (verl's actor.policy_loss.loss_mode)`, "use vanilla");
+  if (c.criticWarmup > 0) later(["criticWarmup"], "critic warmup steps (verl's trainer.critic_warmup)", "set it to 0");
+  if (c.rolloutDataDir !== null)
+    later(["rolloutDataDir"], "the generations dump (verl's trainer.rollout_data_dir)", "the store holds every rollout's spans");
+  return issues;
+}
 
 type Flag = CommandSpec["sections"][number]["flags"][number];
 const str = (name: string, value: string, help: string): Flag => ({ name, type: "string", value, help });
@@ -120,7 +225,7 @@ checkpoint.`,
     {
       title: "Options (defaults in brackets; every option can also come from --config FILE.json, keys in camelCase):",
       flags: [
-        str("config", "FILE", "JSON file with settings (flags override it)"),
+        str("config", "FILE", "JSON file of settings in camelCase, and/or a verl config (flags override it)"),
         str("val-data", "FILE", "validation tasks (JSONL), evaluated greedily every --val-every steps"),
         str("out", "DIR", "output folder [runs/train]"),
         str("store", "URL", "store: memory | file:PATH | libsql://... | http(s):// libSQL server [file:OUT/store.db]"),
@@ -143,6 +248,11 @@ checkpoint.`,
         num("kl-coef", "X", "KL-to-base loss coefficient [0]"),
         str("kl-type", "K", "k1 | k2 | k3 (kl, mse, low_var_kl, abs) [low_var_kl]"),
         num("clip-ratio", "X", "PPO clip ratio [0.2]"),
+        int("total-epochs", "passes over the tasks: steps = N x floor(tasks / batch), instead of --steps"),
+        int("lr-warmup-steps", "the lr rises linearly from 0 over the first N steps [0]"),
+        { ...str("lr-scheduler", "S", "constant | cosine: the lr after the warmup [constant]"), choices: LR_SCHEDULERS },
+        num("lr-min-ratio", "R", "cosine: the lr's floor as a share of --lr [0]"),
+        num("grad-clip", "X", "clip the gradient's global L2 norm to X (0: no clipping) [1]"),
         {
           ...str(
             "trace-aggregator-level",
@@ -156,12 +266,51 @@ checkpoint.`,
         int("max-response", "response tokens kept per row [256]"),
         num("temperature", "X", "sampling temperature of training rollouts [1]"),
         int("val-every", "validate every N steps (0: before and after only) [5]"),
-        int("checkpoint-every", "steps between checkpoints [5]"),
+        int("checkpoint-every", "steps between checkpoints (0: the last step's only) [5]"),
         int("runners", "concurrent agent runners [4]"),
         int("seed", "seed of the task order and the adapter's init [0]"),
         str("gpu-weights", "F", "f32 | bf16 | f16: the frozen base on the GPU [f32]"),
         { name: "recompute", type: "boolean", help: "recompute activations in the backward (less GPU memory)" },
         { name: "no-progress", type: "boolean", help: "no progress lines" },
+      ],
+    },
+    {
+      title: "The PPO family (verl's keys in a --config file too: docs/training.md#config):",
+      flags: [
+        {
+          ...str(
+            "adv-estimator",
+            "E",
+            "advantage estimator [grpo]: gae (trains a critic) | grpo | grpo_passk | rloo | opo | gpg |\nreinforce_plus_plus | reinforce_plus_plus_baseline | remax",
+          ),
+          choices: ADV_ESTIMATORS,
+        },
+        num("gamma", "X", "discount of gae and reinforce_plus_plus [1]"),
+        num("lam", "X", "gae's lambda [1]"),
+        { name: "no-norm-adv-by-std", type: "boolean", help: "grpo without the division by the group's std (Dr. GRPO)" },
+        { name: "kl-in-reward", type: "boolean", help: "subtract beta x KL to the reference from the token rewards" },
+        {
+          ...str("kl-penalty", "K", "the KL estimator of --kl-in-reward: k1 | k2 | k3 | abs (kl, mse, low_var_kl) [kl]"),
+          choices: KL_TYPES,
+        },
+        { ...str("kl-ctrl", "C", "fixed | adaptive: how beta moves [fixed]"), choices: ["fixed", "adaptive"] },
+        num("kl-ctrl-coef", "X", "beta, or its start when adaptive [0.001]"),
+        num("kl-target", "X", "adaptive: the KL that beta steers towards [0.1]"),
+        num("kl-horizon", "N", "adaptive: rows over which beta moves by at most 20 % per unit of error [10000]"),
+        { ...str("loss-mode", "M", `policy loss: ${POLICY_LOSS_MODES.join(" | ")} [vanilla]`), choices: POLICY_LOSS_MODES },
+        {
+          ...str("loss-agg-mode", "M", "token-mean | seq-mean-token-sum | seq-mean-token-mean |\nseq-mean-token-sum-norm [token-mean]"),
+          choices: LOSS_AGG_MODES,
+        },
+        num("clip-ratio-low", "X", "PPO clip below 1 [--clip-ratio]"),
+        num("clip-ratio-high", "X", "PPO clip above 1 (DAPO's clip-higher) [--clip-ratio]"),
+        num("clip-ratio-c", "X", "dual clip of negative advantages, > 1 [3]"),
+        num("entropy-coeff", "X", "entropy bonus coefficient [0]"),
+        str("critic-model", "DIR", "the critic's model folder [--model]"),
+        num("critic-lr", "X", "the critic's learning rate [1e-5]"),
+        num("cliprange-value", "X", "how far a value may move from its old one per update [0.5]"),
+        int("critic-warmup", "steps that train only the critic before the actor starts [0]"),
+        str("rollout-data-dir", "DIR", "each step's prompts, responses, rewards and advantages as JSONL"),
       ],
     },
   ],
@@ -177,6 +326,62 @@ const camel = (name: string): string => name.replace(/-([a-z])/g, (_, c: string)
 const kebab = (key: string): string => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 const FLAG_NAMES = new Set(TRAIN_COMMAND.sections.flatMap((s) => s.flags.map((f) => f.name)));
 
+/** Flags that set one field of an object setting: `--kl-ctrl adaptive` sets klCtrl.type. */
+const NESTED_FLAGS: Readonly<Record<string, readonly [string, string]>> = {
+  "trace-aggregator-level": ["traceAggregator", "level"],
+  "kl-ctrl": ["klCtrl", "type"],
+  "kl-ctrl-coef": ["klCtrl", "klCoef"],
+  "kl-target": ["klCtrl", "targetKl"],
+  "kl-horizon": ["klCtrl", "horizon"],
+  "critic-model": ["critic", "model"],
+  "critic-lr": ["critic", "lr"],
+  "cliprange-value": ["critic", "cliprangeValue"],
+};
+/** Flags whose setting has another name (boolean `no-` flags set theirs to false). */
+const RENAMED_FLAGS: Readonly<Record<string, string>> = {
+  "no-progress": "progress",
+  "no-norm-adv-by-std": "normAdvByStd",
+  "kl-in-reward": "useKlInReward",
+};
+/** Object settings: a later source sets their fields, not the whole object. */
+const OBJECT_SETTINGS = new Set(Object.values(NESTED_FLAGS).map(([key]) => key));
+
+type Settings = Record<string, unknown>;
+
+/** The flag of a setting's path (`["klCtrl", "klCoef"]` → kl-ctrl-coef) and how much of the path it covers. */
+function flagOf(path: readonly string[]): { flag: string; covers: number } | null {
+  const nested = Object.entries(NESTED_FLAGS).find(([, [key, field]]) => key === path[0] && field === path[1]);
+  if (nested) return { flag: nested[0], covers: 2 };
+  const renamed = Object.entries(RENAMED_FLAGS).find(([, key]) => key === path[0]);
+  if (renamed) return { flag: renamed[0], covers: 1 };
+  return path[0] !== undefined && FLAG_NAMES.has(kebab(path[0])) ? { flag: kebab(path[0]), covers: 1 } : null;
+}
+
+/** A bad setting as a UsageError named by its flag when it has one (else by its key). */
+function settingError(path: readonly PropertyKey[], message: string): UsageError {
+  const keys = path.map(String);
+  const f = flagOf(keys);
+  const where = f ? `--${f.flag}` : keys[0] || "config";
+  const rest = keys.slice(f ? f.covers : 1);
+  return new UsageError(`${where}${rest.length > 0 ? `[${rest.join(".")}]` : ""}: ${message}`);
+}
+
+/**
+ * Sources in rising precedence, merged: a later one's settings win, an object setting field by field.
+ * `steps` and `totalEpochs` are one setting (run length), as are `loraR` and `fullFinetune` (verl's lora_rank
+ * 0 is full fine-tuning): a source that gives the first drops an earlier source's second.
+ */
+function mergeSources(sources: readonly Settings[]): Settings {
+  const merged: Settings = {};
+  for (const source of sources) {
+    if ("steps" in source && !("totalEpochs" in source)) merged.totalEpochs = null;
+    if ("loraR" in source && !("fullFinetune" in source)) merged.fullFinetune = false;
+    for (const [k, v] of Object.entries(source))
+      merged[k] = OBJECT_SETTINGS.has(k) && isObject(v) && isObject(merged[k]) ? { ...merged[k], ...v } : v;
+  }
+  return merged;
+}
+
 /** Flags (and `--config FILE` through `readText`) → a checked TrainConfig; `help` when asked. */
 export function parseTrainArgs(
   argv: readonly string[],
@@ -184,35 +389,35 @@ export function parseTrainArgs(
 ): { help: true } | { help: false; config: TrainConfig } {
   const { help, values } = parseFlags(TRAIN_COMMAND, argv);
   if (help) return { help: true };
-  const flags: Record<string, unknown> = {};
-  let file: Record<string, unknown> = {};
+  const flags: Settings = {};
+  let file: Settings[] = [];
   for (const [name, value] of Object.entries(values)) {
+    const nested = NESTED_FLAGS[name];
     if (name === "config") file = readConfigFile(String(value), readText);
-    else if (name === "no-progress") flags.progress = false;
-    else if (name === "trace-aggregator-level") flags.traceAggregator = { level: value };
+    else if (nested) flags[nested[0]] = { ...(flags[nested[0]] as Settings | undefined), [nested[1]]: value };
+    else if (name in RENAMED_FLAGS) flags[RENAMED_FLAGS[name]!] = !name.startsWith("no-");
     else if (name === "lora-targets")
       flags.loraTargets = String(value)
         .split(",")
         .map((s) => s.trim());
     else flags[camel(name)] = value;
   }
-  const merged = { ...file, ...flags };
-  if (isObject(file.traceAggregator) && isObject(flags.traceAggregator))
-    merged.traceAggregator = { ...file.traceAggregator, ...flags.traceAggregator };
-  const parsed = TrainConfigSchema.safeParse(merged);
+  if ("steps" in flags && "totalEpochs" in flags) throw new UsageError("--steps and --total-epochs both set the run's length: give one");
+  const parsed = TrainConfigSchema.safeParse(mergeSources([...file, flags]));
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const key = String(issue.path[0] ?? "");
-    // a nested setting is named by its flag when it has one (traceAggregator.level: --trace-aggregator-level)
-    const nested = kebab(issue.path.map(String).join("-"));
-    if (issue.path.length > 1 && FLAG_NAMES.has(nested)) throw new UsageError(`--${nested}: ${issue.message}`);
-    const where = FLAG_NAMES.has(kebab(key)) ? `--${kebab(key)}` : key || "config";
-    throw new UsageError(`${where}${issue.path.length > 1 ? `[${issue.path.slice(1).join(".")}]` : ""}: ${issue.message}`);
+    const issue = parsed.error.issues[0]!;
+    throw settingError(issue.path, issue.message);
   }
+  const later = notRunYet(parsed.data)[0];
+  if (later) throw settingError(later.path, later.message);
   return { help: false, config: parsed.data };
 }
 
-function readConfigFile(path: string, readText: (path: string) => string): Record<string, unknown> {
+/**
+ * The file's sources, in rising precedence: its verl sections mapped to settings (none when it has none),
+ * then its own keys. A top-level `data` that is an object is verl's section; a string is the tasks file.
+ */
+function readConfigFile(path: string, readText: (path: string) => string): Settings[] {
   let parsed: unknown;
   try {
     parsed = JSON.parse(readText(path));
@@ -220,13 +425,104 @@ function readConfigFile(path: string, readText: (path: string) => string): Recor
     throw new UsageError(`--config ${path}: ${(e as Error).message}`);
   }
   if (!isObject(parsed)) throw new UsageError(`--config ${path}: must hold a JSON object`);
-  // Agent Lightning's spelling of the row setting, `trace_aggregator: { level }`, read as `traceAggregator`
-  if ("trace_aggregator" in parsed) {
-    if ("traceAggregator" in parsed) throw new UsageError(`--config ${path}: give traceAggregator or trace_aggregator, not both`);
-    const { trace_aggregator, ...rest } = parsed;
-    return { ...rest, traceAggregator: trace_aggregator };
+  const verl: Settings = {};
+  const own: Settings = {};
+  for (const [k, v] of Object.entries(parsed)) {
+    if (VERL_SECTIONS.includes(k) && !(k === "data" && typeof v === "string")) verl[k] = v;
+    else own[k] = v;
   }
-  return parsed;
+  let fromVerl: Settings = {};
+  if (Object.keys(verl).length > 0)
+    try {
+      fromVerl = settingsOfVerl(verlSettings(parseVerlConfig(verl)));
+    } catch (e) {
+      if (e instanceof ValidationError) throw new UsageError(`--config ${path}: ${e.message}`);
+      throw e;
+    }
+  // Agent Lightning's spelling of the row setting, `trace_aggregator: { level }`, read as `traceAggregator`
+  if ("trace_aggregator" in own) {
+    if ("traceAggregator" in own) throw new UsageError(`--config ${path}: give traceAggregator or trace_aggregator, not both`);
+    const { trace_aggregator, ...rest } = own;
+    return [fromVerl, { ...rest, traceAggregator: trace_aggregator }];
+  }
+  return [fromVerl, own];
+}
+
+/** The settings a verl config stands for (algorithm/verl-config.ts maps its keys; this lays them out flat). */
+function settingsOfVerl(s: ReturnType<typeof verlSettings>): Settings {
+  const { ppo, optimizer, lrSchedule, model, critic } = s;
+  const { loss } = ppo;
+  const gae = ppo.advEstimator === "gae";
+  return {
+    ...(model.path !== null ? { model: model.path } : {}),
+    fullFinetune: model.loraRank === 0,
+    ...(model.loraRank > 0 ? { loraR: model.loraRank } : {}),
+    loraAlpha: model.loraAlpha,
+    loraTargets: model.targetModules,
+    recompute: model.gradientCheckpointing,
+    ...(s.totalTrainingSteps !== null ? { steps: s.totalTrainingSteps } : { totalEpochs: s.totalEpochs }),
+    batch: ppo.batchSize,
+    group: ppo.nSamples,
+    lr: optimizer.lr,
+    weightDecay: optimizer.weightDecay,
+    betas: [optimizer.beta1, optimizer.beta2],
+    gradClip: optimizer.maxGradNorm,
+    lrWarmupSteps: lrSchedule.warmupSteps !== null && lrSchedule.warmupSteps >= 0 ? lrSchedule.warmupSteps : null,
+    lrWarmupRatio: lrSchedule.warmupRatio,
+    lrScheduler: lrSchedule.type,
+    lrMinRatio: lrSchedule.minLrRatio,
+    lrNumCycles: lrSchedule.numCycles,
+    epochs: ppo.ppoEpochs,
+    miniBatch: ppo.miniBatchSize,
+    microBatch: ppo.microBatchSize ?? null,
+    klCoef: loss.klLossCoef,
+    klType: loss.klLossType,
+    clipRatio: loss.clipRatio,
+    clipRatioLow: loss.clipRatioLow,
+    clipRatioHigh: loss.clipRatioHigh,
+    clipRatioC: loss.clipRatioC,
+    lossAggMode: loss.lossAggMode,
+    entropyCoeff: loss.entropyCoeff,
+    lossMode: loss.lossMode,
+    clipCovRatio: loss.clipCovRatio,
+    clipCovLb: loss.clipCovLb,
+    clipCovUb: loss.clipCovUb,
+    klCovRatio: loss.klCovRatio,
+    ppoKlCoef: loss.ppoKlCoef,
+    traceAggregator: ppo.traceAggregator,
+    maxPrompt: ppo.maxPromptLength,
+    maxResponse: ppo.maxResponseLength,
+    temperature: ppo.temperature,
+    valEvery: ppo.valEvery,
+    checkpointEvery: Number.isFinite(ppo.checkpointEvery) ? ppo.checkpointEvery : 0,
+    ...(ppo.seed !== undefined ? { seed: ppo.seed } : {}),
+    advEstimator: ppo.advEstimator,
+    gamma: ppo.gamma,
+    lam: ppo.lam,
+    normAdvByStd: ppo.normByStd,
+    useKlInReward: ppo.useKlInReward,
+    klPenalty: ppo.klPenalty,
+    klCtrl: ppo.klCtrl,
+    criticWarmup: ppo.criticWarmup,
+    rolloutDataDir: ppo.rolloutDataDir,
+    // critic.enable as verl's rule would have it: null follows the estimator
+    critic:
+      critic === null
+        ? { enable: gae ? false : null }
+        : {
+            enable: gae ? null : true,
+            model: critic.modelPath,
+            lr: critic.lr,
+            cliprangeValue: critic.cliprangeValue,
+            epochs: critic.ppoEpochs,
+            miniBatch: critic.miniBatchSize,
+            microBatch: critic.microBatchSize,
+            lossAggMode: critic.lossAggMode,
+            weightDecay: critic.optimizer.weightDecay,
+            betas: [critic.optimizer.beta1, critic.optimizer.beta2],
+            gradClip: critic.optimizer.maxGradNorm,
+          },
+  };
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);

@@ -17,6 +17,8 @@
  * are dropped.
  */
 import { GRPO, lateDecay, type GrpoReport } from "../algorithm/grpo.ts";
+import type { PpoOptions } from "../algorithm/ppo-options.ts";
+import { stepsOfEpochs, verlLrFactor, warmupSteps } from "../algorithm/verl-config.ts";
 import { LlmProxyTraceToTriplet } from "../adapter/proxy-triplet.ts";
 import { LightningStoreClient } from "../client/client.ts";
 import { loadPretrained, type PretrainedModel } from "../model/hf/index.ts";
@@ -35,7 +37,7 @@ import type { LightningStore } from "../store/base.ts";
 import { openStore } from "../store/libsql/open.ts";
 import { Trainer } from "../trainer/trainer.ts";
 import { lineChartSvg } from "./svg.ts";
-import type { TrainConfig } from "./train-config.ts";
+import { notRunYet, type TrainConfig } from "./train-config.ts";
 import { trainedWeights, type TrainedState, type TrainedWeights } from "./train-weights.ts";
 
 export interface TrainRunResult {
@@ -140,6 +142,9 @@ async function makeTrainer(
     config: model.config,
     lr: c.lr,
     weightDecay: c.weightDecay,
+    beta1: c.betas[0],
+    beta2: c.betas[1],
+    maxGradNorm: c.gradClip,
     optimizer: resume?.optimizer,
     seed: c.seed,
     ...weights.trainerOptions(resume),
@@ -271,19 +276,41 @@ function checkpointSaver(c: TrainConfig, weights: TrainedWeights) {
   };
 }
 
-/** The GRPO algorithm of the config, from `startStep` on. */
-function grpoOf(
+/** The run's step count: `steps`, or `totalEpochs` passes of whole batches over the `tasks` training tasks. */
+export function resolveSteps(c: TrainConfig, tasks: number): TrainConfig {
+  if (c.totalEpochs === null) return c;
+  try {
+    return { ...c, steps: stepsOfEpochs(c.totalEpochs, tasks, c.batch), totalEpochs: null };
+  } catch (e) {
+    throw new UsageError(`--total-epochs ${c.totalEpochs}: ${(e as Error).message}`);
+  }
+}
+
+/** The learning rate of step `step` of `steps`: verl's warmup and schedule, times the late decay. */
+export function lrOf(c: TrainConfig, step: number, steps: number): number {
+  const schedule = {
+    warmupSteps: warmupSteps({ warmupSteps: c.lrWarmupSteps, warmupRatio: c.lrWarmupRatio }, steps),
+    type: c.lrScheduler,
+    minLrRatio: c.lrMinRatio,
+    numCycles: c.lrNumCycles,
+  };
+  return c.lr * verlLrFactor(step, steps, schedule) * lateDecay(step, steps, c.lrDecayShare, c.lrFinal);
+}
+
+/** The PPO-family options of the config (the critic's trainer aside), from `startStep` on. */
+export function ppoOptionsOf(
   c: TrainConfig,
   parts: {
     trainer: PolicyTrainer;
     policy: ModelPolicy;
-    weights: TrainedWeights;
+    /** LoRA: the base is the KL reference. */
+    lora: boolean;
     startStep: number;
-    saveCheckpoint: (step: number, t: PolicyTrainer) => Promise<void>;
-    onReport: (r: GrpoReport) => void;
+    saveCheckpoint?: (step: number, t: PolicyTrainer) => Promise<void>;
+    onReport?: (r: GrpoReport) => void;
   },
-): GRPO {
-  return new GRPO({
+): PpoOptions {
+  return {
     trainer: parts.trainer,
     policy: parts.policy,
     steps: c.steps,
@@ -291,32 +318,62 @@ function grpoOf(
     batchSize: c.batch,
     nSamples: c.group,
     lr: c.lr,
-    lrSchedule: (step, steps) => c.lr * lateDecay(step, steps, c.lrDecayShare, c.lrFinal),
+    lrSchedule: (step, steps) => lrOf(c, step, steps),
     ppoEpochs: c.epochs,
     miniBatchSize: c.miniBatch ?? undefined,
     microBatchSize: c.microBatch ?? undefined,
-    loss: { klLossCoef: c.klCoef, klLossType: c.klType, clipRatio: c.clipRatio },
+    loss: {
+      lossMode: c.lossMode,
+      clipCovRatio: c.clipCovRatio,
+      clipCovLb: c.clipCovLb,
+      clipCovUb: c.clipCovUb,
+      klCovRatio: c.klCovRatio,
+      ppoKlCoef: c.ppoKlCoef,
+      clipRatio: c.clipRatio,
+      clipRatioLow: c.clipRatioLow ?? undefined,
+      clipRatioHigh: c.clipRatioHigh ?? undefined,
+      clipRatioC: c.clipRatioC,
+      lossAggMode: c.lossAggMode,
+      entropyCoeff: c.entropyCoeff,
+      klLossCoef: c.klCoef,
+      klLossType: c.klType,
+    },
+    normByStd: c.normAdvByStd,
     // the KL to the base is free with an adapter (the base is the reference); full fine-tuning has none
-    trackKl: parts.weights.lora !== null,
+    trackKl: parts.lora,
     maxPromptLength: c.maxPrompt,
     maxResponseLength: c.maxResponse,
     traceAggregator: c.traceAggregator,
     grouping: c.grouping,
     temperature: c.temperature,
     valEvery: c.valEvery,
-    checkpointEvery: c.checkpointEvery,
+    // 0: only the last step's (which is always written)
+    checkpointEvery: c.checkpointEvery > 0 ? c.checkpointEvery : c.steps,
     seed: c.seed,
     progress: c.progress,
     adapter: new LlmProxyTraceToTriplet(),
     saveCheckpoint: parts.saveCheckpoint,
     onReport: parts.onReport,
-  });
+    advEstimator: c.advEstimator,
+    gamma: c.gamma,
+    lam: c.lam,
+    useKlInReward: c.useKlInReward,
+    klPenalty: c.klPenalty,
+    klCtrl: c.klCtrl,
+    criticWarmup: c.criticWarmup,
+    rolloutDataDir: c.rolloutDataDir,
+    // critic: needs its ValueTrainer (c.critic: model, lr, cliprangeValue, ...), built with the PPO algorithm
+  };
 }
 
 /** Runs (or resumes) the training the config describes, to its last step. */
-export async function runTraining(c: TrainConfig, options: { log?: (m: string) => void; cwd?: string } = {}): Promise<TrainRunResult> {
+export async function runTraining(config: TrainConfig, options: { log?: (m: string) => void; cwd?: string } = {}): Promise<TrainRunResult> {
   const started = performance.now();
   const log = options.log ?? ((m: string) => console.log(`[agl train] ${m}`));
+  const later = notRunYet(config)[0];
+  if (later) throw new UsageError(`${later.path.join(".")}: ${later.message}`);
+  const train = readJsonl(config.data);
+  const c = resolveSteps(config, train.length);
   await claimRunFolder(c);
 
   const model = await loadPretrained(c.model);
@@ -328,7 +385,6 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
 
   const metricsPath = join(c.out, "metrics.jsonl");
   const reports = await reportsUpTo(metricsPath, startStep);
-  const train = readJsonl(c.data);
   const val = c.valData !== null ? readJsonl(c.valData) : null;
   const agent = await importAgent(c.agent, options.cwd ?? platform.cwd());
   const trainer = await makeTrainer(c, model, weights, resume, log);
@@ -343,17 +399,19 @@ export async function runTraining(c: TrainConfig, options: { log?: (m: string) =
     await writeAtomic(svgPath, rewardCurve(reports, c.steps));
   };
   let pending: Promise<void> = Promise.resolve();
-  const grpo = grpoOf(c, {
-    trainer,
-    policy,
-    weights,
-    startStep,
-    saveCheckpoint: checkpointSaver(c, weights),
-    onReport: (r) => {
-      reports.push(r);
-      pending = pending.then(persist);
-    },
-  });
+  const grpo = new GRPO(
+    ppoOptionsOf(c, {
+      trainer,
+      policy,
+      lora: weights.lora !== null,
+      startStep,
+      saveCheckpoint: checkpointSaver(c, weights),
+      onReport: (r) => {
+        reports.push(r);
+        pending = pending.then(persist);
+      },
+    }),
+  );
   const lightning = new Trainer({
     algorithm: grpo,
     llmProxy: server,

@@ -5,13 +5,16 @@
  * metrics, reward curve) and resuming a run from it.
  */
 import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../../src/cli/agl.ts";
-import { runTraining } from "../../src/cli/train.ts";
+import { lrOf, ppoOptionsOf, resolveSteps, runTraining } from "../../src/cli/train.ts";
 import { parseTrainArgs, TrainConfigSchema, type TrainConfig } from "../../src/cli/train-config.ts";
+import type { PolicyTrainer } from "../../src/model/train-types.ts";
+import type { ModelPolicy } from "../../src/proxy/policy.ts";
 import { flattenParams } from "../../src/model/params.ts";
 import { exportHf, loadCheckpoint, loadLoraCheckpoint, loadPeftAdapter, loadPretrained, loraLayout } from "../../src/model/index.ts";
 import { UsageError } from "../../src/server/config.ts";
@@ -104,6 +107,247 @@ describe("agl train settings", () => {
   it("answers --help with 0 and a bad command line with 2", async () => {
     expect(await runCli(["train", "--help"])).toBe(0);
     expect(await runCli(["train", "--model"])).toBe(2);
+  });
+});
+
+describe("agl train with verl's config", () => {
+  const calcX = readFileSync("examples/calc-x/verl-config.json", "utf8");
+  const required = ["--agent", "a.ts", "--data", "d.jsonl"];
+  const parse = (argv: string[], file = calcX): TrainConfig => {
+    const r = parseTrainArgs([...required, "--config", "c.json", ...argv], () => file);
+    if (r.help) throw new Error("not help");
+    return r.config;
+  };
+  /** The options the PPO algorithm gets (its runtime parts stubbed: only the mapping is checked here). */
+  const optionsOf = (c: TrainConfig) =>
+    ppoOptionsOf(c, { trainer: {} as PolicyTrainer, policy: {} as ModelPolicy, lora: !c.fullFinetune, startStep: 0 });
+
+  it("loads Agent Lightning's Calc-X config and maps it key by key onto the settings and the PPO options", () => {
+    const c = parse([]);
+    expect(c).toMatchObject({
+      model: "examples/calc-x/model",
+      fullFinetune: true, // no lora_rank: verl trains every weight
+      loraAlpha: 16,
+      recompute: true, // enable_gradient_checkpointing
+      totalEpochs: 2,
+      batch: 8,
+      group: 4,
+      epochs: 1,
+      miniBatch: 32, // ppo_mini_batch_size 8 prompts x rollout.n 4
+      microBatch: 4,
+      lr: 1e-6,
+      weightDecay: 0.01,
+      betas: [0.9, 0.999],
+      gradClip: 1,
+      lrWarmupSteps: null,
+      lrWarmupRatio: 0,
+      lrScheduler: "constant",
+      klCoef: 0,
+      klType: "low_var_kl",
+      clipRatio: 0.2,
+      clipRatioLow: 0.2,
+      clipRatioHigh: 0.3,
+      clipRatioC: 3,
+      entropyCoeff: 0,
+      lossAggMode: "token-mean",
+      lossMode: "vanilla",
+      maxPrompt: 208,
+      maxResponse: 48,
+      traceAggregator: { level: "transition" },
+      temperature: 1,
+      valEvery: 32,
+      checkpointEvery: 64,
+      advEstimator: "grpo",
+      normAdvByStd: true,
+      useKlInReward: false,
+      critic: { enable: null },
+      criticWarmup: 0,
+      rolloutDataDir: null,
+    });
+    // what the trainer keeps as it was: no verl key for them
+    expect(c).toMatchObject({ device: "auto", runners: 4, seed: 0, grouping: "sample_turn", out: "runs/train" });
+    const o = optionsOf(resolveSteps(c, 4096));
+    expect(o).toMatchObject({
+      steps: 1024, // 2 epochs x 4096 tasks / 8 per step
+      batchSize: 8,
+      nSamples: 4,
+      ppoEpochs: 1,
+      miniBatchSize: 32,
+      microBatchSize: 4,
+      maxPromptLength: 208,
+      maxResponseLength: 48,
+      valEvery: 32,
+      checkpointEvery: 64,
+      normByStd: true,
+      trackKl: false,
+      advEstimator: "grpo",
+      gamma: 1,
+      lam: 1,
+      useKlInReward: false,
+      klPenalty: "kl",
+      klCtrl: { type: "fixed", klCoef: 0.001, targetKl: 0.1, horizon: 10000 },
+      criticWarmup: 0,
+      rolloutDataDir: null,
+    });
+    expect(o.loss).toEqual({
+      lossMode: "vanilla",
+      clipCovRatio: 0.0002,
+      clipCovLb: 1,
+      clipCovUb: 5,
+      klCovRatio: 0.0002,
+      ppoKlCoef: 0.1,
+      clipRatio: 0.2,
+      clipRatioLow: 0.2,
+      clipRatioHigh: 0.3,
+      clipRatioC: 3,
+      lossAggMode: "token-mean",
+      entropyCoeff: 0,
+      klLossCoef: 0,
+      klLossType: "low_var_kl",
+    });
+    expect(o.lrSchedule?.(1, 1024)).toBe(1e-6);
+  });
+
+  it("flags override the file's own keys, which override its verl keys", () => {
+    const file = JSON.stringify({ ...JSON.parse(calcX), lr: 1e-3, maxPrompt: 100, steps: 7 });
+    const fromFile = parse([], file);
+    expect(fromFile).toMatchObject({ lr: 1e-3, maxPrompt: 100, steps: 7, totalEpochs: null, maxResponse: 48 });
+    const c = parse(["--lr", "1e-4", "--lora-r", "8", "--total-epochs", "3", "--clip-ratio-high", "0.25"], file);
+    // --lora-r turns verl's full fine-tuning (lora_rank 0) into LoRA; --total-epochs wins over the file's steps
+    expect(c).toMatchObject({ lr: 1e-4, loraR: 8, fullFinetune: false, totalEpochs: 3, clipRatioHigh: 0.25, maxPrompt: 100 });
+    expect(parse(["--steps", "5"])).toMatchObject({ steps: 5, totalEpochs: null });
+    expect(() => parse(["--steps", "5", "--total-epochs", "1"])).toThrow(/--steps and --total-epochs/);
+    // a string `data` is the tasks file beside verl's sections
+    const withData = parseTrainArgs(["--agent", "a", "--config", "c.json"], () =>
+      JSON.stringify({ ...JSON.parse(calcX), data: "t.jsonl" }),
+    );
+    expect(withData.help === false && withData.config.data).toBe("t.jsonl");
+  });
+
+  it("names the file and the key path of a bad verl config", () => {
+    /** The Calc-X config with `value` set at each `path`; the message it is refused with. */
+    const bad = (...edits: [string, unknown][]): string => {
+      const c = JSON.parse(calcX) as Record<string, unknown>;
+      for (const [path, value] of edits) {
+        const keys = path.split(".");
+        let node = c;
+        for (const k of keys.slice(0, -1)) node = (node[k] ??= {}) as Record<string, unknown>;
+        node[keys[keys.length - 1]!] = value;
+      }
+      try {
+        parse([], JSON.stringify(c));
+      } catch (e) {
+        expect(e).toBeInstanceOf(UsageError);
+        return (e as Error).message;
+      }
+      throw new Error("accepted");
+    };
+    expect(bad(["actor_rollout_ref.actor.ppo_mini_batch", 8])).toMatch(
+      /^--config c\.json: actor_rollout_ref\.actor\.ppo_mini_batch: not a key of verl's config/,
+    );
+    expect(bad(["trainer.val_only", true])).toMatch(/^--config c\.json: trainer\.val_only: true is refused/);
+    expect(bad(["data.train_batch_size", 4])).toMatch(
+      /actor_rollout_ref\.actor\.ppo_mini_batch_size: must be at most data\.train_batch_size/,
+    );
+    // a key that sets a setting of the trainer's own layout is refused by that setting's rule
+    expect(bad(["actor_rollout_ref.actor.use_kl_loss", true], ["actor_rollout_ref.actor.kl_loss_coef", 0.001])).toMatch(
+      /--kl-coef: a KL to the base needs a LoRA adapter/,
+    );
+  });
+
+  it("refuses, naming flag and verl key, what the GRPO loop does not run yet", () => {
+    const withAlgorithm = (a: object) => JSON.stringify({ ...JSON.parse(calcX), algorithm: a });
+    expect(() => parse([], withAlgorithm({ adv_estimator: "rloo" }))).toThrow(
+      /--adv-estimator: the rloo estimator \(verl's algorithm.adv_estimator\): agl train does not run it yet; use grpo/,
+    );
+    // verl's default estimator is gae, with a critic
+    expect(() => parse([], withAlgorithm({}))).toThrow(/--adv-estimator: the gae estimator/);
+    expect(() => parse([], withAlgorithm({ adv_estimator: "grpo", use_kl_in_reward: true }))).toThrow(
+      /--kl-in-reward: a KL penalty in the reward/,
+    );
+    expect(() => parse([], JSON.stringify({ ...JSON.parse(calcX), critic: { enable: true } }))).toThrow(/^critic: a critic/);
+    expect(() => parse(["--loss-mode", "gspo"])).toThrow(/--loss-mode: the gspo policy loss/);
+    expect(() => parse(["--critic-warmup", "2"])).toThrow(/--critic-warmup: critic warmup/);
+    expect(() => parse(["--rollout-data-dir", "dump"])).toThrow(/--rollout-data-dir: the generations dump/);
+  });
+
+  it("reads the PPO family's flags and checks their values", () => {
+    const c = parse([
+      "--no-norm-adv-by-std",
+      "--kl-ctrl",
+      "adaptive",
+      "--kl-ctrl-coef",
+      "0.01",
+      "--kl-target",
+      "0.2",
+      "--kl-horizon",
+      "500",
+      "--kl-penalty",
+      "k3",
+      "--clip-ratio-low",
+      "0.1",
+      "--clip-ratio-c",
+      "4",
+      "--entropy-coeff",
+      "0.01",
+      "--loss-agg-mode",
+      "seq-mean-token-sum",
+      "--grad-clip",
+      "0.5",
+      "--lr-warmup-steps",
+      "2",
+      "--lr-scheduler",
+      "cosine",
+      "--lr-min-ratio",
+      "0.1",
+      "--critic-model",
+      "critic-dir",
+      "--critic-lr",
+      "1e-4",
+      "--cliprange-value",
+      "0.3",
+      "--gamma",
+      "0.99",
+      "--lam",
+      "0.95",
+      "--checkpoint-every",
+      "0",
+    ]);
+    expect(c).toMatchObject({
+      normAdvByStd: false,
+      klCtrl: { type: "adaptive", klCoef: 0.01, targetKl: 0.2, horizon: 500 },
+      klPenalty: "k3",
+      clipRatioLow: 0.1,
+      clipRatioHigh: 0.3,
+      clipRatioC: 4,
+      entropyCoeff: 0.01,
+      lossAggMode: "seq-mean-token-sum",
+      gradClip: 0.5,
+      lrWarmupSteps: 2,
+      lrScheduler: "cosine",
+      lrMinRatio: 0.1,
+      critic: { enable: null, model: "critic-dir", lr: 1e-4, cliprangeValue: 0.3 },
+      gamma: 0.99,
+      lam: 0.95,
+    });
+    const o = optionsOf({ ...c, steps: 9 });
+    expect(o).toMatchObject({ normByStd: false, klPenalty: "k3", checkpointEvery: 9 });
+    expect(o.loss).toMatchObject({ clipRatioLow: 0.1, clipRatioC: 4, entropyCoeff: 0.01, lossAggMode: "seq-mean-token-sum" });
+    expect(() => parse(["--kl-ctrl", "pid"])).toThrow(/--kl-ctrl must be fixed or adaptive/);
+    expect(() => parse(["--adv-estimator", "ppo"])).toThrow(/--adv-estimator must be gae, grpo/);
+    expect(() => parse(["--clip-ratio-c", "1"])).toThrow(/^--clip-ratio-c: /);
+    expect(() => parse(["--critic-lr", "0"])).toThrow(/^--critic-lr: /);
+    expect(() => parse(["--kl-target", "0"])).toThrow(/^--kl-target: /);
+    expect(() => parse(["--gamma", "2"])).toThrow(/^--gamma: /);
+  });
+
+  it("verl's step count and learning-rate schedule, times the late decay", () => {
+    const c = parse(["--lr", "1", "--lr-warmup-steps", "2", "--lr-decay-share", "0.5"]);
+    // warmup from 0, then the late decay over the last half: 1 - 0.9 x (step - 2) / 2
+    [0, 0.5, 1 - 0.9 * 0.5, 0.1].forEach((lr, i) => expect(lrOf(c, i + 1, 4)).toBeCloseTo(lr, 12));
+    expect(resolveSteps(c, 20).steps).toBe(4); // 2 epochs x floor(20 / 8)
+    expect(() => resolveSteps(c, 7)).toThrow(/--total-epochs 2: trainer\.total_epochs: 7 training tasks make no full batch of 8/);
+    expect(resolveSteps(parse(["--steps", "3"]), 7).steps).toBe(3);
   });
 });
 
@@ -237,6 +481,28 @@ describe("agl train on a Hugging Face folder", () => {
     await expect(runTraining(settings({ out, steps: 3, seed: 1 }), { log: () => {} })).rejects.toThrow(
       /another run \(fullFinetune differ\)/,
     );
+  }, 600_000);
+
+  it("trains from Agent Lightning's Calc-X verl config: every weight, clip-higher, total_epochs over the tasks", async () => {
+    const out = join(dir, "run-verl");
+    const args = parseTrainArgs(
+      [
+        ...["--config", "examples/calc-x/verl-config.json", "--model", join(dir, "model"), "--agent", "examples/calc/agent.ts"],
+        ...["--data", join(dir, "train.jsonl"), "--out", out, "--total-epochs", "1", "--batch", "2", "--lr", "1e-3"],
+        ...["--max-prompt", "58", "--max-response", "6", "--device", "cpu", "--runners", "2", "--no-progress"],
+      ],
+      (path) => readFileSync(path, "utf8"),
+    );
+    if (args.help) throw new Error("not help");
+    const r = await runTraining(args.config, { log: () => {} });
+    // 1 epoch of 4 tasks in batches of 2; rollout.n 4 per task; lora_rank 0: the whole model
+    const steps = r.reports.filter((x) => x.kind === "step");
+    expect(steps.map((s) => s.step)).toEqual([1, 2]);
+    expect(steps.every((s) => s.rows === 8)).toBe(true);
+    expect(steps.reduce((a, s) => a + s.updates - s.skipped_updates, 0)).toBeGreaterThan(0);
+    expect(r.weightsDir).toBe(join(out, "model"));
+    // save_freq 64: only the last step's checkpoint
+    expect(JSON.parse(await readFile(join(out, "progress.json"), "utf8"))).toEqual({ step: 2, checkpoint: "checkpoints/step-2" });
   }, 600_000);
 
   it("resumes from the last checkpoint and refuses a folder that holds another run", async () => {
