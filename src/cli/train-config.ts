@@ -161,6 +161,12 @@ export const TrainConfigSchema = z
         path: ["klCoef"],
         message: "a KL to the base needs a LoRA adapter (the base is the reference); full fine-tuning keeps no second copy",
       });
+    if (c.fullFinetune && c.useKlInReward)
+      ctx.addIssue({
+        code: "custom",
+        path: ["useKlInReward"],
+        message: "a KL penalty in the reward needs a LoRA adapter (the base is the reference); full fine-tuning keeps no second copy",
+      });
   });
 
 export type TrainConfig = z.infer<typeof TrainConfigSchema>;
@@ -168,28 +174,18 @@ export type TrainConfig = z.infer<typeof TrainConfigSchema>;
 /** Whether the run trains a critic: verl's rule (critic.enable, else the gae estimator). */
 export const usesCritic = (c: TrainConfig): boolean => c.critic.enable ?? c.advEstimator === "gae";
 
-/**
- * The settings the GRPO loop of `agl train` cannot run yet, each with the setting's path: the PPO family's
- * estimators, the critic, the KL in the reward, the other loss modes and the generations dump come with the
- * PPO algorithm. Empty when the run is GRPO's.
- */
+/** The settings `agl train` cannot run yet, each with the setting's path: the critic, and the loss modes other than vanilla. */
 export function notRunYet(c: TrainConfig): { path: string[]; message: string }[] {
   const issues: { path: string[]; message: string }[] = [];
   const later = (path: string[], what: string, instead: string) =>
     issues.push({ path, message: `${what}: agl train does not run it yet; ${instead}` });
-  if (c.advEstimator !== "grpo") later(["advEstimator"], `the ${c.advEstimator} estimator (verl's algorithm.adv_estimator)`, "use grpo");
   if (usesCritic(c))
     later(
       ["critic"],
       "a critic (verl's critic.enable, or the gae estimator)",
       "use an estimator without one (grpo) and leave critic.enable unset or false",
     );
-  if (c.useKlInReward)
-    later(["useKlInReward"], "a KL penalty in the reward (verl's algorithm.use_kl_in_reward)", "use the KL loss (--kl-coef) instead");
   if (c.lossMode !== "vanilla") later(["lossMode"], `the ${c.lossMode} policy loss (verl's actor.policy_loss.loss_mode)`, "use vanilla");
-  if (c.criticWarmup > 0) later(["criticWarmup"], "critic warmup steps (verl's trainer.critic_warmup)", "set it to 0");
-  if (c.rolloutDataDir !== null)
-    later(["rolloutDataDir"], "the generations dump (verl's trainer.rollout_data_dir)", "the store holds every rollout's spans");
   return issues;
 }
 

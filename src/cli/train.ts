@@ -16,7 +16,8 @@
  * task order continues where that step left it, and the metrics after it (work lost with the crash)
  * are dropped.
  */
-import { GRPO, lateDecay, type GrpoReport } from "../algorithm/grpo.ts";
+import { lateDecay, type GrpoReport } from "../algorithm/grpo.ts";
+import { PPO } from "../algorithm/ppo.ts";
 import type { PpoOptions } from "../algorithm/ppo-options.ts";
 import { stepsOfEpochs, verlLrFactor, warmupSteps } from "../algorithm/verl-config.ts";
 import { LlmProxyTraceToTriplet } from "../adapter/proxy-triplet.ts";
@@ -399,7 +400,8 @@ export async function runTraining(config: TrainConfig, options: { log?: (m: stri
     await writeAtomic(svgPath, rewardCurve(reports, c.steps));
   };
   let pending: Promise<void> = Promise.resolve();
-  const grpo = new GRPO(
+  // GRPO (the default) keeps its span names (grpo.step, ...); any other estimator runs as PPO (ppo.step, ...)
+  const algorithm = new PPO(
     ppoOptionsOf(c, {
       trainer,
       policy,
@@ -411,9 +413,10 @@ export async function runTraining(config: TrainConfig, options: { log?: (m: stri
         pending = pending.then(persist);
       },
     }),
+    c.advEstimator === "grpo" ? "grpo" : "ppo",
   );
   const lightning = new Trainer({
-    algorithm: grpo,
+    algorithm,
     llmProxy: server,
     store,
     nRunners: c.runners,

@@ -255,20 +255,20 @@ describe("agl train with verl's config", () => {
     );
   });
 
-  it("refuses, naming flag and verl key, what the GRPO loop does not run yet", () => {
+  it("runs the PPO family's estimators, KL in the reward, critic warmup and the dump; refuses, naming flag and verl key, what it does not run yet", () => {
     const withAlgorithm = (a: object) => JSON.stringify({ ...JSON.parse(calcX), algorithm: a });
-    expect(() => parse([], withAlgorithm({ adv_estimator: "rloo" }))).toThrow(
-      /--adv-estimator: the rloo estimator \(verl's algorithm.adv_estimator\): agl train does not run it yet; use grpo/,
-    );
+    expect(parse([], withAlgorithm({ adv_estimator: "rloo" })).advEstimator).toBe("rloo");
+    // (Calc-X's config fine-tunes every weight: the KL reference is a LoRA run's base)
+    expect(parse(["--lora-r", "8"], withAlgorithm({ adv_estimator: "grpo", use_kl_in_reward: true })).useKlInReward).toBe(true);
+    expect(parse(["--critic-warmup", "2"]).criticWarmup).toBe(2);
+    expect(parse(["--rollout-data-dir", "dump"]).rolloutDataDir).toBe("dump");
     // verl's default estimator is gae, with a critic
-    expect(() => parse([], withAlgorithm({}))).toThrow(/--adv-estimator: the gae estimator/);
-    expect(() => parse([], withAlgorithm({ adv_estimator: "grpo", use_kl_in_reward: true }))).toThrow(
-      /--kl-in-reward: a KL penalty in the reward/,
+    expect(() => parse([], withAlgorithm({}))).toThrow(
+      /^critic: a critic \(verl's critic.enable, or the gae estimator\): agl train does not run it yet/,
     );
     expect(() => parse([], JSON.stringify({ ...JSON.parse(calcX), critic: { enable: true } }))).toThrow(/^critic: a critic/);
     expect(() => parse(["--loss-mode", "gspo"])).toThrow(/--loss-mode: the gspo policy loss/);
-    expect(() => parse(["--critic-warmup", "2"])).toThrow(/--critic-warmup: critic warmup/);
-    expect(() => parse(["--rollout-data-dir", "dump"])).toThrow(/--rollout-data-dir: the generations dump/);
+    expect(() => parse(["--full-finetune", "--kl-in-reward"])).toThrow(/--kl-in-reward: a KL penalty in the reward needs a LoRA adapter/);
   });
 
   it("reads the PPO family's flags and checks their values", () => {
@@ -503,6 +503,36 @@ describe("agl train on a Hugging Face folder", () => {
     expect(r.weightsDir).toBe(join(out, "model"));
     // save_freq 64: only the last step's checkpoint
     expect(JSON.parse(await readFile(join(out, "progress.json"), "utf8"))).toEqual({ step: 2, checkpoint: "checkpoints/step-2" });
+  }, 600_000);
+
+  it("runs another estimator as PPO: RLOO with a KL penalty in the reward, its generations dumped per step", async () => {
+    const out = join(dir, "run-rloo");
+    const dump = join(dir, "dump-rloo");
+    const r = await runTraining(
+      settings({
+        out,
+        steps: 2,
+        advEstimator: "rloo",
+        useKlInReward: true,
+        klCtrl: { type: "adaptive", klCoef: 0.01, targetKl: 0.1, horizon: 100 },
+        rolloutDataDir: dump,
+      }),
+      { log: () => {} },
+    );
+    const steps = r.reports.filter((x) => x.kind === "step");
+    expect(steps.map((s) => s.step)).toEqual([1, 2]);
+    const metrics = (steps[1] as { metrics?: Record<string, number> }).metrics ?? {};
+    // the adaptive controller moved beta after the first step
+    expect(metrics["actor/reward_kl_penalty_coeff"]).toBeGreaterThan(0);
+    expect(metrics["actor/reward_kl_penalty_coeff"]).not.toBe(0.01);
+    for (const step of [1, 2]) {
+      const rows = (await readFile(join(dump, `${step}.jsonl`), "utf8"))
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l));
+      expect(rows.length).toBe(steps[step - 1].rows);
+      expect(rows.every((x) => x.step === step && typeof x.input === "string" && typeof x.output === "string")).toBe(true);
+    }
   }, 600_000);
 
   it("resumes from the last checkpoint and refuses a folder that holds another run", async () => {
