@@ -4,6 +4,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { covSelection, ppoPolicyLoss, type PpoLossResult } from "../../src/model/ppo-loss.ts";
+import { clipGradNorm, globalGradNorm } from "../../src/model/reference/optim.ts";
 import type { KlLossType, LossAggMode, PolicyLossMode, PolicyLossOptions } from "../../src/model/train-types.ts";
 
 interface GoldenCase {
@@ -31,6 +32,8 @@ interface Golden {
   inputs: Record<"old_log_probs" | "log_probs" | "advantages" | "response_mask" | "entropy" | "ref_log_probs", number[]>;
   options: Record<string, number>;
   cases: GoldenCase[];
+  /** torch.nn.utils.clip_grad_norm_ over a flat gradient */
+  grad_clip: Array<{ max_norm: number; grads: number[]; total_norm: number; clipped: number[] }>;
 }
 
 const golden = JSON.parse(readFileSync("test/fixtures/ppo-loss/golden.json", "utf8")) as Golden;
@@ -108,5 +111,15 @@ describe("policy losses against torch autograd (test/fixtures/ppo-loss/golden.js
     };
     grads(r.dLogProbs, c.d_log_probs, "dLogProbs");
     grads(r.dEntropy, c.d_entropy, "dEntropy");
+  });
+});
+
+describe("gradient clipping against torch.nn.utils.clip_grad_norm_ (test/fixtures/ppo-loss/golden.json)", () => {
+  it.each(golden.grad_clip.map((c) => [c.max_norm, c] as const))("max norm %d", (_max, c) => {
+    const grads = Float64Array.from(c.grads);
+    const norm = globalGradNorm(grads);
+    close(norm, c.total_norm, "total norm", 1e-12);
+    clipGradNorm(grads, norm, c.max_norm);
+    grads.forEach((v, k) => close(v, c.clipped[k], `grad[${k}]`, 1e-12));
   });
 });
