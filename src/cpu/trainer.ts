@@ -12,7 +12,8 @@
  *
  * A step splits the batch into micro-batches of `microBatchSize` rows; the aggregation normalisers
  * come from the whole step's response mask, so micro-batching changes memory use, not the result
- * (up to float rounding of the accumulated gradient).
+ * (up to float rounding of the accumulated gradient). clip_cov and kl_cov pick their tokens over the whole
+ * step: with more than one micro-batch, a forward over the step comes first to find them.
  */
 import { paramCount, parseModelConfig, type ModelConfig } from "../model/config.ts";
 import { checkResponseTensor, microBatches, resolveResponseMask, sliceRows, validateBatch } from "../model/batch.ts";
@@ -23,7 +24,16 @@ import { CpuBackend, type CpuEngineOptions } from "./backend.ts";
 import { withActivations, type ModelOps } from "../model/model-ops.ts";
 import { backward, backwardLora, forward } from "../model/reference/model.ts";
 import { clipGradNorm, globalGradNorm, newOptimizerState, resolveOptimizerOptions } from "../model/reference/optim.ts";
-import { aggLoss, aggWeights, normFromMask, ppoPolicyLoss, type AggNorm } from "../model/ppo-loss.ts";
+import {
+  aggLoss,
+  aggWeights,
+  covSelection,
+  needsCovSelection,
+  normFromMask,
+  ppoPolicyLoss,
+  resolveLossOptions,
+  type AggNorm,
+} from "../model/ppo-loss.ts";
 import { ValidationError } from "../types/errors.ts";
 import type {
   LogProbsResult,
@@ -168,23 +178,31 @@ export class CpuTrainer implements PolicyTrainer {
     checkResponseTensor("advantages", advantages, batch);
     checkResponseTensor("oldLogProbs", oldLogProbs, batch);
     if (options.refLogProbs !== undefined) checkResponseTensor("refLogProbs", options.refLogProbs, batch);
-    const R = batch.R;
+    const o = resolveLossOptions(options);
+    const { n, R } = batch;
+    // clip_cov / kl_cov: the step's tokens picked once, seeded by the step count (the GPU trainer does the same)
+    const seed = this.optimizer.step;
+    let stepSelection: Uint8Array | undefined;
+    if (needsCovSelection(o.lossMode) && microBatches(n, options.microBatchSize).length > 1) {
+      const { log_probs } = await this.logProbs(batch, { microBatchSize: options.microBatchSize });
+      const responseMask = resolveResponseMask(batch);
+      stepSelection = covSelection({ rows: n, cols: R, logProbs: log_probs, oldLogProbs, advantages, responseMask }, o, seed);
+    }
     return this.step(await this.ops(), batch, options, ([r0, r1], logProbs, entropy, mask, norm) => {
       const cut = <T extends { subarray(a: number, b: number): T }>(a: T): T => a.subarray(r0 * R, r1 * R);
-      const r = ppoPolicyLoss(
-        {
-          rows: r1 - r0,
-          cols: R,
-          logProbs,
-          oldLogProbs: cut(oldLogProbs),
-          advantages: cut(advantages),
-          responseMask: mask,
-          entropy,
-          refLogProbs: options.refLogProbs && cut(options.refLogProbs),
-        },
-        options,
-        norm,
-      );
+      const input = {
+        rows: r1 - r0,
+        cols: R,
+        logProbs,
+        oldLogProbs: cut(oldLogProbs),
+        advantages: cut(advantages),
+        responseMask: mask,
+        entropy,
+        refLogProbs: options.refLogProbs && cut(options.refLogProbs),
+      };
+      // one micro-batch: it is the whole step, and its forward gives the log-probs the selection needs
+      const covSelected = stepSelection ? cut(stepSelection) : needsCovSelection(o.lossMode) ? covSelection(input, o, seed) : undefined;
+      const r = ppoPolicyLoss({ ...input, covSelected }, o, norm);
       return {
         parts: {
           loss: r.loss,

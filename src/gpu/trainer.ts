@@ -14,8 +14,15 @@ import { initParams } from "../model/init.ts";
 import { initLora, loraParamCount, parseLoraConfig, type LoraConfig } from "../model/lora.ts";
 import type { ModelParams } from "../model/params.ts";
 import { resolveOptimizerOptions } from "../model/reference/optim.ts";
-import { aggWeights, normFromMask, resolveLossOptions, type AggNorm } from "../model/ppo-loss.ts";
-import { KL_ALIASES } from "../wasm/types.ts";
+import {
+  aggWeights,
+  covSelection,
+  needsCovSelection,
+  normFromMask,
+  pgAggMode,
+  resolveLossOptions,
+  type AggNorm,
+} from "../model/ppo-loss.ts";
 import { ValidationError } from "../types/errors.ts";
 import type {
   LogProbsResult,
@@ -31,7 +38,7 @@ import type {
 } from "../model/train-types.ts";
 import { GpuContext } from "./context.ts";
 import { checkTokenRanges, GpuModel, type MicroInputs, type MicroShape } from "./model.ts";
-import { METRIC_COLUMNS, ppoLoss, type PpoParams } from "./kernels/ppo-loss.ts";
+import { INPUT_COLUMNS, METRIC_COLUMNS, packLossInputs, ppoLoss, ppoParams, seqLogRatio, type PpoParams } from "./kernels/ppo-loss.ts";
 import { columnSums, sumSquares, SUMSQ_GROUPS } from "./kernels/reduce.ts";
 import { adamw, adamwScalars } from "./kernels/adamw.ts";
 import { GpuOutOfMemoryError, type GpuDeviceOptions } from "./device.ts";
@@ -93,14 +100,19 @@ function microInputs(batch: TokenBatch): { shape: MicroShape; inputs: MicroInput
   };
 }
 
-/** Per-token loss inputs of one micro-batch, [rows * R] each. */
-interface LossInputs {
+/** The step's per-token loss inputs, [B * R] each. */
+interface PerToken {
   advantages: Float32Array;
   oldLogProbs: Float32Array;
-  refLogProbs: Float32Array;
-  weight: Float32Array;
-  mask: Float32Array;
+  refLogProbs?: Float32Array;
+  /** gspo's aggregation weight of the policy term (the step's `weight` otherwise) */
+  pgWeight?: Float32Array;
+  /** clip_cov / kl_cov: the tokens picked over the whole step */
+  selected?: Uint8Array;
 }
+
+/** The loss kernel's per-micro-batch buffers. */
+type LossBuffers = Record<"inputs" | "seqLogRatio" | "metrics", GPUBuffer>;
 
 export class GpuPolicyTrainer implements PolicyTrainer {
   readonly backend = "webgpu" as const;
@@ -108,7 +120,7 @@ export class GpuPolicyTrainer implements PolicyTrainer {
   private readonly model: GpuModel;
   private readonly optim: Required<OptimizerOptions>;
   private stepCount: number;
-  private loss: { buffers: Record<keyof LossInputs | "metrics", GPUBuffer>; rows: number } | null = null;
+  private loss: { buffers: LossBuffers; rows: number } | null = null;
   private partials: GPUBuffer;
   /** The adapter's config in LoRA mode. */
   private readonly lora: LoraConfig | null;
@@ -249,17 +261,21 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     if (ref !== undefined) checkResponseTensor("refLogProbs", ref, batch);
     const o = resolveLossOptions(options);
     if (o.klLossCoef !== 0 && ref === undefined) throw new ValidationError("klLossCoef needs reference log-probs", ["refLogProbs"]);
-    const kind = KL_ALIASES[o.klLossType];
-    const params: PpoParams = {
-      clipLow: o.clipRatioLow,
-      clipHigh: o.clipRatioHigh,
-      clipC: o.clipRatioC,
-      entropyCoeff: o.entropyCoeff,
-      klCoef: o.klLossCoef,
-      klKind: kind,
-      hasRef: ref !== undefined,
-    };
-    return this.step(batch, options, o.lossAggMode, params, { advantages, oldLogProbs, refLogProbs: ref }, (s) => ({
+    const params = ppoParams(o, ref !== undefined);
+    const perToken: PerToken = { advantages, oldLogProbs, refLogProbs: ref };
+    const { n, R } = batch;
+    if (pgAggMode(o) !== o.lossAggMode) {
+      const mask = resolveResponseMask(batch);
+      perToken.pgWeight = Float32Array.from(aggWeights(mask, n, R, pgAggMode(o), normFromMask(mask, n, R)));
+    }
+    if (needsCovSelection(o.lossMode)) {
+      // The covariance selection spans the whole step: one forward over it first (one more forward per
+      // step; docs/training.md#the-ppo-loss), seeded by the step count like the CPU trainer's.
+      const { log_probs } = await this.runLogProbs(batch, { microBatchSize: options.microBatchSize });
+      const responseMask = resolveResponseMask(batch);
+      perToken.selected = covSelection({ rows: n, cols: R, logProbs: log_probs, oldLogProbs, advantages, responseMask }, o, this.stepCount);
+    }
+    return this.step(batch, options, o.lossAggMode, params, perToken, (s) => ({
       loss: s.pg - o.entropyCoeff * s.entropy + o.klLossCoef * s.kl,
       pg_loss: s.pg,
     }));
@@ -275,14 +291,15 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     }));
   }
 
-  private lossBuffers(rows: number): Record<keyof LossInputs | "metrics", GPUBuffer> {
+  /** Buffers for `rows` tokens (seqLogRatio gets one slot per token, more than the rows it needs). */
+  private lossBuffers(rows: number): LossBuffers {
     if (this.loss === null || this.loss.rows < rows) {
       this.ctx.flush();
       if (this.loss !== null) for (const b of Object.values(this.loss.buffers)) b.destroy();
       const a = (k: number): GPUBuffer => this.ctx.alloc(k);
       this.loss = {
         rows,
-        buffers: { advantages: a(rows), oldLogProbs: a(rows), refLogProbs: a(rows), weight: a(rows), mask: a(rows), metrics: a(rows * C) },
+        buffers: { inputs: a(rows * INPUT_COLUMNS.length), seqLogRatio: a(rows), metrics: a(rows * C) },
       };
     }
     return this.loss.buffers;
@@ -294,7 +311,7 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     options: StepOptions,
     mode: PolicyStepOptions["lossAggMode"] & string,
     lossParams: PpoParams,
-    perToken: { advantages: Float32Array; oldLogProbs: Float32Array; refLogProbs?: Float32Array },
+    perToken: PerToken,
     objective: (sums: { pg: number; entropy: number; kl: number }) => { loss: number; pg_loss: number },
   ): Promise<StepMetrics> {
     const started = now();
@@ -356,7 +373,7 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     mask: Float32Array,
     weight: Float32Array,
     lossParams: PpoParams,
-    perToken: { advantages: Float32Array; oldLogProbs: Float32Array; refLogProbs?: Float32Array },
+    perToken: PerToken,
     sums: GPUBuffer,
   ): Promise<Float32Array> {
     const { ctx, model } = this;
@@ -367,27 +384,34 @@ export class GpuPolicyTrainer implements PolicyTrainer {
       const ws = model.forward(shape, inputs);
       const rows = (r1 - r0) * R;
       const lb = this.lossBuffers(rows);
-      const cut = (a: Float32Array): Float32Array => a.subarray(r0 * R, r1 * R);
-      ctx.write(lb.advantages, cut(perToken.advantages));
-      ctx.write(lb.oldLogProbs, cut(perToken.oldLogProbs));
-      if (perToken.refLogProbs !== undefined) ctx.write(lb.refLogProbs, cut(perToken.refLogProbs));
-      ctx.write(lb.weight, cut(weight));
-      ctx.write(lb.mask, cut(mask));
+      const cut = <T extends Float32Array | Uint8Array>(a: T | undefined): T | undefined => a?.subarray(r0 * R, r1 * R) as T | undefined;
+      ctx.write(
+        lb.inputs,
+        packLossInputs(rows, {
+          oldLogprob: cut(perToken.oldLogProbs),
+          advantage: cut(perToken.advantages),
+          refLogprob: cut(perToken.refLogProbs),
+          weight: cut(weight),
+          pgWeight: cut(perToken.pgWeight),
+          mask: cut(mask),
+          selected: cut(perToken.selected),
+        }),
+      );
+      const lossShape = { rows: r1 - r0, cols: R };
+      if (lossParams.mode === "gspo")
+        seqLogRatio(ctx, { logprob: ws.logprob, inputs: lb.inputs, seqLogRatio: lb.seqLogRatio }, lossShape.rows, R);
       ppoLoss(
         ctx,
         {
           logprob: ws.logprob,
-          oldLogprob: lb.oldLogProbs,
-          advantages: lb.advantages,
           entropy: ws.entropy,
-          refLogprob: lb.refLogProbs,
-          weight: lb.weight,
-          mask: lb.mask,
+          inputs: lb.inputs,
+          seqLogRatio: lb.seqLogRatio,
           dlogprob: ws.dlogprob,
           dentropy: ws.dentropy,
           metrics: lb.metrics,
         },
-        rows,
+        lossShape,
         lossParams,
       );
       columnSums(ctx, lb.metrics, sums, rows, C, index * C);
