@@ -18,6 +18,7 @@ import { LORA_TARGETS, type LoraTarget } from "../model/lora.ts";
 import type { KlLossType, LossAggMode, OptimizerOptions, PolicyLossMode, PolicyLossOptions } from "../model/train-types.ts";
 import { ValidationError } from "../types/errors.ts";
 import { KL_ALIASES } from "../wasm/types.ts";
+import { POLICY_LOSS_MODES as LOSS_MODES } from "../model/ppo-loss.ts";
 import type { AdvantageEstimator, CriticOptions, PpoOptions } from "./ppo-options.ts";
 
 /** Every value of a string union, checked both ways at compile time. */
@@ -37,7 +38,8 @@ export const ADV_ESTIMATORS = allOf<AdvantageEstimator>()([
   "reinforce_plus_plus_baseline",
   "remax",
 ]);
-export const POLICY_LOSS_MODES = allOf<PolicyLossMode>()(["vanilla", "gspo", "gpg", "clip_cov", "kl_cov", "cispo"]);
+/** The loss's own list (src/model/ppo-loss.ts), checked here to name every mode. */
+export const POLICY_LOSS_MODES = allOf<PolicyLossMode>()(LOSS_MODES);
 export const LOSS_AGG_MODES = allOf<LossAggMode>()(["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]);
 export const KL_TYPES = Object.keys(KL_ALIASES) as [KlLossType, ...KlLossType[]];
 export const LR_SCHEDULERS = ["constant", "cosine"] as const;

@@ -174,7 +174,7 @@ export type TrainConfig = z.infer<typeof TrainConfigSchema>;
 /** Whether the run trains a critic: verl's rule (critic.enable, else the gae estimator). */
 export const usesCritic = (c: TrainConfig): boolean => c.critic.enable ?? c.advEstimator === "gae";
 
-/** The settings `agl train` cannot run yet, each with the setting's path: the critic, and the loss modes other than vanilla. */
+/** The settings `agl train` cannot run yet, each with the setting's path: the critic. */
 export function notRunYet(c: TrainConfig): { path: string[]; message: string }[] {
   const issues: { path: string[]; message: string }[] = [];
   const later = (path: string[], what: string, instead: string) =>
@@ -185,7 +185,6 @@ export function notRunYet(c: TrainConfig): { path: string[]; message: string }[]
       "a critic (verl's critic.enable, or the gae estimator)",
       "use an estimator without one (grpo) and leave critic.enable unset or false",
     );
-  if (c.lossMode !== "vanilla") later(["lossMode"], `the ${c.lossMode} policy loss (verl's actor.policy_loss.loss_mode)`, "use vanilla");
   return issues;
 }
 

@@ -72,7 +72,7 @@ export interface PpoLossResult {
 
 const MASKED_MEAN_EPS = 1e-8;
 
-export const POLICY_LOSS_MODES: readonly PolicyLossMode[] = ["vanilla", "gspo", "gpg", "clip_cov", "kl_cov", "cispo"];
+export const POLICY_LOSS_MODES = ["vanilla", "gspo", "gpg", "clip_cov", "kl_cov", "cispo"] as const satisfies readonly PolicyLossMode[];
 
 /** The modes that single out tokens by covariance over the whole step ({@link covSelection}). */
 export function needsCovSelection(mode: PolicyLossMode): boolean {
