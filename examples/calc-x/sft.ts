@@ -40,6 +40,7 @@ import { CalculatorError, evaluate } from "./calculator.ts";
 import { heldOutTasks, trainTasks } from "./tasks.ts";
 import { calcXTokenizer, trainCalcXTokenizer } from "./tokenizer.ts";
 import type { CalcXTask } from "./types.ts";
+import { runScript, type ScriptCommand } from "../../src/cli/script-options.ts";
 
 /** The policy's shape (vocab_size is the tokenizer's): about 0.13M parameters. */
 export const CALC_X_SHAPE = {
@@ -240,31 +241,31 @@ export async function runSft(o: SftOptions): Promise<{ config: ModelConfig; para
   return { config, params, accuracy };
 }
 
-function parseArgs(argv: string[]): SftOptions {
-  const o = { ...SFT_DEFAULTS };
-  for (let i = 0; i < argv.length; i += 2) {
-    const [k, v] = [argv[i], argv[i + 1]];
-    if (v === undefined) throw new Error(`missing value for ${k}`);
-    if (k === "--steps") o.steps = Number(v);
-    else if (k === "--short-steps") o.shortSteps = Number(v);
-    else if (k === "--batch") o.batch = Number(v);
-    else if (k === "--lr") o.lr = Number(v);
-    else if (k === "--seed") o.seed = Number(v);
-    else if (k === "--eval-every") o.evalEvery = Number(v);
-    else if (k === "--eval-tasks") o.evalTasks = Number(v);
-    else if (k === "--threads") o.threads = Number(v);
-    else if (k === "--out") o.out = v === "none" ? null : v;
-    else throw new Error(`unknown option ${k}`);
-  }
-  return o;
-}
+export const CALC_X_SFT_COMMAND: ScriptCommand<SftOptions> = {
+  usage: "npx tsx examples/calc-x/sft.ts [options]",
+  about: "Makes the Calc-X policy (examples/calc-x/model): supervised fine-tuning on tool-using conversations generated in code.",
+  defaults: SFT_DEFAULTS,
+  options: {
+    shortSteps: { help: "steps on conversations without their system turn, first", integer: true, min: 0 },
+    steps: { help: "steps on whole conversations, after them", integer: true, min: 0 },
+    batch: { help: "conversations per step", integer: true, min: 1 },
+    lr: { help: "learning rate", value: "X", min: 0, exclusiveMin: true },
+    seed: { help: "seed of the init and the data", integer: true, min: 0 },
+    evalEvery: { help: "log (and, on whole conversations, held-out accuracy) every N steps", integer: true, min: 1 },
+    evalTasks: { help: "held-out problems", integer: true, min: 1 },
+    threads: { help: "CPU trainer threads [all cores]", type: "number", integer: true, min: 1 },
+    out: { help: "model folder (none: do not save)", value: "DIR", parse: (v) => (v === "none" ? null : v) },
+  },
+};
 
-const argv1 = (globalThis as { process?: { argv: string[] } }).process?.argv[1] ?? "";
-if (argv1.endsWith("examples/calc-x/sft.ts")) {
-  const o = parseArgs((globalThis as unknown as { process: { argv: string[] } }).process.argv.slice(2));
-  const t0 = Date.now();
-  const r = await runSft(o);
-  console.log(
-    `final held-out accuracy ${(r.accuracy * 100).toFixed(1)}% in ${((Date.now() - t0) / 1000).toFixed(0)} s${o.out ? `, saved to ${o.out}` : ""}`,
-  );
-}
+const proc = (globalThis as { process?: { argv: string[]; exitCode?: number } }).process;
+if ((proc?.argv[1] ?? "").endsWith("examples/calc-x/sft.ts"))
+  proc!.exitCode = await runScript("calc-x sft", CALC_X_SFT_COMMAND, proc!.argv.slice(2), async (options) => {
+    const o = { ...SFT_DEFAULTS, ...options };
+    const t0 = Date.now();
+    const r = await runSft(o);
+    console.log(
+      `final held-out accuracy ${(r.accuracy * 100).toFixed(1)}% in ${((Date.now() - t0) / 1000).toFixed(0)} s${o.out ? `, saved to ${o.out}` : ""}`,
+    );
+    return 0;
+  });

@@ -13,7 +13,7 @@
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { runCli } from "../../src/cli/agl.ts";
-import { type CommandSpec, formatHelp, parseFlags } from "../../src/cli/flags.ts";
+import { runScript, type ScriptCommand } from "../../src/cli/script-options.ts";
 import { findFinalReward } from "../../src/adapter/reward.ts";
 import { openStore } from "../../src/store/index.ts";
 import type { LightningStore } from "../../src/store/base.ts";
@@ -189,120 +189,35 @@ export function formatStats(label: string, s: CalcXStats): string {
   );
 }
 
-const COMMAND = {
-  usage: "npx tsx examples/calc-x/train.ts [options]",
+export const CALC_X_COMMAND: ScriptCommand<CalcXTrainOptions> = {
+  usage: "npm run demo:calc-x -- [options]   (= npx tsx examples/calc-x/train.ts)",
   about: "The Calc-X demo: GRPO on the multi-turn MCP calculator agent, from the committed SFT model, with `agl train`.",
-  sections: [
-    {
-      title: "Options:",
-      flags: [
-        { name: "steps", type: "number", integer: true, min: 1, value: "N", help: `training steps [${CALC_X_DEFAULTS.steps}]` },
-        { name: "batch", type: "number", integer: true, min: 1, value: "N", help: `tasks per step [${CALC_X_DEFAULTS.batch}]` },
-        { name: "group", type: "number", integer: true, min: 2, value: "N", help: `rollouts per task [${CALC_X_DEFAULTS.group}]` },
-        { name: "lr", type: "number", min: 0, exclusiveMin: true, value: "X", help: `learning rate [${CALC_X_DEFAULTS.lr}]` },
-        {
-          name: "decay-share",
-          type: "number",
-          min: 0,
-          max: 1,
-          value: "S",
-          help: `share of the steps, at the end, over which the lr decays [${CALC_X_DEFAULTS.decayShare}]`,
-        },
-        { name: "lr-final", type: "number", min: 0, value: "F", help: `the lr factor at the last step [${CALC_X_DEFAULTS.lrFinal}]` },
-        {
-          name: "temperature",
-          type: "number",
-          min: 0,
-          value: "X",
-          help: `sampling temperature of training rollouts [${CALC_X_DEFAULTS.temperature}]`,
-        },
-        { name: "lora-r", type: "number", integer: true, min: 1, value: "R", help: `LoRA rank [${CALC_X_DEFAULTS.loraR}]` },
-        { name: "lora-alpha", type: "number", min: 0, exclusiveMin: true, value: "A", help: `LoRA alpha [${CALC_X_DEFAULTS.loraAlpha}]` },
-        { name: "full-finetune", type: "boolean", help: "train every weight instead of a LoRA adapter" },
-        {
-          name: "level",
-          type: "string",
-          choices: ["trajectory", "transition"],
-          value: "L",
-          help: `what becomes a training row [${CALC_X_DEFAULTS.level}]`,
-        },
-        {
-          name: "val-every",
-          type: "number",
-          integer: true,
-          min: 0,
-          value: "N",
-          help: `validate every N steps (0: before and after only) [${CALC_X_DEFAULTS.valEvery}]`,
-        },
-        { name: "val-tasks", type: "number", integer: true, min: 1, value: "N", help: `held-out problems [${CALC_X_DEFAULTS.valTasks}]` },
-        {
-          name: "runners",
-          type: "number",
-          integer: true,
-          min: 1,
-          value: "N",
-          help: `concurrent agent runners [${CALC_X_DEFAULTS.runners}]`,
-        },
-        {
-          name: "seed",
-          type: "number",
-          integer: true,
-          min: 0,
-          value: "N",
-          help: `seed of the task order and of the samples [${CALC_X_DEFAULTS.seed}]`,
-        },
-        { name: "out", type: "string", value: "DIR", help: `output folder [${CALC_X_DEFAULTS.out}]` },
-        {
-          name: "device",
-          type: "string",
-          choices: ["cpu", "webgpu", "auto"],
-          value: "D",
-          help: `training device [${CALC_X_DEFAULTS.device}]`,
-        },
-      ],
-    },
-  ],
-} as const satisfies CommandSpec;
-
-/** The command line's options; `help` when -h/--help was given. */
-export function parseCalcXArgs(argv: readonly string[]): { help: boolean; options: Partial<CalcXTrainOptions> } {
-  const { help, values: v } = parseFlags(COMMAND, argv);
-  const options: Partial<CalcXTrainOptions> = {};
-  const set = <K extends keyof CalcXTrainOptions>(k: K, x: CalcXTrainOptions[K] | undefined): void => {
-    if (x !== undefined) options[k] = x;
-  };
-  set("steps", v.steps);
-  set("batch", v.batch);
-  set("group", v.group);
-  set("lr", v.lr);
-  set("decayShare", v["decay-share"]);
-  set("lrFinal", v["lr-final"]);
-  set("temperature", v.temperature);
-  set("loraR", v["lora-r"]);
-  set("loraAlpha", v["lora-alpha"]);
-  if (v["full-finetune"]) options.fullFinetune = true;
-  set("level", v.level as CalcXTrainOptions["level"] | undefined);
-  set("valEvery", v["val-every"]);
-  set("valTasks", v["val-tasks"]);
-  set("runners", v.runners);
-  set("seed", v.seed);
-  set("out", v.out);
-  set("device", v.device as CalcXTrainOptions["device"] | undefined);
-  return { help, options };
-}
+  defaults: CALC_X_DEFAULTS,
+  options: {
+    steps: { help: "training steps", integer: true, min: 1 },
+    batch: { help: "tasks per step", integer: true, min: 1 },
+    group: { help: "rollouts per task (the GRPO group)", integer: true, min: 2 },
+    lr: { help: "learning rate", value: "X", min: 0, exclusiveMin: true },
+    decayShare: { help: "share of the steps, at the end, over which the lr decays", value: "S", min: 0, max: 1 },
+    lrFinal: { help: "the lr factor at the last step", value: "F", min: 0 },
+    temperature: { help: "sampling temperature of training rollouts", value: "X", min: 0 },
+    loraR: { help: "LoRA rank", integer: true, min: 1 },
+    loraAlpha: { help: "LoRA alpha", value: "A", min: 0, exclusiveMin: true },
+    fullFinetune: { help: "train every weight instead of a LoRA adapter" },
+    level: { help: "what becomes a training row", value: "L", choices: ["trajectory", "transition"] },
+    valEvery: { help: "validate every N steps (0: before and after only)", integer: true, min: 0 },
+    valTasks: { help: "held-out problems", integer: true, min: 1 },
+    runners: { help: "concurrent agent runners", integer: true, min: 1 },
+    seed: { help: "seed of the task order and of the samples", integer: true, min: 0 },
+    out: { help: "output folder", value: "DIR" },
+    device: { help: "training device", value: "D", choices: ["cpu", "webgpu", "auto"] },
+  },
+};
 
 const proc = (globalThis as { process?: { argv: string[]; exitCode?: number } }).process;
-if ((proc?.argv[1] ?? "").endsWith("examples/calc-x/train.ts")) {
-  let parsed: ReturnType<typeof parseCalcXArgs> | null = null;
-  try {
-    parsed = parseCalcXArgs(proc!.argv.slice(2));
-  } catch (e) {
-    console.error(`calc-x: ${(e as Error).message}`);
-    proc!.exitCode = 2;
-  }
-  if (parsed?.help) console.log(formatHelp(COMMAND));
-  else if (parsed) {
-    const r = await trainCalcX(parsed.options);
+if ((proc?.argv[1] ?? "").endsWith("examples/calc-x/train.ts"))
+  proc!.exitCode = await runScript("calc-x", CALC_X_COMMAND, proc!.argv.slice(2), async (options) => {
+    const r = await trainCalcX(options);
     if (r.before && r.after) {
       console.log(formatStats("before", r.before));
       console.log(formatStats("after ", r.after));
@@ -311,6 +226,5 @@ if ((proc?.argv[1] ?? "").endsWith("examples/calc-x/train.ts")) {
           `${(100 * (r.after.accuracy - r.before.accuracy)).toFixed(0)} points) in ${r.seconds.toFixed(0)} s`,
       );
     }
-    proc!.exitCode = r.code;
-  }
-}
+    return r.code;
+  });

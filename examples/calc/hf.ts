@@ -10,6 +10,7 @@
  */
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { runCli } from "../../src/cli/agl.ts";
+import { runScript, type ScriptCommand } from "../../src/cli/script-options.ts";
 import { exportHf, loadCheckpoint } from "../../src/model/index.ts";
 import { heldOutTasks, trainTasks } from "./tasks.ts";
 
@@ -95,41 +96,30 @@ export async function trainCalcHf(options: Partial<CalcHfOptions> = {}): Promise
   return { code: await runCli(command), command };
 }
 
-function parseArgs(argv: readonly string[]): Partial<CalcHfOptions> {
-  const o: Partial<CalcHfOptions> = {};
-  const nums = {
-    "--steps": "steps",
-    "--batch": "batch",
-    "--group": "group",
-    "--lr": "lr",
-    "--decay-share": "decayShare",
-    "--lr-final": "lrFinal",
-    "--lora-r": "loraR",
-    "--lora-alpha": "loraAlpha",
-    "--epochs": "epochs",
-    "--mini-batch": "miniBatch",
-    "--val-every": "valEvery",
-    "--val-tasks": "valTasks",
-    "--seed": "seed",
-  } as const;
-  for (let i = 0; i < argv.length; i++) {
-    const k = argv[i]!;
-    if (k === "--resume") {
-      o.resume = true;
-      continue;
-    }
-    const v = argv[++i];
-    if (v === undefined) throw new Error(`missing value for ${k}`);
-    if (k in nums) (o as Record<string, number>)[nums[k as keyof typeof nums]] = Number(v);
-    else if (k === "--out") o.out = v;
-    else if (k === "--device") o.device = v as CalcHfOptions["device"];
-    else throw new Error(`unknown option ${k}`);
-  }
-  return o;
-}
+export const CALC_HF_COMMAND: ScriptCommand<CalcHfOptions> = {
+  usage: "npm run demo:hf -- [options]   (= npx tsx examples/calc/hf.ts)",
+  about: "The calc demo on the Hugging Face path: the SFT model exported as a Hugging Face folder, a LoRA adapter trained by `agl train`.",
+  defaults: CALC_HF_DEFAULTS,
+  options: {
+    steps: { help: "training steps", integer: true, min: 1 },
+    batch: { help: "tasks per step", integer: true, min: 1 },
+    group: { help: "rollouts per task (the GRPO group)", integer: true, min: 2 },
+    lr: { help: "learning rate", value: "X", min: 0, exclusiveMin: true },
+    decayShare: { help: "share of the steps, at the end, over which the lr decays", value: "S", min: 0, max: 1 },
+    lrFinal: { help: "the lr factor at the last step", value: "F", min: 0 },
+    loraR: { help: "LoRA rank", integer: true, min: 1 },
+    loraAlpha: { help: "LoRA alpha", value: "A", min: 0, exclusiveMin: true },
+    epochs: { help: "PPO epochs per step", integer: true, min: 1 },
+    miniBatch: { help: "rows per update (0: all rows)", integer: true, min: 0 },
+    valEvery: { help: "validate every N steps (0: before and after only)", integer: true, min: 0 },
+    valTasks: { help: "held-out problems", integer: true, min: 1 },
+    seed: { help: "seed of the task order and of the samples", integer: true, min: 0 },
+    out: { help: "output folder", value: "DIR" },
+    device: { help: "training device", value: "D", choices: ["cpu", "webgpu", "auto"] },
+    resume: { help: "keep what an earlier run left in the output folder (agl train resumes it)" },
+  },
+};
 
-const argv = (globalThis as { process?: { argv: string[]; exitCode?: number } }).process?.argv ?? [];
-if ((argv[1] ?? "").endsWith("examples/calc/hf.ts")) {
-  const { code } = await trainCalcHf(parseArgs(argv.slice(2)));
-  (globalThis as { process?: { exitCode?: number } }).process!.exitCode = code;
-}
+const proc = (globalThis as { process?: { argv: string[]; exitCode?: number } }).process;
+if ((proc?.argv[1] ?? "").endsWith("examples/calc/hf.ts"))
+  proc!.exitCode = await runScript("calc hf", CALC_HF_COMMAND, proc!.argv.slice(2), async (options) => (await trainCalcHf(options)).code);

@@ -25,6 +25,7 @@ import { CALC_CONFIG, CALC_TINY_CONFIG } from "./config.ts";
 import { cpuGenerationEngine } from "../../src/cpu/generation.ts";
 import { MAX_ANSWER_TOKENS } from "./agent.ts";
 import { heldOutTasks, reward, trainTasks, type CalcTask } from "./tasks.ts";
+import { runScript, type ScriptCommand } from "../../src/cli/script-options.ts";
 
 export interface SftOptions {
   /** Start from this checkpoint instead of a fresh init. */
@@ -99,30 +100,35 @@ export async function runSft(o: SftOptions): Promise<{ params: Float32Array; acc
   return { params, accuracy };
 }
 
-function parseArgs(argv: string[]): SftOptions {
-  const o = { ...SFT_DEFAULTS };
-  for (let i = 0; i < argv.length; i += 2) {
-    const [k, v] = [argv[i], argv[i + 1]];
-    if (v === undefined) throw new Error(`missing value for ${k}`);
-    if (k === "--steps") o.steps = Number(v);
-    else if (k === "--batch") o.batch = Number(v);
-    else if (k === "--lr") o.lr = Number(v);
-    else if (k === "--seed") o.seed = Number(v);
-    else if (k === "--eval-every") o.evalEvery = Number(v);
-    else if (k === "--out") o.out = v === "none" ? null : v;
-    else if (k === "--init") o.init = v;
-    else if (k === "--teacher-noise") o.teacherNoise = Number(v);
-    else if (k === "--preset") {
-      if (v !== "calc" && v !== "tiny") throw new Error(`--preset must be calc or tiny, got ${v}`);
-      o.config = v === "tiny" ? CALC_TINY_CONFIG : CALC_CONFIG;
-    } else throw new Error(`unknown option ${k}`);
-  }
-  return o;
-}
+export const CALC_SFT_COMMAND: ScriptCommand<SftOptions> = {
+  usage: "npx tsx examples/calc/sft.ts [options]",
+  about: "Supervised fine-tuning of the calc demo's policy on generated problems (the checkpoint the GRPO demo starts from).",
+  defaults: SFT_DEFAULTS,
+  options: {
+    steps: { help: "SFT steps", integer: true, min: 1 },
+    batch: { help: "problems per step", integer: true, min: 1 },
+    lr: { help: "learning rate", value: "X", min: 0, exclusiveMin: true },
+    seed: { help: "seed of the init and the data", integer: true, min: 0 },
+    evalEvery: { help: "held-out accuracy every N steps", integer: true, min: 1 },
+    out: { help: "checkpoint folder (none: do not save)", value: "DIR", parse: (v) => (v === "none" ? null : v) },
+    init: { help: "start from this checkpoint instead of a fresh init", type: "string", value: "DIR" },
+    teacherNoise: { help: "share of demonstrations where the teacher adds instead [0]", type: "number", value: "X", min: 0, max: 1 },
+    config: {
+      flag: "preset",
+      help: "model size: calc (0.12M parameters) or tiny (0.82M) [calc]",
+      value: "P",
+      type: "string",
+      choices: ["calc", "tiny"],
+      parse: (v) => (v === "tiny" ? CALC_TINY_CONFIG : CALC_CONFIG),
+    },
+  },
+};
 
-const argv1 = (globalThis as { process?: { argv: string[] } }).process?.argv[1] ?? "";
-if (argv1.endsWith("examples/calc/sft.ts")) {
-  const o = parseArgs((globalThis as unknown as { process: { argv: string[] } }).process.argv.slice(2));
-  const r = await runSft(o);
-  console.log(`final held-out accuracy ${(r.accuracy * 100).toFixed(1)}%${o.out ? `, saved to ${o.out}` : ""}`);
-}
+const proc = (globalThis as { process?: { argv: string[]; exitCode?: number } }).process;
+if ((proc?.argv[1] ?? "").endsWith("examples/calc/sft.ts"))
+  proc!.exitCode = await runScript("calc sft", CALC_SFT_COMMAND, proc!.argv.slice(2), async (options) => {
+    const o = { ...SFT_DEFAULTS, ...options };
+    const r = await runSft(o);
+    console.log(`final held-out accuracy ${(r.accuracy * 100).toFixed(1)}%${o.out ? `, saved to ${o.out}` : ""}`);
+    return 0;
+  });

@@ -22,6 +22,7 @@ import { LlmProxyTraceToTriplet } from "../../src/adapter/index.ts";
 import { openStore } from "../../src/store/index.ts";
 import { Trainer } from "../../src/trainer/index.ts";
 import { calcAgent, MAX_ANSWER_TOKENS } from "./agent.ts";
+import { runScript, type ScriptCommand } from "../../src/cli/script-options.ts";
 import { lineChartSvg } from "../../src/cli/svg.ts";
 import { heldOutTasks, trainTasks, type CalcTask } from "./tasks.ts";
 
@@ -183,40 +184,40 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
   };
 }
 
-function parseArgs(argv: readonly string[]): Partial<CalcTrainOptions> {
-  const o: Partial<CalcTrainOptions> = {};
-  const nums = {
-    "--steps": "steps",
-    "--batch": "batch",
-    "--n": "n",
-    "--lr": "lr",
-    "--decay-share": "decayShare",
-    "--lr-final": "lrFinal",
-    "--val-every": "valEvery",
-    "--val-tasks": "valTasks",
-    "--seed": "seed",
-    "--runners": "runners",
-  } as const;
-  for (let i = 0; i < argv.length; i += 2) {
-    const k = argv[i]!,
-      v = argv[i + 1];
-    if (v === undefined) throw new Error(`missing value for ${k}`);
-    if (k in nums) (o as Record<string, number>)[nums[k as keyof typeof nums]] = Number(v);
-    else if (k === "--checkpoint") o.checkpoint = v;
-    else if (k === "--out") o.out = v;
-    else if (k === "--backend") o.backend = v as CalcTrainOptions["backend"];
-    else if (k === "--ops") o.ops = v as CpuOpsChoice;
-    else if (k === "--estimator") o.estimator = v as CalcTrainOptions["estimator"];
-    else throw new Error(`unknown option ${k}`);
-  }
-  return o;
-}
+export const CALC_TRAIN_COMMAND: ScriptCommand<CalcTrainOptions> = {
+  usage: "npm run demo -- [options]   (= npx tsx examples/calc/train.ts)",
+  about: "The GRPO demo: trains the calc policy from its SFT checkpoint on arithmetic word problems.",
+  defaults: CALC_TRAIN_DEFAULTS,
+  options: {
+    steps: { help: "training steps", integer: true, min: 1 },
+    batch: { help: "tasks per step", integer: true, min: 1 },
+    n: { help: "rollouts per task (the GRPO group)", integer: true, min: 2 },
+    lr: { help: "learning rate", value: "X", min: 0, exclusiveMin: true },
+    decayShare: { help: "share of the steps, at the end, over which the lr decays", value: "S", min: 0, max: 1 },
+    lrFinal: { help: "the lr factor at the last step", value: "F", min: 0 },
+    valEvery: { help: "validate every N steps (0: before and after only)", integer: true, min: 0 },
+    valTasks: { help: "held-out problems", integer: true, min: 1 },
+    seed: { help: "seed of the task order and of the samples", integer: true, min: 0 },
+    runners: { help: "concurrent agent runners", integer: true, min: 1 },
+    checkpoint: { help: "the SFT checkpoint to start from", value: "DIR" },
+    out: { help: "output folder", value: "DIR" },
+    backend: { help: "trainer: WebGPU on a hardware adapter, else the CPU", value: "B", choices: ["auto", "cpu", "webgpu"] },
+    ops: { help: "CPU engine ops: the Wasm kernels or the plain-TS reference", value: "OPS", choices: ["wasm", "reference"] },
+    estimator: {
+      help: "advantage estimator (verl's adv_estimator; not gae, which needs a critic)",
+      value: "E",
+      choices: ["grpo", "grpo_passk", "rloo", "opo", "gpg", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax"],
+    },
+  },
+};
 
-const argv = (globalThis as { process?: { argv: string[] } }).process?.argv ?? [];
-if ((argv[1] ?? "").endsWith("examples/calc/train.ts")) {
-  const r = await trainCalc(parseArgs(argv.slice(2)));
-  console.log(
-    `held-out accuracy: ${(r.before * 100).toFixed(1)}% before, ${(r.after * 100).toFixed(1)}% after (${((r.after - r.before) * 100).toFixed(1)} points) in ${r.seconds.toFixed(0)} s on ${r.backend}`,
-  );
-  console.log(`reward curve: ${r.svgPath}`);
-}
+const proc = (globalThis as { process?: { argv: string[]; exitCode?: number } }).process;
+if ((proc?.argv[1] ?? "").endsWith("examples/calc/train.ts"))
+  proc!.exitCode = await runScript("calc", CALC_TRAIN_COMMAND, proc!.argv.slice(2), async (options) => {
+    const r = await trainCalc(options);
+    console.log(
+      `held-out accuracy: ${(r.before * 100).toFixed(1)}% before, ${(r.after * 100).toFixed(1)}% after (${((r.after - r.before) * 100).toFixed(1)} points) in ${r.seconds.toFixed(0)} s on ${r.backend}`,
+    );
+    console.log(`reward curve: ${r.svgPath}`);
+    return 0;
+  });

@@ -11,9 +11,10 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { runEpisodes } from "../../examples/calc-x/sft.ts";
 import { trainTasks } from "../../examples/calc-x/tasks.ts";
-import { parseCalcXArgs, trainCalcX } from "../../examples/calc-x/train.ts";
+import { CALC_X_COMMAND, trainCalcX } from "../../examples/calc-x/train.ts";
 import type { CalcXTask } from "../../examples/calc-x/types.ts";
 import { FlagError } from "../../src/cli/flags.ts";
+import { parseScriptArgs } from "../../src/cli/script-options.ts";
 import { loadPretrained } from "../../src/model/index.ts";
 import { slope } from "./calc-signal.ts";
 
@@ -88,10 +89,15 @@ describe("Calc-X demo, shortened", () => {
   }, 900_000);
 
   it("parses its command line with the agl flag parser: help, defaults, and errors that name the flag", () => {
-    expect(parseCalcXArgs(["--help"]).help).toBe(true);
-    expect(parseCalcXArgs(["--steps", "30", "--level", "transition"]).options).toEqual({ steps: 30, level: "transition" });
-    expect(() => parseCalcXArgs(["--level", "turn"])).toThrow(FlagError);
-    expect(() => parseCalcXArgs(["--steps", "0"])).toThrow(/--steps/);
-    expect(() => parseCalcXArgs(["--stpes", "3"])).toThrow(/--stpes/);
+    const parse = (argv: string[]) => parseScriptArgs(CALC_X_COMMAND, argv);
+    expect(parse(["--help"]).help).toBe(true);
+    expect(parse(["--steps", "30", "--level", "transition", "--full-finetune"]).options).toEqual({
+      steps: 30,
+      level: "transition",
+      fullFinetune: true,
+    });
+    expect(() => parse(["--level", "turn"])).toThrow(FlagError);
+    expect(() => parse(["--steps", "0"])).toThrow(/--steps/);
+    expect(() => parse(["--stpes", "3"])).toThrow(/--stpes/);
   });
 });
