@@ -67,9 +67,15 @@ export const CALC_X_DEFAULTS: CalcXTrainOptions = {
   device: "cpu",
 };
 
-/** The model is trained at 256 positions: a prompt (system, tools, question) of at most 110 tokens leaves 146 for the turns. */
-const MAX_PROMPT = 110;
-const MAX_RESPONSE = 146;
+/**
+ * Row lengths within the model's 256 positions. A trajectory row is the first prompt (system, tools,
+ * question: at most 110 tokens) and every turn after it; a transition row is one call, whose prompt holds
+ * the turns before it (up to 208 tokens) and whose reply is at most MAX_TOKENS_PER_TURN (48).
+ */
+const ROW_LIMITS = {
+  trajectory: { maxPrompt: 110, maxResponse: 146 },
+  transition: { maxPrompt: 208, maxResponse: 48 },
+} as const;
 
 const jsonl = (xs: readonly unknown[]): string => xs.map((x) => `${JSON.stringify(x)}\n`).join("");
 
@@ -157,8 +163,8 @@ export async function trainCalcX(options: Partial<CalcXTrainOptions> = {}): Prom
     ["--lr-decay-share", o.decayShare],
     ["--lr-final", o.lrFinal],
     ["--temperature", o.temperature],
-    ["--max-prompt", MAX_PROMPT],
-    ["--max-response", MAX_RESPONSE],
+    ["--max-prompt", ROW_LIMITS[o.level].maxPrompt],
+    ["--max-response", ROW_LIMITS[o.level].maxResponse],
     ["--val-every", o.valEvery],
     ["--checkpoint-every", o.steps],
     ["--runners", o.runners],
