@@ -7,14 +7,22 @@
  *
  * A step splits the batch into micro-batches of `microBatchSize` rows whose gradients add up; the loss
  * normalisers come from the whole step's response mask, so micro-batching changes memory, not the result.
+ *
+ * GAE reads the critic's values before its update, and the update's first forward would compute them again:
+ * when `values()` runs its batch as one micro-batch, its forward's activations are kept, and the next
+ * `valueStep` on the same tokens, with the critic unchanged since, runs its backward on them instead of a
+ * second forward (the same bits; one forward of the critic's four per step fewer). Between the two calls the
+ * trainer holds that batch's activations, as the step would; give `values()` a `microBatchSize` below the
+ * batch's rows to hold none.
  */
 import { checkResponseTensor, microBatches, resolveResponseMask, sliceRows, validateBatch } from "../model/batch.ts";
 import { parseModelConfig, type ModelConfig } from "../model/config.ts";
 import { withActivations, type ModelOps } from "../model/model-ops.ts";
+import type { DecoderCache } from "../model/reference/model.ts";
 import type { ModelParams } from "../model/params.ts";
 import { normFromMask } from "../model/ppo-loss.ts";
 import { clippedAdamwStep, copyOptimizerState, newOptimizerState, resolveOptimizerOptions } from "../model/reference/optim.ts";
-import { positionGradients, responseValues, valueBackward, valueForward } from "../model/reference/value-model.ts";
+import { positionGradients, responseValues, type ValueForwardResult, valueBackward, valueForward } from "../model/reference/value-model.ts";
 import type { OptimizerOptions, OptimizerState, StepOptions, TokenBatch } from "../model/train-types.ts";
 import { resolveCliprangeValue, valueLoss } from "../model/value-loss.ts";
 import { initValueParams, valueParamCount, valueParamsFromPolicy } from "../model/value-params.ts";
@@ -44,6 +52,9 @@ export class CpuValueTrainer implements ValueTrainer {
   private optimizer: OptimizerState;
   private readonly optim: Required<OptimizerOptions>;
   private readonly cpu: CpuBackend;
+  /** The last single-micro-batch `values()` forward, for the next `valueStep` on the same tokens; dropped
+   * whenever the parameters change. */
+  private kept: { tokens: TokenBatch; out: ValueForwardResult<Float32Array> } | null = null;
 
   constructor(options: CpuValueTrainerOptions) {
     this.config = parseModelConfig(options.config);
@@ -75,6 +86,7 @@ export class CpuValueTrainer implements ValueTrainer {
 
   /** Ends the Wasm engine's worker threads; the trainer cannot run afterwards. */
   close(): void {
+    this.kept = null;
     this.cpu.close();
   }
 
@@ -84,11 +96,23 @@ export class CpuValueTrainer implements ValueTrainer {
     const mask = resolveResponseMask(batch);
     const out = new Float32Array(n * R);
     const K = await this.cpu.get();
-    for (const [r0, r1] of microBatches(n, options.microBatchSize))
+    const micro = microBatches(n, options.microBatchSize);
+    this.kept = null;
+    if (micro.length === 1)
       withActivations(K, () => {
-        const { values } = valueForward(this.config, this.params, sliceRows(batch, r0, r1), { ops: K });
-        out.set(responseValues(values, r1 - r0, P, R), r0 * R);
+        // the activations live in Wasm memory until the scope ends: copied out, they outlive the call
+        const forward = valueForward(this.config, this.params, batch, { ops: K });
+        const tokens = tokenCopy(batch);
+        const cache = K.resident ? copyDecoderCache(forward.cache, tokens) : { ...forward.cache, input: tokens };
+        this.kept = { tokens, out: { values: forward.values, cache } };
+        out.set(responseValues(forward.values, n, P, R));
       });
+    else
+      for (const [r0, r1] of micro)
+        withActivations(K, () => {
+          const { values } = valueForward(this.config, this.params, sliceRows(batch, r0, r1), { ops: K });
+          out.set(responseValues(values, r1 - r0, P, R), r0 * R);
+        });
     // as verl: only response tokens have values
     for (let k = 0; k < out.length; k++) if (mask[k] === 0) out[k] = 0;
     return out;
@@ -120,6 +144,13 @@ export class CpuValueTrainer implements ValueTrainer {
       throw new ValidationError(`state tensors do not have the ${size} elements the critic's config needs`, ["params"]);
     this.params = state.params.slice();
     this.optimizer = copyOptimizerState(state.optimizer);
+    this.kept = null;
+  }
+
+  /** The kept `values()` forward when it is of this batch's tokens, one micro-batch, and the current parameters. */
+  private keptForward(batch: TokenBatch, micro: Array<[number, number]>): ValueForwardResult<Float32Array> | null {
+    const k = this.kept;
+    return k !== null && micro.length === 1 && sameTokens(k.tokens, batch) ? k.out : null;
   }
 
   /** Forward, value loss and backward per micro-batch; then, if everything is finite, clip and AdamW. */
@@ -135,11 +166,13 @@ export class CpuValueTrainer implements ValueTrainer {
     const norm = normFromMask(mask, n, R);
     const grads = new Float32Array(this.params.length);
     const totals = { vf_loss: 0, vf_clipfrac: 0, vpred_mean: 0 };
-    for (const [r0, r1] of microBatches(n, options.microBatchSize))
+    const micro = microBatches(n, options.microBatchSize);
+    const kept = this.keptForward(batch, micro);
+    for (const [r0, r1] of micro)
       withActivations(K, () => {
         const rows = r1 - r0;
         const cut = (a: Float32Array): Float32Array => a.subarray(r0 * R, r1 * R);
-        const out = valueForward(this.config, this.params, sliceRows(batch, r0, r1), { ops: K });
+        const out = kept ?? valueForward(this.config, this.params, sliceRows(batch, r0, r1), { ops: K });
         const loss = valueLoss(
           {
             rows,
@@ -160,8 +193,48 @@ export class CpuValueTrainer implements ValueTrainer {
       });
     const optim = { ...this.optim, lr: options.lr ?? this.optim.lr };
     const { gradNorm, skipped } = clippedAdamwStep(this.params, grads, this.optimizer, optim, totals.vf_loss, K.adamwStep.bind(K));
+    if (!skipped) this.kept = null;
     return { ...totals, grad_norm: gradNorm, tokens: norm.tokens, skipped, step: this.optimizer.step };
   }
+}
+
+/** A decoder cache whose arrays are copies (of views over Wasm memory that an activation scope will free),
+ * an array shared by two fields (a layer's output, the next one's input) copied once. */
+function copyDecoderCache(c: DecoderCache, input: TokenBatch): DecoderCache {
+  const copies = new Map<unknown, unknown>();
+  const copyOf = (v: unknown): unknown => {
+    if (!(v instanceof Float32Array || v instanceof Float64Array)) return v;
+    if (!copies.has(v)) copies.set(v, v.slice());
+    return copies.get(v);
+  };
+  const copy = <T extends object>(o: T): T => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, copyOf(v)])) as T;
+  return {
+    ...copy(c),
+    input,
+    layers: c.layers.map((l) => ({ ...copy(l), ...(l.loraT ? { loraT: copy(l.loraT) } : {}) })),
+  };
+}
+
+/** A copy of a batch's tokens, positions and attention mask (what the critic's forward reads). */
+function tokenCopy(batch: TokenBatch): TokenBatch {
+  return {
+    n: batch.n,
+    P: batch.P,
+    R: batch.R,
+    inputIds: batch.inputIds.slice(),
+    attentionMask: batch.attentionMask.slice(),
+    positionIds: batch.positionIds.slice(),
+  };
+}
+
+function sameTokens(a: TokenBatch, b: TokenBatch): boolean {
+  if (a.n !== b.n || a.P !== b.P || a.R !== b.R) return false;
+  for (const key of ["inputIds", "attentionMask", "positionIds"] as const) {
+    const x = a[key];
+    const y = b[key];
+    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
+  }
+  return true;
 }
 
 /** A critic on the CPU engine (see {@link CpuValueTrainerOptions}). */

@@ -95,6 +95,38 @@ describe("CpuValueTrainer", () => {
     critic.close();
   });
 
+  it.each(["wasm", "reference"] as const)(
+    "a valueStep after values() on the same tokens reuses that forward: the same bits as a step of its own (%s)",
+    async (ops) => {
+      const batch = fixedBatch();
+      const returns = returnsFor(batch);
+      const other = { ...batch, inputIds: batch.inputIds.slice() };
+      const at = 2 * (batch.P + batch.R) + batch.P + 1; // row 2's second response token
+      expect(batch.attentionMask[at]).toBe(1);
+      other.inputIds[at] = (other.inputIds[at] + 1) % TOKENIZER_VOCAB_SIZE;
+      const withValues = createCpuValueTrainer({ config, seed: 9, lr: 1e-3, ops });
+      const alone = createCpuValueTrainer({ config, seed: 9, lr: 1e-3, ops });
+      // three steps: on the kept forward (a copy of the batch: same tokens), on a batch whose tokens differ
+      // from the kept ones, and after a step changed the critic
+      const plan = [
+        { values: { ...batch, inputIds: batch.inputIds.slice() }, step: batch },
+        { values: batch, step: other },
+        { values: batch, step: batch },
+      ];
+      for (const [i, p] of plan.entries()) {
+        const old = await withValues.values(p.values);
+        if (i === 2) await withValues.valueStep(other, returns, old); // changes the critic after values()
+        const a = await withValues.valueStep(p.step, returns, old);
+        if (i === 2) await alone.valueStep(other, returns, old);
+        const b = await alone.valueStep(p.step, returns, old);
+        expect(a).toEqual(b);
+        expect((await withValues.getState()).params).toEqual((await alone.getState()).params);
+      }
+      withValues.close();
+      alone.close();
+    },
+  );
+
   it("micro-batching gives the same step as one batch (up to float rounding)", async () => {
     const batch = fixedBatch();
     const returns = returnsFor(batch);
