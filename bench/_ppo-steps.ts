@@ -45,10 +45,14 @@ export function timePolicyStep(policy: PolicyTrainer, b: PpoBenchBatch, options:
   });
 }
 
-/** ms of what a critic adds to a step: `values` (GAE's input, before any update), then one `valueStep`. */
-export function timeCriticStep(critic: ValueTrainer, b: PpoBenchBatch, options: StepOptions = {}): Promise<number> {
+/**
+ * ms of what a critic adds to a step: `values` (GAE's input, before any update), then one `valueStep`.
+ * `reuse: false` runs `values` in two micro-batches, so the CPU critic keeps no forward for the step to
+ * reuse (the step then makes its own).
+ */
+export function timeCriticStep(critic: ValueTrainer, b: PpoBenchBatch, options: StepOptions = {}, reuse = true): Promise<number> {
   return timed(async () => {
-    const values = await critic.values(b.batch, options);
+    const values = await critic.values(b.batch, reuse ? options : { ...options, microBatchSize: Math.ceil(b.batch.n / 2) });
     await critic.valueStep(b.batch, b.returns, values, options);
   });
 }

@@ -2,8 +2,10 @@
  * What a critic costs (GAE, `advEstimator: "gae"`) against a GRPO step, same batch, same run: the GRPO
  * step's training work is `logProbs` (old log-probs) + `policyStep`; a PPO step with a critic adds
  * `values` + `valueStep` on a critic of the policy's architecture started from its weights (as verl
- * starts its critic from the actor's checkpoint). Printed: ms of each part (best of the runs, the two parts
- * measured alternately) and ratio = (policy + critic) / policy; the goal is at most 1.8x. Rollouts, rewards
+ * starts its critic from the actor's checkpoint). The two parts run alternately; printed: ms of each (best
+ * of the runs) and ratio = (policy + critic) / policy of each run, its median and range (one pair of
+ * neighbouring runs shares the machine's load best on a shared machine); the goal is at most 1.8x. The last
+ * two columns time the critic without its reuse of the `values` forward in `valueStep` (src/cpu/value-trainer.ts). Rollouts, rewards
  * and the advantage kernels are the same for both and left out. CPU engine, Wasm kernels, on 1 thread and
  * on every CPU. Run: `npm run bench -- ppo` (or `npx tsx bench/ppo.ts [--runs N]`).
  */
@@ -17,13 +19,18 @@ import { presetConfig } from "../src/model/presets.ts";
 import { platform } from "../src/platform/index.ts";
 import { ppoBenchBatch, timeCriticStep, timePolicyStep } from "./_ppo-steps.ts";
 
-const { values: flags } = parseArgs({ options: { runs: { type: "string", default: "3" } } });
+const { values: flags } = parseArgs({ options: { runs: { type: "string", default: "7" } } });
 const runs = Number(flags.runs);
 const loadAverage = () =>
   loadavg()
     .map((x) => x.toFixed(2))
     .join(" ");
 const loadBefore = loadAverage();
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
 
 interface Case {
   label: string;
@@ -57,7 +64,9 @@ const CASES: Case[] = [
   { label: "tiny preset", config: presetConfig("tiny"), rows: 16, P: 32, R: 96 },
 ];
 
-const table: string[][] = [["model", "batch", "threads", "GRPO step ms", "critic ms", "PPO step ms", "ratio"]];
+const table: string[][] = [
+  ["model", "batch", "threads", "GRPO step ms", "critic ms", "ratio (median)", "range", "critic ms, no reuse", "ratio (median)"],
+];
 for (const c of CASES)
   for (const threads of [...new Set([1, platform.cpuCount()])]) {
     const policyParams = initParams(c.config, 1);
@@ -67,11 +76,21 @@ for (const c of CASES)
     // warm-up (JIT tiers, Wasm tier-up, worker start), then the two parts alternately
     await timePolicyStep(policy, b);
     await timeCriticStep(critic, b);
+    await timeCriticStep(critic, b, {}, false);
     let policyMs = Infinity;
     let criticMs = Infinity;
+    let plainMs = Infinity;
+    const ratios: number[] = [];
+    const plainRatios: number[] = [];
     for (let r = 0; r < runs; r++) {
-      policyMs = Math.min(policyMs, await timePolicyStep(policy, b));
-      criticMs = Math.min(criticMs, await timeCriticStep(critic, b));
+      const p = await timePolicyStep(policy, b);
+      const q = await timeCriticStep(critic, b);
+      const u = await timeCriticStep(critic, b, {}, false);
+      policyMs = Math.min(policyMs, p);
+      criticMs = Math.min(criticMs, q);
+      plainMs = Math.min(plainMs, u);
+      ratios.push((p + q) / p);
+      plainRatios.push((p + u) / p);
     }
     policy.close();
     critic.close();
@@ -81,8 +100,10 @@ for (const c of CASES)
       String(threads),
       policyMs.toFixed(0),
       criticMs.toFixed(0),
-      (policyMs + criticMs).toFixed(0),
-      `${((policyMs + criticMs) / policyMs).toFixed(2)}x`,
+      `${median(ratios).toFixed(2)}x`,
+      `${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)}`,
+      plainMs.toFixed(0),
+      `${median(plainRatios).toFixed(2)}x`,
     ]);
   }
 
