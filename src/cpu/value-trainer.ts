@@ -147,10 +147,13 @@ export class CpuValueTrainer implements ValueTrainer {
     this.kept = null;
   }
 
-  /** The kept `values()` forward when it is of this batch's tokens, one micro-batch, and the current parameters. */
+  /** The kept `values()` forward when it is of this batch's tokens and the step is one micro-batch; else
+   * nothing, and the kept activations are let go before the step makes its own. */
   private keptForward(batch: TokenBatch, micro: Array<[number, number]>): ValueForwardResult<Float32Array> | null {
     const k = this.kept;
-    return k !== null && micro.length === 1 && sameTokens(k.tokens, batch) ? k.out : null;
+    if (k !== null && micro.length === 1 && sameTokens(k.tokens, batch)) return k.out;
+    this.kept = null;
+    return null;
   }
 
   /** Forward, value loss and backward per micro-batch; then, if everything is finite, clip and AdamW. */

@@ -106,21 +106,22 @@ describe("CpuValueTrainer", () => {
       other.inputIds[at] = (other.inputIds[at] + 1) % TOKENIZER_VOCAB_SIZE;
       const withValues = createCpuValueTrainer({ config, seed: 9, lr: 1e-3, ops });
       const alone = createCpuValueTrainer({ config, seed: 9, lr: 1e-3, ops });
-      // three steps: on the kept forward (a copy of the batch: same tokens), on a batch whose tokens differ
-      // from the kept ones, and after a step changed the critic
+      // after values(): a step on the kept forward (given a copy of the batch: the same tokens), a step on
+      // tokens that differ from the kept ones, and two steps on the same tokens (the second after the first
+      // changed the critic)
       const plan = [
-        { values: { ...batch, inputIds: batch.inputIds.slice() }, step: batch },
-        { values: batch, step: other },
-        { values: batch, step: batch },
+        { values: { ...batch, inputIds: batch.inputIds.slice() }, steps: [batch] },
+        { values: batch, steps: [other] },
+        { values: batch, steps: [batch, batch] },
       ];
-      for (const [i, p] of plan.entries()) {
+      for (const p of plan) {
         const old = await withValues.values(p.values);
-        if (i === 2) await withValues.valueStep(other, returns, old); // changes the critic after values()
-        const a = await withValues.valueStep(p.step, returns, old);
-        if (i === 2) await alone.valueStep(other, returns, old);
-        const b = await alone.valueStep(p.step, returns, old);
-        expect(a).toEqual(b);
-        expect((await withValues.getState()).params).toEqual((await alone.getState()).params);
+        for (const step of p.steps) {
+          const a = await withValues.valueStep(step, returns, old);
+          const b = await alone.valueStep(step, returns, old);
+          expect(a).toEqual(b);
+          expect((await withValues.getState()).params).toEqual((await alone.getState()).params);
+        }
       }
       withValues.close();
       alone.close();
