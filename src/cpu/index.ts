@@ -4,5 +4,6 @@
  * the plain-TS reference (src/model/reference/) instead. src/cpu/README.md says how.
  */
 export * from "./trainer.ts";
+export * from "./value-trainer.ts";
 export { CpuBackend, resolveCpuEngineOptions, type CpuEngineOptions, type CpuOpsChoice } from "./backend.ts";
 export * from "./generation.ts";

@@ -23,7 +23,7 @@ import { flattenParams, paramViews, type ModelParams, type ParamViews } from "..
 import { CpuBackend, type CpuEngineOptions } from "./backend.ts";
 import { withActivations, type ModelOps } from "../model/model-ops.ts";
 import { backward, backwardLora, forward } from "../model/reference/model.ts";
-import { clipGradNorm, globalGradNorm, newOptimizerState, resolveOptimizerOptions } from "../model/reference/optim.ts";
+import { clippedAdamwStep, copyOptimizerState, newOptimizerState, resolveOptimizerOptions } from "../model/reference/optim.ts";
 import {
   aggLoss,
   aggWeights,
@@ -123,7 +123,7 @@ export class CpuTrainer implements PolicyTrainer {
         : given instanceof Float32Array
           ? given.slice()
           : flattenParams(this.config, given);
-    this.optimizer = options.optimizer ? copyOptimizer(options.optimizer) : newOptimizerState(size);
+    this.optimizer = options.optimizer ? copyOptimizerState(options.optimizer) : newOptimizerState(size);
     if (this.optimizer.m.length !== size || this.optimizer.v.length !== size)
       throw new ValidationError(`optimizer state has ${this.optimizer.m.length} elements, the config needs ${size}`, ["optimizer"]);
     this.optim = resolveOptimizerOptions(options);
@@ -237,7 +237,7 @@ export class CpuTrainer implements PolicyTrainer {
     return {
       config: { ...this.config },
       params: this.params.slice(),
-      optimizer: copyOptimizer(this.optimizer),
+      optimizer: copyOptimizerState(this.optimizer),
       ...(this.lora ? { lora: { ...this.lora.config } } : {}),
     };
   }
@@ -251,7 +251,7 @@ export class CpuTrainer implements PolicyTrainer {
     if (state.params.length !== size || state.optimizer.m.length !== size || state.optimizer.v.length !== size)
       throw new ValidationError(`state tensors do not have the ${size} elements the config needs`, ["params"]);
     this.params = state.params.slice();
-    this.optimizer = copyOptimizer(state.optimizer);
+    this.optimizer = copyOptimizerState(state.optimizer);
   }
 
   /** The model's forward on a micro-batch: the whole model, or the frozen base plus the adapter. */
@@ -288,12 +288,8 @@ export class CpuTrainer implements PolicyTrainer {
           : backward(this.config, this.params, out.cache, dLogProbs, dEntropy);
         for (let i = 0; i < grads.length; i++) grads[i] += g[i];
       });
-    const gradNorm = globalGradNorm(grads);
-    const skipped = !Number.isFinite(totals.loss) || !Number.isFinite(gradNorm);
-    if (!skipped) {
-      clipGradNorm(grads, gradNorm, this.optim.maxGradNorm);
-      K.adamwStep(this.params, grads, this.optimizer, { ...this.optim, lr: options.lr ?? this.optim.lr });
-    }
+    const optim = { ...this.optim, lr: options.lr ?? this.optim.lr };
+    const { gradNorm, skipped } = clippedAdamwStep(this.params, grads, this.optimizer, optim, totals.loss, K.adamwStep.bind(K));
     const seconds = (now() - started) / 1000;
     return {
       ...totals,
@@ -304,8 +300,4 @@ export class CpuTrainer implements PolicyTrainer {
       step: this.optimizer.step,
     };
   }
-}
-
-function copyOptimizer(o: OptimizerState): OptimizerState {
-  return { step: o.step, m: o.m.slice(), v: o.v.slice() };
 }

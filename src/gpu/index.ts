@@ -13,4 +13,5 @@ export type { GpuRuntime } from "./navigator.ts";
 export { GpuContext } from "./context.ts";
 export type { GpuTuning } from "./tuning.ts";
 export { GpuPolicyTrainer, type GpuTrainerOptions } from "./trainer.ts";
+export { GpuValueTrainer, type GpuValueTrainerOptions } from "./value-trainer.ts";
 export * from "./generation.ts";

@@ -117,6 +117,8 @@ class Workspace {
     readonly mode: WorkspaceMode,
     /** The adapter's rank and projection names, or null: the t buffers' shapes. */
     readonly lora: { r: number; weights: readonly string[] } | null,
+    /** Whether the LM head runs: without it the logits and their statistics are not needed. */
+    lmHead = true,
   ) {
     const hd = headDim(c);
     const qd = c.n_heads * hd;
@@ -165,8 +167,8 @@ class Workspace {
     this.hFinal = a(N * d);
     this.rstdFinal = a(N);
     this.hSel = a(NR * d);
-    this.logits = a(NR * c.vocab_size);
-    this.stats = a(2 * NR);
+    this.logits = a(lmHead ? NR * c.vocab_size : 1);
+    this.stats = a(lmHead ? 2 * NR : 1);
     this.logprob = a(NR);
     this.entropy = a(NR);
     this.ids = a(N);
@@ -239,6 +241,10 @@ export interface GpuModelOptions {
   /** Training only: keep each layer's input and recompute its activations in the backward (activation
    * checkpointing) [false]. */
   recomputeActivations?: boolean;
+  /** "lm": the LM head and its log-softmax [default]; "none": the passes stop at (and the backward starts
+   * from) the final hidden rows that predict response tokens, `hSel` (`dhSel`), for a head of the caller's
+   * (the critic's value head, src/gpu/value-trainer.ts). */
+  head?: "lm" | "none";
 }
 
 export class GpuModel {
@@ -249,6 +255,7 @@ export class GpuModel {
   private readonly rope: GPUBuffer;
   private workspace: Workspace | null = null;
   private readonly mode: WorkspaceMode;
+  private readonly lmHead: boolean;
 
   /** `params`: flat (paramLayout order) or tensors by name. `training` false: parameters only, no gradient or
    * AdamW-moment buffers (inference, e.g. generation); true: the whole model trains, or with `options.lora`
@@ -264,6 +271,7 @@ export class GpuModel {
     if (options.recomputeActivations && !training)
       throw new ValidationError("recomputeActivations is a training option", ["recomputeActivations"]);
     this.mode = !training ? "inference" : options.recomputeActivations ? "recompute" : "training";
+    this.lmHead = (options.head ?? "lm") === "lm";
     this.base = new TensorSet(
       ctx,
       paramLayout(config),
@@ -367,7 +375,7 @@ export class GpuModel {
       this.ctx.flush();
       this.workspace?.destroy();
       this.workspace = null;
-      this.workspace = new Workspace(this.ctx, this.config, tokens, responseRows, tokens, this.mode, lora);
+      this.workspace = new Workspace(this.ctx, this.config, tokens, responseRows, tokens, this.mode, lora, this.lmHead);
     }
     return this.workspace;
   }
@@ -395,6 +403,7 @@ export class GpuModel {
     rmsnorm(ctx, ws.xOut, P.norm, ws.hFinal, ws.rstdFinal, N, d, c.norm_eps);
     // Only the rows that predict response tokens go through the lm head.
     embedding(ctx, ws.predictRows, ws.hFinal, ws.hSel, NR, d);
+    if (!this.lmHead) return ws;
     if (c.tie_embeddings) linear(ctx, ws.hSel, P.tok_embeddings, ws.logits, { M: NR, K: d, N: c.vocab_size, transB: true, bFormat });
     else linear(ctx, ws.hSel, P.lm_head, ws.logits, { M: NR, K: d, N: c.vocab_size, bFormat });
     logSoftmaxGatherEntropy(ctx, ws.logits, ws.targets, ws.logprob, ws.entropy, ws.stats, NR, c.vocab_size);
@@ -444,8 +453,9 @@ export class GpuModel {
     proj("w_down", a.act, xNext, down);
   }
 
-  /** Encodes the backward pass from ws.dlogprob / ws.dentropy (filled by the loss), adding into the gradients
-   * of what trains: every parameter, or (LoRA) the adapter's alone, the frozen base passing only dx through. */
+  /** Encodes the backward pass from ws.dlogprob / ws.dentropy (filled by the loss; without the LM head, from
+   * ws.dhSel), adding into the gradients of what trains: every parameter, or (LoRA) the adapter's alone, the
+   * frozen base passing only dx through. */
   backward(s: MicroShape, ws: Workspace): void {
     if (!this.training) throw new ValidationError("an inference model has no gradients", ["training"]);
     if (this.lora !== null && !ws.adapterUsed) throw new ValidationError("the forward ran without the adapter being trained", ["adapter"]);
@@ -463,16 +473,7 @@ export class GpuModel {
     const qd = c.n_heads * hd;
     const kvd = c.n_kv_heads * hd;
     const att: AttentionShape = { batch: s.B, seq: s.T, heads: c.n_heads, kvHeads: c.n_kv_heads, headDim: hd };
-    const bFormat = this.matrixFormat;
-    logSoftmaxGatherEntropyBackward(ctx, ws.logits, ws.targets, ws.stats, ws.dlogprob, ws.dentropy, NR, V);
-    const dLogits = ws.logits;
-    if (c.tie_embeddings) {
-      linear(ctx, dLogits, P.tok_embeddings, ws.dhSel, { M: NR, K: V, N: d, bFormat });
-      if (trainBase) matmul(ctx, dLogits, ws.hSel, G.tok_embeddings, { M: V, K: NR, N: d, transA: true, accumulate: true });
-    } else {
-      linear(ctx, dLogits, P.lm_head, ws.dhSel, { M: NR, K: V, N: d, transB: true, bFormat });
-      if (trainBase) matmul(ctx, ws.hSel, dLogits, G.lm_head, { M: d, K: NR, N: V, transA: true, accumulate: true });
-    }
+    if (this.lmHead) this.lmHeadBackward(ws, NR);
     ctx.clear(ws.dh, N * d * 4);
     scatterRows(ctx, ws.predictRows, ws.dhSel, ws.dh, NR, d);
     if (trainBase) rmsnormBackwardWeight(ctx, ws.xOut, ws.rstdFinal, ws.dh, G.norm, N, d);
@@ -510,6 +511,25 @@ export class GpuModel {
       rmsnormBackwardInput(ctx, xIn, p("attn_norm"), a.rstd1, ws.dh, ws.dx, N, d, true);
     }
     if (trainBase) embeddingBackward(ctx, ws.ids, ws.dx, G.tok_embeddings, N, d, V);
+  }
+
+  /** ws.dhSel from ws.dlogprob / ws.dentropy through the log-softmax and the LM head (its gradient when the base trains). */
+  private lmHeadBackward(ws: Workspace, NR: number): void {
+    const { ctx, config: c, params: P } = this;
+    const G = this.base.grads;
+    const trainBase = this.base.training;
+    const d = c.d_model;
+    const V = c.vocab_size;
+    const bFormat = this.matrixFormat;
+    logSoftmaxGatherEntropyBackward(ctx, ws.logits, ws.targets, ws.stats, ws.dlogprob, ws.dentropy, NR, V);
+    const dLogits = ws.logits;
+    if (c.tie_embeddings) {
+      linear(ctx, dLogits, P.tok_embeddings, ws.dhSel, { M: NR, K: V, N: d, bFormat });
+      if (trainBase) matmul(ctx, dLogits, ws.hSel, G.tok_embeddings, { M: V, K: NR, N: d, transA: true, accumulate: true });
+    } else {
+      linear(ctx, dLogits, P.lm_head, ws.dhSel, { M: NR, K: V, N: d, transB: true, bFormat });
+      if (trainBase) matmul(ctx, ws.hSel, dLogits, G.lm_head, { M: d, K: NR, N: V, transA: true, accumulate: true });
+    }
   }
 
   destroy(): void {

@@ -77,7 +77,7 @@ function now(): number {
 }
 
 /** A (micro-)batch in the GPU formats: u32 ids/mask/positions, the rows that predict response tokens, the targets. */
-function microInputs(batch: TokenBatch): { shape: MicroShape; inputs: MicroInputs } {
+export function microInputs(batch: TokenBatch): { shape: MicroShape; inputs: MicroInputs } {
   const { n: B, P, R } = batch;
   const T = rowWidth(batch);
   const predictRows = new Uint32Array(B * R);

@@ -18,11 +18,17 @@ export { initParams, Rng } from "./init.ts";
 export * from "./tokenizer.ts";
 export { batchFromTokens } from "./batch.ts";
 export * from "./train-types.ts";
+export * from "./value-types.ts";
+export * from "./value-params.ts";
+export * from "./value-loss.ts";
 export {
   adamwStep,
   backward,
   backwardLora,
   clipGradNorm,
+  type DecoderCache,
+  decoderBackward,
+  decoderForward,
   type ForwardCache,
   type ForwardResult,
   forward,
@@ -30,7 +36,11 @@ export {
   type ModelInput,
   newOptimizerState,
   OPTIMIZER_DEFAULTS,
+  positionGradients,
   resolveOptimizerOptions,
+  responseValues,
+  valueBackward,
+  valueForward,
 } from "./reference/index.ts";
 export {
   CpuDecoder,

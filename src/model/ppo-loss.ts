@@ -202,7 +202,7 @@ export function resolveLossOptions(o: PolicyLossOptions = {}): Required<PolicyLo
 }
 
 /** Gradient of torch.maximum(a, b) (or minimum) with respect to the chosen side: 1, 0, or 1/2 on ties. */
-function pick(chosen: number, other: number, wantLarger: boolean): number {
+export function pick(chosen: number, other: number, wantLarger: boolean): number {
   if (chosen === other) return 0.5;
   return chosen > other === wantLarger ? 1 : 0;
 }

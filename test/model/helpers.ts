@@ -1,3 +1,4 @@
+import { parseModelConfig, type ModelConfig } from "../../src/model/config.ts";
 import type { Rng } from "../../src/model/init.ts";
 import type { ModelInput } from "../../src/model/reference/model.ts";
 
@@ -82,4 +83,24 @@ export function randomInput(rng: Rng, vocab: number, B: number, T: number): Mode
     }
   }
   return { n: B, inputIds: input_ids, attentionMask: attention_mask, positionIds: position_ids };
+}
+
+/** A random tiny config (2 layers, a few heads, vocab 5..11) for gradient checks; `extra` overrides fields. */
+export function tinyConfig(rng: Rng, extra: Partial<ModelConfig> = {}): ModelConfig {
+  const kv = randInt(rng, 1, 2);
+  const heads = kv * randInt(rng, 1, 2);
+  const hd = 2 * randInt(rng, 1, 2);
+  return parseModelConfig({
+    vocab_size: randInt(rng, 5, 11),
+    d_model: heads * hd,
+    n_layers: 2,
+    n_heads: heads,
+    n_kv_heads: kv,
+    d_ff: randInt(rng, 3, 9),
+    max_seq_len: 16,
+    rope_theta: 10000,
+    norm_eps: 1e-5,
+    tie_embeddings: false,
+    ...extra,
+  });
 }

@@ -2,24 +2,10 @@ import { describe, expect, it } from "vitest";
 import { paramCount, paramLayout, parseModelConfig, type ModelConfig } from "../../src/model/config.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
 import { backward, forward } from "../../src/model/reference/model.ts";
-import { dot, maxScaledErr, numericGrad, randInt, randn, randomInput, sampleIndices } from "./helpers.ts";
+import { dot, maxScaledErr, numericGrad, randInt, randn, randomInput, sampleIndices, tinyConfig as randomTinyConfig } from "./helpers.ts";
 
 function tinyConfig(rng: Rng, tie: boolean): ModelConfig {
-  const kv = randInt(rng, 1, 2);
-  const heads = kv * randInt(rng, 1, 2);
-  const hd = 2 * randInt(rng, 1, 2);
-  return parseModelConfig({
-    vocab_size: randInt(rng, 5, 11),
-    d_model: heads * hd,
-    n_layers: 2,
-    n_heads: heads,
-    n_kv_heads: kv,
-    d_ff: randInt(rng, 3, 9),
-    max_seq_len: 16,
-    rope_theta: 10000,
-    norm_eps: 1e-5,
-    tie_embeddings: tie,
-  });
+  return randomTinyConfig(rng, { tie_embeddings: tie });
 }
 
 describe("reference model", () => {

@@ -6,3 +6,5 @@
 export * from "./model.ts";
 export * as ops from "./ops.ts";
 export * from "./optim.ts";
+export * from "./value-model.ts";
+export * from "./value-head.ts";

@@ -54,8 +54,8 @@ export interface LayerCache {
   loraT?: Record<string, Arr>;
 }
 
-/** Activations kept by {@link forward} for {@link backward}. */
-export interface ForwardCache {
+/** Activations of the decoder (every block, then the final norm) kept for its backward. */
+export interface DecoderCache {
   input: ModelInput;
   /** The ops backend the forward ran on; the backward uses the same. */
   ops: ModelOps;
@@ -63,8 +63,13 @@ export interface ForwardCache {
   lora?: LoraState;
   layers: LayerCache[];
   xFinal: Arr;
+  /** [B*T, d] the final norm's output: what a head reads. */
   hFinal: Arr;
   rstdFinal: Arr;
+}
+
+/** Activations kept by {@link forward} for {@link backward}: the decoder's and the LM head's. */
+export interface ForwardCache extends DecoderCache {
   /** Next-token targets per row: inputIds[b, t+1] (0 at the last column, whose prediction is unused). */
   targets: Int32Array;
   logits: Arr;
@@ -179,12 +184,16 @@ export function headForward(
   x: Arr,
   K: ModelOps = referenceOps,
 ): { hFinal: Arr; rstdFinal: Arr; logits: Arr } {
-  const { N, d, V, norm } = dimsOf(config, x.length / config.d_model);
-  const { y: hFinal, rstd: rstdFinal } = K.rmsnorm(x, p.norm, norm);
-  const logits = config.tie_embeddings
+  const { y: hFinal, rstd: rstdFinal } = K.rmsnorm(x, p.norm, dimsOf(config, x.length / config.d_model).norm);
+  return { hFinal, rstdFinal, logits: lmHeadForward(config, p, hFinal, K) };
+}
+
+/** The lm head alone on final-norm rows h [N, d]: logits [N, vocab]. */
+function lmHeadForward(config: ModelConfig, p: Record<string, Arr>, hFinal: Arr, K: ModelOps): Arr {
+  const { N, d, V } = dimsOf(config, hFinal.length / config.d_model);
+  return config.tie_embeddings
     ? K.matmulABt(hFinal, p.tok_embeddings, { m: N, k: d, n: V })
     : K.matmul(hFinal, p.lm_head, { m: N, k: d, n: V });
-  return { hFinal, rstdFinal, logits };
 }
 
 /** Every block over a batch, each block's cache handed to `keep` (which decides what outlives the block):
@@ -270,15 +279,11 @@ export function forward<A extends Arr>(
   options: { lora?: LoraWeights<A>; ops?: ModelOps } = {},
 ): ForwardResult<A> {
   const K = options.ops ?? referenceOps;
-  const { B, T } = validateInput(config, input);
+  const { cache: decoder } = decoderForward(config, params, input, options);
+  const { B, T } = inputShape(input);
   const p = paramViews(config, params);
-  const lora = options.lora ? loraState(config, options.lora) : undefined;
   const N = B * T;
-  const dims = attentionDims(config, B, T);
-  const attend: AttendFn = (qr, kr, v) => K.attention(qr, kr, v, input.attentionMask, dims);
-  const layers: LayerCache[] = [];
-  const x = trunk(config, p, input, attend, (layer) => void layers.push(layer), lora, K);
-  const { hFinal, rstdFinal, logits } = headForward(config, p, x, K);
+  const logits = lmHeadForward(config, p, decoder.hFinal, K);
   const V = config.vocab_size;
 
   const targets = new Int32Array(N);
@@ -296,8 +301,30 @@ export function forward<A extends Arr>(
     logits: logits as A,
     logprob: logprob as A,
     entropy: entropy as A,
-    cache: { input, ops: K, lora, layers, xFinal: x, hFinal, rstdFinal, targets, logits, lse: rows.lse, entropyRows: rows.entropy },
+    cache: { ...decoder, targets, logits, lse: rows.lse, entropyRows: rows.entropy },
   };
+}
+
+/**
+ * The decoder alone: every block, then the final norm, without the lm head (what a value head or any other
+ * head reads). Same arguments as {@link forward}; `hidden` [B*T, d] lives as long as the activation scope.
+ */
+export function decoderForward<A extends Arr>(
+  config: ModelConfig,
+  params: A | Record<string, A>,
+  input: ModelInput,
+  options: { lora?: LoraWeights<A>; ops?: ModelOps } = {},
+): { hidden: A; cache: DecoderCache } {
+  const K = options.ops ?? referenceOps;
+  const { B, T } = validateInput(config, input);
+  const p = paramViews(config, params);
+  const lora = options.lora ? loraState(config, options.lora) : undefined;
+  const dims = attentionDims(config, B, T);
+  const attend: AttendFn = (qr, kr, v) => K.attention(qr, kr, v, input.attentionMask, dims);
+  const layers: LayerCache[] = [];
+  const x = trunk(config, p, input, attend, (layer) => void layers.push(layer), lora, K);
+  const { y: hFinal, rstd: rstdFinal } = K.rmsnorm(x, p.norm, dimsOf(config, B * T).norm);
+  return { hidden: hFinal as A, cache: { input, ops: K, lora, layers, xFinal: x, hFinal, rstdFinal } };
 }
 
 /**
@@ -313,7 +340,16 @@ export function backward<A extends Arr>(
   dlogprob: ArrayLike<number>,
   dentropy: ArrayLike<number>,
 ): A {
-  return backwardImpl(config, params, cache, dlogprob, dentropy, true).base as A;
+  return backwardImpl(config, params, cache, (run) => lmHeadBackward(run, cache, dlogprob, dentropy), true).base as A;
+}
+
+/**
+ * Gradients of a scalar loss with respect to every decoder parameter, given dL/dhidden [B*T, d] of
+ * {@link decoderForward}'s output (a head's backward hands it over): a flat buffer in the parameter layout,
+ * of `params`' element type (the layout's lm_head, if any, gets 0).
+ */
+export function decoderBackward<A extends Arr>(config: ModelConfig, params: A | Record<string, A>, cache: DecoderCache, dHidden: Arr): A {
+  return backwardImpl(config, params, cache, () => dHidden, true).base as A;
 }
 
 /**
@@ -328,7 +364,7 @@ export function backwardLora<A extends Arr>(
   dentropy: ArrayLike<number>,
 ): A {
   if (!cache.lora) throw new ValidationError("the forward ran without an adapter: pass { lora } to forward", ["lora"]);
-  return backwardImpl(config, params, cache, dlogprob, dentropy, false).lora as A;
+  return backwardImpl(config, params, cache, (run) => lmHeadBackward(run, cache, dlogprob, dentropy), false).lora as A;
 }
 
 /** What the pieces of one backward pass share: weights, backend, sizes, and where the gradients go. */
@@ -336,7 +372,7 @@ interface BackwardRun {
   config: ModelConfig;
   p: Record<string, Arr>;
   K: ModelOps;
-  cache: ForwardCache;
+  cache: DecoderCache;
   /** Views of the base's gradient buffer by parameter name; null when the base is frozen. */
   g: Record<string, Arr> | null;
   /** Views of the adapter's gradient buffer by name; null unless the adapter trains (the base frozen). */
@@ -345,12 +381,13 @@ interface BackwardRun {
   attnDims: ops.AttentionDims;
 }
 
+/** The backward from the head down: `head` gives dL/dhFinal (and its own weights' gradients), then the
+ * final norm, every block and the embedding. */
 function backwardImpl<A extends Arr>(
   config: ModelConfig,
   params: A | Record<string, A>,
-  cache: ForwardCache,
-  dlogprob: ArrayLike<number>,
-  dentropy: ArrayLike<number>,
+  cache: DecoderCache,
+  head: (run: BackwardRun) => Arr,
   trainBase: boolean,
 ): { base: Arr | null; lora: Arr | null } {
   const p = paramViews(config, params);
@@ -379,7 +416,7 @@ function backwardImpl<A extends Arr>(
 
   // The head, then each layer, in a nested activation scope: only its dx stays, so the backward holds one
   // layer's temporaries at a time (on the reference this is just the call).
-  let dx = withActivationsKeep(K, () => headBackward(run, dlogprob, dentropy));
+  let dx = withActivationsKeep(K, () => finalNormBackward(run, head(run)));
   for (let l = config.n_layers - 1; l >= 0; l--) {
     const dxOut = dx;
     dx = withActivationsKeep(K, () => blockBackward(run, l, dxOut));
@@ -393,10 +430,17 @@ function setGrad(run: BackwardRun, name: string, value: Arr): void {
   run.g?.[name].set(value);
 }
 
-/** dL/dx of the final norm's input, from the per-token gradients through the lm head (its gradient when the base trains). */
-function headBackward(run: BackwardRun, dlogprob: ArrayLike<number>, dentropy: ArrayLike<number>): Arr {
-  const { config, p, K, cache, g } = run;
-  const { N, d, V, norm: dims } = run.dims;
+/** dL/dx of the final norm's input from dL/dhFinal (the norm's gradient when the base trains). */
+function finalNormBackward(run: BackwardRun, dh: Arr): Arr {
+  const fin = run.K.rmsnormBackward(run.cache.xFinal, run.p.norm, run.cache.rstdFinal, dh, run.dims.norm);
+  setGrad(run, "norm", fin.dw);
+  return fin.dx;
+}
+
+/** dL/dhFinal from the per-token gradients through the lm head (its gradient when the base trains). */
+function lmHeadBackward(run: BackwardRun, cache: ForwardCache, dlogprob: ArrayLike<number>, dentropy: ArrayLike<number>): Arr {
+  const { config, p, K, g } = run;
+  const { N, d, V } = run.dims;
   const { B, T } = inputShape(cache.input);
   // Un-shift the per-token gradients onto the rows that made the predictions.
   const dlpRows = ops.alloc(p.tok_embeddings, N);
@@ -420,9 +464,7 @@ function headBackward(run: BackwardRun, dlogprob: ArrayLike<number>, dentropy: A
     dh = r.dx;
     g.lm_head.set(r.dw);
   } else dh = K.matmulABt(dlogits, p.lm_head, { m: N, k: V, n: d });
-  const fin = K.rmsnormBackward(cache.xFinal, p.norm, cache.rstdFinal, dh, dims);
-  setGrad(run, "norm", fin.dw);
-  return fin.dx;
+  return dh;
 }
 
 /**

@@ -49,6 +49,31 @@ export function newOptimizerState(size: number): OptimizerState {
   return { step: 0, m: new Float32Array(size), v: new Float32Array(size) };
 }
 
+export function copyOptimizerState(o: OptimizerState): OptimizerState {
+  return { step: o.step, m: o.m.slice(), v: o.v.slice() };
+}
+
+/**
+ * A trainer step's update from its accumulated gradient: the global norm, then, when it and the loss are
+ * finite, clipping and one AdamW step (`adamw`: the backend's); otherwise nothing changes (`skipped`).
+ */
+export function clippedAdamwStep(
+  params: Float32Array,
+  grads: Float32Array,
+  state: OptimizerState,
+  options: Required<OptimizerOptions>,
+  loss: number,
+  adamw: typeof adamwStep = adamwStep,
+): { gradNorm: number; skipped: boolean } {
+  const gradNorm = globalGradNorm(grads);
+  const skipped = !Number.isFinite(loss) || !Number.isFinite(gradNorm);
+  if (!skipped) {
+    clipGradNorm(grads, gradNorm, options.maxGradNorm);
+    adamw(params, grads, state, options);
+  }
+  return { gradNorm, skipped };
+}
+
 /**
  * One AdamW step in place (torch.optim.AdamW): step += 1; p *= 1 - lr wd (decoupled, on every tensor);
  * m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr/(1 - b1^step) * m / (sqrt(v)/sqrt(1 - b2^step) + eps).
