@@ -174,20 +174,6 @@ export type TrainConfig = z.infer<typeof TrainConfigSchema>;
 /** Whether the run trains a critic: verl's rule (critic.enable, else the gae estimator). */
 export const usesCritic = (c: TrainConfig): boolean => c.critic.enable ?? c.advEstimator === "gae";
 
-/** The settings `agl train` cannot run yet, each with the setting's path: the critic. */
-export function notRunYet(c: TrainConfig): { path: string[]; message: string }[] {
-  const issues: { path: string[]; message: string }[] = [];
-  const later = (path: string[], what: string, instead: string) =>
-    issues.push({ path, message: `${what}: agl train does not run it yet; ${instead}` });
-  if (usesCritic(c))
-    later(
-      ["critic"],
-      "a critic (verl's critic.enable, or the gae estimator)",
-      "use an estimator without one (grpo) and leave critic.enable unset or false",
-    );
-  return issues;
-}
-
 type Flag = CommandSpec["sections"][number]["flags"][number];
 const str = (name: string, value: string, help: string): Flag => ({ name, type: "string", value, help });
 const int = (name: string, help: string, value = "N"): Flag => ({ name, type: "number", integer: true, value, help });
@@ -403,8 +389,6 @@ export function parseTrainArgs(
     const issue = parsed.error.issues[0]!;
     throw settingError(issue.path, issue.message);
   }
-  const later = notRunYet(parsed.data)[0];
-  if (later) throw settingError(later.path, later.message);
   return { help: false, config: parsed.data };
 }
 

@@ -24,6 +24,8 @@ import { LlmProxyTraceToTriplet } from "../adapter/proxy-triplet.ts";
 import { LightningStoreClient } from "../client/client.ts";
 import { loadPretrained, type PretrainedModel } from "../model/hf/index.ts";
 import { CpuTrainer } from "../cpu/trainer.ts";
+import { type CpuValueTrainer, createCpuValueTrainer } from "../cpu/value-trainer.ts";
+import type { ValueTrainer } from "../model/value-types.ts";
 import type { PolicyTrainer } from "../model/train-types.ts";
 import { platform } from "../platform/index.ts";
 import type { GpuContext } from "../gpu/context.ts";
@@ -38,7 +40,7 @@ import type { LightningStore } from "../store/base.ts";
 import { openStore } from "../store/libsql/open.ts";
 import { Trainer } from "../trainer/trainer.ts";
 import { lineChartSvg } from "./svg.ts";
-import { notRunYet, type TrainConfig } from "./train-config.ts";
+import { type TrainConfig, usesCritic } from "./train-config.ts";
 import { trainedWeights, type TrainedState, type TrainedWeights } from "./train-weights.ts";
 
 export interface TrainRunResult {
@@ -309,6 +311,8 @@ export function ppoOptionsOf(
     startStep: number;
     saveCheckpoint?: (step: number, t: PolicyTrainer) => Promise<void>;
     onReport?: (r: GrpoReport) => void;
+    /** The critic's trainer, when the run has one. */
+    critic?: ValueTrainer | null;
   },
 ): PpoOptions {
   return {
@@ -363,16 +367,52 @@ export function ppoOptionsOf(
     klCtrl: c.klCtrl,
     criticWarmup: c.criticWarmup,
     rolloutDataDir: c.rolloutDataDir,
-    // critic: needs its ValueTrainer (c.critic: model, lr, cliprangeValue, ...), built with the PPO algorithm
+    ...(parts.critic
+      ? {
+          critic: {
+            trainer: parts.critic,
+            cliprangeValue: c.critic.cliprangeValue,
+            lr: c.critic.lr,
+            ppoEpochs: c.critic.epochs ?? undefined,
+            miniBatchSize: c.critic.miniBatch ?? undefined,
+            microBatchSize: c.critic.microBatch ?? undefined,
+            lossAggMode: c.critic.lossAggMode ?? undefined,
+          },
+        }
+      : {}),
   };
+}
+
+/**
+ * The critic of a run that has one (verl's rule: critic.enable, else the gae estimator): the critic model's
+ * decoder (the policy's model unless --critic-model) with a fresh value head, on the CPU engine. Its state is
+ * not in the run's checkpoints: a resumed run starts it afresh.
+ */
+async function makeCritic(
+  c: TrainConfig,
+  policy: PretrainedModel,
+  resumed: boolean,
+  log: (m: string) => void,
+): Promise<CpuValueTrainer | null> {
+  if (!usesCritic(c)) return null;
+  const source = c.critic.model === null ? policy : await loadPretrained(c.critic.model);
+  if (resumed) log("the critic starts afresh: its state is not part of the run's checkpoints");
+  return createCpuValueTrainer({
+    config: source.config,
+    policyParams: source.weights,
+    lr: c.critic.lr,
+    weightDecay: c.critic.weightDecay,
+    beta1: c.critic.betas[0],
+    beta2: c.critic.betas[1],
+    maxGradNorm: c.critic.gradClip,
+    seed: c.seed,
+  });
 }
 
 /** Runs (or resumes) the training the config describes, to its last step. */
 export async function runTraining(config: TrainConfig, options: { log?: (m: string) => void; cwd?: string } = {}): Promise<TrainRunResult> {
   const started = performance.now();
   const log = options.log ?? ((m: string) => console.log(`[agl train] ${m}`));
-  const later = notRunYet(config)[0];
-  if (later) throw new UsageError(`${later.path.join(".")}: ${later.message}`);
   const train = readJsonl(config.data);
   const c = resolveSteps(config, train.length);
   await claimRunFolder(c);
@@ -389,6 +429,7 @@ export async function runTraining(config: TrainConfig, options: { log?: (m: stri
   const val = c.valData !== null ? readJsonl(c.valData) : null;
   const agent = await importAgent(c.agent, options.cwd ?? platform.cwd());
   const trainer = await makeTrainer(c, model, weights, resume, log);
+  const critic = await makeCritic(c, model, startStep > 0, log);
   const { policy, engine } = await servedPolicy(c, model, tokenizer, weights, trainer, startStep);
   const server = new PolicyServer({ policy });
   const store = await openRunStore(c);
@@ -408,6 +449,7 @@ export async function runTraining(config: TrainConfig, options: { log?: (m: stri
       lora: weights.lora !== null,
       startStep,
       saveCheckpoint: checkpointSaver(c, weights),
+      critic,
       onReport: (r) => {
         reports.push(r);
         pending = pending.then(persist);
@@ -434,6 +476,7 @@ export async function runTraining(config: TrainConfig, options: { log?: (m: stri
     await store.close();
     (trainer as { destroy?: () => void }).destroy?.();
     (trainer as { close?: () => void }).close?.();
+    critic?.close();
     engine.close?.();
   }
   return { startStep, reports, backend: trainer.backend, weightsDir: weights.dir, svgPath, seconds: (performance.now() - started) / 1000 };

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../../src/cli/agl.ts";
 import { lrOf, ppoOptionsOf, resolveSteps, runTraining } from "../../src/cli/train.ts";
-import { parseTrainArgs, TrainConfigSchema, type TrainConfig } from "../../src/cli/train-config.ts";
+import { parseTrainArgs, TrainConfigSchema, type TrainConfig, usesCritic } from "../../src/cli/train-config.ts";
 import type { PolicyTrainer } from "../../src/model/train-types.ts";
 import type { ModelPolicy } from "../../src/proxy/policy.ts";
 import { flattenParams } from "../../src/model/params.ts";
@@ -255,7 +255,7 @@ describe("agl train with verl's config", () => {
     );
   });
 
-  it("runs the PPO family's estimators, KL in the reward, critic warmup and the dump; refuses, naming flag and verl key, what it does not run yet", () => {
+  it("takes the PPO family's estimators (gae with its critic), loss modes, KL in the reward, critic warmup and the dump", () => {
     const withAlgorithm = (a: object) => JSON.stringify({ ...JSON.parse(calcX), algorithm: a });
     expect(parse([], withAlgorithm({ adv_estimator: "rloo" })).advEstimator).toBe("rloo");
     // (Calc-X's config fine-tunes every weight: the KL reference is a LoRA run's base)
@@ -263,10 +263,10 @@ describe("agl train with verl's config", () => {
     expect(parse(["--critic-warmup", "2"]).criticWarmup).toBe(2);
     expect(parse(["--rollout-data-dir", "dump"]).rolloutDataDir).toBe("dump");
     // verl's default estimator is gae, with a critic
-    expect(() => parse([], withAlgorithm({}))).toThrow(
-      /^critic: a critic \(verl's critic.enable, or the gae estimator\): agl train does not run it yet/,
-    );
-    expect(() => parse([], JSON.stringify({ ...JSON.parse(calcX), critic: { enable: true } }))).toThrow(/^critic: a critic/);
+    const gae = parse([], withAlgorithm({}));
+    expect([gae.advEstimator, usesCritic(gae)]).toEqual(["gae", true]);
+    expect(usesCritic(parse([], JSON.stringify({ ...JSON.parse(calcX), critic: { enable: true } })))).toBe(true);
+    expect(usesCritic(parse([], withAlgorithm({ adv_estimator: "rloo" })))).toBe(false);
     expect(parse(["--loss-mode", "gspo"]).lossMode).toBe("gspo");
     expect(() => parse(["--full-finetune", "--kl-in-reward"])).toThrow(/--kl-in-reward: a KL penalty in the reward needs a LoRA adapter/);
   });
@@ -533,6 +533,21 @@ describe("agl train on a Hugging Face folder", () => {
       expect(rows.length).toBe(steps[step - 1].rows);
       expect(rows.every((x) => x.step === step && typeof x.input === "string" && typeof x.output === "string")).toBe(true);
     }
+  }, 600_000);
+
+  it("trains with gae: a critic on the policy's decoder, updated every step before the actor", async () => {
+    const out = join(dir, "run-gae");
+    const r = await runTraining(settings({ out, steps: 2, advEstimator: "gae", critic: { lr: 1e-3 } as TrainConfig["critic"] }), {
+      log: () => {},
+    });
+    const steps = r.reports.filter((x) => x.kind === "step") as Array<{ metrics?: Record<string, number> }>;
+    expect(steps).toHaveLength(2);
+    for (const s of steps) {
+      expect(Number.isFinite(s.metrics?.["critic/vf_loss"])).toBe(true);
+      expect(s.metrics?.["critic/vf_loss"]).toBeGreaterThan(0);
+    }
+    // the values the advantages came from are the critic's, which moved between the steps
+    expect(steps[1].metrics?.["critic/values/mean"]).not.toBe(steps[0].metrics?.["critic/values/mean"]);
   }, 600_000);
 
   it("resumes from the last checkpoint and refuses a folder that holds another run", async () => {
