@@ -143,10 +143,13 @@ const otherTraining: Interval[] = [];
 const storeCalls: { method: string; at: Interval }[] = [];
 /** Ends of the algorithm's waits for its rollouts: the last one in a step ends its rollout phase. */
 const waitEnds: number[] = [];
+/** When the step under way published its `main_llm` resource (its first store call). */
+let stepStart = 0;
 const adapterCalls: Interval[] = [];
 
 interface StepRecord {
   report: StepReport;
+  start: number;
   end: number;
   /** The triplets of each of the step's rollouts, as GRPO's adapter made them (the other level reuses them). */
   adapted: Map<string, Triplet[]>;
@@ -169,6 +172,7 @@ function timedEngine(inner: GenerationEngine): GenerationEngine {
 
 const timedStore = (inner: LightningStore): LightningStore =>
   timeMethods(inner, (method, start, end) => {
+    if (method === "addResources") stepStart = start;
     if (method === "waitForRollouts") waitEnds.push(end);
     else if (method !== "close") storeCalls.push({ method, at: [start, end] });
   });
@@ -260,18 +264,24 @@ const grpo = (batchSize: number, n: number, warm: boolean) =>
     adapter: timedAdapter(new LlmProxyTraceToTriplet()),
     onReport: (r) => {
       if (r.kind !== "step") return;
-      steps.push({ report: r, end: epochSeconds(), adapted: adapting });
+      steps.push({ report: r, start: stepStart, end: epochSeconds(), adapted: adapting });
       adapting = new Map();
     },
   });
 
-async function finishedRollouts(s: LightningStore, adapted: Map<string, Triplet[]>): Promise<FinishedRollout[]> {
-  const out: FinishedRollout[] = [];
+/** The rollouts GRPO adapted, with their data ids, and how many of them did not succeed. */
+async function finishedRollouts(
+  s: LightningStore,
+  adapted: Map<string, Triplet[]>,
+): Promise<{ finished: FinishedRollout[]; failed: number }> {
+  const finished: FinishedRollout[] = [];
+  let failed = 0;
   for (const [id, triplets] of adapted) {
     const r = await s.getRolloutById(id);
-    out.push({ rollout_id: id, data_id: String(r?.metadata?.data_id), triplets });
+    if (r?.status !== "succeeded") failed++;
+    finished.push({ rollout_id: id, data_id: String(r?.metadata?.data_id), triplets });
   }
-  return out;
+  return { finished, failed };
 }
 
 /** Rows of `finished` at `level` whose prompt is longer than MAX_PROMPT: the batch drops them (isDrop). */
@@ -308,7 +318,7 @@ async function otherLevelUpdate(finished: FinishedRollout[], warm: boolean) {
 // One timed step, measured after the run
 
 async function measureStep(s: LightningStore, rec: StepRecord) {
-  const step: Interval = [rec.end - rec.report.seconds, rec.end];
+  const step: Interval = [rec.start, rec.end];
   const rolloutEnd = Math.max(...waitEnds.filter((t) => t >= step[0] && t <= step[1]));
   const adapterEnd = Math.max(...inside(adapterCalls, step).map(([, b]) => b));
   const trainSeconds = totalSeconds(inside(training, step));
@@ -325,15 +335,13 @@ async function measureStep(s: LightningStore, rec: StepRecord) {
       }
     }
   }
-  const rollouts = (await s.queryRollouts({ mode_in: ["train"], limit: -1 })).items.filter(
-    (r) => r.start_time >= step[0] && r.start_time <= rolloutEnd,
-  );
   const gen = within(generation, [step[0], rolloutEnd]);
-  const finished = await finishedRollouts(s, rec.adapted);
+  const { finished, failed } = await finishedRollouts(s, rec.adapted);
   const other = await otherLevelUpdate(finished, false);
   return {
-    rollouts: rollouts.length,
-    failed: rollouts.filter((r) => r.status !== "succeeded").length,
+    rollouts: TASKS * GROUP,
+    // a rollout without spans was not adapted: it failed before its first model call
+    failed: failed + TASKS * GROUP - finished.length,
     phases: {
       rollouts: rolloutEnd - step[0],
       adapter: adapterEnd - rolloutEnd,
@@ -371,7 +379,7 @@ const algorithm = algo(async ({ store: s }) => {
   warm.setStore(s);
   warm.setLlmProxy(server);
   await warm.run(trainTasks(WARMUP, SEED + 1));
-  await otherLevelUpdate(await finishedRollouts(s, steps[0]!.adapted), true);
+  await otherLevelUpdate((await finishedRollouts(s, steps[0]!.adapted)).finished, true);
   steps.length = 0;
   const mcpPid = [...calculatorServer.pids.values()][0];
   if (mcpPid === undefined) throw new Error("no MCP calculator child after the warm-up");
@@ -390,7 +398,7 @@ const algorithm = algo(async ({ store: s }) => {
   });
   const { profile: samples, at } = await stopProfile();
   // the steps' windows only (not the GRPO run's start and end around them)
-  profile = splitProfile(samples, PARTS, { windows: steps.map((r) => [at(r.end - r.report.seconds), at(r.end)] as const) });
+  profile = splitProfile(samples, PARTS, { windows: steps.map((r) => [at(r.start), at(r.end)] as const) });
   if ([...calculatorServer.pids.values()][0] !== mcpPid) throw new Error("the MCP calculator child was replaced during the timed steps");
   for (const rec of steps) figures.push(await measureStep(s, rec));
 });
