@@ -486,7 +486,9 @@ console.log(
 );
 console.log(
   `CPU in the steps: process ${cpu.process.toFixed(2)} s (main thread ${cpu.main.toFixed(2)} s), MCP child ${cpu.mcp.toFixed(2)} s; ` +
-    `${ms(cpu.process / n)} per rollout in the process`,
+    `${ms(cpu.process / n)} per rollout in the process, ${ms(cpu.main / n)} on its main thread -> ` +
+    // what that CPU allows on two cores of its own: all of it on two, the main thread's on one
+    `${(n / Math.max((cpu.process + cpu.mcp) / 2, cpu.main)).toFixed(1)} rollouts/s on 2 dedicated cores`,
 );
 const perStep = (x: number) => (x / STEPS).toFixed(STEPS === 1 ? 0 : 1);
 type Rows = { rows: number; trainedRows: number; dropped: number; tokens: number; lossTokens: number };
