@@ -269,19 +269,21 @@ const grpo = (batchSize: number, n: number, warm: boolean) =>
     },
   });
 
-/** The rollouts GRPO adapted, with their data ids, and how many of them did not succeed. */
+/** The rollouts GRPO adapted, with their data ids; how many of them did not succeed, how many took a second attempt. */
 async function finishedRollouts(
   s: LightningStore,
   adapted: Map<string, Triplet[]>,
-): Promise<{ finished: FinishedRollout[]; failed: number }> {
+): Promise<{ finished: FinishedRollout[]; failed: number; retried: number }> {
   const finished: FinishedRollout[] = [];
   let failed = 0;
+  let retried = 0;
   for (const [id, triplets] of adapted) {
     const r = await s.getRolloutById(id);
     if (r?.status !== "succeeded") failed++;
+    if (((await s.getLatestAttempt(id))?.sequence_id ?? 1) > 1) retried++;
     finished.push({ rollout_id: id, data_id: String(r?.metadata?.data_id), triplets });
   }
-  return { finished, failed };
+  return { finished, failed, retried };
 }
 
 /** Rows of `finished` at `level` whose prompt is longer than MAX_PROMPT: the batch drops them (isDrop). */
@@ -336,12 +338,13 @@ async function measureStep(s: LightningStore, rec: StepRecord) {
     }
   }
   const gen = within(generation, [step[0], rolloutEnd]);
-  const { finished, failed } = await finishedRollouts(s, rec.adapted);
+  const { finished, failed, retried } = await finishedRollouts(s, rec.adapted);
   const other = await otherLevelUpdate(finished, false);
   return {
     rollouts: TASKS * GROUP,
     // a rollout without spans was not adapted: it failed before its first model call
     failed: failed + TASKS * GROUP - finished.length,
+    retried,
     phases: {
       rollouts: rolloutEnd - step[0],
       adapter: adapterEnd - rolloutEnd,
@@ -446,6 +449,7 @@ const stepSeconds = Object.values(phases).reduce((a, b) => a + b, 0);
 const llmCalls = add((x) => x.llmCalls);
 const tokens = add((x) => x.tokens);
 const failed = add((x) => x.failed);
+const retried = add((x) => x.retried);
 const tools = figures.flatMap((x) => x.tools);
 const storeInSteps = figures.flatMap((x) => x.store);
 const ms = (sec: number) => `${(1000 * sec).toFixed(1)} ms`;
@@ -454,7 +458,8 @@ console.log(
   `rollouts: ${n} in ${phases.rollouts.toFixed(2)} s of rollout phases: ${(n / phases.rollouts).toFixed(2)} rollouts/s, ` +
     `${(llmCalls / phases.rollouts).toFixed(1)} LLM calls/s, ${(tokens / phases.rollouts).toFixed(0)} generated tokens/s; per rollout ` +
     `${(add((x) => x.turns) / n).toFixed(2)} turns, ${(add((x) => x.toolCalls) / n).toFixed(2)} tool calls (${(tools.length / n).toFixed(2)} run), ` +
-    `${(tokens / llmCalls).toFixed(1)} tokens per call, reward ${(add((x) => x.reward) / STEPS).toFixed(3)}${failed > 0 ? `; ${failed} FAILED` : ""}`,
+    `${(tokens / llmCalls).toFixed(1)} tokens per call, reward ${(add((x) => x.reward) / STEPS).toFixed(3)}` +
+    `${retried > 0 ? `; ${retried} retried (a second attempt samples anew)` : ""}${failed > 0 ? `; ${failed} FAILED` : ""}`,
 );
 console.log(
   `steps: ${stepSeconds.toFixed(2)} s, ${(n / stepSeconds).toFixed(2)} rollouts/s: ${Object.entries(phases)
