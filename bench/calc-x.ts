@@ -21,7 +21,8 @@
  *   store: calls and their latency per rollout), the MCP tool calls' round trips (the agent's `tool.<name>`
  *   spans) and the calculator child's CPU;
  * - CPU: this process (every thread: the engine's and trainer's pools), its main thread, the MCP child;
- * - the other aggregation level's batch and update on the same rollouts, on a trainer of its own.
+ * - both aggregation levels side by side: each step's rollouts batched and trained at each level, on a
+ *   trainer per level, after the steps (the rows, the rows dropped for a prompt over the demo's 110 tokens).
  *
  * Run: `npx tsx bench/calc-x.ts [--tasks 8] [--group 8] [--steps 3] [--runners 8] [--level trajectory]
  *      [--warmup 1] [--store libsql|memory] [--seed 0]` (or `npm run bench -- calc-x`).
@@ -79,7 +80,7 @@ const COMMAND = {
           type: "string",
           choices: ["trajectory", "transition"],
           value: "L",
-          help: `the steps' aggregation level (the other one is compared) [${CALC_X_DEFAULTS.level}]`,
+          help: `the steps' aggregation level [${CALC_X_DEFAULTS.level}]`,
         },
         { name: "warmup", type: "number", integer: true, min: 1, value: "N", help: "tasks of the untimed warm-up step [1]" },
         { name: "store", type: "string", choices: ["libsql", "memory"], value: "S", help: "libsql: a file, as agl train [libsql]" },
@@ -95,7 +96,6 @@ const GROUP = flags.group ?? CALC_X_DEFAULTS.group;
 const STEPS = flags.steps ?? 3;
 const RUNNERS = flags.runners ?? CALC_X_DEFAULTS.runners;
 const LEVEL = (flags.level ?? CALC_X_DEFAULTS.level) as "trajectory" | "transition";
-const OTHER = LEVEL === "trajectory" ? "transition" : "trajectory";
 const WARMUP = flags.warmup ?? 1;
 const STORE = flags.store ?? "libsql";
 const SEED = flags.seed ?? 0;
@@ -139,7 +139,6 @@ const PARTS: Part[] = [
 const generation: { at: Interval; tokens: number }[] = [];
 /** The step trainer's passes and adapter publications; the comparison trainer's passes. */
 const training: Interval[] = [];
-const otherTraining: Interval[] = [];
 const storeCalls: { method: string; at: Interval }[] = [];
 /** Ends of the algorithm's waits for its rollouts: the last one in a step ends its rollout phase. */
 const waitEnds: number[] = [];
@@ -151,7 +150,7 @@ interface StepRecord {
   report: StepReport;
   start: number;
   end: number;
-  /** The triplets of each of the step's rollouts, as GRPO's adapter made them (the other level reuses them). */
+  /** The triplets of each of the step's rollouts, as GRPO's adapter made them (the side-by-side updates reuse them). */
   adapted: Map<string, Triplet[]>;
 }
 const steps: StepRecord[] = [];
@@ -220,7 +219,15 @@ const weights = trainedWeights(config, model);
 const newTrainer = () =>
   new CpuTrainer({ config: model.config, lr: config.lr, weightDecay: config.weightDecay, seed: SEED, ...weights.trainerOptions(null) });
 const trainer = timedTrainer(newTrainer(), training);
-const otherTrainer = timedTrainer(newTrainer(), otherTraining);
+type Level = "trajectory" | "transition";
+const LEVELS: readonly Level[] = ["trajectory", "transition"];
+/** A trainer per level for the side-by-side updates, and the passes each takes. */
+const compared = Object.fromEntries(
+  LEVELS.map((level) => {
+    const passes: Interval[] = [];
+    return [level, { trainer: timedTrainer(newTrainer(), passes), passes }];
+  }),
+) as Record<Level, { trainer: PolicyTrainer; passes: Interval[] }>;
 const engine = timedEngine(await createGenerationEngine({ backend: "cpu" }));
 const policy = new ModelPolicy({
   model: model.name,
@@ -292,21 +299,23 @@ function droppedRows(finished: FinishedRollout[], level: "trajectory" | "transit
   return b.tensors.isDrop.reduce((n, d) => n + d, 0);
 }
 
-/** The batch and update of `finished` at the other level, on its own trainer (seconds of each). */
-async function otherLevelUpdate(finished: FinishedRollout[], warm: boolean) {
-  otherTraining.length = 0;
+/** The batch and update of `finished` at `level` on that level's own trainer (seconds of each). */
+async function levelUpdate(level: Level, finished: FinishedRollout[], warm: boolean) {
+  const { trainer: t, passes } = compared[level];
+  passes.length = 0;
   const start = epochSeconds();
-  const u = await grpoUpdate(otherTrainer, finished, {
+  const u = await grpoUpdate(t, finished, {
     maxPromptLength: MAX_PROMPT,
     maxResponseLength: MAX_RESPONSE,
-    traceAggregator: { level: OTHER },
+    traceAggregator: { level },
     loss,
     lr: config.lr,
     trackKl: true,
     dropTiedGroups: !warm,
   });
-  const train = totalSeconds(otherTraining); // one pass after another: no overlap
+  const train = totalSeconds(passes); // one pass after another: no overlap
   return {
+    dropped: droppedRows(finished, level),
     batch: epochSeconds() - start - train,
     train,
     rows: u.rows,
@@ -339,7 +348,10 @@ async function measureStep(s: LightningStore, rec: StepRecord) {
   }
   const gen = within(generation, [step[0], rolloutEnd]);
   const { finished, failed, retried } = await finishedRollouts(s, rec.adapted);
-  const other = await otherLevelUpdate(finished, false);
+  // both levels on the same rollouts, one after the other, in turns first
+  const order = rec.report.step % 2 === 1 ? LEVELS : [...LEVELS].reverse();
+  const levels = {} as Record<Level, Awaited<ReturnType<typeof levelUpdate>>>;
+  for (const level of order) levels[level] = await levelUpdate(level, finished, false);
   return {
     rollouts: TASKS * GROUP,
     // a rollout without spans was not adapted: it failed before its first model call
@@ -358,14 +370,7 @@ async function measureStep(s: LightningStore, rec: StepRecord) {
     tools,
     reward: rec.report.reward,
     store: within(storeCalls, step),
-    main: {
-      rows: rec.report.rows,
-      trainedRows: rec.report.trained_rows,
-      dropped: droppedRows(finished, LEVEL),
-      tokens: rec.report.trained_tokens,
-      lossTokens: rec.report.loss_tokens,
-    },
-    other: { ...other, dropped: droppedRows(finished, OTHER) },
+    levels,
   };
 }
 type StepFigures = Awaited<ReturnType<typeof measureStep>>;
@@ -382,7 +387,8 @@ const algorithm = algo(async ({ store: s }) => {
   warm.setStore(s);
   warm.setLlmProxy(server);
   await warm.run(trainTasks(WARMUP, SEED + 1));
-  await otherLevelUpdate((await finishedRollouts(s, steps[0]!.adapted)).finished, true);
+  const warmed = (await finishedRollouts(s, steps[0]!.adapted)).finished;
+  for (const level of LEVELS) await levelUpdate(level, warmed, true);
   steps.length = 0;
   const mcpPid = [...calculatorServer.pids.values()][0];
   if (mcpPid === undefined) throw new Error("no MCP calculator child after the warm-up");
@@ -495,18 +501,17 @@ console.log(
     // what that CPU allows on two cores of its own: all of it on two, the main thread's on one
     `${(n / Math.max((cpu.process + cpu.mcp) / 2, cpu.main)).toFixed(1)} rollouts/s on 2 dedicated cores`,
 );
-const perStep = (x: number) => (x / STEPS).toFixed(STEPS === 1 ? 0 : 1);
-type Rows = { rows: number; trainedRows: number; dropped: number; tokens: number; lossTokens: number };
-const rows = (f: (x: StepFigures) => Rows) =>
-  `${perStep(add((x) => f(x).trainedRows))} of ${perStep(add((x) => f(x).rows))} rows trained (${perStep(add((x) => f(x).dropped))} dropped: prompt over ${MAX_PROMPT}), ` +
-  `${perStep(add((x) => f(x).tokens))} tokens (${perStep(add((x) => f(x).lossTokens))} in the loss)`;
-console.log(
-  `per step, ${LEVEL} (the steps'): batch ${(phases["batch building"] / STEPS).toFixed(2)} s, update ${(phases.training / STEPS).toFixed(2)} s, ${rows((x) => x.main)}`,
-);
-console.log(
-  `per step, ${OTHER} (same rollouts, own trainer): batch ${(add((x) => x.other.batch) / STEPS).toFixed(2)} s, ` +
-    `update ${(add((x) => x.other.train) / STEPS).toFixed(2)} s, ${rows((x) => x.other)}`,
-);
+const perStep = (f: (x: StepFigures) => number, digits = 1) => (add(f) / STEPS).toFixed(digits);
+console.log("the levels side by side, per step (its rollouts; a trainer per level, one update each, after the steps):");
+for (const level of LEVELS) {
+  const at = (x: StepFigures) => x.levels[level];
+  console.log(
+    `  ${level.padEnd(10)} batch ${perStep((x) => at(x).batch, 2)} s, update ${perStep((x) => at(x).train, 2)} s; ` +
+      `${perStep((x) => at(x).trainedRows)} of ${perStep((x) => at(x).rows)} rows trained ` +
+      `(${perStep((x) => at(x).dropped)} dropped: prompt over ${MAX_PROMPT}), ` +
+      `${perStep((x) => at(x).tokens, 0)} tokens (${perStep((x) => at(x).lossTokens, 0)} in the loss)`,
+  );
+}
 console.log(
   `load after: ${loadavg()
     .map((x) => x.toFixed(2))
