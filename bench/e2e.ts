@@ -30,7 +30,7 @@
  */
 import { spawnSync } from "node:child_process";
 import http from "node:http";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { trace } from "@opentelemetry/api";
@@ -40,6 +40,7 @@ import { InMemoryLightningStore, type LightningStore } from "../src/store/index.
 import { openStore } from "../src/store/libsql/index.ts";
 import { emitReward } from "../src/tracer/index.ts";
 import { ClientServerExecutionStrategy, SharedMemoryExecutionStrategy, Trainer } from "../src/trainer/index.ts";
+import { cpuSeconds, mainThreadCpuSeconds } from "./_proc.ts";
 
 const TARGET = 500;
 const SCENARIOS = ["shm-memory", "shm-libsql", "cs-libsql", "cs-libsql-per-span", "cs-libsql-equal-priority"] as const;
@@ -118,16 +119,6 @@ function countServerRequests(): void {
     return emit.apply(this, [event, ...args] as Parameters<typeof emit>);
   } as typeof emit;
 }
-
-/** CPU seconds (user + system) a thread or process has used so far, from a /proc stat file (Linux). */
-function statCpuSeconds(path: string): number {
-  const stat = readFileSync(path, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-const cpuSeconds = (pid: number): number => statCpuSeconds(`/proc/${pid}/stat`);
-/** The main (JavaScript) thread's share: the rest is V8's helper threads (optimizing compiler, GC) and libuv. */
-const mainThreadCpuSeconds = (pid: number): number => statCpuSeconds(`/proc/${pid}/task/${pid}/stat`);
 
 // ---------------------------------------------------------------------------------------------------
 // One scenario (the algorithm side prints one RESULT line)
