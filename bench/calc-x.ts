@@ -22,7 +22,7 @@
  *   spans) and the calculator child's CPU;
  * - CPU: this process (every thread: the engine's and trainer's pools), its main thread, the MCP child;
  * - both aggregation levels side by side: each step's rollouts batched and trained at each level, on a
- *   trainer per level, after the steps (the rows, the rows dropped for a prompt over the demo's 110 tokens).
+ *   trainer per level, after the steps (the rows, the rows dropped for a prompt over the level's limit in the demo).
  *
  * Run: `npx tsx bench/calc-x.ts [--tasks 8] [--group 8] [--steps 3] [--runners 8] [--level trajectory]
  *      [--warmup 1] [--store libsql|memory] [--seed 0]` (or `npm run bench -- calc-x`).
@@ -33,7 +33,7 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { calculatorServer, calcXAgent, STATS } from "../examples/calc-x/agent.ts";
 import { trainTasks } from "../examples/calc-x/tasks.ts";
-import { CALC_X_DEFAULTS } from "../examples/calc-x/train.ts";
+import { CALC_X_DEFAULTS, ROW_LIMITS } from "../examples/calc-x/train.ts";
 import { buildTrainingBatch, type FinishedRollout, type Triplet } from "../src/adapter/index.ts";
 import { LlmProxyTraceToTriplet } from "../src/adapter/proxy-triplet.ts";
 import { algo } from "../src/algorithm/index.ts";
@@ -60,9 +60,6 @@ import { cpuSeconds, mainThreadCpuSeconds } from "./_proc.ts";
 import { epochSeconds, type Interval, timeMethods, totalSeconds } from "./_timeline.ts";
 
 const MODEL = "examples/calc-x/model";
-/** The demo's row lengths (examples/calc-x/train.ts): the model's 256 positions, 110 for the prompt. */
-const MAX_PROMPT = 110;
-const MAX_RESPONSE = 146;
 
 const COMMAND = {
   usage: "npx tsx bench/calc-x.ts [options]",
@@ -71,7 +68,7 @@ const COMMAND = {
     {
       title: "Options:",
       flags: [
-        { name: "tasks", type: "number", integer: true, min: 1, value: "N", help: `tasks per step [${CALC_X_DEFAULTS.batch}]` },
+        { name: "tasks", type: "number", integer: true, min: 1, value: "N", help: "tasks per step [8]" },
         { name: "group", type: "number", integer: true, min: 2, value: "N", help: `rollouts per task [${CALC_X_DEFAULTS.group}]` },
         { name: "steps", type: "number", integer: true, min: 1, value: "N", help: "timed steps [3]" },
         { name: "runners", type: "number", integer: true, min: 1, value: "N", help: `runners [${CALC_X_DEFAULTS.runners}]` },
@@ -91,7 +88,7 @@ const COMMAND = {
 } as const satisfies CommandSpec;
 
 const { values: flags } = parseFlags(COMMAND, process.argv.slice(2));
-const TASKS = flags.tasks ?? CALC_X_DEFAULTS.batch;
+const TASKS = flags.tasks ?? 8; // half the demo's batch: the bench's steps stay short
 const GROUP = flags.group ?? CALC_X_DEFAULTS.group;
 const STEPS = flags.steps ?? 3;
 const RUNNERS = flags.runners ?? CALC_X_DEFAULTS.runners;
@@ -209,8 +206,8 @@ const config = TrainConfigSchema.parse({
   loraR: CALC_X_DEFAULTS.loraR,
   loraAlpha: CALC_X_DEFAULTS.loraAlpha,
   lr: CALC_X_DEFAULTS.lr,
-  maxPrompt: MAX_PROMPT,
-  maxResponse: MAX_RESPONSE,
+  maxPrompt: ROW_LIMITS[LEVEL].maxPrompt,
+  maxResponse: ROW_LIMITS[LEVEL].maxResponse,
   temperature: CALC_X_DEFAULTS.temperature,
   runners: RUNNERS,
   seed: SEED,
@@ -259,8 +256,8 @@ const grpo = (batchSize: number, n: number, warm: boolean) =>
     lr: config.lr,
     loss,
     trackKl: true, // free with an adapter: agl train reports it
-    maxPromptLength: MAX_PROMPT,
-    maxResponseLength: MAX_RESPONSE,
+    maxPromptLength: ROW_LIMITS[LEVEL].maxPrompt,
+    maxResponseLength: ROW_LIMITS[LEVEL].maxResponse,
     traceAggregator: { level: LEVEL },
     temperature: config.temperature,
     valEvery: 0,
@@ -293,9 +290,10 @@ async function finishedRollouts(
   return { finished, failed, retried };
 }
 
-/** Rows of `finished` at `level` whose prompt is longer than MAX_PROMPT: the batch drops them (isDrop). */
+/** Rows of `finished` at `level` whose prompt is longer than the level's limit: the batch drops them (isDrop). */
 function droppedRows(finished: FinishedRollout[], level: "trajectory" | "transition"): number {
-  const b = buildTrainingBatch(finished, { maxPromptLength: MAX_PROMPT, maxResponseLength: MAX_RESPONSE, padTokenId: PAD_ID, level });
+  const { maxPrompt, maxResponse } = ROW_LIMITS[level];
+  const b = buildTrainingBatch(finished, { maxPromptLength: maxPrompt, maxResponseLength: maxResponse, padTokenId: PAD_ID, level });
   return b.tensors.isDrop.reduce((n, d) => n + d, 0);
 }
 
@@ -305,8 +303,8 @@ async function levelUpdate(level: Level, finished: FinishedRollout[], warm: bool
   passes.length = 0;
   const start = epochSeconds();
   const u = await grpoUpdate(t, finished, {
-    maxPromptLength: MAX_PROMPT,
-    maxResponseLength: MAX_RESPONSE,
+    maxPromptLength: ROW_LIMITS[level].maxPrompt,
+    maxResponseLength: ROW_LIMITS[level].maxResponse,
     traceAggregator: { level },
     loss,
     lr: config.lr,
@@ -508,7 +506,7 @@ for (const level of LEVELS) {
   console.log(
     `  ${level.padEnd(10)} batch ${perStep((x) => at(x).batch, 2)} s, update ${perStep((x) => at(x).train, 2)} s; ` +
       `${perStep((x) => at(x).trainedRows)} of ${perStep((x) => at(x).rows)} rows trained ` +
-      `(${perStep((x) => at(x).dropped)} dropped: prompt over ${MAX_PROMPT}), ` +
+      `(${perStep((x) => at(x).dropped)} dropped: prompt over ${ROW_LIMITS[level].maxPrompt}), ` +
       `${perStep((x) => at(x).tokens, 0)} tokens (${perStep((x) => at(x).lossTokens, 0)} in the loss)`,
   );
 }

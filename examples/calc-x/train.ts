@@ -72,7 +72,7 @@ export const CALC_X_DEFAULTS: CalcXTrainOptions = {
  * question: at most 110 tokens) and every turn after it; a transition row is one call, whose prompt holds
  * the turns before it (up to 208 tokens) and whose reply is at most MAX_TOKENS_PER_TURN (48).
  */
-const ROW_LIMITS = {
+export const ROW_LIMITS = {
   trajectory: { maxPrompt: 110, maxResponse: 146 },
   transition: { maxPrompt: 208, maxResponse: 48 },
 } as const;
