@@ -262,9 +262,27 @@ export function tables(db: DbId): Table[] {
 
 const createTable = (t: Table): string => `CREATE TABLE ${t.name} (\n  ${[...t.columns, ...(t.constraints ?? [])].join(",\n  ")}\n)`;
 
-/** The schema as the prompts show it: the CREATE TABLE statements. */
-export function schemaText(db: DbId): string {
+/** The CREATE TABLE statements. */
+export function schemaSql(db: DbId): string {
   return tables(db).map(createTable).join(";\n");
+}
+
+/**
+ * The schema as the prompts show it, one line per table: `orders(id, customer_id -> customers.id, ...)`.
+ * Shorter than the CREATE TABLE statements (a small model reads every token) and names the same joins.
+ */
+export function schemaText(db: DbId): string {
+  return tables(db)
+    .map((t) => {
+      const refs = new Map<string, string>();
+      for (const c of t.constraints ?? []) {
+        const m = /^FOREIGN KEY \((\w+)\) REFERENCES (\w+)\((\w+)\)$/.exec(c);
+        if (m) refs.set(m[1]!, `${m[2]}.${m[3]}`);
+      }
+      const cols = t.columns.map((c) => c.split(" ")[0]!).map((c) => (refs.has(c) ? `${c} -> ${refs.get(c)}` : c));
+      return `${t.name}(${cols.join(", ")})`;
+    })
+    .join("\n");
 }
 
 /** Writes the database to `path` (which must not exist). */
