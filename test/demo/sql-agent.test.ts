@@ -1,8 +1,9 @@
 /**
  * The SQL agent (examples/sql-agent/agent.ts, LangGraph.js) against a scripted OpenAI-compatible model:
  * write -> check says correct; write -> check -> rewrite -> check; the turn limit; a hostile query from
- * the model (a tool error, the database untouched); and, through the LLM proxy into a store, LLM-call
- * spans named after the graph's nodes, of which `agentMatch` keeps exactly the `write` node's.
+ * the model (a tool error, the database untouched); through the LLM proxy into a store, LLM-call spans
+ * named after the graph's nodes, of which `agentMatch` keeps exactly the `write` node's; and a whole
+ * rollout against the real policy server (a tiny random model: every query fails, the loop runs out).
  */
 import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -22,7 +23,8 @@ import {
 import { databasePath, schemaText, tables } from "../../examples/sql-agent/databases.ts";
 import type { SqlTask } from "../../examples/sql-agent/tasks.ts";
 import { LlmProxyTraceToTriplet } from "../../src/adapter/index.ts";
-import { LLM_CALL_SPAN_NAME, LLMProxy } from "../../src/proxy/index.ts";
+import { initParams, presetConfig } from "../../src/model/index.ts";
+import { LLM_CALL_SPAN_NAME, LLMProxy, ModelPolicy, PolicyServer } from "../../src/proxy/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import type { LLM } from "../../src/types/index.ts";
 import { chatAnswer, type ScriptedUpstream, startScriptedUpstream } from "../proxy/scripted-upstream.ts";
@@ -174,4 +176,38 @@ describe("the SQL agent", () => {
       await proxy.stop();
     }
   });
+
+  it("runs against the real policy server: token ids on every node's call, the write node's alone kept", async () => {
+    const config = { ...presetConfig("tiny"), d_model: 32, n_layers: 1, d_ff: 64, max_seq_len: 2048 };
+    const store = new InMemoryLightningStore();
+    const server = new PolicyServer({ policy: new ModelPolicy({ model: "tiny", config, params: initParams(config, 1), seed: 3 }), store });
+    await server.start();
+    try {
+      const { rollout_id, attempt } = await store.startRollout(TASK);
+      const routed = server.asResource({
+        rolloutId: rollout_id,
+        attemptId: attempt.attempt_id,
+        samplingParameters: { temperature: 1 },
+      }) as LLM;
+      const r = await runSqlAgent(TASK, routed, { databaseDir: dir });
+      expect(r.reward).toBe(0);
+      expect(r.turns).toBe(MAX_TURNS);
+      const spans = (await store.querySpans(rollout_id)).items.filter((s) => s.name === LLM_CALL_SPAN_NAME);
+      expect(spans.sort((a, b) => a.sequence_id - b.sequence_id).map((s) => s.attributes["gen_ai.agent.name"])).toEqual([
+        "write",
+        "check",
+        "rewrite",
+        "check",
+        "rewrite",
+        "check",
+      ]);
+      const all = new LlmProxyTraceToTriplet().adapt(spans);
+      expect(all).toHaveLength(6);
+      for (const t of all) expect(t.response.token_ids.length).toBeGreaterThan(0);
+      const write = new LlmProxyTraceToTriplet({ agentMatch: "^write$" }).adapt(spans);
+      expect(write.map((t) => t.response.token_ids)).toEqual([all[0]!.response.token_ids]);
+    } finally {
+      await server.stop();
+    }
+  }, 120_000);
 });
