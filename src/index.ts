@@ -35,8 +35,9 @@ export { InMemoryLightningStore, LibsqlLightningStore, type LightningStore, open
 // The store over HTTP
 export { LightningStoreClient, StoreConnectionError, StoreHttpError } from "./client/index.ts";
 
-// Tracing: the tracer, the emitters, `operation`, OpenAI clients traced
+// Tracing: the tracer, the emitters, `operation`, OpenAI clients traced, agent names on LLM calls
 export {
+  agentNameFetch,
   emitAnnotation,
   emitException,
   emitMessage,
@@ -49,6 +50,7 @@ export {
   SpanDeliveryError,
   setLogLevel,
   traceOpenAI,
+  withAgentName,
 } from "./tracer/index.ts";
 
 // Agents and the runner

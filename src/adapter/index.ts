@@ -1,11 +1,11 @@
 export * from "./types.ts";
 export { parsePythonLiteral, tokenIds } from "./python-literal.ts";
 export { getRewardValue, isRewardSpan, isRewardOperation, findRewardSpans, findFinalReward, rewardDimensions } from "./reward.ts";
-export { agentName } from "./agent-name.ts";
+export { agentMatcher, agentName } from "./agent-name.ts";
 export { buildTree, type FlatTree } from "./tree.ts";
 export { spanToTriplet } from "./span-triplet.ts";
 export { TraceTripletAdapter, TracerTraceToTriplet, type TraceTripletOptions } from "./trace-triplet.ts";
-export { LlmProxyTraceToTriplet, proxyTokenIds } from "./proxy-triplet.ts";
+export { LlmProxyTraceToTriplet, proxyTokenIds, type LlmProxyTraceToTripletOptions } from "./proxy-triplet.ts";
 export { TraceToMessages, groupGenai, type ChatRecord } from "./messages.ts";
 export {
   GEN_AI_LLM_OPERATIONS,

@@ -139,6 +139,9 @@ export const TrainConfigSchema = z
       .default({ level: "transition" }),
     /** Rows that share a GRPO baseline: same sample and turn index, or same sample. */
     grouping: z.enum(GROUPINGS as [Grouping, ...Grouping[]]).default("sample_turn"),
+    /** Train only the calls of agents whose name matches (Agent Lightning's `agent_match`, a regex searched
+     * in the name each call sends as `x-agent-name`); with LoRA the other agents' calls run on the frozen base [all]. */
+    agentMatch: z.string().min(1).nullable().default(null),
     maxPrompt: positive.default(512),
     maxResponse: positive.default(256),
     temperature: z.number().min(0).default(1),
@@ -155,6 +158,12 @@ export const TrainConfigSchema = z
   })
   .strict()
   .superRefine((c, ctx) => {
+    if (c.agentMatch !== null)
+      try {
+        new RegExp(c.agentMatch);
+      } catch (e) {
+        ctx.addIssue({ code: "custom", path: ["agentMatch"], message: `not a regular expression: ${(e as Error).message}` });
+      }
     if (c.fullFinetune && c.klCoef > 0)
       ctx.addIssue({
         code: "custom",
@@ -243,6 +252,11 @@ checkpoint.`,
           choices: AGGREGATION_LEVELS,
         },
         { ...str("grouping", "G", "sample_turn | sample: rows sharing a GRPO baseline [sample_turn]"), choices: GROUPINGS },
+        str(
+          "agent-match",
+          "RE",
+          "train only the calls of agents whose name (x-agent-name) matches the regex; with\nLoRA the other agents run on the frozen base [every call]",
+        ),
         int("max-prompt", "prompt tokens kept per row [512]"),
         int("max-response", "response tokens kept per row [256]"),
         num("temperature", "X", "sampling temperature of training rollouts [1]"),

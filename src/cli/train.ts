@@ -356,7 +356,7 @@ export function ppoOptionsOf(
     checkpointEvery: c.checkpointEvery > 0 ? c.checkpointEvery : c.steps,
     seed: c.seed,
     progress: c.progress,
-    adapter: new LlmProxyTraceToTriplet(),
+    adapter: new LlmProxyTraceToTriplet({ agentMatch: c.agentMatch }),
     saveCheckpoint: parts.saveCheckpoint,
     onReport: parts.onReport,
     advEstimator: c.advEstimator,
@@ -431,7 +431,12 @@ export async function runTraining(config: TrainConfig, options: { log?: (m: stri
   const trainer = await makeTrainer(c, model, weights, resume, log);
   const critic = await makeCritic(c, model, startStep > 0, log);
   const { policy, engine } = await servedPolicy(c, model, tokenizer, weights, trainer, startStep);
-  const server = new PolicyServer({ policy });
+  // selective optimisation: with an adapter, the agents not trained are served by the frozen base
+  const server = new PolicyServer({ policy, agentMatch: weights.lora !== null ? c.agentMatch : null });
+  if (c.agentMatch !== null && weights.lora === null)
+    log(
+      `--agent-match ${c.agentMatch}: only those agents' calls train, but every agent is served the trained model (full fine-tuning keeps no frozen base)`,
+    );
   const store = await openRunStore(c);
   const svgPath = join(c.out, "reward-curve.svg");
 

@@ -4,7 +4,8 @@
  * under upstream's routing prefix `/rollout/{rid}/attempt/{aid}/v1/…` gets a sequence id when it arrives
  * and is stored as one LLM-call span named `litellm_request` (gen-ai.ts attributes, token ids included
  * when the backend returns them), so the adapters read it as they read upstream's LiteLLM proxy spans.
- * Streams are passed through event by event while a copy is assembled for the span.
+ * Streams are passed through event by event while a copy is assembled for the span. A request's
+ * `x-agent-name` (the calling agent) is recorded as `gen_ai.agent.name` and passed on to the upstream.
  */
 import { type Context, Hono } from "hono";
 import { z } from "zod";
@@ -16,6 +17,7 @@ import { type Clock, systemClock } from "../types/clock.ts";
 import { ValidationError } from "../types/errors.ts";
 import type { LLM, ProxyLLM } from "../types/resources.ts";
 import { type Attributes, spanFromAttributes } from "../types/span.ts";
+import { AGENT_NAME_HEADER, GEN_AI_AGENT_NAME } from "../types/semconv.ts";
 import { type ProxyModelEntryInput, parseProxyModelList, type ResolvedModel, resolveModels } from "./llm-proxy-config.ts";
 import { LLM_CALL_SPAN_NAME } from "./llm-span.ts";
 import {
@@ -25,6 +27,7 @@ import {
   OpenAiError,
   type ResourceOptions,
   ROUTE_PREFIXES,
+  requestAgentName,
   routedAttempt,
   type ServeFn,
   SSE_HEADERS,
@@ -118,6 +121,7 @@ interface CallRecord {
   routed: { rolloutId: string; attemptId: string };
   sequenceId: number;
   model: string;
+  agentName: string | null;
   request: JsonObject;
   response: JsonObject | null;
   error: { status: number | null; message: string } | null;
@@ -246,6 +250,7 @@ export class LLMProxy {
   private async forward(c: Context, path: string): Promise<Response> {
     const startTime = this.clock.now();
     const routed = routedAttempt(c);
+    const agentName = requestAgentName(c);
     const raw = await readJsonBody(c, false);
     const parsed = ProxiedRequest.safeParse(raw);
     if (!parsed.success) throw ValidationError.fromZod(parsed.error, "request");
@@ -263,9 +268,9 @@ export class LLMProxy {
     const upstreamName = typeof model.params.model === "string" ? model.params.model : model.name;
     const request: JsonObject = { ...(raw as JsonObject), ...model.params, model: upstreamName };
     const stream = request.stream === true;
-    const record = (r: Omit<CallRecord, "routed" | "sequenceId" | "model" | "request" | "stream" | "startTime">) =>
+    const record = (r: Omit<CallRecord, "routed" | "sequenceId" | "model" | "agentName" | "request" | "stream" | "startTime">) =>
       routed !== null && sequenceId !== null && store !== null
-        ? this.recordSpan(store, { routed, sequenceId, model: model.name, request, stream, startTime, ...r })
+        ? this.recordSpan(store, { routed, sequenceId, model: model.name, agentName, request, stream, startTime, ...r })
         : Promise.resolve();
 
     // Gone callers and a stopping proxy both cancel the upstream call.
@@ -278,6 +283,7 @@ export class LLMProxy {
           model,
           path,
           body: JSON.stringify(request),
+          headers: agentName === null ? {} : { [AGENT_NAME_HEADER]: agentName },
           pickUpstream: this.pickUpstream(model),
           signal: cancel.signal,
           stream,
@@ -363,6 +369,7 @@ export class LLMProxy {
       [PROXY_ATTRIBUTES.stream]: r.stream,
     };
     if (r.upstream !== null) attributes[PROXY_ATTRIBUTES.upstream] = r.upstream;
+    if (r.agentName !== null) attributes[GEN_AI_AGENT_NAME] = r.agentName;
     await store.addSpan(
       spanFromAttributes({
         rollout_id: r.routed.rolloutId,

@@ -9,12 +9,15 @@
  */
 import { type JsonObject, openAiCallAttributes } from "../tracer/gen-ai.ts";
 import type { Attributes, Span } from "../types/span.ts";
+import { GEN_AI_AGENT_NAME } from "../types/semconv.ts";
 import { spanFromAttributes } from "../types/span.ts";
 import type { Generation } from "../model/generation.ts";
 
 export const LLM_CALL_SPAN_NAME = "litellm_request";
 /** The policy version that produced the response (a Lightning TS attribute). */
 export const POLICY_VERSION_ATTRIBUTE = "lightning.policy.version";
+/** Whether the LoRA adapter served the call (false: the frozen base), set when the server chooses per agent (a Lightning TS attribute). */
+export const POLICY_ADAPTER_ATTRIBUTE = "lightning.policy.adapter";
 /** log-probs of the sampled tokens under the serving policy (a Lightning TS attribute). */
 export const RESPONSE_LOGPROBS_ATTRIBUTE = "response_logprobs";
 
@@ -27,6 +30,10 @@ export interface LlmCallRecord {
   /** The answer's unstreamed body, every choice in it. */
   response: JsonObject;
   policyVersion: number;
+  /** The agent the request named (`x-agent-name`), recorded as `gen_ai.agent.name`. */
+  agentName?: string | null;
+  /** Whether the adapter served the call, when the server chose per agent (else left out). */
+  adapter?: boolean | null;
   /** The generations behind the choices (their log-probs are recorded). */
   choices: Generation[];
   startTime: number;
@@ -54,6 +61,8 @@ export function llmCallSpans(r: LlmCallRecord): Span[] {
       [POLICY_VERSION_ATTRIBUTE]: r.policyVersion,
       [RESPONSE_LOGPROBS_ATTRIBUTE]: g.logprobs,
     };
+    if (r.agentName != null) attributes[GEN_AI_AGENT_NAME] = r.agentName;
+    if (r.adapter != null) attributes[POLICY_ADAPTER_ATTRIBUTE] = r.adapter;
     return spanFromAttributes({
       rollout_id: r.rolloutId,
       attempt_id: r.attemptId,

@@ -13,6 +13,8 @@ import { DEFAULT_BODY_LIMIT } from "../server/app.ts";
 import { drainRefusedBodies } from "../server/drain-refused.ts";
 import { LightningError, ValidationError } from "../types/errors.ts";
 import { type LLM, type ProxyLLM, proxyBaseUrl } from "../types/resources.ts";
+import { AGENT_NAME_HEADER } from "../types/semconv.ts";
+import { checkAgentName } from "../tracer/agent-scope.ts";
 
 /** Every route exists bare and under upstream's routing prefix, whose ids are the `rid`/`aid` params. */
 export const ROUTE_PREFIXES = ["", "/rollout/:rid/attempt/:aid"] as const;
@@ -22,6 +24,12 @@ export function routedAttempt(c: Context): { rolloutId: string; attemptId: strin
   const rolloutId = c.req.param("rid");
   const attemptId = c.req.param("aid");
   return rolloutId !== undefined && attemptId !== undefined ? { rolloutId, attemptId } : null;
+}
+
+/** The agent the request names in its `x-agent-name` header, or null; a bad name is a 400 naming the header. */
+export function requestAgentName(c: Context): string | null {
+  const name = c.req.header(AGENT_NAME_HEADER);
+  return name === undefined ? null : checkAgentName(name, [AGENT_NAME_HEADER]);
 }
 
 /** An error in the OpenAI shape: `{ error: { message, type, param, code } }`. */

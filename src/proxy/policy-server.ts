@@ -7,6 +7,10 @@
  * call without a `seed` is seeded from its rollout's `sampling_seed` when it has one (sampling-seed.ts),
  * else from the policy's stream of seeds.
  *
+ * A request may name its agent (`x-agent-name`, tracer/agent-scope.ts): the span records it as
+ * `gen_ai.agent.name`, and with `agentMatch` set only the calls of matching agents are served with the
+ * policy's LoRA adapter, the others by the frozen base (docs/agents.md#training-only-some-agents).
+ *
  * Streaming answers are the OpenAI SSE chunk format, produced once the generation has finished (as
  * upstream's stream-conversion middleware does): each chunk carries its `token_ids`, the first one the
  * `prompt_token_ids`.
@@ -23,6 +27,7 @@ import type { TemplateMessage, ToolCall, ToolDefinition } from "../model/tokeniz
 import { decodeWithOffsets } from "../model/detokenize.ts";
 import type { JsonObject } from "../tracer/gen-ai.ts";
 import { readJsonBody } from "../server/json-body.ts";
+import { agentMatcher } from "../adapter/agent-name.ts";
 import { llmCallSpans } from "./llm-span.ts";
 import {
   installOpenAiBasics,
@@ -32,6 +37,7 @@ import {
   OpenAiError,
   type ResourceOptions,
   ROUTE_PREFIXES,
+  requestAgentName,
   routedAttempt,
   type ServeFn,
   SSE_HEADERS,
@@ -49,6 +55,12 @@ export interface PolicyAppOptions extends OpenAiAccess {
   /** Where routed calls are recorded; without it nothing is recorded. */
   store?: LightningStore | null;
   clock?: Clock;
+  /**
+   * Selective optimisation with LoRA: only calls whose agent name (`x-agent-name`) matches are served
+   * with the adapter; other agents' calls, and calls that name none, get the frozen base. Unset: every
+   * call gets the policy's weights.
+   */
+  agentMatch?: string | RegExp | null;
 }
 
 type Kind = "chat" | "completion";
@@ -323,14 +335,17 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
   const { policy } = options;
   const store = options.store ?? null;
   const clock = options.clock ?? systemClock;
+  const adapterFor = options.agentMatch == null ? null : agentMatcher(options.agentMatch);
   const app = new Hono();
   installOpenAiBasics(app, options);
 
   const complete = (kind: Kind) => async (c: Context) => {
     const routed = routedAttempt(c);
     const startTime = clock.now();
+    const agentName = requestAgentName(c);
     const body = await readJsonBody(c, false);
     const prepared = prepare(policy, kind, body);
+    const adapter = adapterFor === null ? null : adapterFor(agentName);
     // One sequence id per request, taken when it arrives (upstream's RolloutAttemptMiddleware).
     const sequenceId = routed !== null && store !== null ? await store.getNextSpanSequenceId(routed.rolloutId, routed.attemptId) : null;
     // a routed call is seeded from its rollout when the rollout names a sampling seed, so the samples do
@@ -351,6 +366,7 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
         stopTokenIds: prepared.stopTokenIds,
         seed: (baseSeed + i) >>> 0,
       })),
+      adapter === null ? {} : { adapter },
     );
     const answer: Answer = {
       id: `${kind === "chat" ? "chatcmpl" : "cmpl"}-${newSpanId()}`,
@@ -377,6 +393,8 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
         request,
         response: full,
         policyVersion: version,
+        agentName,
+        adapter,
         choices,
         startTime,
         endTime: clock.now(),
@@ -437,6 +455,7 @@ export class PolicyServer {
       token: this.options.token,
       bindAddress: this.options.hostname ?? "127.0.0.1",
       allowedHosts: this.options.allowedHosts,
+      agentMatch: this.options.agentMatch,
     });
     const serve = this.options.serve ?? (await nodeServe());
     this.handle = await serve(app.fetch, { hostname: this.options.hostname ?? "127.0.0.1", port: this.options.port ?? 0 });

@@ -23,9 +23,18 @@ export interface Policy {
   readonly maxSeqLen: number;
   /** Turns chats into prompt ids and sampled ids into text. */
   readonly tokenizer: Tokenizer;
-  generate(requests: readonly GenerationRequest[]): Promise<Generation[]>;
+  generate(requests: readonly GenerationRequest[], options?: PolicyGenerateOptions): Promise<Generation[]>;
   /** A fresh sampler seed for a request that names none (so repeated calls give different samples). */
   nextSeed(): number;
+}
+
+export interface PolicyGenerateOptions {
+  /**
+   * Apply the policy's LoRA adapter (default true); false serves the frozen base alone, as the policy
+   * server does for agents that are not trained (docs/agents.md#training-only-some-agents). A policy
+   * without an adapter serves its weights either way.
+   */
+  adapter?: boolean;
 }
 
 export interface ModelPolicyOptions {
@@ -87,8 +96,9 @@ export class ModelPolicy implements Policy {
     this.currentVersion = version;
   }
 
-  generate(requests: readonly GenerationRequest[]): Promise<Generation[]> {
-    return this.engine.generate(this.config, this.params, requests, this.tokenizer, this.lora);
+  generate(requests: readonly GenerationRequest[], options: PolicyGenerateOptions = {}): Promise<Generation[]> {
+    const lora = options.adapter === false ? undefined : this.lora;
+    return this.engine.generate(this.config, this.params, requests, this.tokenizer, lora);
   }
 
   nextSeed(): number {

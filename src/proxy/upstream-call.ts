@@ -71,6 +71,8 @@ export interface UpstreamCallOptions {
   /** `/chat/completions` or `/completions`, appended to the upstream base URL. */
   path: string;
   body: string;
+  /** Headers passed on from the caller (the agent's name) [none]. */
+  headers?: Record<string, string>;
   /** Gives the upstream base URL of each attempt (the proxy's round robin). */
   pickUpstream: () => string;
   /** Cancels the whole call (the proxy is stopping or the caller went away). */
@@ -122,6 +124,7 @@ function attemptController(outer: AbortSignal, timeoutS: number) {
 
 export async function callUpstream(o: UpstreamCallOptions): Promise<UpstreamAnswer> {
   const headers: Record<string, string> = {
+    ...o.headers,
     "content-type": "application/json",
     accept: o.stream ? "text/event-stream" : "application/json",
   };

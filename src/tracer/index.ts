@@ -1,4 +1,5 @@
 export * from "./attributes.ts";
+export { agentNameFetch, checkAgentName, currentAgentName, MAX_AGENT_NAME_LENGTH, withAgentName } from "./agent-scope.ts";
 export * from "./base.ts";
 export { DEFAULT_DELIVERY_LIMITS, SpanDeliveryError, isStoreUnavailable, type DeliveryLimits } from "./delivery.ts";
 export { installContextManager, ROLLOUT_SCOPE_KEY, ACTIVE_TRACER_KEY } from "./context.ts";

@@ -46,3 +46,8 @@ export const ExceptionAttributes = {
 
 /** The virtual root the trace tree adds when a trace has several roots. */
 export const VIRTUAL_ROOT_ID = "virtual-root";
+
+/** The agent an LLM call belongs to (OpenTelemetry's GenAI conventions): the policy server and the LLM proxy record it from AGENT_NAME_HEADER. */
+export const GEN_AI_AGENT_NAME = "gen_ai.agent.name";
+/** The request header naming the agent that makes an LLM call (docs/agents.md#training-only-some-agents). */
+export const AGENT_NAME_HEADER = "x-agent-name";
