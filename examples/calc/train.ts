@@ -7,13 +7,15 @@
  *   npm run demo                      # = npx tsx examples/calc/train.ts
  *   npx tsx examples/calc/train.ts --steps 100 --batch 16 --n 8 --lr 1e-3 --decay-share 0.5 --lr-final 0.1 --out runs/calc
  *   npx tsx examples/calc/train.ts --ops reference   # the plain-TS CPU engine instead of the Wasm kernels
- *   npx tsx examples/calc/train.ts --estimator rloo  # RLOO's baseline instead of GRPO's (no critic: not gae)
+ *   npx tsx examples/calc/train.ts --estimator rloo  # RLOO's baseline instead of GRPO's
+ *   npx tsx examples/calc/train.ts --estimator gae --critic-lr 1e-3  # GAE with a critic started from the checkpoint
  */
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { GRPO, lateDecay, type GrpoReport } from "../../src/algorithm/grpo.ts";
 import { PPO } from "../../src/algorithm/ppo.ts";
 import type { AdvantageEstimator } from "../../src/algorithm/ppo-options.ts";
 import { CpuTrainer, resolveCpuEngineOptions, type CpuOpsChoice } from "../../src/cpu/index.ts";
+import { createCpuValueTrainer, type CpuValueTrainer } from "../../src/cpu/value-trainer.ts";
 import { loadCheckpoint, type PolicyTrainer } from "../../src/model/index.ts";
 import type { GpuPolicyTrainer } from "../../src/gpu/index.ts";
 import { ModelPolicy, PolicyServer } from "../../src/proxy/index.ts";
@@ -51,8 +53,11 @@ export interface CalcTrainOptions {
   progress: boolean;
   /** Training problems [4096 drawn from seed + 17, none held out]. */
   trainSet?: CalcTask[];
-  /** The advantage estimator (verl's `adv_estimator`; gae needs a critic this demo does not build) [grpo]. */
-  estimator: Exclude<AdvantageEstimator, "gae">;
+  /** The advantage estimator (verl's `adv_estimator`) [grpo]. gae trains a critic: the checkpoint's decoder
+   * with a fresh value head, on the CPU engine. */
+  estimator: AdvantageEstimator;
+  /** The critic's learning rate (gae only). */
+  criticLr: number;
   /** Write each step's generations to `<dir>/<step>.jsonl` [none]. */
   rolloutDataDir?: string;
 }
@@ -74,6 +79,7 @@ export const CALC_TRAIN_DEFAULTS: CalcTrainOptions = {
   runners: 4,
   progress: true,
   estimator: "grpo",
+  criticLr: 1e-3,
 };
 
 export interface CalcTrainResult {
@@ -83,6 +89,8 @@ export interface CalcTrainResult {
   svgPath: string;
   backend: string;
   seconds: number;
+  /** The critic's weights after training (gae only). */
+  criticParams?: Float32Array;
 }
 
 async function makeTrainer(o: CalcTrainOptions, ckpt: Awaited<ReturnType<typeof loadCheckpoint>>): Promise<PolicyTrainer> {
@@ -120,6 +128,12 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
   const store = await openStore(`file:${dbPath}`);
   const heldOut = heldOutTasks(o.valTasks);
   const train = o.trainSet ?? trainTasks(4096, o.seed + 17, heldOut);
+  // GAE's critic: the checkpoint's decoder and a fresh value head (as verl starts its critic from the actor's
+  // checkpoint), on the CPU engine whichever backend the policy trains on
+  const critic: CpuValueTrainer | null =
+    o.estimator === "gae"
+      ? createCpuValueTrainer({ config: ckpt.config, policyParams: ckpt.params, lr: o.criticLr, weightDecay: 0, ops: o.ops, seed: o.seed })
+      : null;
   const algoOptions: ConstructorParameters<typeof GRPO>[0] = {
     trainer,
     policy,
@@ -140,7 +154,14 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
     rolloutDataDir: o.rolloutDataDir,
   };
   // GRPO is PPO with the grpo estimator; it keeps its own span names (grpo.step)
-  const grpo = o.estimator === "grpo" ? new GRPO(algoOptions) : new PPO({ ...algoOptions, advEstimator: o.estimator });
+  const grpo =
+    o.estimator === "grpo"
+      ? new GRPO(algoOptions)
+      : new PPO({
+          ...algoOptions,
+          advEstimator: o.estimator,
+          ...(critic ? { critic: { trainer: critic } } : {}),
+        });
   const lightning = new Trainer({
     algorithm: grpo,
     llmProxy: server,
@@ -153,23 +174,26 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
     console.log(
       `calc ${o.estimator}: ${o.steps} steps x ${o.batch} tasks x ${o.n} samples, trainer ${trainer.backend}${trainer.backend === "cpu" ? ` (${o.ops} ops)` : ""}, store ${dbPath}`,
     );
+  let criticParams: Float32Array | undefined;
   try {
     await lightning.fit(calcAgent, train, { valDataset: heldOut });
+    if (critic) criticParams = (await critic.getState()).params;
   } finally {
     await store.close();
     (trainer as { close?: () => void }).close?.();
+    critic?.close();
     engine.close?.();
   }
   const vals = grpo.validations;
   const steps = grpo.steps;
   const svg = lineChartSvg(
-    "calc GRPO: training reward and held-out accuracy",
+    `calc ${o.estimator}: training reward and held-out accuracy`,
     [
       { name: "training reward (mean of the step's rollouts)", color: "#1f77b4", points: steps.map((s) => [s.step, s.reward]) },
       { name: "held-out accuracy (greedy)", color: "#d62728", points: vals.map((v) => [v.step, v.accuracy]) },
     ],
     o.steps,
-    "GRPO step",
+    "step",
     "reward / accuracy",
   );
   const svgPath = `${o.out}/reward-curve.svg`;
@@ -181,6 +205,7 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
     svgPath,
     backend: trainer.backend,
     seconds: (performance.now() - t0) / 1000,
+    ...(criticParams ? { criticParams } : {}),
   };
 }
 
@@ -204,10 +229,11 @@ export const CALC_TRAIN_COMMAND: ScriptCommand<CalcTrainOptions> = {
     backend: { help: "trainer: WebGPU on a hardware adapter, else the CPU", value: "B", choices: ["auto", "cpu", "webgpu"] },
     ops: { help: "CPU engine ops: the Wasm kernels or the plain-TS reference", value: "OPS", choices: ["wasm", "reference"] },
     estimator: {
-      help: "advantage estimator (verl's adv_estimator; not gae, which needs a critic)",
+      help: "advantage estimator (verl's adv_estimator; gae trains a critic started from the checkpoint)",
       value: "E",
-      choices: ["grpo", "grpo_passk", "rloo", "opo", "gpg", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax"],
+      choices: ["grpo", "gae", "grpo_passk", "rloo", "opo", "gpg", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax"],
     },
+    criticLr: { help: "the critic's learning rate (gae)", value: "X", min: 0, exclusiveMin: true },
   },
 };
 
@@ -217,6 +243,13 @@ if ((proc?.argv[1] ?? "").endsWith("examples/calc/train.ts"))
     const r = await trainCalc(options);
     console.log(
       `held-out accuracy: ${(r.before * 100).toFixed(1)}% before, ${(r.after * 100).toFixed(1)}% after (${((r.after - r.before) * 100).toFixed(1)} points) in ${r.seconds.toFixed(0)} s on ${r.backend}`,
+    );
+    const vals = r.reports.filter((x) => x.kind === "validation");
+    const steps = r.reports.filter((x) => x.kind === "step");
+    const perStep = (f: (s: (typeof steps)[number]) => number): string => (steps.reduce((a, s) => a + f(s), 0) / steps.length).toFixed(0);
+    console.log(`held-out accuracy by step: ${vals.map((v) => `${v.step}: ${(v.accuracy * 100).toFixed(0)}%`).join(", ")}`);
+    console.log(
+      `per step (mean): ${perStep((s) => s.seconds * 1000)} ms, ${perStep((s) => s.tokens)} tokens in the batch, ${perStep((s) => s.trained_tokens)} trained`,
     );
     console.log(`reward curve: ${r.svgPath}`);
     return 0;
