@@ -37,10 +37,16 @@ async function timed(f: () => Promise<unknown>): Promise<number> {
   return performance.now() - t;
 }
 
-/** ms of a GRPO step's training work: `logProbs` (the old log-probs), then one `policyStep`. */
-export function timePolicyStep(policy: PolicyTrainer, b: PpoBenchBatch, options: StepOptions = {}): Promise<number> {
+/** ms of a GRPO step's training work: `logProbs` (the old log-probs), with `ref` the base's too (a LoRA
+ * trainer's KL reference), then one `policyStep`. */
+export function timePolicyStep(
+  policy: PolicyTrainer,
+  b: PpoBenchBatch,
+  { ref = false, ...options }: StepOptions & { ref?: boolean } = {},
+): Promise<number> {
   return timed(async () => {
     const old = await policy.logProbs(b.batch, options);
+    if (ref) await policy.logProbs(b.batch, { ...options, baseOnly: true });
     await policy.policyStep(b.batch, b.advantages, old.log_probs, options);
   });
 }

@@ -8,13 +8,20 @@
  * two columns time the critic without its reuse of the `values` forward in `valueStep` (src/cpu/value-trainer.ts). Rollouts, rewards
  * and the advantage kernels are the same for both and left out. CPU engine, Wasm kernels, on 1 thread and
  * on every CPU. Run: `npm run bench -- ppo` (or `npx tsx bench/ppo.ts [--runs N]`).
+ *
+ * The LoRA case is the Calc-X demo's default policy: the committed model (examples/calc-x/model) with a
+ * rank-16 adapter on all seven projections, as `agl train` trains it; its GRPO step also takes the base's
+ * log-probs (the KL to the base that `agl train` tracks with an adapter). Its critic is still the whole model.
  */
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { CpuTrainer } from "../src/cpu/trainer.ts";
 import { createCpuValueTrainer } from "../src/cpu/value-trainer.ts";
 import type { ModelConfig } from "../src/model/config.ts";
+import { loadPretrained } from "../src/model/hf/loader.ts";
 import { initParams } from "../src/model/init.ts";
+import { LORA_TARGETS, parseLoraConfig } from "../src/model/lora.ts";
+import type { ModelParams } from "../src/model/params.ts";
 import { presetConfig } from "../src/model/presets.ts";
 import { platform } from "../src/platform/index.ts";
 import { ppoBenchBatch, timeCriticStep, timePolicyStep } from "./_ppo-steps.ts";
@@ -38,7 +45,11 @@ interface Case {
   rows: number;
   P: number;
   R: number;
+  /** A LoRA policy on these weights (rank, alpha; all seven projections); else full fine-tuning from random weights. */
+  lora?: { weights: ModelParams; r: number; alpha: number };
 }
+
+const calcX = await loadPretrained("examples/calc-x/model");
 
 const CASES: Case[] = [
   {
@@ -61,6 +72,14 @@ const CASES: Case[] = [
     P: 64,
     R: 96,
   },
+  {
+    label: "Calc-X model, LoRA r 16",
+    config: calcX.config,
+    rows: 64,
+    P: 64,
+    R: 96,
+    lora: { weights: calcX.weights, r: 16, alpha: 32 },
+  },
   { label: "tiny preset", config: presetConfig("tiny"), rows: 16, P: 32, R: 96 },
 ];
 
@@ -69,12 +88,26 @@ const table: string[][] = [
 ];
 for (const c of CASES)
   for (const threads of [...new Set([1, platform.cpuCount()])]) {
-    const policyParams = initParams(c.config, 1);
-    const policy = new CpuTrainer({ config: c.config, params: policyParams, threads, lr: 1e-4 });
+    const policyParams = c.lora?.weights ?? initParams(c.config, 1);
+    const policy = new CpuTrainer({
+      config: c.config,
+      ...(c.lora
+        ? {
+            lora: {
+              config: parseLoraConfig({ r: c.lora.r, alpha: c.lora.alpha, targetModules: LORA_TARGETS }),
+              base: c.lora.weights,
+              seed: 1,
+            },
+          }
+        : { params: policyParams }),
+      threads,
+      lr: 1e-4,
+    });
     const critic = createCpuValueTrainer({ config: c.config, policyParams, threads, lr: 1e-4 });
     const b = ppoBenchBatch(c.config, c.rows, c.P, c.R);
+    const step = { ref: c.lora !== undefined };
     // warm-up (JIT tiers, Wasm tier-up, worker start), then the two parts alternately
-    await timePolicyStep(policy, b);
+    await timePolicyStep(policy, b, step);
     await timeCriticStep(critic, b);
     await timeCriticStep(critic, b, {}, false);
     let policyMs = Infinity;
@@ -83,7 +116,7 @@ for (const c of CASES)
     const ratios: number[] = [];
     const plainRatios: number[] = [];
     for (let r = 0; r < runs; r++) {
-      const p = await timePolicyStep(policy, b);
+      const p = await timePolicyStep(policy, b, step);
       const q = await timeCriticStep(critic, b);
       const u = await timeCriticStep(critic, b, {}, false);
       policyMs = Math.min(policyMs, p);
