@@ -8,8 +8,8 @@
  * alternate rollout by rollout in one process (runners and the proxy share the trainer's process in
  * `agl train`), the calculator an in-process MCP server; a third way, traced with the calls direct, splits
  * the tracing from the proxy. Per model call: the median rollout time over 2.
- * Each row also says what training adds beyond what it adds to the plain client (which does not stream:
- * streamed rows are set against its unstreamed calls), the framework's own share.
+ * Each unstreamed row also says what training adds beyond what it adds to the plain client, the
+ * framework's own share (the plain agent does not stream; bench/proxy.ts has the proxy's streamed path).
  * Goal: added per call under 1 ms or 5 % of the direct call, whichever is larger.
  *
  * Run: `npx tsx bench/frameworks.ts [--rollouts 300]` (or `npm run bench -- frameworks`).
@@ -114,10 +114,10 @@ try {
       if (agent === AGENTS[0]) plainAdded = added;
       if (tracing > goal) missed.tracing++;
       if (added > goal) missed.added++;
-      if (added - plainAdded > goal) missed.beyondPlain++;
+      if (!stream && added - plainAdded > goal) missed.beyondPlain++;
       rows.push(
         `| ${agent.name} | ${stream ? "streamed" : "not streamed"} | ${base.toFixed(2)} | ${perCall(training).toFixed(2)} | ` +
-          `${tracing.toFixed(2)} | ${added.toFixed(2)} (${((100 * added) / base).toFixed(0)} %) | ${(added - plainAdded).toFixed(2)} | ${goal.toFixed(2)} |`,
+          `${tracing.toFixed(2)} | ${added.toFixed(2)} (${((100 * added) / base).toFixed(0)} %) | ${stream ? "" : (added - plainAdded).toFixed(2)} | ${goal.toFixed(2)} |`,
       );
     }
   }
@@ -137,4 +137,4 @@ const verdict = (n: number) => (n === 0 ? "every row meets it" : `${n} of ${rows
 console.log(`\ngoal: added < max(${GOAL_MS} ms, ${100 * GOAL_SHARE} % of the direct call)`);
 console.log(`added by tracing: ${verdict(missed.tracing)}`);
 console.log(`added by tracing and the proxy: ${verdict(missed.added)}`);
-console.log(`added beyond the plain client's: ${verdict(missed.beyondPlain)}`);
+console.log(`added beyond the plain client's (unstreamed): ${verdict(missed.beyondPlain)}`);
