@@ -8,7 +8,7 @@
 import { nodeCompatible, thisProcess } from "./node.ts";
 import { limitReporters } from "./refusals.ts";
 import { startWebWorker } from "./web-worker.ts";
-import { type FetchHandler, type Platform, type ServeLimits, type ServeOptions, type ServedApp, serveLimits } from "./types.ts";
+import { type FetchHandler, type Platform, type ServeLimits, type ServeOptions, type ServedApp, portInUse, serveLimits } from "./types.ts";
 
 interface BunServer {
   port: number;
@@ -73,6 +73,11 @@ function serveOnBun(bun: BunGlobal, fetch: FetchHandler, at: ServeOptions): Serv
       else perAddress.delete(address);
     }
   };
-  const server = bun.serve({ hostname: at.hostname, port: at.port, fetch: capped, idleTimeout: bunIdleSeconds(limits) });
+  let server: BunServer;
+  try {
+    server = bun.serve({ hostname: at.hostname, port: at.port, fetch: capped, idleTimeout: bunIdleSeconds(limits) });
+  } catch (e) {
+    throw portInUse(e, at);
+  }
   return { port: server.port, stop: async (graceful = false) => void (await server.stop(!graceful)) };
 }

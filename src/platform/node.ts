@@ -19,6 +19,7 @@ import {
   type ServedApp,
   type SpawnOptions,
   type WorkerPort,
+  portInUse,
   serveLimits,
 } from "./types.ts";
 
@@ -184,7 +185,7 @@ export async function serveOnNodeHttp(fetch: FetchHandler, at: ServeOptions): Pr
     );
     const http = server as HttpServer;
     const guard = guardConnections(http, limits, limitReporters(at.log, limits.maxConnections, limits.maxConnectionsPerAddress));
-    server.once("error", reject);
+    server.once("error", (e) => reject(portInUse(e, at)));
   });
 }
 

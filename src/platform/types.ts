@@ -70,6 +70,25 @@ export interface ServeOptions {
   limits?: Partial<ServeLimits>;
   /** Told (at most once a minute for each limit) when connections are refused or closed at the limits. */
   log?: { warning(message: string): void };
+  /** How the user chooses this port (`--port or AGL_SERVER_PORT`), named by the error when it is in use. */
+  portSetting?: string;
+}
+
+/** The port a server was to listen on is held by another process: one line that says how to choose another. */
+export class PortInUseError extends Error {
+  constructor(
+    readonly hostname: string,
+    readonly port: number,
+    readonly portSetting = "another port",
+  ) {
+    super(`port ${port} on ${hostname} is already in use: stop what holds it, or choose another with ${portSetting} (0 picks a free one)`);
+    this.name = new.target.name;
+  }
+}
+
+/** `e` if it is not a refusal to bind a port in use; else that refusal as a PortInUseError. */
+export function portInUse(e: unknown, at: ServeOptions): unknown {
+  return (e as { code?: unknown } | null)?.code === "EADDRINUSE" ? new PortInUseError(at.hostname, at.port, at.portSetting) : e;
 }
 
 /** A child process started by `Platform.spawnChild`. */

@@ -85,7 +85,13 @@ export async function startStoreServer(
   });
   let served: ServedApp;
   try {
-    served = await serveFetch(app.fetch, { hostname: config.host, port: config.port, limits: config.limits, log });
+    served = await serveFetch(app.fetch, {
+      hostname: config.host,
+      port: config.port,
+      limits: config.limits,
+      log,
+      portSetting: "--port or AGL_SERVER_PORT",
+    });
   } catch (e) {
     await store.close();
     throw e;
