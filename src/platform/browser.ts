@@ -19,6 +19,7 @@ export const browserPlatform: Platform = {
   files: unsupported("File access (give an FsAdapter of your own)"),
   exit: unsupported("Exiting the process"),
   onSignal: () => () => {},
+  onParentExit: () => () => {},
   unrefTimer: () => {},
   scheduleNextTurn: (fn) => void setTimeout(fn, 0),
   systemMemoryBytes: (fallback) => fallback,

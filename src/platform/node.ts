@@ -77,6 +77,19 @@ export function nodeCompatible(): Omit<Platform, "runtime" | "description" | "se
       process.on(signal, handler);
       return () => void process.off(signal, handler);
     },
+    onParentExit(handler) {
+      const parent = process.ppid;
+      const timer = setInterval(() => {
+        if (process.ppid === parent) return;
+        clearInterval(timer);
+        handler();
+      }, 500);
+      // Deno's timers are numbers, unref'd through Deno.unrefTimer.
+      const deno = (globalThis as { Deno?: { unrefTimer(id: number): void } }).Deno;
+      if (typeof timer === "number") deno?.unrefTimer(timer);
+      else timer.unref();
+      return () => clearInterval(timer);
+    },
     unrefTimer: (timer) => void (timer as { unref?(): void }).unref?.(),
     scheduleNextTurn: (fn) => void setImmediate(fn),
     systemMemoryBytes(fallback) {

@@ -162,6 +162,12 @@ export interface Platform {
   exit(code: number): never;
   /** Calls `handler` on each `signal`; returns a remover. A no-op where there are no signals. */
   onSignal(signal: "SIGINT" | "SIGTERM", handler: () => void): () => void;
+  /**
+   * Calls `handler` once when the process that started this one has ended (this one was adopted by
+   * another); returns a remover. Looked at twice a second, without keeping the process alive.
+   * A no-op where there are no processes.
+   */
+  onParentExit(handler: () => void): () => void;
 
   /** Lets the process exit while `timer` is pending. */
   unrefTimer(timer: ReturnType<typeof setTimeout>): void;
