@@ -64,9 +64,19 @@ export function parseProxyArgs(argv: readonly string[]): ProxyArgs {
   };
 }
 
-/** An `agl store` server for http(s) URLs; otherwise the library's store URL rule (memory, libSQL URL, file path). */
+/**
+ * An `agl store` server for http(s) URLs; otherwise the library's store URL rule (memory, libSQL URL,
+ * file path). A server that does not answer is one loud line, not a refusal: the proxy still relays
+ * calls outside the rollout prefix, and the store may come up later.
+ */
 async function openProxyStore(where: string): Promise<LightningStore> {
-  if (/^https?:\/\//i.test(where)) return new LightningStoreClient(where);
+  if (/^https?:\/\//i.test(where)) {
+    const client = new LightningStoreClient(where);
+    await client.checkHealth().catch((e: unknown) => {
+      console.error(`[agl proxy] WARNING: ${(e as Error).message} Calls under /rollout/ fail until it answers.`);
+    });
+    return client;
+  }
   const { openStore } = await import("../store/libsql/open.ts");
   return openStore(normaliseDb(where));
 }

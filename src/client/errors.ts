@@ -23,6 +23,19 @@ export class StoreConnectionError extends LightningError {
   override readonly status = 503;
 }
 
+/**
+ * Why a request got no answer, in a few words: a fetch's own message ("fetch failed") with the reason
+ * behind it (the cause's code, `ECONNREFUSED`, or its message), or the abort reason (a timeout).
+ */
+export function unansweredReason(e: unknown): string {
+  if (!(e instanceof Error)) return String(e);
+  const cause = e.cause;
+  if (!(cause instanceof Error)) return e.message;
+  const code = (cause as { code?: unknown }).code;
+  const why = typeof code === "string" && code !== "" ? code : cause.message;
+  return e.message.includes(why) ? e.message : `${e.message} (${why})`;
+}
+
 interface ErrorBody {
   detail?: unknown;
   error_type?: unknown;
