@@ -3,7 +3,7 @@
  * waits for each rollout and logs what it produced: attempts, spans and the adapter's output. No
  * learning happens; it is the algorithm for developing and debugging agents (`Trainer.dev`).
  */
-import { getLogger } from "../platform/log.ts";
+import { errorLine, getLogger } from "../platform/log.ts";
 import type { Rollout, RolloutConfigInput, RolloutMode, RolloutStatus, Span } from "../types/index.ts";
 import { ValidationError } from "../types/index.ts";
 import { FastAlgorithm, withLlmProxy, type Dataset } from "./base.ts";
@@ -122,11 +122,15 @@ export class Baseline extends FastAlgorithm {
     }
     if (this.hasAdapter()) {
       const latest = (await store.querySpans(rid, { attempt_id: "latest" })).items;
+      // A rollout that failed before tracing anything: its runner has logged why; nothing to adapt.
+      if (latest.length === 0) return log.info(`[Rollout ${rid}] No spans to adapt`);
       let adapted: unknown;
       try {
         adapted = (this.getAdapter() as { adapt(spans: Span[]): unknown }).adapt(latest);
       } catch (err) {
-        log.warn(`[Rollout ${rid}] The adapter failed on its spans`, err);
+        // One line; the stack at DEBUG.
+        log.warn(`[Rollout ${rid}] The adapter failed on its spans: ${errorLine(err)}`);
+        log.debug(`[Rollout ${rid}] The adapter failed on its spans`, err);
         return;
       }
       log.info(`[Rollout ${rid}] Adapted data: ${JSON.stringify(adapted)}`);

@@ -2,6 +2,7 @@
  * The server's JSON errors (`{"detail", "error_type", "issues"}`, docs/departures.md#1) turned back into
  * the typed errors the store itself throws, so code behaves the same against a local or remote store.
  */
+import { rootCause } from "../platform/log.ts";
 import type { InputIssue } from "../types/index.ts";
 import { ConflictError, EvictedError, LightningError, NotFoundError, ValidationError } from "../types/index.ts";
 import { markFinishFailure, type FinishPart } from "./finish.ts";
@@ -23,17 +24,11 @@ export class StoreConnectionError extends LightningError {
   override readonly status = 503;
 }
 
-/**
- * Why a request got no answer, in a few words: a fetch's own message ("fetch failed") with the reason
- * behind it (the cause's code, `ECONNREFUSED`, or its message), or the abort reason (a timeout).
- */
+/** Why a request got no answer, in a few words: a fetch's own message ("fetch failed") and the reason behind it. */
 export function unansweredReason(e: unknown): string {
   if (!(e instanceof Error)) return String(e);
-  const cause = e.cause;
-  if (!(cause instanceof Error)) return e.message;
-  const code = (cause as { code?: unknown }).code;
-  const why = typeof code === "string" && code !== "" ? code : cause.message;
-  return e.message.includes(why) ? e.message : `${e.message} (${why})`;
+  const why = rootCause(e);
+  return why === null || e.message.includes(why) ? e.message : `${e.message} (${why})`;
 }
 
 interface ErrorBody {

@@ -7,7 +7,7 @@ import type { LightningStore } from "../store/base.ts";
 import { finishAttempt, finishFailure } from "../client/finish.ts";
 import type { DeferredSpans, Tracer } from "../tracer/base.ts";
 import { DEFAULT_DELIVERY_LIMITS, isStoreUnavailable, monotonicMs, retryWhileUnavailable } from "../tracer/delivery.ts";
-import { getLogger } from "../platform/log.ts";
+import { errorLine, getLogger } from "../platform/log.ts";
 import { OtelTracer } from "../tracer/otel.ts";
 import type { AttemptedRollout, NamedResourcesInput, Rollout, RolloutMode, Span } from "../types/index.ts";
 import { systemClock, ValidationError } from "../types/index.ts";
@@ -334,7 +334,9 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
         );
     } catch (err) {
       failed = true;
-      log.error(`${this.prefix(rid)} Exception during rollout`, err);
+      // One line per failed rollout; the stack and the error's fields (an API error's headers...) at DEBUG.
+      log.error(`${this.prefix(rid)} Exception during rollout: ${errorLine(err)}`);
+      log.debug(`${this.prefix(rid)} Exception during rollout`, err);
       if (raiseOnException) throw err;
     } finally {
       // A rollout skipped for missing resources never started, so it gets no hooks (as upstream).
