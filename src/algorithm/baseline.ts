@@ -79,6 +79,7 @@ export class Baseline extends FastAlgorithm {
 
     for (let epoch = 0; epoch < this.nEpochs; epoch++) {
       const harvests: Promise<void>[] = [];
+      const unfinished = new Set<Promise<void>>();
       for (let i = 0; i < nt + nv; i++) {
         const input = i < nt ? train![i] : val![i - nt];
         const mode: RolloutMode = i < nt ? "train" : "val";
@@ -86,10 +87,16 @@ export class Baseline extends FastAlgorithm {
           const waiting = (await store.queryRollouts({ status_in: ["queuing", "requeuing"], limit: 0 })).total;
           if (waiting <= this.maxQueueLength) {
             const r = await store.enqueueRollout(input, { mode, resources_id: resourcesId, config: this.rolloutConfig });
-            harvests.push(this.harvest(r));
+            const harvest = this.harvest(r);
+            harvests.push(harvest);
+            unfinished.add(harvest);
+            const done = () => void unfinished.delete(harvest);
+            harvest.then(done, done);
             break;
           }
-          await sleep(this.pollingInterval);
+          // The queue is full: a rollout that finishes frees its runner for the next one, so wait for
+          // the first to finish (or the polling interval, if none does).
+          await firstSettled([...unfinished], this.pollingInterval);
         }
       }
       await Promise.all(harvests);
@@ -146,4 +153,14 @@ export class Baseline extends FastAlgorithm {
   }
 }
 
-const sleep = (s: number) => new Promise<void>((r) => setTimeout(r, s * 1000));
+/** Resolves once one of `promises` settles or `seconds` pass, whichever comes first; leaves no timer behind. */
+function firstSettled(promises: readonly Promise<unknown>[], seconds: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, seconds * 1000);
+    const settle = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    for (const p of promises) p.then(settle, settle);
+  });
+}
