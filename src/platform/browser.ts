@@ -44,6 +44,7 @@ export const browserPlatform: Platform = {
   longestHoldSeconds: () => Number.POSITIVE_INFINITY,
   selfCommand: unsupported("Running this script as a child process"),
   spawnChild: unsupported("Spawning a child process"),
+  runScript: async () => unsupported("Running a script in a child process")(),
   lowerPriority: unsupported("Changing a process's priority"),
   listenToStdin: () => () => {},
   cpuCount: () => Math.max(1, (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency ?? 1),

@@ -5,7 +5,7 @@
  * in, so what is capped here are requests in flight, in all and per client address (503 and the
  * connection closed beyond a limit); connections still sending headers are left to Bun's own timeout.
  */
-import { nodeCompatible, thisProcess } from "./node.ts";
+import { nodeCompatible, runScriptWith, thisProcess } from "./node.ts";
 import { limitReporters } from "./refusals.ts";
 import { startWebWorker } from "./web-worker.ts";
 import { type FetchHandler, type Platform, type ServeLimits, type ServeOptions, type ServedApp, portInUse, serveLimits } from "./types.ts";
@@ -33,6 +33,7 @@ export function bunPlatform(bun: BunGlobal): Platform {
   return {
     ...nodeCompatible(),
     runtime: "bun",
+    runScript: runScriptWith(["-e"]),
     description: `bun ${bun.version}`,
     startWorker: startWebWorker,
     serveFetch: async (fetch, options) => serveOnBun(bun, fetch, options),

@@ -91,6 +91,13 @@ export function portInUse(e: unknown, at: ServeOptions): unknown {
   return (e as { code?: unknown } | null)?.code === "EADDRINUSE" ? new PortInUseError(at.hostname, at.port, at.portSetting) : e;
 }
 
+/** How a `Platform.runScript` child ended: its exit code (null when killed), what it printed. */
+export interface ScriptResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
 /** A child process started by `Platform.spawnChild`. */
 export interface ChildProcessPort {
   readonly pid: number | undefined;
@@ -186,6 +193,12 @@ export interface Platform {
   /** The command line that runs this process's entry script again, on this runtime. */
   selfCommand(): string[];
   spawnChild(command: readonly string[], options: SpawnOptions): ChildProcessPort;
+  /**
+   * Runs `source` (an ES module: imports by absolute URL, top-level await) in a fresh process of this
+   * runtime and gives back what it printed; killed after `timeoutSeconds`. For asking a native library
+   * something whose own messages must not reach this process's output.
+   */
+  runScript(source: string, timeoutSeconds: number): Promise<ScriptResult>;
   /** Raises the nice value of process `pid` by `niceness` (capped at 19); throws where it cannot. */
   lowerPriority(pid: number, niceness: number): void;
   /** Listens to this process's stdin; the remover also releases stdin so the process can exit. */
