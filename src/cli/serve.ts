@@ -133,8 +133,10 @@ export async function startPolicyServer(config: ServeConfig, host: ServerHost): 
   });
   await server.start();
   const url = server.endpoint;
+  // The name clients must send as "model" (anything else is a 404), said where they look first.
+  const named = config.name === null ? " (the folder's name; --name NAME gives another)" : "";
   console.log(
-    `[agl serve] ${model.name} (${model.architecture}, ${model.config.n_layers} layers, context ${model.config.max_seq_len}) on ${engine.backend} (${host.runtime}) at ${url}${config.token ? "; bearer token required" : ""}`,
+    `[agl serve] ${model.name} (${model.architecture}, ${model.config.n_layers} layers, context ${model.config.max_seq_len}) on ${engine.backend} (${host.runtime}) at ${url}; clients send "model": "${model.name}"${named}${config.token ? "; bearer token required" : ""}`,
   );
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((r) => (resolveStopped = r));
