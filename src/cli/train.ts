@@ -180,7 +180,12 @@ async function makeTrainer(
 }
 
 async function openRunStore(c: TrainConfig): Promise<LightningStore> {
-  if (c.storeServer !== null) return new LightningStoreClient(c.storeServer);
+  if (c.storeServer !== null) {
+    const client = new LightningStoreClient(c.storeServer);
+    // One line naming the address at the start, not a stack at the first rollout.
+    await client.checkHealth();
+    return client;
+  }
   return openStore(c.store ?? `file:${join(c.out, "store.db")}`);
 }
 
