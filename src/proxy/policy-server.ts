@@ -46,7 +46,7 @@ import {
 import type { Generation } from "../model/generation.ts";
 import { ChatCompletionRequest, CompletionRequest, contentText, stopList, type ChatMessageInput } from "./openai-schemas.ts";
 import type { Policy } from "./policy.ts";
-import { routedCallSeed } from "./sampling-seed.ts";
+import { recordedLlmCalls, routedCallSeed } from "./sampling-seed.ts";
 import { parseToolCalls } from "./tool-calls.ts";
 
 /** `token`, `bindAddress` and `allowedHosts`: who may call (openai-http.ts). */
@@ -376,8 +376,29 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
   const app = new Hono();
   installOpenAiBasics(app, options);
 
+  // Routed calls answering now, per attempt: concurrent calls of one attempt get distinct call indices
+  // (recorded calls + those ahead of them); the entry goes when the attempt has none in flight.
+  const inFlight = new Map<string, number>();
+  const callIndex = async (routed: { rolloutId: string; attemptId: string }, ahead: number): Promise<number> =>
+    (await recordedLlmCalls(store!, routed.rolloutId, routed.attemptId)) + ahead;
+
   const complete = (kind: Kind) => async (c: Context) => {
     const routed = routedAttempt(c);
+    const key = routed === null ? null : `${routed.rolloutId}\u0000${routed.attemptId}`;
+    const ahead = key === null ? 0 : (inFlight.get(key) ?? 0);
+    if (key !== null) inFlight.set(key, ahead + 1);
+    try {
+      return await answer(kind, c, routed, ahead);
+    } finally {
+      if (key !== null) {
+        const left = (inFlight.get(key) ?? 1) - 1;
+        if (left === 0) inFlight.delete(key);
+        else inFlight.set(key, left);
+      }
+    }
+  };
+
+  const answer = async (kind: Kind, c: Context, routed: ReturnType<typeof routedAttempt>, ahead: number) => {
     const startTime = clock.now();
     const agentName = requestAgentName(c);
     const body = await readJsonBody(c, false);
@@ -389,7 +410,7 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
     // not depend on the order concurrent calls arrive in (sampling-seed.ts)
     const rolloutSeed =
       prepared.seed === undefined && sequenceId !== null
-        ? await routedCallSeed(store!, routed!.rolloutId, routed!.attemptId, sequenceId)
+        ? await routedCallSeed(store!, routed!.rolloutId, routed!.attemptId, await callIndex(routed!, ahead))
         : null;
     const baseSeed = prepared.seed ?? rolloutSeed ?? policy.nextSeed();
     const version = policy.version;
