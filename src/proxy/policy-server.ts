@@ -376,11 +376,11 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
   const app = new Hono();
   installOpenAiBasics(app, options);
 
-  // Routed calls answering now, per attempt: concurrent calls of one attempt get distinct call indices
-  // (recorded calls + those ahead of them); the entry goes when the attempt has none in flight.
+  // Routed calls answering now, per attempt: concurrent calls of one attempt get distinct call numbers
+  // (recorded calls + those ahead of them + 1); the entry goes when the attempt has none in flight.
   const inFlight = new Map<string, number>();
-  const callIndex = async (routed: { rolloutId: string; attemptId: string }, ahead: number): Promise<number> =>
-    (await recordedLlmCalls(store!, routed.rolloutId, routed.attemptId)) + ahead;
+  const callNumber = async (routed: { rolloutId: string; attemptId: string }, ahead: number): Promise<number> =>
+    (await recordedLlmCalls(store!, routed.rolloutId, routed.attemptId)) + ahead + 1;
 
   const complete = (kind: Kind) => async (c: Context) => {
     const routed = routedAttempt(c);
@@ -410,7 +410,7 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
     // not depend on the order concurrent calls arrive in (sampling-seed.ts)
     const rolloutSeed =
       prepared.seed === undefined && sequenceId !== null
-        ? await routedCallSeed(store!, routed!.rolloutId, routed!.attemptId, await callIndex(routed!, ahead))
+        ? await routedCallSeed(store!, routed!.rolloutId, routed!.attemptId, await callNumber(routed!, ahead))
         : null;
     const baseSeed = prepared.seed ?? rolloutSeed ?? policy.nextSeed();
     const version = policy.version;

@@ -1,9 +1,9 @@
 /**
  * Sampler seeds that do not depend on the order in which calls reach the server. An algorithm puts a
  * `sampling_seed` (an unsigned 32-bit integer) in a rollout's metadata; the policy server seeds each routed
- * call that names no `seed` of its own from it, the attempt's number and the call's index among the
+ * call that names no `seed` of its own from it, the attempt's number and the call's number among the
  * attempt's model calls. Without it, concurrent runners' calls would draw seeds from one shared stream in
- * arrival order, so the same seed gave other samples to other rollouts from run to run. The index counts
+ * arrival order, so the same seed gave other samples to other rollouts from run to run. The number counts
  * model calls only: a span sequence id would also count the tool and annotation spans the agent writes
  * concurrently, so the same conversation could get another seed from run to run.
  */
@@ -41,13 +41,14 @@ export async function recordedLlmCalls(store: LightningStore, rolloutId: string,
 
 /**
  * The seed of a routed call from its rollout's `sampling_seed`, the attempt's number (a retry samples
- * anew) and the call's index among the attempt's model calls; null when the rollout carries none.
+ * anew) and the call's number among the attempt's model calls (from 1, as attempts and span sequence ids
+ * count: a one-call agent's seed is the one a sequence id gave it); null when the rollout carries none.
  */
 export async function routedCallSeed(
   store: LightningStore,
   rolloutId: string,
   attemptId: string,
-  callIndex: number,
+  callNumber: number,
 ): Promise<number | null> {
   const rollout = await store.getRolloutById(rolloutId);
   const seed = (rollout?.metadata as Record<string, unknown> | null | undefined)?.[SAMPLING_SEED_KEY];
@@ -60,5 +61,5 @@ export async function routedCallSeed(
   const attempt = rollout && "attempt" in rollout && rollout.attempt.attempt_id === attemptId ? rollout.attempt : null;
   const attemptNumber =
     attempt?.sequence_id ?? (await store.queryAttempts(rolloutId)).items.find((a) => a.attempt_id === attemptId)?.sequence_id ?? 0;
-  return mixSeeds(seed, attemptNumber, callIndex);
+  return mixSeeds(seed, attemptNumber, callNumber);
 }
