@@ -115,7 +115,7 @@ export async function importAgent(path: string, cwd: string): Promise<LitAgent<u
   const url = new URL(path, `file://${cwd.endsWith("/") ? cwd : `${cwd}/`}`).href;
   let mod: Record<string, unknown>;
   try {
-    mod = (await import(url)) as Record<string, unknown>;
+    mod = await platform.importModule(url);
   } catch (e) {
     throw new UsageError(`cannot import the agent module ${path}: ${(e as Error).message}`);
   }
