@@ -219,6 +219,17 @@ async function claimRunFolder(c: TrainConfig): Promise<void> {
   await writeAtomic(runPath, `${JSON.stringify(identity, null, 2)}\n`);
 }
 
+/**
+ * Cancels the rollouts an interrupted run left open (queued, being prepared or run): they would call its
+ * policy server, which is gone, and nothing waits for them any more. One line says how many.
+ */
+async function cancelLeftOpen(store: LightningStore, log: (m: string) => void): Promise<void> {
+  const open = await store.queryRollouts({ status_in: ["queuing", "requeuing", "preparing", "running"] });
+  for (const r of open.items) await store.updateRollout(r.rollout_id, { status: "cancelled" });
+  if (open.items.length > 0)
+    log(`cancelled ${open.items.length} rollouts an earlier, interrupted run left open (they called its policy server, which is gone)`);
+}
+
 /** Where an earlier invocation stopped: the last completed checkpoint's step and state (step 0 and null in a new folder). */
 async function resumePoint(
   c: TrainConfig,
@@ -432,6 +443,7 @@ export async function runTraining(config: TrainConfig, options: { log?: (m: stri
   const store = await openRunStore(c);
   try {
     await claimRunFolder(c);
+    await cancelLeftOpen(store, log);
 
     const { startStep, resume } = await resumePoint(c, weights, log);
     if (startStep >= c.steps) log(`${c.out} already holds ${startStep} steps (--steps ${c.steps}): nothing to train`);
