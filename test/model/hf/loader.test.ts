@@ -7,7 +7,15 @@ import { afterAll, describe, expect, it } from "vitest";
 import { loadCheckpoint } from "../../../src/model/checkpoint.ts";
 import { paramLayout, parseModelConfig, type ModelConfig } from "../../../src/model/config.ts";
 import { generate } from "../../../src/model/generate.ts";
-import { exportHf, HfFormatError, hfModelFiles, loadPretrained, ModelFolderError, parseHfConfig, saveHfModel } from "../../../src/model/hf/index.ts";
+import {
+  exportHf,
+  HfFormatError,
+  hfModelFiles,
+  loadPretrained,
+  ModelFolderError,
+  parseHfConfig,
+  saveHfModel,
+} from "../../../src/model/hf/index.ts";
 import { TensorReader } from "../../../src/model/hf/tensor-reader.ts";
 import { convertTensor, toBf16, toF16 } from "../../../src/model/hf/tensors.ts";
 import type { FileReader } from "../../../src/platform/index.ts";
