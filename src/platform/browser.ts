@@ -17,6 +17,7 @@ export const browserPlatform: Platform = {
   cwd: () => "/",
   readTextFile: unsupported("Reading a file"),
   files: unsupported("File access (give an FsAdapter of your own)"),
+  importModule: async (url) => (await import(/* @vite-ignore */ url)) as Record<string, unknown>,
   exit: unsupported("Exiting the process"),
   onSignal: () => () => {},
   onParentExit: () => () => {},

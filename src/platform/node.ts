@@ -9,6 +9,7 @@ import process from "node:process";
 import { Worker } from "node:worker_threads";
 import type { Server as HttpServer } from "node:http";
 import { guardConnections } from "./connection-guard.ts";
+import { importOnNode } from "./node-import.ts";
 import { limitReporters } from "./refusals.ts";
 import {
   type ChildProcessPort,
@@ -57,6 +58,7 @@ export function nodeCompatible(): Omit<Platform, "runtime" | "description" | "se
     args: () => process.argv.slice(2),
     cwd: () => process.cwd(),
     readTextFile: (path) => fs.readFileSync(path, "utf8"),
+    importModule: async (url) => (await import(url)) as Record<string, unknown>,
     files: () => ({
       readFile: async (p) => new Uint8Array(await fs.promises.readFile(p)),
       open: openForRanges,
@@ -150,6 +152,7 @@ export const runScriptWith =
 
 export const nodePlatform: Platform = {
   ...nodeCompatible(),
+  importModule: importOnNode,
   runScript: runScriptWith(["--input-type=module", "-e"]),
   runtime: "node",
   description: `node ${process.version}`,

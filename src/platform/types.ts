@@ -165,6 +165,11 @@ export interface Platform {
   readTextFile(path: string): string;
   /** Whole-file operations, asynchronous. */
   files(): FileAccess;
+  /**
+   * Imports a user's module (an agent) by file URL, a TypeScript one included: Deno and Bun run it as it
+   * is, Node through tsx where it cannot itself (else the error says how).
+   */
+  importModule(url: string): Promise<Record<string, unknown>>;
   /** Ends the process at once. */
   exit(code: number): never;
   /** Calls `handler` on each `signal`; returns a remover. A no-op where there are no signals. */
