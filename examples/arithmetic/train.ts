@@ -7,7 +7,7 @@
  * Also runs under `npx deno run -A` and `npx bun`. Prints the mean reward of the finished rollouts.
  */
 import { Baseline } from "../../src/algorithm/index.ts";
-import { Trainer } from "../../src/trainer/index.ts";
+import { PortInUseError, Trainer } from "../../src/trainer/index.ts";
 import { arithmeticAgent, goodTemplate, makeTasks } from "./agent.ts";
 
 const kind = (globalThis as { process?: { argv: string[] } }).process?.argv[2] === "cs" ? "cs" : "shm";
@@ -20,7 +20,14 @@ const trainer = new Trainer({
   initialResources: { prompt: goodTemplate },
 });
 const tasks = makeTasks(24);
-await trainer.fit(arithmeticAgent, tasks.slice(0, 16), { valDataset: tasks.slice(16) });
+try {
+  await trainer.fit(arithmeticAgent, tasks.slice(0, 16), { valDataset: tasks.slice(16) });
+} catch (e) {
+  // `cs` serves the store on AGL_SERVER_PORT (4747, as `agl store`): a busy port is one line, not a stack.
+  if (!(e instanceof PortInUseError)) throw e;
+  console.error(`examples/arithmetic: ${e.message}`);
+  process.exit(1);
+}
 
 // The runner side of a client-server run re-executes this script; only the algorithm side reports.
 if (baseline.finished.length > 0) {

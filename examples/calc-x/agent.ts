@@ -87,13 +87,13 @@ export function reward(task: CalcXTask, reply: string): number {
   }
 }
 
-interface ListedTool {
+export interface ListedTool {
   openai: ChatCompletionTool;
   validate: z.ZodType;
 }
 
 /** The server's tools as OpenAI function tools, with a validator for their arguments. */
-async function listTools(client: Client): Promise<Map<string, ListedTool>> {
+export async function listTools(client: Client): Promise<Map<string, ListedTool>> {
   const { tools } = await client.listTools();
   return new Map(
     tools.map((t) => {
@@ -130,7 +130,13 @@ function parseCall(
 }
 
 /** Runs one tool call through MCP; a tool error comes back as text, a failing server throws. */
-async function runTool(client: Client, server: string, name: string, args: Record<string, unknown>, timeoutMs: number): Promise<string> {
+export async function runTool(
+  client: Client,
+  server: string,
+  name: string,
+  args: Record<string, unknown>,
+  timeoutMs: number,
+): Promise<string> {
   let result: Awaited<ReturnType<Client["callTool"]>>;
   try {
     result = await client.callTool({ name, arguments: args }, undefined, { timeout: timeoutMs });

@@ -3,7 +3,7 @@
  * waits for each rollout and logs what it produced: attempts, spans and the adapter's output. No
  * learning happens; it is the algorithm for developing and debugging agents (`Trainer.dev`).
  */
-import { getLogger } from "../platform/log.ts";
+import { errorLine, getLogger } from "../platform/log.ts";
 import type { Rollout, RolloutConfigInput, RolloutMode, RolloutStatus, Span } from "../types/index.ts";
 import { ValidationError } from "../types/index.ts";
 import { FastAlgorithm, withLlmProxy, type Dataset } from "./base.ts";
@@ -79,6 +79,7 @@ export class Baseline extends FastAlgorithm {
 
     for (let epoch = 0; epoch < this.nEpochs; epoch++) {
       const harvests: Promise<void>[] = [];
+      const unfinished = new Set<Promise<void>>();
       for (let i = 0; i < nt + nv; i++) {
         const input = i < nt ? train![i] : val![i - nt];
         const mode: RolloutMode = i < nt ? "train" : "val";
@@ -86,10 +87,16 @@ export class Baseline extends FastAlgorithm {
           const waiting = (await store.queryRollouts({ status_in: ["queuing", "requeuing"], limit: 0 })).total;
           if (waiting <= this.maxQueueLength) {
             const r = await store.enqueueRollout(input, { mode, resources_id: resourcesId, config: this.rolloutConfig });
-            harvests.push(this.harvest(r));
+            const harvest = this.harvest(r);
+            harvests.push(harvest);
+            unfinished.add(harvest);
+            const done = () => void unfinished.delete(harvest);
+            harvest.then(done, done);
             break;
           }
-          await sleep(this.pollingInterval);
+          // The queue is full: a rollout that finishes frees its runner for the next one, so wait for
+          // the first to finish (or the polling interval, if none does).
+          await firstSettled([...unfinished], this.pollingInterval);
         }
       }
       await Promise.all(harvests);
@@ -122,11 +129,15 @@ export class Baseline extends FastAlgorithm {
     }
     if (this.hasAdapter()) {
       const latest = (await store.querySpans(rid, { attempt_id: "latest" })).items;
+      // A rollout that failed before tracing anything: its runner has logged why; nothing to adapt.
+      if (latest.length === 0) return log.info(`[Rollout ${rid}] No spans to adapt`);
       let adapted: unknown;
       try {
         adapted = (this.getAdapter() as { adapt(spans: Span[]): unknown }).adapt(latest);
       } catch (err) {
-        log.warn(`[Rollout ${rid}] The adapter failed on its spans`, err);
+        // One line; the stack at DEBUG.
+        log.warn(`[Rollout ${rid}] The adapter failed on its spans: ${errorLine(err)}`);
+        log.debug(`[Rollout ${rid}] The adapter failed on its spans`, err);
         return;
       }
       log.info(`[Rollout ${rid}] Adapted data: ${JSON.stringify(adapted)}`);
@@ -142,4 +153,14 @@ export class Baseline extends FastAlgorithm {
   }
 }
 
-const sleep = (s: number) => new Promise<void>((r) => setTimeout(r, s * 1000));
+/** Resolves once one of `promises` settles or `seconds` pass, whichever comes first; leaves no timer behind. */
+function firstSettled(promises: readonly Promise<unknown>[], seconds: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, seconds * 1000);
+    const settle = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    for (const p of promises) p.then(settle, settle);
+  });
+}

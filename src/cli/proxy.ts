@@ -3,7 +3,7 @@
  * OpenAI-compatible upstreams, recording routed calls in a store. docs/llm-proxy.md.
  */
 import { LightningStoreClient } from "../client/client.ts";
-import { platform } from "../platform/index.ts";
+import { checkPortFree, platform } from "../platform/index.ts";
 import { MissingEnvironmentVariableError, type LlmProxyConfig, parseLlmProxyConfigText } from "../proxy/llm-proxy-config.ts";
 import { LLMProxy } from "../proxy/llm-proxy.ts";
 import { platformServe } from "../proxy/openai-http.ts";
@@ -64,9 +64,19 @@ export function parseProxyArgs(argv: readonly string[]): ProxyArgs {
   };
 }
 
-/** An `agl store` server for http(s) URLs; otherwise the library's store URL rule (memory, libSQL URL, file path). */
+/**
+ * An `agl store` server for http(s) URLs; otherwise the library's store URL rule (memory, libSQL URL,
+ * file path). A server that does not answer is one loud line, not a refusal: the proxy still relays
+ * calls outside the rollout prefix, and the store may come up later.
+ */
 async function openProxyStore(where: string): Promise<LightningStore> {
-  if (/^https?:\/\//i.test(where)) return new LightningStoreClient(where);
+  if (/^https?:\/\//i.test(where)) {
+    const client = new LightningStoreClient(where);
+    await client.checkHealth().catch((e: unknown) => {
+      console.error(`[agl proxy] WARNING: ${(e as Error).message} Calls under /rollout/ fail until it answers.`);
+    });
+    return client;
+  }
   const { openStore } = await import("../store/libsql/open.ts");
   return openStore(normaliseDb(where));
 }
@@ -85,12 +95,15 @@ export async function startLlmProxy(args: ProxyArgs, host: ServerHost): Promise<
     token = host.env(config.token) ?? null;
     if (token === null || token === "") throw new MissingEnvironmentVariableError(config.token, "token");
   }
+  const hostname = args.host ?? config.host;
+  const port = args.port ?? config.port;
+  await checkPortFree({ hostname, port, portSetting: "--port (or the config's port)" });
   const storeAt = args.store ?? config.store ?? null;
   const store = storeAt === null ? null : await openProxyStore(storeAt);
   const proxy = new LLMProxy({
     models: config.models,
-    hostname: args.host ?? config.host,
-    port: args.port ?? config.port,
+    hostname,
+    port,
     token,
     allowedHosts: args.allowedHosts ?? config.allowed_hosts,
     store,

@@ -7,6 +7,7 @@ import { createGenerationEngine } from "../engine/factory.ts";
 import { ModelPolicy } from "../proxy/policy.ts";
 import { platformServe } from "../proxy/openai-http.ts";
 import { PolicyServer } from "../proxy/policy-server.ts";
+import { checkPortFree } from "../platform/index.ts";
 import type { ServerHost } from "../server/run.ts";
 import { UsageError } from "../server/config.ts";
 import { allowedHostFlag, type CommandSpec, formatHelp, parseAllowedHosts, parseFlags, portFlag } from "./flags.ts";
@@ -115,6 +116,7 @@ export interface RunningPolicyServer {
 }
 
 export async function startPolicyServer(config: ServeConfig, host: ServerHost): Promise<RunningPolicyServer> {
+  await checkPortFree({ hostname: config.host, port: config.port, portSetting: "--port" });
   const model = await loadPretrained(config.model, { maxSeqLen: config.maxSeqLen ?? undefined, name: config.name ?? undefined });
   if (model.tokenizer === null) throw new UsageError(`${config.model} has no tokenizer.json: serving needs the model's tokenizer`);
   if (config.adapter !== null) model.weights = mergeLora(model.config, model.weights, await loadPeftAdapter(config.adapter, model.config));
@@ -131,8 +133,10 @@ export async function startPolicyServer(config: ServeConfig, host: ServerHost): 
   });
   await server.start();
   const url = server.endpoint;
+  // The name clients must send as "model" (anything else is a 404), said where they look first.
+  const named = config.name === null ? " (the folder's name; --name NAME gives another)" : "";
   console.log(
-    `[agl serve] ${model.name} (${model.architecture}, ${model.config.n_layers} layers, context ${model.config.max_seq_len}) on ${engine.backend} (${host.runtime}) at ${url}${config.token ? "; bearer token required" : ""}`,
+    `[agl serve] ${model.name} (${model.architecture}, ${model.config.n_layers} layers, context ${model.config.max_seq_len}) on ${engine.backend} (${host.runtime}) at ${url}; clients send "model": "${model.name}"${named}${config.token ? "; bearer token required" : ""}`,
   );
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((r) => (resolveStopped = r));

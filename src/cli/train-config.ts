@@ -142,8 +142,9 @@ export const TrainConfigSchema = z
     /** Train only the calls of agents whose name matches (Agent Lightning's `agent_match`, a regex searched
      * in the name each call sends as `x-agent-name`); with LoRA the other agents' calls run on the frozen base [all]. */
     agentMatch: z.string().min(1).nullable().default(null),
-    maxPrompt: positive.default(512),
-    maxResponse: positive.default(256),
+    /** Tokens kept per row [null: from the model's context, fitRowLimits]. */
+    maxPrompt: positive.nullable().default(null),
+    maxResponse: positive.nullable().default(null),
     temperature: z.number().min(0).default(1),
     valEvery: z.number().int().min(0).default(5),
     /** Steps between checkpoints (0: the last step's only). */
@@ -179,6 +180,41 @@ export const TrainConfigSchema = z
   });
 
 export type TrainConfig = z.infer<typeof TrainConfigSchema>;
+
+/** A config whose row limits are fitted to the model's context (fitRowLimits). */
+export type FittedTrainConfig = TrainConfig & { maxPrompt: number; maxResponse: number };
+
+/** The row limits when neither is given and the model's context holds both (else its context, split 2:1). */
+export const DEFAULT_ROW_LIMITS = { maxPrompt: 512, maxResponse: 256 } as const;
+
+/**
+ * The row limits for a model of `context` tokens, known before anything runs: those not given come from
+ * the context (the defaults, or as much of it as is left); limits that do not fit it are a UsageError
+ * naming both flags, rather than a failure at the first training step.
+ */
+export function fitRowLimits(c: TrainConfig, context: number): FittedTrainConfig {
+  const { maxPrompt: P, maxResponse: R } = DEFAULT_ROW_LIMITS;
+  let maxPrompt: number, maxResponse: number;
+  if (c.maxPrompt !== null || c.maxResponse !== null) {
+    maxPrompt = c.maxPrompt ?? Math.min(P, context - (c.maxResponse ?? 0));
+    maxResponse = c.maxResponse ?? Math.min(R, context - maxPrompt);
+  } else if (P + R <= context) [maxPrompt, maxResponse] = [P, R];
+  else {
+    maxResponse = Math.floor((context * R) / (P + R));
+    maxPrompt = context - maxResponse;
+  }
+  if (maxPrompt >= 1 && maxResponse >= 1 && maxPrompt + maxResponse <= context) return { ...c, maxPrompt, maxResponse };
+  const window = `${c.model}'s context of ${context} tokens`;
+  const problem =
+    c.maxPrompt !== null && c.maxResponse !== null
+      ? `--max-prompt ${c.maxPrompt} + --max-response ${c.maxResponse} = ${c.maxPrompt + c.maxResponse} tokens exceed ${window}`
+      : c.maxPrompt !== null
+        ? `--max-prompt ${c.maxPrompt} leaves no room for a response in ${window}`
+        : c.maxResponse !== null
+          ? `--max-response ${c.maxResponse} leaves no room for a prompt in ${window}`
+          : `${window} has no room for a prompt and a response`;
+  throw new UsageError(`${problem}: give --max-prompt and --max-response that add up to at most ${context}`);
+}
 
 /** Whether the run trains a critic: verl's rule (critic.enable, else the gae estimator). */
 export const usesCritic = (c: TrainConfig): boolean => c.critic.enable ?? c.advEstimator === "gae";
@@ -257,8 +293,8 @@ checkpoint.`,
           "RE",
           "train only the calls of agents whose name (x-agent-name) matches the regex; with\nLoRA the other agents run on the frozen base [every call]",
         ),
-        int("max-prompt", "prompt tokens kept per row [512]"),
-        int("max-response", "response tokens kept per row [256]"),
+        int("max-prompt", "prompt tokens kept per row [512; 2/3 of a model context under 768]"),
+        int("max-response", "response tokens kept per row [256; 1/3 of a model context under 768]"),
         num("temperature", "X", "sampling temperature of training rollouts [1]"),
         int("val-every", "validate every N steps (0: before and after only) [5]"),
         int("checkpoint-every", "steps between checkpoints (0: the last step's only) [5]"),

@@ -22,7 +22,7 @@ import type { PpoOptions } from "../algorithm/ppo-options.ts";
 import { stepsOfEpochs, verlLrFactor, warmupSteps } from "../algorithm/verl-config.ts";
 import { LlmProxyTraceToTriplet } from "../adapter/proxy-triplet.ts";
 import { LightningStoreClient } from "../client/client.ts";
-import { loadPretrained, type PretrainedModel } from "../model/hf/index.ts";
+import { loadPretrained, type PretrainedModel, readModelInfo } from "../model/hf/index.ts";
 import { CpuTrainer } from "../cpu/trainer.ts";
 import { type CpuValueTrainer, createCpuValueTrainer } from "../cpu/value-trainer.ts";
 import type { ValueTrainer } from "../model/value-types.ts";
@@ -40,7 +40,7 @@ import type { LightningStore } from "../store/base.ts";
 import { openStore } from "../store/libsql/open.ts";
 import { Trainer } from "../trainer/trainer.ts";
 import { lineChartSvg } from "./svg.ts";
-import { type TrainConfig, usesCritic } from "./train-config.ts";
+import { type FittedTrainConfig, fitRowLimits, type TrainConfig, usesCritic } from "./train-config.ts";
 import { trainedWeights, type TrainedState, type TrainedWeights } from "./train-weights.ts";
 
 export interface TrainRunResult {
@@ -115,7 +115,7 @@ export async function importAgent(path: string, cwd: string): Promise<LitAgent<u
   const url = new URL(path, `file://${cwd.endsWith("/") ? cwd : `${cwd}/`}`).href;
   let mod: Record<string, unknown>;
   try {
-    mod = (await import(url)) as Record<string, unknown>;
+    mod = await platform.importModule(url);
   } catch (e) {
     throw new UsageError(`cannot import the agent module ${path}: ${(e as Error).message}`);
   }
@@ -180,7 +180,12 @@ async function makeTrainer(
 }
 
 async function openRunStore(c: TrainConfig): Promise<LightningStore> {
-  if (c.storeServer !== null) return new LightningStoreClient(c.storeServer);
+  if (c.storeServer !== null) {
+    const client = new LightningStoreClient(c.storeServer);
+    // One line naming the address at the start, not a stack at the first rollout.
+    await client.checkHealth();
+    return client;
+  }
   return openStore(c.store ?? `file:${join(c.out, "store.db")}`);
 }
 
@@ -212,6 +217,17 @@ async function claimRunFolder(c: TrainConfig): Promise<void> {
         .join(", ")} differ): use another --out`,
     );
   await writeAtomic(runPath, `${JSON.stringify(identity, null, 2)}\n`);
+}
+
+/**
+ * Cancels the rollouts an interrupted run left open (queued, being prepared or run): they would call its
+ * policy server, which is gone, and nothing waits for them any more. One line says how many.
+ */
+async function cancelLeftOpen(store: LightningStore, log: (m: string) => void): Promise<void> {
+  const open = await store.queryRollouts({ status_in: ["queuing", "requeuing", "preparing", "running"] });
+  for (const r of open.items) await store.updateRollout(r.rollout_id, { status: "cancelled" });
+  if (open.items.length > 0)
+    log(`cancelled ${open.items.length} rollouts an earlier, interrupted run left open (they called its policy server, which is gone)`);
 }
 
 /** Where an earlier invocation stopped: the last completed checkpoint's step and state (step 0 and null in a new folder). */
@@ -302,7 +318,7 @@ export function lrOf(c: TrainConfig, step: number, steps: number): number {
 
 /** The PPO-family options of the config (the critic's trainer aside), from `startStep` on. */
 export function ppoOptionsOf(
-  c: TrainConfig,
+  c: FittedTrainConfig,
   parts: {
     trainer: PolicyTrainer;
     policy: ModelPolicy;
@@ -413,76 +429,91 @@ async function makeCritic(
 export async function runTraining(config: TrainConfig, options: { log?: (m: string) => void; cwd?: string } = {}): Promise<TrainRunResult> {
   const started = performance.now();
   const log = options.log ?? ((m: string) => console.log(`[agl train] ${m}`));
+  // Every input is checked before the folder is claimed (run.json): a mistake leaves nothing that refuses the corrected command.
   const train = readJsonl(config.data);
-  const c = resolveSteps(config, train.length);
-  await claimRunFolder(c);
-
+  const context = (await readModelInfo(config.model)).config.max_seq_len;
+  const c = fitRowLimits(resolveSteps(config, train.length), context);
+  const val = c.valData !== null ? readJsonl(c.valData) : null;
+  const agent = await importAgent(c.agent, options.cwd ?? platform.cwd());
   const model = await loadPretrained(c.model);
   const { tokenizer } = model;
   if (tokenizer === null) throw new UsageError(`${c.model} has no tokenizer.json: training needs the model's tokenizer`);
   const weights = trainedWeights(c, model);
-  const { startStep, resume } = await resumePoint(c, weights, log);
-  if (startStep >= c.steps) log(`${c.out} already holds ${startStep} steps (--steps ${c.steps}): nothing to train`);
-
-  const metricsPath = join(c.out, "metrics.jsonl");
-  const reports = await reportsUpTo(metricsPath, startStep);
-  const val = c.valData !== null ? readJsonl(c.valData) : null;
-  const agent = await importAgent(c.agent, options.cwd ?? platform.cwd());
-  const trainer = await makeTrainer(c, model, weights, resume, log);
-  const critic = await makeCritic(c, model, startStep > 0, log);
-  const { policy, engine } = await servedPolicy(c, model, tokenizer, weights, trainer, startStep);
-  // selective optimisation: with an adapter, the agents not trained are served by the frozen base
-  const server = new PolicyServer({ policy, agentMatch: weights.lora !== null ? c.agentMatch : null });
-  if (c.agentMatch !== null && weights.lora === null)
-    log(
-      `--agent-match ${c.agentMatch}: only those agents' calls train, but every agent is served the trained model (full fine-tuning keeps no frozen base)`,
-    );
+  await platform.files().mkdir(c.out);
   const store = await openRunStore(c);
-  const svgPath = join(c.out, "reward-curve.svg");
-
-  // The folder's record of the run so far, rewritten whole after each report (small), never half a line.
-  const persist = async (): Promise<void> => {
-    await writeAtomic(metricsPath, reports.map((r) => `${JSON.stringify(r)}\n`).join(""));
-    await writeAtomic(svgPath, rewardCurve(reports, c.steps));
-  };
-  let pending: Promise<void> = Promise.resolve();
-  // GRPO (the default) keeps its span names (grpo.step, ...); any other estimator runs as PPO (ppo.step, ...)
-  const algorithm = new PPO(
-    ppoOptionsOf(c, {
-      trainer,
-      policy,
-      lora: weights.lora !== null,
-      startStep,
-      saveCheckpoint: checkpointSaver(c, weights),
-      critic,
-      onReport: (r) => {
-        reports.push(r);
-        pending = pending.then(persist);
-      },
-    }),
-    c.advEstimator === "grpo" ? "grpo" : "ppo",
-  );
-  const lightning = new Trainer({
-    algorithm,
-    llmProxy: server,
-    store,
-    nRunners: c.runners,
-    strategy: { type: "shm", main_thread: "algorithm" },
-    runner: { type: "LitAgentRunner", poll_interval: 0.01, heartbeat_interval: 5 },
-  });
-  log(
-    `${model.name} (${model.architecture}), ${weights.description}: ${c.steps} steps x ${c.batch} tasks x ${c.group} rollouts, trainer ${trainer.backend}, out ${c.out}`,
-  );
   try {
-    if (startStep < c.steps) await lightning.fit(agent, train, { valDataset: val });
-    await pending;
-    await persist();
+    await claimRunFolder(c);
+    await cancelLeftOpen(store, log);
+
+    const { startStep, resume } = await resumePoint(c, weights, log);
+    if (startStep >= c.steps) log(`${c.out} already holds ${startStep} steps (--steps ${c.steps}): nothing to train`);
+
+    const metricsPath = join(c.out, "metrics.jsonl");
+    const reports = await reportsUpTo(metricsPath, startStep);
+    const trainer = await makeTrainer(c, model, weights, resume, log);
+    const critic = await makeCritic(c, model, startStep > 0, log);
+    const { policy, engine } = await servedPolicy(c, model, tokenizer, weights, trainer, startStep);
+    // selective optimisation: with an adapter, the agents not trained are served by the frozen base
+    const server = new PolicyServer({ policy, agentMatch: weights.lora !== null ? c.agentMatch : null });
+    if (c.agentMatch !== null && weights.lora === null)
+      log(
+        `--agent-match ${c.agentMatch}: only those agents' calls train, but every agent is served the trained model (full fine-tuning keeps no frozen base)`,
+      );
+    const svgPath = join(c.out, "reward-curve.svg");
+
+    // The folder's record of the run so far, rewritten whole after each report (small), never half a line.
+    const persist = async (): Promise<void> => {
+      await writeAtomic(metricsPath, reports.map((r) => `${JSON.stringify(r)}\n`).join(""));
+      await writeAtomic(svgPath, rewardCurve(reports, c.steps));
+    };
+    let pending: Promise<void> = Promise.resolve();
+    // GRPO (the default) keeps its span names (grpo.step, ...); any other estimator runs as PPO (ppo.step, ...)
+    const algorithm = new PPO(
+      ppoOptionsOf(c, {
+        trainer,
+        policy,
+        lora: weights.lora !== null,
+        startStep,
+        saveCheckpoint: checkpointSaver(c, weights),
+        critic,
+        onReport: (r) => {
+          reports.push(r);
+          pending = pending.then(persist);
+        },
+      }),
+      c.advEstimator === "grpo" ? "grpo" : "ppo",
+    );
+    const lightning = new Trainer({
+      algorithm,
+      llmProxy: server,
+      store,
+      nRunners: c.runners,
+      strategy: { type: "shm", main_thread: "algorithm" },
+      runner: { type: "LitAgentRunner", poll_interval: 0.01, heartbeat_interval: 5 },
+    });
+    log(
+      `${model.name} (${model.architecture}), ${weights.description}: ${c.steps} steps x ${c.batch} tasks x ${c.group} rollouts, ` +
+        `rows of ${c.maxPrompt} + ${c.maxResponse} tokens (context ${context}), trainer ${trainer.backend}, out ${c.out}`,
+    );
+    try {
+      if (startStep < c.steps) await lightning.fit(agent, train, { valDataset: val });
+      await pending;
+      await persist();
+    } finally {
+      (trainer as { destroy?: () => void }).destroy?.();
+      (trainer as { close?: () => void }).close?.();
+      critic?.close();
+      engine.close?.();
+    }
+    return {
+      startStep,
+      reports,
+      backend: trainer.backend,
+      weightsDir: weights.dir,
+      svgPath,
+      seconds: (performance.now() - started) / 1000,
+    };
   } finally {
     await store.close();
-    (trainer as { destroy?: () => void }).destroy?.();
-    (trainer as { close?: () => void }).close?.();
-    critic?.close();
-    engine.close?.();
   }
-  return { startStep, reports, backend: trainer.backend, weightsDir: weights.dir, svgPath, seconds: (performance.now() - started) / 1000 };
 }

@@ -47,7 +47,7 @@ import type {
   Worker,
 } from "../types/index.ts";
 import { LightningError, ValidationError } from "../types/index.ts";
-import { StoreConnectionError, StoreHttpError, errorFromResponse, errorTypeOf } from "./errors.ts";
+import { StoreConnectionError, StoreHttpError, errorFromResponse, errorTypeOf, unansweredReason } from "./errors.ts";
 import { finishWithCalls, type FinishAttemptRequest, type FinishAttemptResult } from "./finish.ts";
 import { PREFERENCE_APPLIED_HEADER, PREFER_MINIMAL, sequenceIdsFromEcho, spansFromEcho, type SpanEcho } from "./span-batch.ts";
 import { RequestSlots } from "./request-slots.ts";
@@ -193,14 +193,38 @@ export class LightningStoreClient implements LightningStore {
 
   /** True when `GET /v1/agl/health` answers 200 within the request timeout. */
   async health(): Promise<boolean> {
+    return (await this.healthProblem()) === null;
+  }
+
+  /**
+   * Resolves when the server answers its health check (asked again after each of `healthRetryDelays`,
+   * so a server still starting is waited for a moment); else throws a StoreConnectionError, one line
+   * naming the server's address and why. For a program's start: a wrong address or a store not
+   * running is then said once, before any work, not by every later call.
+   */
+  async checkHealth(): Promise<void> {
+    let problem = await this.healthProblem();
+    for (const delay of this.healthDelays) {
+      if (problem === null) return;
+      await sleep(delay);
+      problem = await this.healthProblem();
+    }
+    if (problem !== null)
+      throw new StoreConnectionError(
+        `no LightningStore answers at ${this.serverAddress} (GET /v1/agl/health: ${problem}): is \`agl store\` running there?`,
+      );
+  }
+
+  /** Why `GET /v1/agl/health` did not answer 200, or null when it did. */
+  private async healthProblem(): Promise<string | null> {
     try {
       return await this.withSignal(0, undefined, async (signal) => {
         const res = await this.fetchFn(`${this.base}/health`, { headers: this.headers, signal });
         await res.body?.cancel();
-        return res.status === 200;
+        return res.status === 200 ? null : `HTTP ${res.status}`;
       });
-    } catch {
-      return false;
+    } catch (e) {
+      return unansweredReason(e);
     }
   }
 
@@ -267,8 +291,8 @@ export class LightningStoreClient implements LightningStore {
         });
       } catch (e) {
         if (o.signal?.aborted) throw o.signal.reason;
-        if (this.closed) throw new StoreConnectionError(`${method} ${path}: the client was closed`);
-        last = new StoreConnectionError(`${method} ${path}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+        if (this.closed) throw new StoreConnectionError(`${method} ${url}: the client was closed`);
+        last = new StoreConnectionError(`${method} ${url}: ${unansweredReason(e)}`, { cause: e });
       }
       if (headers !== null) {
         if (status >= 200 && status < 300) return { data: (text === "" ? null : JSON.parse(text)) as T, headers, sentBody };

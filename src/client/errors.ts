@@ -2,6 +2,7 @@
  * The server's JSON errors (`{"detail", "error_type", "issues"}`, docs/departures.md#1) turned back into
  * the typed errors the store itself throws, so code behaves the same against a local or remote store.
  */
+import { rootCause } from "../platform/log.ts";
 import type { InputIssue } from "../types/index.ts";
 import { ConflictError, EvictedError, LightningError, NotFoundError, ValidationError } from "../types/index.ts";
 import { markFinishFailure, type FinishPart } from "./finish.ts";
@@ -21,6 +22,13 @@ export class StoreHttpError extends LightningError {
 export class StoreConnectionError extends LightningError {
   override readonly errorType = "StoreConnectionError";
   override readonly status = 503;
+}
+
+/** Why a request got no answer, in a few words: a fetch's own message ("fetch failed") and the reason behind it. */
+export function unansweredReason(e: unknown): string {
+  if (!(e instanceof Error)) return String(e);
+  const why = rootCause(e);
+  return why === null || e.message.includes(why) ? e.message : `${e.message} (${why})`;
 }
 
 interface ErrorBody {

@@ -13,7 +13,7 @@ import { resolveCpuEngineOptions, type CpuEngineOptions } from "../cpu/backend.t
 import { CpuGenerationEngine } from "../cpu/generation.ts";
 import { CpuTrainer } from "../cpu/trainer.ts";
 import { GpuContext } from "../gpu/context.ts";
-import { GpuUnavailableError } from "../gpu/device.ts";
+import { GpuUnavailableError, probeGpu } from "../gpu/device.ts";
 import { GpuGenerationEngine } from "../gpu/generation.ts";
 import type { WeightFormat } from "../gpu/kernels/weights.ts";
 import { GpuPolicyTrainer, type GpuTrainerOptions } from "../gpu/trainer.ts";
@@ -94,6 +94,14 @@ export async function createGenerationEngine(options: GenerationEngineOptions = 
   const cpu = () => new CpuGenerationEngine(cpuOptions);
   if (backend === "cpu") return cpu();
   let ctx = options.context;
+  if (ctx === undefined && backend === "auto") {
+    // Looked at first without a device here (probeGpu): choosing the CPU then leaves no trace of WebGPU.
+    const probe = await probeGpu();
+    if (!probe.ok || probe.report.software) {
+      log(`generation on the CPU: ${probe.ok ? "the WebGPU adapter is a software one" : probe.reason.split(". ")[0]}`);
+      return cpu();
+    }
+  }
   if (ctx === undefined) {
     try {
       ctx = await GpuContext.create();

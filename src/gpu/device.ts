@@ -1,5 +1,6 @@
 import { LightningError } from "../types/errors.ts";
-import { detectRuntime, getNavigatorGpu, type GpuRuntime } from "./navigator.ts";
+import { platform } from "../platform/index.ts";
+import { detectRuntime, getNavigatorGpu, type GpuRuntime, nodeWebGpuUrl } from "./navigator.ts";
 
 /** Raised when this runtime or machine offers no WebGPU adapter. The message says how to get one. */
 export class GpuUnavailableError extends LightningError {
@@ -123,27 +124,40 @@ export async function requestGpuDevice(options: GpuDeviceOptions = {}): Promise<
     if (typeof value === "number") requiredLimits[name] = value;
   }
   const device = await adapter.requestDevice({ requiredFeatures: features, requiredLimits });
-  const info = adapter.info;
+  return { device, report: adapterReport(runtime, adapter.info, features, device.limits) };
+}
+
+/** What an adapter is, from its info, the features asked for that it has, and the limits got. */
+function adapterReport(
+  runtime: GpuRuntime,
+  info: Pick<GPUAdapterInfo, "vendor" | "architecture" | "device" | "description">,
+  features: GpuFeature[],
+  got: Readonly<Record<RaisedLimit, number>>,
+): GpuAdapterReport {
   const text = `${info.vendor} ${info.architecture} ${info.device} ${info.description}`;
   const limits = {} as Record<RaisedLimit, number>;
-  for (const name of RAISED_LIMITS) limits[name] = device.limits[name];
+  for (const name of RAISED_LIMITS) limits[name] = got[name];
   return {
-    device,
-    report: {
-      runtime,
-      vendor: VENDOR_IDS[info.vendor] ?? info.vendor,
-      architecture: info.architecture,
-      device: info.device,
-      description: info.description,
-      software: SOFTWARE_PATTERN.test(text) || (info as { isFallbackAdapter?: boolean }).isFallbackAdapter === true,
-      features,
-      limits,
-    },
+    runtime,
+    vendor: VENDOR_IDS[info.vendor] ?? info.vendor,
+    architecture: info.architecture,
+    device: info.device,
+    description: info.description,
+    software: SOFTWARE_PATTERN.test(text) || (info as { isFallbackAdapter?: boolean }).isFallbackAdapter === true,
+    features,
+    limits,
   };
 }
 
-/** True when requestGpuDevice would succeed; for tests and backend selection. Never throws. */
-export async function probeGpu(): Promise<{ ok: true; report: GpuAdapterReport } | { ok: false; reason: string }> {
+export type GpuProbe = { ok: true; report: GpuAdapterReport } | { ok: false; reason: string };
+
+/**
+ * True when requestGpuDevice would succeed; for tests and backend selection. Never throws. On Node the
+ * adapter is asked in a child process: Dawn prints warnings of its own on the process's stderr (for
+ * lavapipe, limits "artificially reduced"), which a command that only looks should not show.
+ */
+export async function probeGpu(): Promise<GpuProbe> {
+  if (detectRuntime() === "node") return probeInChild();
   try {
     const handle = await requestGpuDevice();
     handle.device.destroy();
@@ -151,6 +165,36 @@ export async function probeGpu(): Promise<{ ok: true; report: GpuAdapterReport }
   } catch (e) {
     return { ok: false, reason: e instanceof Error ? e.message : String(e) };
   }
+}
+
+/** The adapter as a child process sees it (Node): what requestGpuDevice would report, without a device here. */
+async function probeInChild(): Promise<GpuProbe> {
+  let url: string;
+  try {
+    url = nodeWebGpuUrl();
+  } catch (e) {
+    return { ok: false, reason: `WebGPU could not be loaded in node: ${e instanceof Error ? e.message : String(e)}. ${GPU_HELP}` };
+  }
+  const source = `const dawn = await import(${JSON.stringify(url)});
+const adapter = await dawn.create([]).requestAdapter({ powerPreference: "high-performance" });
+const i = adapter?.info;
+console.log(JSON.stringify(adapter ? {
+  info: { vendor: i.vendor, architecture: i.architecture, device: i.device, description: i.description, isFallbackAdapter: i.isFallbackAdapter === true },
+  features: [...adapter.features],
+  limits: Object.fromEntries(${JSON.stringify(RAISED_LIMITS)}.map((n) => [n, adapter.limits[n]])),
+} : null));
+process.exit(0);`;
+  const r = await platform.runScript(source, 60);
+  let seen: { info: GPUAdapterInfo; features: string[]; limits: Record<RaisedLimit, number> } | null;
+  try {
+    seen = JSON.parse(r.stdout.trim().split("\n").pop() ?? "");
+  } catch {
+    const why = r.stderr.trim().split("\n").pop() || `exit code ${r.code}`;
+    return { ok: false, reason: `WebGPU could not be loaded in node: ${why}. ${GPU_HELP}` };
+  }
+  if (seen === null) return { ok: false, reason: `WebGPU found no adapter in node. ${GPU_HELP}` };
+  const features = INTERESTING_FEATURES.filter((f) => seen.features.includes(f));
+  return { ok: true, report: adapterReport("node", seen.info, features, seen.limits) };
 }
 
 /** One line for logs: "mesa software llvmpipe (software) via node; shader-f16,subgroups". */

@@ -51,6 +51,14 @@ async function loadGpu(runtime: GpuRuntime): Promise<GPU | null> {
   }
 }
 
+/**
+ * The URL of Node's WebGPU binding (the `webgpu` package) as this module resolves it, for a child
+ * process to import; throws when it is not installed.
+ */
+export function nodeWebGpuUrl(): string {
+  return import.meta.resolve(NODE_WEBGPU);
+}
+
 function navigatorGpu(): GPU | null {
   const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator;
   return nav?.gpu ?? null;

@@ -5,10 +5,10 @@
  * in, so what is capped here are requests in flight, in all and per client address (503 and the
  * connection closed beyond a limit); connections still sending headers are left to Bun's own timeout.
  */
-import { nodeCompatible, thisProcess } from "./node.ts";
+import { nodeCompatible, runScriptWith, thisProcess } from "./node.ts";
 import { limitReporters } from "./refusals.ts";
 import { startWebWorker } from "./web-worker.ts";
-import { type FetchHandler, type Platform, type ServeLimits, type ServeOptions, type ServedApp, serveLimits } from "./types.ts";
+import { type FetchHandler, type Platform, type ServeLimits, type ServeOptions, type ServedApp, portInUse, serveLimits } from "./types.ts";
 
 interface BunServer {
   port: number;
@@ -33,6 +33,7 @@ export function bunPlatform(bun: BunGlobal): Platform {
   return {
     ...nodeCompatible(),
     runtime: "bun",
+    runScript: runScriptWith(["-e"]),
     description: `bun ${bun.version}`,
     startWorker: startWebWorker,
     serveFetch: async (fetch, options) => serveOnBun(bun, fetch, options),
@@ -73,6 +74,11 @@ function serveOnBun(bun: BunGlobal, fetch: FetchHandler, at: ServeOptions): Serv
       else perAddress.delete(address);
     }
   };
-  const server = bun.serve({ hostname: at.hostname, port: at.port, fetch: capped, idleTimeout: bunIdleSeconds(limits) });
+  let server: BunServer;
+  try {
+    server = bun.serve({ hostname: at.hostname, port: at.port, fetch: capped, idleTimeout: bunIdleSeconds(limits) });
+  } catch (e) {
+    throw portInUse(e, at);
+  }
   return { port: server.port, stop: async (graceful = false) => void (await server.stop(!graceful)) };
 }

@@ -2,7 +2,7 @@
  * Deno 2's platform: Node's (Deno implements `node:*`, and serves through node:http for its limits),
  * with Deno's own signals, arguments, timer handles and memory query.
  */
-import { nodeCompatible, thisProcess } from "./node.ts";
+import { nodeCompatible, runScriptWith, thisProcess } from "./node.ts";
 import type { Platform } from "./types.ts";
 import { startWebWorker } from "./web-worker.ts";
 
@@ -21,6 +21,7 @@ export function denoPlatform(deno: DenoGlobal): Platform {
   return {
     ...node,
     runtime: "deno",
+    runScript: runScriptWith(["eval"]),
     description: `deno ${deno.version.deno}`,
     startWorker: startWebWorker,
     workersKeepAlive: () => true,

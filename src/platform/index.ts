@@ -6,7 +6,7 @@
  * a bundler building for a browser then leaves them out instead of failing on their `node:*` imports
  * (docs/browser.md). The browser's own file stays a literal import so bundlers include it.
  */
-import type { Platform } from "./types.ts";
+import type { Platform, ServeOptions } from "./types.ts";
 
 export * from "./types.ts";
 
@@ -34,3 +34,13 @@ export const serveFetch: Platform["serveFetch"] = (fetch, options) => platform.s
 
 /** How long a handler may hold a request on this runtime's server (`Platform.longestHoldSeconds`). */
 export const longestHoldSeconds: Platform["longestHoldSeconds"] = (limits) => platform.longestHoldSeconds(limits);
+
+/**
+ * Throws PortInUseError now if `at.port` is taken, by binding it for a moment: for a server that has
+ * slow work to do before it listens (loading a model), so that a busy port is told before, not after.
+ */
+export async function checkPortFree(at: Pick<ServeOptions, "hostname" | "port" | "portSetting">): Promise<void> {
+  if (at.port === 0) return;
+  const probe = await serveFetch(() => new Response(null, { status: 503 }), at);
+  await probe.stop(false);
+}

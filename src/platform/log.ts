@@ -21,7 +21,7 @@ export type LogSink = (record: LogRecord) => void;
 
 /** What a log is written through (the store server and its tests take any object of this shape). */
 export interface LogWriter {
-  debug(message: string): void;
+  debug(message: string, error?: unknown): void;
   info(message: string): void;
   warning(message: string, error?: unknown): void;
   error(message: string, error?: unknown): void;
@@ -111,8 +111,8 @@ export class Logger implements LogWriter {
   private emit(level: LogLevel, message: string, error?: unknown): void {
     this.route.write(error === undefined ? { level, logger: this.name, message } : { level, logger: this.name, message, error });
   }
-  debug(message: string): void {
-    this.emit("debug", message);
+  debug(message: string, error?: unknown): void {
+    this.emit("debug", message, error);
   }
   info(message: string): void {
     this.emit("info", message);
@@ -130,6 +130,31 @@ export class Logger implements LogWriter {
 }
 
 export const getLogger = (name: string): Logger => new Logger(name);
+
+/**
+ * The reason at the bottom of an error's `cause` chain, in a few words: its code (`ECONNREFUSED`) or
+ * its message. Null when the error has no cause. ("fetch failed" alone does not say why.)
+ */
+export function rootCause(err: unknown): string | null {
+  let e = err;
+  for (let depth = 0; depth < 8 && e instanceof Error && e.cause instanceof Error; depth++) e = e.cause;
+  if (e === err || !(e instanceof Error)) return null;
+  const code = (e as { code?: unknown }).code;
+  return typeof code === "string" && code !== "" ? code : e.message.replace(/\s+/g, " ").trim() || e.name;
+}
+
+/**
+ * An error in one line: its class, its message and its root cause (`APIConnectionError: Connection
+ * error. (ECONNREFUSED)`), for a log line at ERROR whose stack and fields go to DEBUG.
+ */
+export function errorLine(err: unknown): string {
+  if (!(err instanceof Error)) return String(err).replace(/\s+/g, " ").trim();
+  const ctor = (err as { constructor?: { name?: string } }).constructor?.name;
+  const name = ctor && ctor !== "Error" ? ctor : err.name;
+  const message = err.message.replace(/\s+/g, " ").trim();
+  const cause = rootCause(err);
+  return `${name}: ${message}${cause !== null && !message.includes(cause) ? ` (${cause})` : ""}`;
+}
 
 /** The store server's logger: `[agl store] LEVEL message` on the console from `level` up. */
 export function consoleLogger(level: LogLevel | "warn" = "info"): Logger {

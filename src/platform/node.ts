@@ -2,16 +2,18 @@
  * Node's platform, built on `node:*` modules. Deno 2 and Bun implement the same modules, so deno.ts
  * and bun.ts start from `nodeCompatible()` and replace what they do differently or better.
  */
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import process from "node:process";
 import { Worker } from "node:worker_threads";
 import type { Server as HttpServer } from "node:http";
 import { guardConnections } from "./connection-guard.ts";
+import { importOnNode } from "./node-import.ts";
 import { limitReporters } from "./refusals.ts";
 import {
   type ChildProcessPort,
+  type ScriptResult,
   type FetchHandler,
   type FileReader,
   type Platform,
@@ -19,6 +21,7 @@ import {
   type ServedApp,
   type SpawnOptions,
   type WorkerPort,
+  portInUse,
   serveLimits,
 } from "./types.ts";
 
@@ -48,13 +51,14 @@ async function openForRanges(path: string): Promise<FileReader> {
   };
 }
 
-/** The parts every `node:*`-compatible runtime shares; `selfCommand` differs per runtime. */
-export function nodeCompatible(): Omit<Platform, "runtime" | "description" | "selfCommand"> {
+/** The parts every `node:*`-compatible runtime shares; `selfCommand` and `runScript` differ per runtime. */
+export function nodeCompatible(): Omit<Platform, "runtime" | "description" | "selfCommand" | "runScript"> {
   return {
     env: (name) => process.env[name],
     args: () => process.argv.slice(2),
     cwd: () => process.cwd(),
     readTextFile: (path) => fs.readFileSync(path, "utf8"),
+    importModule: async (url) => (await import(url)) as Record<string, unknown>,
     files: () => ({
       readFile: async (p) => new Uint8Array(await fs.promises.readFile(p)),
       open: openForRanges,
@@ -75,6 +79,19 @@ export function nodeCompatible(): Omit<Platform, "runtime" | "description" | "se
     onSignal(signal, handler) {
       process.on(signal, handler);
       return () => void process.off(signal, handler);
+    },
+    onParentExit(handler) {
+      const parent = process.ppid;
+      const timer = setInterval(() => {
+        if (process.ppid === parent) return;
+        clearInterval(timer);
+        handler();
+      }, 500);
+      // Deno's timers are numbers, unref'd through Deno.unrefTimer.
+      const deno = (globalThis as { Deno?: { unrefTimer(id: number): void } }).Deno;
+      if (typeof timer === "number") deno?.unrefTimer(timer);
+      else timer.unref();
+      return () => clearInterval(timer);
     },
     unrefTimer: (timer) => void (timer as { unref?(): void }).unref?.(),
     scheduleNextTurn: (fn) => void setImmediate(fn),
@@ -120,8 +137,23 @@ function startNodeWorker(source: string): WorkerPort {
   };
 }
 
+/** `runScript` for a runtime whose command line evaluates a module given after `evalArgs`. */
+export const runScriptWith =
+  (evalArgs: readonly string[]) =>
+  (source: string, timeoutSeconds: number): Promise<ScriptResult> =>
+    new Promise((resolve) => {
+      const child = execFile(
+        process.execPath,
+        [...evalArgs, source],
+        { encoding: "utf8", timeout: timeoutSeconds * 1000, maxBuffer: 16 << 20 },
+        (_err, stdout, stderr) => resolve({ code: child.exitCode, stdout, stderr }),
+      );
+    });
+
 export const nodePlatform: Platform = {
   ...nodeCompatible(),
+  importModule: importOnNode,
+  runScript: runScriptWith(["--input-type=module", "-e"]),
   runtime: "node",
   description: `node ${process.version}`,
   selfCommand() {
@@ -184,7 +216,7 @@ export async function serveOnNodeHttp(fetch: FetchHandler, at: ServeOptions): Pr
     );
     const http = server as HttpServer;
     const guard = guardConnections(http, limits, limitReporters(at.log, limits.maxConnections, limits.maxConnectionsPerAddress));
-    server.once("error", reject);
+    server.once("error", (e) => reject(portInUse(e, at)));
   });
 }
 

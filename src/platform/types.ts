@@ -70,6 +70,32 @@ export interface ServeOptions {
   limits?: Partial<ServeLimits>;
   /** Told (at most once a minute for each limit) when connections are refused or closed at the limits. */
   log?: { warning(message: string): void };
+  /** How the user chooses this port (`--port or AGL_SERVER_PORT`), named by the error when it is in use. */
+  portSetting?: string;
+}
+
+/** The port a server was to listen on is held by another process: one line that says how to choose another. */
+export class PortInUseError extends Error {
+  constructor(
+    readonly hostname: string,
+    readonly port: number,
+    readonly portSetting = "another port",
+  ) {
+    super(`port ${port} on ${hostname} is already in use: stop what holds it, or choose another with ${portSetting} (0 picks a free one)`);
+    this.name = new.target.name;
+  }
+}
+
+/** `e` if it is not a refusal to bind a port in use; else that refusal as a PortInUseError. */
+export function portInUse(e: unknown, at: ServeOptions): unknown {
+  return (e as { code?: unknown } | null)?.code === "EADDRINUSE" ? new PortInUseError(at.hostname, at.port, at.portSetting) : e;
+}
+
+/** How a `Platform.runScript` child ended: its exit code (null when killed), what it printed. */
+export interface ScriptResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
 }
 
 /** A child process started by `Platform.spawnChild`. */
@@ -139,10 +165,21 @@ export interface Platform {
   readTextFile(path: string): string;
   /** Whole-file operations, asynchronous. */
   files(): FileAccess;
+  /**
+   * Imports a user's module (an agent) by file URL, a TypeScript one included: Deno and Bun run it as it
+   * is, Node through tsx where it cannot itself (else the error says how).
+   */
+  importModule(url: string): Promise<Record<string, unknown>>;
   /** Ends the process at once. */
   exit(code: number): never;
   /** Calls `handler` on each `signal`; returns a remover. A no-op where there are no signals. */
   onSignal(signal: "SIGINT" | "SIGTERM", handler: () => void): () => void;
+  /**
+   * Calls `handler` once when the process that started this one has ended (this one was adopted by
+   * another); returns a remover. Looked at twice a second, without keeping the process alive.
+   * A no-op where there are no processes.
+   */
+  onParentExit(handler: () => void): () => void;
 
   /** Lets the process exit while `timer` is pending. */
   unrefTimer(timer: ReturnType<typeof setTimeout>): void;
@@ -161,6 +198,12 @@ export interface Platform {
   /** The command line that runs this process's entry script again, on this runtime. */
   selfCommand(): string[];
   spawnChild(command: readonly string[], options: SpawnOptions): ChildProcessPort;
+  /**
+   * Runs `source` (an ES module: imports by absolute URL, top-level await) in a fresh process of this
+   * runtime and gives back what it printed; killed after `timeoutSeconds`. For asking a native library
+   * something whose own messages must not reach this process's output.
+   */
+  runScript(source: string, timeoutSeconds: number): Promise<ScriptResult>;
   /** Raises the nice value of process `pid` by `niceness` (capped at 19); throws where it cannot. */
   lowerPriority(pid: number, niceness: number): void;
   /** Listens to this process's stdin; the remover also releases stdin so the process can exit. */

@@ -61,6 +61,7 @@ export const ChatCompletionRequest = z.looseObject({
     .optional(),
   max_completion_tokens: z.number().int().min(0).nullable().optional(),
   logprobs: z.boolean().nullable().optional(),
+  top_logprobs: z.number().int().min(0).max(20).nullable().optional(),
 });
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequest>;
 

@@ -46,7 +46,7 @@ import {
 import type { Generation } from "../model/generation.ts";
 import { ChatCompletionRequest, CompletionRequest, contentText, stopList, type ChatMessageInput } from "./openai-schemas.ts";
 import type { Policy } from "./policy.ts";
-import { routedCallSeed } from "./sampling-seed.ts";
+import { recordedLlmCalls, routedCallSeed } from "./sampling-seed.ts";
 import { parseToolCalls } from "./tool-calls.ts";
 
 /** `token`, `bindAddress` and `allowedHosts`: who may call (openai-http.ts). */
@@ -127,6 +127,11 @@ function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
     tools = chat.tools?.length && chat.tool_choice !== "none" ? (chat.tools as ToolDefinition[]) : null;
     promptIds = policy.tokenizer.applyChatTemplate(turns, { addGenerationPrompt: true, ...(tools ? { tools } : {}) });
     logprobs = chat.logprobs === true;
+    if ((chat.top_logprobs ?? 0) > MAX_TOP_LOGPROBS)
+      throw new ValidationError(
+        `top_logprobs must be at most ${MAX_TOP_LOGPROBS}: this server gives the log-probability of each sampled token (logprobs: true), not alternatives`,
+        ["top_logprobs"],
+      );
     maxTokens = chat.max_completion_tokens ?? chat.max_tokens;
   } else {
     const comp = parse(CompletionRequest, body);
@@ -137,7 +142,13 @@ function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
       if (promptIds.length === 0) throw new ValidationError("prompt must not be empty", ["prompt"]);
     } else promptIds = comp.prompt;
     promptText = typeof comp.prompt === "string" ? comp.prompt : policy.tokenizer.decode(comp.prompt, { skipSpecialTokens: false });
-    logprobs = (comp.logprobs ?? 0) > 0;
+    // As OpenAI: `logprobs: 0` gives the sampled tokens' log-probabilities, N more the N likeliest others.
+    logprobs = comp.logprobs !== undefined && comp.logprobs !== null;
+    if ((comp.logprobs ?? 0) > MAX_TOP_LOGPROBS)
+      throw new ValidationError(
+        `logprobs must be at most ${MAX_TOP_LOGPROBS}: this server gives the log-probability of each sampled token (logprobs: 0), not the likeliest alternatives`,
+        ["logprobs"],
+      );
     maxTokens = comp.max_tokens ?? 16; // the OpenAI default for completions
   }
   if (req.model !== policy.model)
@@ -193,13 +204,33 @@ const usage = (a: Answer) => {
   return { prompt_tokens: a.prompt.promptIds.length, completion_tokens: completion, total_tokens: a.prompt.promptIds.length + completion };
 };
 
-/** OpenAI-style logprobs of the sampled tokens (no alternatives). */
-function chatLogprobs(policy: Policy, g: Generation) {
+/**
+ * Most alternatives a request may ask for (`top_logprobs`, a completion's `logprobs: N`): the engines
+ * return the log-probability of each sampled token only, so more is refused with a 400 naming the field.
+ */
+export const MAX_TOP_LOGPROBS = 0;
+
+const tokenText = (policy: Policy, id: number): string => policy.tokenizer.decode([id], { skipSpecialTokens: false });
+
+/** A chat choice's `logprobs` for the sampled tokens `from` .. `from + ids.length` of `g` (no alternatives). */
+function chatLogprobs(policy: Policy, g: Generation, from = 0, ids: readonly number[] = g.tokenIds) {
   return {
-    content: g.tokenIds.map((id, i) => {
-      const token = policy.tokenizer.decode([id], { skipSpecialTokens: false });
-      return { token, logprob: g.logprobs[i], bytes: Array.from(new TextEncoder().encode(token)), top_logprobs: [] };
+    content: ids.map((id, i) => {
+      const token = tokenText(policy, id);
+      return { token, logprob: g.logprobs[from + i], bytes: Array.from(new TextEncoder().encode(token)), top_logprobs: [] };
     }),
+  };
+}
+
+/** A completion choice's `logprobs` for the same tokens: each token's own log-probability, as its only top entry. */
+function completionLogprobs(policy: Policy, g: Generation, from = 0, ids: readonly number[] = g.tokenIds) {
+  const tokens = ids.map((id) => tokenText(policy, id));
+  const lps = ids.map((_, i) => g.logprobs[from + i]!);
+  return {
+    tokens,
+    token_logprobs: lps,
+    top_logprobs: tokens.map((t, i) => ({ [t]: lps[i] })),
+    text_offset: null,
   };
 }
 
@@ -242,14 +273,7 @@ function fullBody(policy: Policy, a: Answer): unknown {
       index,
       text: g.text,
       finish_reason: g.finishReason,
-      logprobs: a.prompt.logprobs
-        ? {
-            tokens: g.tokenIds.map((id) => policy.tokenizer.decode([id], { skipSpecialTokens: false })),
-            token_logprobs: g.logprobs,
-            top_logprobs: null,
-            text_offset: null,
-          }
-        : null,
+      logprobs: a.prompt.logprobs ? completionLogprobs(policy, g) : null,
       token_ids: g.tokenIds,
     })),
     usage: usage(a),
@@ -287,10 +311,17 @@ function streamChunks(policy: Policy, a: Answer): unknown[] {
     object: chat ? "chat.completion.chunk" : "text_completion",
   };
   const chunks: unknown[] = [];
-  const choice = (index: number, text: string | null, tokenIds: number[], finish: string | null) =>
+  // A chunk's log-probs, when asked, are those of its own tokens (`from` is the first one's index), as OpenAI and vLLM send them.
+  const logprobsOf = (g: Generation, from: number, tokenIds: number[]) =>
+    !a.prompt.logprobs || tokenIds.length === 0
+      ? null
+      : chat
+        ? chatLogprobs(policy, g, from, tokenIds)
+        : completionLogprobs(policy, g, from, tokenIds);
+  const choice = (index: number, text: string | null, tokenIds: number[], finish: string | null, logprobs: unknown = null) =>
     chat
-      ? { index, delta: text === null ? {} : { content: text }, finish_reason: finish, logprobs: null, token_ids: tokenIds }
-      : { index, text: text ?? "", finish_reason: finish, logprobs: null, token_ids: tokenIds };
+      ? { index, delta: text === null ? {} : { content: text }, finish_reason: finish, logprobs, token_ids: tokenIds }
+      : { index, text: text ?? "", finish_reason: finish, logprobs, token_ids: tokenIds };
   a.choices.forEach((g, index) => {
     const first = chat
       ? { index, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null, token_ids: [] }
@@ -298,7 +329,11 @@ function streamChunks(policy: Policy, a: Answer): unknown[] {
     chunks.push({ ...head, choices: [first], ...(index === 0 ? { prompt_token_ids: a.prompt.promptIds } : {}) });
     const calls = chat ? assistantMessage(policy, a, g) : { content: g.text, toolCalls: [] };
     if (calls.toolCalls.length === 0) {
-      for (const d of textDeltas(g, policy.tokenizer)) chunks.push({ ...head, choices: [choice(index, d.text, d.tokenIds, null)] });
+      let from = 0;
+      for (const d of textDeltas(g, policy.tokenizer)) {
+        chunks.push({ ...head, choices: [choice(index, d.text, d.tokenIds, null, logprobsOf(g, from, d.tokenIds))] });
+        from += d.tokenIds.length;
+      }
       chunks.push({ ...head, choices: [choice(index, null, [], g.finishReason)] });
       return;
     }
@@ -307,7 +342,9 @@ function streamChunks(policy: Policy, a: Answer): unknown[] {
     const toolDeltas = calls.toolCalls.map((c, i) => ({ index: i, id: c.id, type: "function", function: c.function }));
     chunks.push({
       ...head,
-      choices: [{ index, delta: { tool_calls: toolDeltas }, finish_reason: null, logprobs: null, token_ids: g.tokenIds }],
+      choices: [
+        { index, delta: { tool_calls: toolDeltas }, finish_reason: null, logprobs: logprobsOf(g, 0, g.tokenIds), token_ids: g.tokenIds },
+      ],
     });
     chunks.push({ ...head, choices: [choice(index, null, [], "tool_calls")] });
   });
@@ -339,8 +376,29 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
   const app = new Hono();
   installOpenAiBasics(app, options);
 
+  // Routed calls answering now, per attempt: concurrent calls of one attempt get distinct call numbers
+  // (recorded calls + those ahead of them + 1); the entry goes when the attempt has none in flight.
+  const inFlight = new Map<string, number>();
+  const callNumber = async (routed: { rolloutId: string; attemptId: string }, ahead: number): Promise<number> =>
+    (await recordedLlmCalls(store!, routed.rolloutId, routed.attemptId)) + ahead + 1;
+
   const complete = (kind: Kind) => async (c: Context) => {
     const routed = routedAttempt(c);
+    const key = routed === null ? null : `${routed.rolloutId}\u0000${routed.attemptId}`;
+    const ahead = key === null ? 0 : (inFlight.get(key) ?? 0);
+    if (key !== null) inFlight.set(key, ahead + 1);
+    try {
+      return await answer(kind, c, routed, ahead);
+    } finally {
+      if (key !== null) {
+        const left = (inFlight.get(key) ?? 1) - 1;
+        if (left === 0) inFlight.delete(key);
+        else inFlight.set(key, left);
+      }
+    }
+  };
+
+  const answer = async (kind: Kind, c: Context, routed: ReturnType<typeof routedAttempt>, ahead: number) => {
     const startTime = clock.now();
     const agentName = requestAgentName(c);
     const body = await readJsonBody(c, false);
@@ -352,7 +410,7 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
     // not depend on the order concurrent calls arrive in (sampling-seed.ts)
     const rolloutSeed =
       prepared.seed === undefined && sequenceId !== null
-        ? await routedCallSeed(store!, routed!.rolloutId, routed!.attemptId, sequenceId)
+        ? await routedCallSeed(store!, routed!.rolloutId, routed!.attemptId, await callNumber(routed!, ahead))
         : null;
     const baseSeed = prepared.seed ?? rolloutSeed ?? policy.nextSeed();
     const version = policy.version;

@@ -61,9 +61,15 @@ export class LocalEvent implements ExecutionEvent {
 }
 
 /**
- * Sleeps `seconds`, returning early (true) as soon as `event` is set or `signal` aborts.
+ * Sleeps `seconds`, returning early (true) as soon as `event` is set or `signal` aborts, or (false) as
+ * soon as `wake` resolves.
  */
-export function sleepUnlessStopped(seconds: number, event?: ExecutionEvent | null, signal?: AbortSignal | null): Promise<boolean> {
+export function sleepUnlessStopped(
+  seconds: number,
+  event?: ExecutionEvent | null,
+  signal?: AbortSignal | null,
+  wake?: Promise<unknown>,
+): Promise<boolean> {
   if (event?.isSet() || signal?.aborted) return Promise.resolve(true);
   return new Promise<boolean>((resolve) => {
     let finished = false;
@@ -79,5 +85,6 @@ export function sleepUnlessStopped(seconds: number, event?: ExecutionEvent | nul
     signal?.addEventListener("abort", onAbort, { once: true });
     // The event's own timeout equals ours, so its timer never outlives this sleep by more than a tick.
     if (event) void event.wait(seconds).then((set) => set && finish(true));
+    void wake?.then(() => finish(false));
   });
 }

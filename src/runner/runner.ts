@@ -7,7 +7,7 @@ import type { LightningStore } from "../store/base.ts";
 import { finishAttempt, finishFailure } from "../client/finish.ts";
 import type { DeferredSpans, Tracer } from "../tracer/base.ts";
 import { DEFAULT_DELIVERY_LIMITS, isStoreUnavailable, monotonicMs, retryWhileUnavailable } from "../tracer/delivery.ts";
-import { getLogger } from "../platform/log.ts";
+import { errorLine, getLogger } from "../platform/log.ts";
 import { OtelTracer } from "../tracer/otel.ts";
 import type { AttemptedRollout, NamedResourcesInput, Rollout, RolloutMode, Span } from "../types/index.ts";
 import { systemClock, ValidationError } from "../types/index.ts";
@@ -238,13 +238,22 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
         let rollout: AttemptedRollout | null = next;
         next = null;
         while (rollout === null && !stopped()) {
+          // Listening before the dequeue: a rollout queued after it wakes the sleep below (a store in this
+          // process tells; for others, such as a client, the poll interval is the bound).
+          let wake!: () => void;
+          const queued = new Promise<void>((resolve) => (wake = resolve));
+          const stopListening = store.onQueued?.(() => wake());
           try {
-            rollout = await store.dequeueRollout({ worker_id: this.getWorkerId() });
-          } catch (err) {
-            log.error(`${this.prefix()} Failed to dequeue a rollout; polling again`, err);
+            try {
+              rollout = await store.dequeueRollout({ worker_id: this.getWorkerId() });
+            } catch (err) {
+              log.error(`${this.prefix()} Failed to dequeue a rollout; polling again`, err);
+            }
+            if (rollout !== null) break;
+            await this.sleepUntilNextPoll(event, signal, queued);
+          } finally {
+            stopListening?.();
           }
-          if (rollout !== null) break;
-          await this.sleepUntilNextPoll(event, signal);
         }
         if (rollout === null) return;
         next = await this.stepImpl(rollout, false, signal, wantsMore);
@@ -257,9 +266,9 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
     }
   }
 
-  private sleepUntilNextPoll(event: ExecutionEvent | null, signal: AbortSignal | null): Promise<boolean> {
+  private sleepUntilNextPoll(event: ExecutionEvent | null, signal: AbortSignal | null, wake: Promise<void>): Promise<boolean> {
     const interval = Math.max(this.pollInterval + (Math.random() * 2 - 1) * this.intervalJitter, 0.01);
-    return sleepUnlessStopped(interval, event, signal);
+    return sleepUnlessStopped(interval, event, signal, wake);
   }
 
   /** Runs one rollout directly (no queue): start it, run it, return its final state. Errors propagate after the attempt is marked failed. */
@@ -334,7 +343,9 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
         );
     } catch (err) {
       failed = true;
-      log.error(`${this.prefix(rid)} Exception during rollout`, err);
+      // One line per failed rollout; the stack and the error's fields (an API error's headers...) at DEBUG.
+      log.error(`${this.prefix(rid)} Exception during rollout: ${errorLine(err)}`);
+      log.debug(`${this.prefix(rid)} Exception during rollout`, err);
       if (raiseOnException) throw err;
     } finally {
       // A rollout skipped for missing resources never started, so it gets no hooks (as upstream).

@@ -31,6 +31,10 @@ export function platformHost(): ServerHost {
     runtime: platform.description,
     onShutdownSignal(handler) {
       for (const s of ["SIGINT", "SIGTERM"] as const) platform.onSignal(s, () => handler(s));
+      // npm (npx, npm exec, npm run) starts a command through a shell and passes SIGTERM to that shell
+      // only, which dies without passing it on: the command would live on, holding its port. So, under
+      // npm, the end of that parent reads as the SIGTERM it stands for.
+      if (platform.env("npm_command") !== undefined) platform.onParentExit(() => handler("SIGTERM"));
     },
     cwd: () => platform.cwd(),
     env: (name) => platform.env(name),
@@ -85,7 +89,13 @@ export async function startStoreServer(
   });
   let served: ServedApp;
   try {
-    served = await serveFetch(app.fetch, { hostname: config.host, port: config.port, limits: config.limits, log });
+    served = await serveFetch(app.fetch, {
+      hostname: config.host,
+      port: config.port,
+      limits: config.limits,
+      log,
+      portSetting: "--port or AGL_SERVER_PORT",
+    });
   } catch (e) {
     await store.close();
     throw e;

@@ -134,6 +134,12 @@ export interface LightningStore {
   getRolloutById(rolloutId: string): Promise<Rollout | AttemptedRollout | null>;
   updateRollout(rolloutId: string, patch: RolloutPatch): Promise<Rollout>;
   waitForRollouts(options: WaitOptions): Promise<Rollout[]>;
+  /**
+   * Optional: calls `listener` each time a rollout is enqueued or requeued through this store object
+   * (not by other processes); returns a remover. An idle runner listens before it dequeues, and waits
+   * for the call (or its poll interval) instead of sleeping the whole interval.
+   */
+  onQueued?(listener: () => void): () => void;
 
   // Attempts
   queryAttempts(rolloutId: string, query?: PageOptions): Promise<PaginatedResult<Attempt>>;

@@ -347,7 +347,12 @@ export class ClientServerExecutionStrategy extends ExecutionStrategy {
         // The bind address decides the Host check of a server without a token (src/server/browser-guard.ts).
         const app = createStoreApp(store, { shutdownSignal: shutdown.signal, bindAddress: hostname });
         // Its clients are this trainer's runners, usually all on this host (one address): no per-address limit.
-        served = await serveFetch(app.fetch, { hostname, port: this.serverPort, limits: { maxConnectionsPerAddress: 0 } });
+        served = await serveFetch(app.fetch, {
+          hostname,
+          port: this.serverPort,
+          limits: { maxConnectionsPerAddress: 0 },
+          portSetting: "AGL_SERVER_PORT or the strategy's server_port",
+        });
         this.boundPort = served.port;
         log.info(`Store server listening on ${this.address(served.port)}`);
       }

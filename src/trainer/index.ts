@@ -7,6 +7,7 @@ export {
   serveFetch,
   longestHoldSeconds,
   DEFAULT_SERVE_LIMITS,
+  PortInUseError,
   type ServeLimits,
   type ServedApp,
   type ServeOptions,

@@ -23,7 +23,7 @@ import { LitAgentRunner, Runner } from "../runner/runner.ts";
 import type { LightningStore } from "../store/base.ts";
 import { InMemoryLightningStore } from "../store/memory.ts";
 import { DummyTracer, Tracer } from "../tracer/base.ts";
-import { getLogger } from "../platform/log.ts";
+import { errorLine, getLogger } from "../platform/log.ts";
 import { OtelTracer } from "../tracer/otel.ts";
 import type { NamedResourcesInput } from "../types/index.ts";
 import { ValidationError } from "../types/index.ts";
@@ -309,7 +309,9 @@ export class Trainer {
       }
       await algorithm.run(train, val);
     } catch (err) {
-      log.error("Algorithm failed", err);
+      // One line; the error goes on to fit()'s caller, its stack at DEBUG.
+      log.error(`Algorithm failed: ${errorLine(err)}`);
+      log.debug("Algorithm failed", err);
       throw err;
     } finally {
       stopBackground();

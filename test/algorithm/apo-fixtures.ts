@@ -62,7 +62,11 @@ export function scriptedChat(options: ScriptOptions = {}) {
 /** The scripted chat behind a real HTTP endpoint (`/v1/chat/completions`), for the `openai` client. */
 export async function serveScriptedChat(respond: (body: ChatCompletionBody) => unknown): Promise<{ url: string; close(): Promise<void> }> {
   const app = new Hono();
-  app.post("/v1/chat/completions", async (c) => c.json(respond(await c.req.json()) as object));
+  // A Response is sent as it is (an error status); anything else as a 200 JSON answer.
+  app.post("/v1/chat/completions", async (c) => {
+    const answer = respond(await c.req.json());
+    return answer instanceof Response ? answer : c.json(answer as object);
+  });
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, () => resolve(s));
   });

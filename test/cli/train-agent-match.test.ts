@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LlmProxyTraceToTriplet } from "../../src/adapter/index.ts";
 import { ppoOptionsOf, runTraining } from "../../src/cli/train.ts";
-import { parseTrainArgs, TrainConfigSchema } from "../../src/cli/train-config.ts";
+import { fitRowLimits, parseTrainArgs, TrainConfigSchema } from "../../src/cli/train-config.ts";
 import { exportHf, loadCheckpoint } from "../../src/model/index.ts";
 import type { PolicyTrainer } from "../../src/model/train-types.ts";
 import type { ModelPolicy } from "../../src/proxy/policy.ts";
@@ -38,7 +38,12 @@ describe("agl train --agent-match", () => {
     const r = parseTrainArgs([...base, "--agent-match", "^write$"], noFile);
     if (r.help) throw new Error("not help");
     expect(r.config.agentMatch).toBe("^write$");
-    const options = ppoOptionsOf(r.config, { trainer: {} as PolicyTrainer, policy: {} as ModelPolicy, lora: true, startStep: 0 });
+    const options = ppoOptionsOf(fitRowLimits(r.config, 768), {
+      trainer: {} as PolicyTrainer,
+      policy: {} as ModelPolicy,
+      lora: true,
+      startStep: 0,
+    });
     expect((options.adapter as LlmProxyTraceToTriplet).agentMatch).toBe("^write$");
     expect(TrainConfigSchema.parse({ model: "m", agent: "a", data: "d" }).agentMatch).toBeNull();
     expect(() => parseTrainArgs([...base, "--agent-match", "(write"], noFile)).toThrow(/--agent-match: not a regular expression/);

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../../src/cli/agl.ts";
 import { lrOf, ppoOptionsOf, resolveSteps, runTraining } from "../../src/cli/train.ts";
-import { parseTrainArgs, TrainConfigSchema, type TrainConfig, usesCritic } from "../../src/cli/train-config.ts";
+import { fitRowLimits, parseTrainArgs, TrainConfigSchema, type TrainConfig, usesCritic } from "../../src/cli/train-config.ts";
 import type { PolicyTrainer } from "../../src/model/train-types.ts";
 import type { ModelPolicy } from "../../src/proxy/policy.ts";
 import { flattenParams } from "../../src/model/params.ts";
@@ -120,7 +120,7 @@ describe("agl train with verl's config", () => {
   };
   /** The options the PPO algorithm gets (its runtime parts stubbed: only the mapping is checked here). */
   const optionsOf = (c: TrainConfig) =>
-    ppoOptionsOf(c, { trainer: {} as PolicyTrainer, policy: {} as ModelPolicy, lora: !c.fullFinetune, startStep: 0 });
+    ppoOptionsOf(fitRowLimits(c, 32768), { trainer: {} as PolicyTrainer, policy: {} as ModelPolicy, lora: !c.fullFinetune, startStep: 0 });
 
   it("loads Agent Lightning's Calc-X config and maps it key by key onto the settings and the PPO options", () => {
     const c = parse([]);

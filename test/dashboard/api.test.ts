@@ -180,6 +180,17 @@ describe("dashboard API routes", () => {
     expect(badMode.body.issues[0].path).toEqual(["mode_in", 0]);
   });
 
+  it("GET /statistics/rewards gives each rollout's final reward, null without one, and refuses a bad list", async () => {
+    const queued = (await store.queryRollouts({ status_in: ["queuing"], limit: 1 })).items[0]!.rollout_id;
+    const res = await get(`/v1/agl/statistics/rewards?rollout_id_in=${withSpans}&rollout_id_in=${queued}&rollout_id_in=ro-nope`);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ rewards: { [withSpans]: 0.5, [queued]: null, "ro-nope": null } });
+    expect((await get("/v1/agl/statistics/rewards")).status).toBe(400);
+    const tooMany = await get(`/v1/agl/statistics/rewards?${Array.from({ length: 201 }, (_, i) => `rollout_id_in=r${i}`).join("&")}`);
+    expect(tooMany.status).toBe(400);
+    expect(tooMany.body.issues[0].path).toEqual(["rollout_id_in"]);
+  });
+
   it("GET /rollouts/{id}/triplets runs the trace adapter on the server", async () => {
     const res = await get(`/v1/agl/rollouts/${withSpans}/triplets`);
     expect(res.status).toBe(200);

@@ -101,6 +101,19 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     expect(sortedIds).toEqual([...sortedIds].sort());
   });
 
+  it("Rollouts: a reward column with each row's final reward", async () => {
+    await go(`rollouts?q=${seeded.showcase}`);
+    const row = page.locator(`[data-testid=rollouts-table] tbody tr[data-rollout="${seeded.showcase}"]`);
+    expect(await page.locator("[data-testid=rollouts-table] th").allInnerTexts()).toContain("Reward");
+    await poll(() => row.locator("[data-reward]").innerText()).toBe("1");
+    expect(await api(`statistics/rewards?rollout_id_in=${seeded.showcase}&rollout_id_in=ro-unknown`)).toEqual({
+      rewards: { [seeded.showcase]: 1, "ro-unknown": null },
+    });
+    // A rollout whose attempt has no reward says so.
+    await go("rollouts?status=failed");
+    await poll(() => page.locator("[data-testid=rollouts-table] tbody tr[data-rollout] [data-reward]").first().innerText()).toBe("none");
+  });
+
   it("Rollouts refresh live: a rollout enqueued now shows up without a reload", async () => {
     await go("rollouts");
     const rows = page.locator("[data-testid=rollouts-table] tbody tr[data-rollout]");
@@ -172,7 +185,8 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     await poll(() => triplets.innerText()).toContain("1 triplets from 5 spans");
     expect(await triplets.locator(".triplet").count()).toBe(1);
     expect(await triplets.locator(".triplet .reward-pill").innerText()).toBe("reward: 1");
-    expect(await triplets.locator(".triplet pre").first().innerText()).toContain('"token_ids": [\n    11,');
+    // Token ids read as a list that wraps, not one id per line.
+    expect(await triplets.locator(".triplet pre").first().innerText()).toMatch(/"token_ids": \[11, 12(, \d+)*\]/);
   });
 
   it("Rollout detail: a tool-using rollout shows its turns, the model's tool calls and the tool results", async () => {
@@ -376,6 +390,14 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     await poll(() => stats.innerText()).toContain(`total rollouts\t${seeded.rollouts}`);
     const health = page.getByTestId("server-health");
     await poll(() => health.innerText()).toMatch(/ok[\s\S]*runtime\tnode v[\s\S]*requests answered\t[\d,]+ \([\d,]+ 4xx, 0 5xx\)/);
+    // The machine's memory and disk in GB as the snapshot gives them (not read as bytes: "2 B"), usage in %.
+    const system = (await api("server")).system as Record<string, number | null>;
+    const text = await health.innerText();
+    expect(system.mem_total_gb).toBeGreaterThan(0);
+    expect(text).toContain(`mem total gb\t${system.mem_total_gb!.toLocaleString("en-US", { maximumFractionDigits: 4 })} GB`);
+    expect(text).toMatch(/mem used gb\t[\d.,]+ GB/);
+    expect(text).toMatch(/mem pct\t[\d.,]+ %/);
+    expect(text).not.toMatch(/mem \w+ gb\t[\d.]+ B\b/);
     await screenshot(page, "store");
   });
 

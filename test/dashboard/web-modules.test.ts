@@ -3,6 +3,8 @@ import { describe, expect, it } from "vitest";
 // @ts-expect-error: plain browser ES modules without type declarations
 import { diffLines } from "../../src/server/dashboard/web/diff.js";
 // @ts-expect-error: as above
+import { fmtStat, pretty } from "../../src/server/dashboard/web/format.js";
+// @ts-expect-error: as above
 import { llmCall, rewardValues, timeRange, toolCalls, treeRows } from "../../src/server/dashboard/web/spans.js";
 
 const span = (span_id: string, parent_id: string | null, start: number, end: number, extra: Record<string, unknown> = {}) => ({
@@ -155,5 +157,25 @@ describe("diffLines", () => {
       { op: " ", line: "d" },
     ]);
     expect(diffLines("same", "same")).toEqual([{ op: " ", line: "same" }]);
+  });
+});
+
+describe("format", () => {
+  it("pretty keeps a list of numbers on one line and indents the rest as JSON does", () => {
+    const value = { prompt: { token_ids: [11, 12, 13], raw: [{ a: 1 }] }, empty: [], none: {}, text: "x" };
+    expect(pretty(value)).toBe(
+      '{\n  "prompt": {\n    "token_ids": [11, 12, 13],\n    "raw": [\n      {\n        "a": 1\n      }\n    ]\n  },\n  "empty": [],\n  "none": {},\n  "text": "x"\n}',
+    );
+    expect(JSON.parse(pretty(value))).toEqual(value);
+    expect(pretty("plain")).toBe("plain");
+  });
+
+  it("fmtStat reads the unit from the key: GB and MB as given, bytes scaled, percentages", () => {
+    expect(fmtStat("mem_total_gb", 2.5)).toBe("2.5 GB");
+    expect(fmtStat("bytes_sent_mb", 12)).toBe("12 MB");
+    expect(fmtStat("memory_capacity_bytes", 2 * 1024 ** 3)).toBe("2.0 GB");
+    expect(fmtStat("mem_pct", 41.25)).toBe("41.25 %");
+    expect(fmtStat("total_rollouts", 1234)).toBe("1,234");
+    expect(fmtStat("host", "box")).toBe("box");
   });
 });

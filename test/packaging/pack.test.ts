@@ -3,14 +3,17 @@
  * goes into a staged copy of the package in a temp folder, never into the repository's dist/. The tarball
  * is then unpacked as node_modules/lightning-ts of a clean folder beside symlinks to only the packages
  * its `dependencies` name (from this repository's node_modules, so nothing is downloaded), and
- * test/packaging/installed-check.mjs imports it by name under Node, Deno and Bun.
+ * test/packaging/installed-check.mjs imports it by name under Node, Deno and Bun; its `agl train` loads a
+ * TypeScript agent module on Node 20 through tsx once tsx is installed beside it.
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { trainTasks } from "../../examples/calc/tasks.ts";
+import { exportHf, loadCheckpoint } from "../../src/model/index.ts";
 import { docImports } from "./public-names.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -186,4 +189,50 @@ describe("the installed tarball", () => {
     const help = run(process.execPath, ["node_modules/lightning-ts/bin/agl.mjs", "store", "--help"], app);
     expect(help).toMatch(/--port/);
   });
+
+  it("agl train from the installed package loads a TypeScript agent through tsx, and without tsx says how in one line", async () => {
+    const ckpt = await loadCheckpoint(join(root, "examples/calc/checkpoint-sft"), undefined, { optimizer: false });
+    await exportHf(join(app, "model"), { config: ckpt.config, params: ckpt.params });
+    writeFileSync(
+      join(app, "tasks.jsonl"),
+      trainTasks(4, 1)
+        .map((t) => `${JSON.stringify(t)}\n`)
+        .join(""),
+    );
+    // type annotations: Node 20 cannot strip them, and the agent needs nothing but fetch
+    writeFileSync(
+      join(app, "my-agent.ts"),
+      `interface Task { question: string; answer: number }
+export default async function calc(task: Task, llm: { endpoint: string; model: string }): Promise<number> {
+  const r = await fetch(\`\${llm.endpoint}/chat/completions\`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: llm.model, messages: [{ role: "user", content: task.question }], max_tokens: 6 }),
+  });
+  const reply = ((await r.json()) as { choices: { message: { content: string } }[] }).choices[0].message.content;
+  return reply.trim() === String(task.answer) ? 1 : 0;
+}
+`,
+    );
+    const train = (out: string): string[] => [
+      ...["node_modules/lightning-ts/bin/agl.mjs", "train", "--model", "model", "--agent", "./my-agent.ts", "--data", "tasks.jsonl"],
+      ...["--out", out, "--steps", "1", "--batch", "2", "--group", "2", "--device", "cpu", "--no-progress"],
+    ];
+    const without = spawnSync(process.execPath, train("run-without"), {
+      cwd: app,
+      encoding: "utf8",
+      env: { ...process.env, NO_COLOR: "1" },
+    });
+    expect(without.status).toBe(2);
+    expect(without.stdout).toBe("");
+    expect(without.stderr.trim().split("\n"), without.stderr).toHaveLength(1);
+    expect(without.stderr).toMatch(
+      /^agl train: cannot import the agent module \.\/my-agent\.ts: .*cannot load the TypeScript file .*npm i -D tsx/,
+    );
+    expect(existsSync(join(app, "run-without"))).toBe(false);
+
+    symlinkSync(realpathSync(join(root, "node_modules/tsx")), join(app, "node_modules/tsx"), "dir");
+    expect(run(process.execPath, train("run-tsx"), app)).toMatch(/done: 1 steps on cpu/);
+    expect(JSON.parse(readFileSync(join(app, "run-tsx/progress.json"), "utf8"))).toEqual({ step: 1, checkpoint: "checkpoints/step-1" });
+  }, 120_000);
 });

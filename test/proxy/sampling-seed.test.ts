@@ -9,6 +9,7 @@ import { initParams, MIN_VOCAB_SIZE, presetConfig } from "../../src/model/index.
 import { ModelPolicy, PolicyServer, rolloutSamplingSeed, SAMPLING_SEED_KEY } from "../../src/proxy/index.ts";
 import { mixSeeds } from "../../src/proxy/sampling-seed.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
+import { spanFromAttributes } from "../../src/types/span.ts";
 
 // every id the model can sample is one the byte tokenizer decodes
 const config = {
@@ -74,6 +75,38 @@ describe("sampler seeds of routed calls", () => {
     expect(backward).toEqual(forward);
     // the samples do differ between rollouts and between a rollout's calls
     expect(new Set(forward.flat().map((t) => t.join(","))).size).toBeGreaterThan(6);
+  });
+
+  it("count only model calls: spans the agent writes between its calls (tools, annotations) change no seed", async () => {
+    const twoCalls = async (spansBetween: number): Promise<number[][]> => {
+      const { store, server, rollouts } = await setup(1, seeded);
+      try {
+        const { rid, aid } = rollouts[0];
+        const first = await ask(server, rid, aid);
+        for (let k = 0; k < spansBetween; k++) {
+          const seq = await store.getNextSpanSequenceId(rid, aid);
+          await store.addSpan(spanFromAttributes({ rollout_id: rid, attempt_id: aid, sequence_id: seq, name: "tool.call" }));
+        }
+        return [first, await ask(server, rid, aid)];
+      } finally {
+        await server.stop();
+      }
+    };
+    const quiet = await twoCalls(0);
+    const busy = await twoCalls(3);
+    expect(busy).toEqual(quiet);
+    expect(quiet[1]).not.toEqual(quiet[0]);
+  });
+
+  it("give concurrent calls of one attempt distinct samples", async () => {
+    const { server, rollouts } = await setup(1, seeded);
+    try {
+      const { rid, aid } = rollouts[0];
+      const answers = await Promise.all([0, 1, 2, 3].map(() => ask(server, rid, aid)));
+      expect(new Set(answers.map((t) => t.join(","))).size).toBe(4);
+    } finally {
+      await server.stop();
+    }
   });
 
   it("draw from the policy's stream, in arrival order, for a rollout without a sampling_seed", async () => {

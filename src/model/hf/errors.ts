@@ -10,3 +10,13 @@ export class HfFormatError extends ValidationError {
     super(`${file}${field === null ? "" : ` (${field})`}: ${message}`, field === null ? [file] : [file, field]);
   }
 }
+
+/** A model or adapter path that is not a folder: missing, or a file. Names the path and what it should hold. */
+export class ModelFolderError extends ValidationError {
+  constructor(
+    readonly folder: string,
+    message: string,
+  ) {
+    super(message, [folder]);
+  }
+}

@@ -10,7 +10,7 @@ import type { ModelWeights } from "../params.ts";
 import { parseSafetensorsHeader, safetensorsHeaderLength, type HeaderEntry } from "../safetensors.ts";
 import type { Tokenizer } from "../tokenizer-api.ts";
 import { ValidationError } from "../../types/errors.ts";
-import { parseHfConfig, tokenIds, type HfArchitecture } from "./config.ts";
+import { parseHfConfig, tokenIds, type HfArchitecture, type HfModelInfo } from "./config.ts";
 import { HfFormatError } from "./errors.ts";
 import { modelFiles, readJson, type ModelFiles, type ModelSource } from "./source.ts";
 import { TensorReader } from "./tensor-reader.ts";
@@ -152,9 +152,16 @@ function hfShape(shape: number[], transpose: boolean): number[] {
   return transpose ? [shape[1], shape[0]] : shape;
 }
 
+const MODEL_FOLDER = "a Hugging Face model folder";
+
+/** A model folder's config.json alone (architecture, our config, context length): cheap, for checks before the weights load. */
+export async function readModelInfo(source: ModelSource, options: Pick<LoadOptions, "maxSeqLen"> = {}): Promise<HfModelInfo> {
+  return parseHfConfig(await readJson(modelFiles(source, MODEL_FOLDER), "config.json"), { maxSeqLen: options.maxSeqLen });
+}
+
 /** Loads a Hugging Face Llama / Qwen2 / Qwen3 checkpoint. */
 export async function loadPretrained(source: ModelSource, options: LoadOptions = {}): Promise<PretrainedModel> {
-  const files = modelFiles(source);
+  const files = modelFiles(source, MODEL_FOLDER);
   const info = parseHfConfig(await readJson(files, "config.json"), { maxSeqLen: options.maxSeqLen });
   const generation = await generationDefaults(files, info);
   const { config } = info;

@@ -141,7 +141,7 @@ function parseAdapterConfig(raw: Record<string, unknown>): LoraConfig {
 
 /** Loads a PEFT LoRA adapter (ours or one PEFT wrote) for `model`; a rank, shape or target that does not fit is a typed error. */
 export async function loadPeftAdapter(source: ModelSource, model: ModelConfig): Promise<PeftAdapter> {
-  const files = modelFiles(source);
+  const files = modelFiles(source, "a PEFT adapter folder");
   const config = parseAdapterConfig(await readJson(files, CONFIG_FILE));
   const reader = await files.open(WEIGHTS_FILE);
   try {

@@ -4,7 +4,7 @@
  * in ranges, one tensor at a time, so a model is never held twice in memory.
  */
 import { platform, type FileReader } from "../../platform/index.ts";
-import { HfFormatError } from "./errors.ts";
+import { HfFormatError, ModelFolderError } from "./errors.ts";
 
 /** One file of a map source: bytes, a Blob (read in slices) or a URL (fetched whole, once). */
 export type FileSource = ArrayBuffer | Uint8Array | Blob | URL | string;
@@ -53,8 +53,17 @@ function blobReader(blob: Blob): FileReader {
   };
 }
 
-function folderFiles(dir: string): ModelFiles {
+function folderFiles(dir: string, what: string): ModelFiles {
   const files = platform.files();
+  // A file that cannot be read: the folder missing or a file (named as such), else the file missing in it.
+  const notRead = async (name: string, e: unknown): Promise<Error> => {
+    const code = (e as { code?: string }).code;
+    const expected = `expected ${what} holding ${name}`;
+    if (code === "ENOTDIR") return new ModelFolderError(dir, `${dir} is a file, not a folder: ${expected}`);
+    if (code !== "ENOENT") return e as Error;
+    if (!(await files.exists(dir))) return new ModelFolderError(dir, `${dir} does not exist: ${expected}`);
+    return new HfFormatError(name, null, `no such file in ${dir}`);
+  };
   return {
     label: dir,
     has: (name) => files.exists(join(dir, name)),
@@ -62,16 +71,14 @@ function folderFiles(dir: string): ModelFiles {
       try {
         return new TextDecoder().decode(await files.readFile(join(dir, name)));
       } catch (e) {
-        if ((e as { code?: string }).code === "ENOENT") throw new HfFormatError(name, null, `no such file in ${dir}`);
-        throw e;
+        throw await notRead(name, e);
       }
     },
     async open(name) {
       try {
         return await files.open(join(dir, name));
       } catch (e) {
-        if ((e as { code?: string }).code === "ENOENT") throw new HfFormatError(name, null, `no such file in ${dir}`);
-        throw e;
+        throw await notRead(name, e);
       }
     },
   };
@@ -119,8 +126,9 @@ function mapFiles(map: Readonly<Record<string, FileSource>>): ModelFiles {
   };
 }
 
-export function modelFiles(source: ModelSource): ModelFiles {
-  return typeof source === "string" ? folderFiles(source) : mapFiles(source);
+/** The files of `source`; `what` names the kind of folder in messages ("a Hugging Face model folder"). */
+export function modelFiles(source: ModelSource, what = "a folder"): ModelFiles {
+  return typeof source === "string" ? folderFiles(source, what) : mapFiles(source);
 }
 
 /** Parses a JSON file of the source; malformed JSON is a HfFormatError naming the file. */

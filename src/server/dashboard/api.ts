@@ -6,10 +6,12 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { LlmProxyTraceToTriplet } from "../../adapter/proxy-triplet.ts";
+import { findFinalReward } from "../../adapter/reward.ts";
 import { TraceTripletAdapter } from "../../adapter/trace-triplet.ts";
 import { platform } from "../../platform/index.ts";
 import type { LightningStore } from "../../store/base.ts";
-import { RolloutMode, RolloutStatus, type Rollout } from "../../types/index.ts";
+import { isTerminal, RolloutMode, RolloutStatus, type Rollout } from "../../types/index.ts";
+import { setOwn } from "../../types/own-keys.ts";
 import type { ServerMetrics } from "../metrics.ts";
 import { queryParams } from "../query-params.ts";
 import type { RouteDeps } from "../routes/deps.ts";
@@ -17,6 +19,13 @@ import type { RouteDeps } from "../routes/deps.ts";
 export const RolloutCountsQuery = z.strictObject({
   mode_in: z.array(RolloutMode).nullable().optional(),
   rollout_id_contains: z.string().nullable().optional(),
+});
+
+/** Most rollouts one rewards request may name (the Rollouts page asks for its 50 rows). */
+export const MAX_REWARD_IDS = 200;
+
+export const RolloutRewardsQuery = z.strictObject({
+  rollout_id_in: z.array(z.string().min(1)).min(1).max(MAX_REWARD_IDS),
 });
 
 export const TripletsQuery = z.strictObject({
@@ -99,6 +108,49 @@ export class TrainingRunIndex {
   }
 }
 
+/**
+ * Each rollout's final reward: the value of the last span of its latest attempt that carries one (the
+ * adapters' rule, src/adapter/reward.ts), null without one or when a reward attribute is not a number.
+ * A finished attempt's reward is remembered (the newest `MAX_REMEMBERED`), so a page that refreshes
+ * every few seconds reads the spans of running attempts only.
+ */
+export class RolloutRewards {
+  static readonly MAX_REMEMBERED = 10_000;
+  private readonly finished = new Map<string, number | null>();
+  constructor(private readonly store: LightningStore) {}
+
+  async of(rolloutIds: readonly string[]): Promise<Record<string, number | null>> {
+    const rollouts = (await this.store.queryRollouts({ rollout_id_in: [...rolloutIds], limit: -1 })).items;
+    const found = new Map(rollouts.map((r) => [r.rollout_id, r]));
+    const out: Record<string, number | null> = {};
+    await Promise.all(
+      rolloutIds.map(async (id) => {
+        const r = found.get(id);
+        const attempt = r && "attempt" in r ? r.attempt : null;
+        setOwn(out, id, attempt ? await this.reward(id, attempt.attempt_id, isTerminal(r!.status)) : null);
+      }),
+    );
+    return out;
+  }
+
+  private async reward(rolloutId: string, attemptId: string, done: boolean): Promise<number | null> {
+    const key = `${rolloutId}/${attemptId}`;
+    if (this.finished.has(key)) return this.finished.get(key)!;
+    const spans = (await this.store.querySpans(rolloutId, { attempt_id: attemptId, limit: -1 })).items;
+    let reward: number | null;
+    try {
+      reward = findFinalReward(spans);
+    } catch {
+      reward = null; // a reward attribute that is not a number: the Rollout page's Triplets tab says why
+    }
+    if (done) {
+      this.finished.set(key, reward);
+      if (this.finished.size > RolloutRewards.MAX_REMEMBERED) this.finished.delete(this.finished.keys().next().value!);
+    }
+    return reward;
+  }
+}
+
 /** The requests this server answered, by class of status (from its Prometheus counters). */
 function requestCounts(metrics: ServerMetrics): { total: number; client_errors: number; server_errors: number } {
   const startsWith = (d: string) => (l: Record<string, string>) => (l.status ?? "").startsWith(d);
@@ -112,6 +164,7 @@ function requestCounts(metrics: ServerMetrics): { total: number; client_errors: 
 export function dashboardRoutes({ store, metrics }: Pick<RouteDeps, "store" | "metrics">): Hono {
   const api = new Hono();
   const runs = new TrainingRunIndex(store);
+  const rewards = new RolloutRewards(store);
   const startedAt = Date.now() / 1000;
 
   api.get("/statistics/rollouts", async (c) => {
@@ -121,6 +174,11 @@ export function dashboardRoutes({ store, metrics }: Pick<RouteDeps, "store" | "m
     const by_status = Object.fromEntries(RolloutStatus.options.map((s, i) => [s, totals[i]!.total])) as Record<RolloutStatus, number>;
     const counts: RolloutCounts = { total: totals.reduce((n, t) => n + t.total, 0), by_status };
     return c.json(counts);
+  });
+
+  api.get("/statistics/rewards", async (c) => {
+    const q = queryParams(c, RolloutRewardsQuery);
+    return c.json({ rewards: await rewards.of(q.rollout_id_in) });
   });
 
   api.get("/rollouts/:rollout_id/triplets", async (c) => {

@@ -24,6 +24,8 @@ export interface TxContext {
 /** Side effects to run once a transaction has committed. */
 export interface Effects {
   finished: string[];
+  /** A rollout was put back in the queue (requeued). */
+  queued?: boolean;
 }
 
 export const isThenable = <T>(v: T | PromiseLike<T>): v is PromiseLike<T> =>

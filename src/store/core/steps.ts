@@ -64,7 +64,10 @@ export function* setRolloutStatus(
   if (isTerminal(status)) patch.end_time = now;
   else if (rollout.end_time !== null) patch.end_time = null;
   const updated: Rollout = yield t.updateRollout(rollout.rollout_id, patch);
-  if (isQueuing(status) && !(yield t.queueHas(rollout.rollout_id))) yield t.pushQueue([rollout.rollout_id]);
+  if (isQueuing(status) && !(yield t.queueHas(rollout.rollout_id))) {
+    yield t.pushQueue([rollout.rollout_id]);
+    fx.queued = true;
+  }
   if (isTerminal(status)) fx.finished.push(rollout.rollout_id);
   return updated;
 }

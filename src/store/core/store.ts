@@ -216,7 +216,23 @@ export class LightningStoreCore implements LightningStore {
 
   private enqueueDrafts(drafts: RolloutDraft[]): MaybePromise<Rollout[]> {
     if (drafts.length === 0) return [];
-    return this.driver.tx("w", enqueueTx, drafts);
+    const enqueued = this.driver.tx("w", enqueueTx, drafts);
+    if (!isThenable(enqueued)) {
+      this.waits.notifyQueued();
+      return enqueued;
+    }
+    return Promise.resolve(enqueued).then((rollouts) => {
+      this.waits.notifyQueued();
+      return rollouts;
+    });
+  }
+
+  /**
+   * Calls `listener` each time a rollout is enqueued or requeued through this store object; returns a
+   * remover. Idle runners in this process wait for it instead of sleeping their whole poll interval.
+   */
+  onQueued(listener: () => void): () => void {
+    return this.waits.onQueued(listener);
   }
 
   async dequeueRollout(options?: { worker_id?: string | null }): Promise<AttemptedRollout | null> {

@@ -1,6 +1,7 @@
 /**
  * Waits for rollouts to finish: who listens for which rollout, waking them once a transaction that
- * finished a rollout has committed, and `waitForRollouts` itself.
+ * finished a rollout has committed, and `waitForRollouts` itself. Also who listens for the queue
+ * (`onQueued`: idle runners), woken once a rollout was enqueued or requeued.
  */
 import type { Rollout } from "../../types/index.ts";
 import { ValidationError, isTerminal } from "../../types/index.ts";
@@ -21,16 +22,30 @@ export interface WaitSource {
 
 export class Waits {
   private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly queueListeners = new Set<() => void>();
 
   /** @param pollMs how often a wait re-reads when the storage has other writers. */
   constructor(private readonly pollMs: number) {}
 
-  /** Wakes the waiters of every rollout `fx` finished (call after the commit). */
+  /** Wakes the waiters of every rollout `fx` finished, and the queue's listeners if it requeued one (call after the commit). */
   notifyFinished(fx: Effects): void {
     for (const id of fx.finished) {
       const set = this.waiters.get(id);
       if (set) for (const wake of [...set]) wake();
     }
+    if (fx.queued) this.notifyQueued();
+  }
+
+  /** Calls `listener` each time a rollout was enqueued or requeued; returns a remover. */
+  onQueued(listener: () => void): () => void {
+    const own = () => listener();
+    this.queueListeners.add(own);
+    return () => void this.queueListeners.delete(own);
+  }
+
+  /** Wakes the queue's listeners (call after the commit that queued). */
+  notifyQueued(): void {
+    for (const wake of [...this.queueListeners]) wake();
   }
 
   /** Wakes waiters once an asynchronous transaction has committed. */

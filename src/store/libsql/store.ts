@@ -14,6 +14,7 @@
  * the WAL on every commit: nothing committed is lost even on power loss, at the cost of one fsync per
  * transaction (on the order of 0.1-10 ms depending on the disk) - group commit amortises it for spans.
  */
+import { platform } from "../../platform/index.ts";
 import { ValidationError } from "../../types/index.ts";
 import { LightningStoreCore, type LightningStoreCoreOptions } from "../core.ts";
 import { openDriver, parseDbUrl, type DbLocation, type SqlDriver } from "./driver.ts";
@@ -82,7 +83,12 @@ export class LibsqlLightningStore extends LightningStoreCore {
       throw new ValidationError(`rowCacheMiB must be a number of MiB >= 0, got ${String(rowCacheMiB)}`, ["rowCacheMiB"]);
     }
     const busyTimeoutMs = options.busyTimeoutMs ?? 10_000;
-    const driver = await openDriver(location, { authToken: options.authToken, busyTimeoutMs, driver: options.driver });
+    let driver: SqlDriver;
+    try {
+      driver = await openDriver(location, { authToken: options.authToken, busyTimeoutMs, driver: options.driver });
+    } catch (e) {
+      throw (await missingFolder(location, url)) ?? e;
+    }
     try {
       await configure(driver, location, sync, cacheMiB);
       if (options.backgroundCheckpoints !== false) await driver.startBackgroundCheckpoints?.();
@@ -123,4 +129,16 @@ async function configure(driver: SqlDriver, loc: DbLocation, sync: "normal" | "f
   if (String(mode[0]?.[0]).toLowerCase() !== "wal")
     throw new Error(`Could not switch ${loc.path} to WAL mode (got ${String(mode[0]?.[0])})`);
   await driver.pragma(`PRAGMA synchronous = ${sync === "full" ? "FULL" : "NORMAL"}`);
+}
+
+/** Why a database file could not be opened, when the reason is its folder: missing (the engine says only "14"). */
+async function missingFolder(location: DbLocation, url: string): Promise<ValidationError | null> {
+  if (location.kind !== "file") return null;
+  const slash = location.path.lastIndexOf("/");
+  const folder = slash < 0 ? "." : slash === 0 ? "/" : location.path.slice(0, slash);
+  if (await platform.files().exists(folder)) return null;
+  return new ValidationError(
+    `cannot open the database ${url}: the folder ${folder} does not exist (create it, or give a file in an existing folder)`,
+    ["url"],
+  );
 }

@@ -7,7 +7,15 @@ import { afterAll, describe, expect, it } from "vitest";
 import { loadCheckpoint } from "../../../src/model/checkpoint.ts";
 import { paramLayout, parseModelConfig, type ModelConfig } from "../../../src/model/config.ts";
 import { generate } from "../../../src/model/generate.ts";
-import { exportHf, HfFormatError, hfModelFiles, loadPretrained, parseHfConfig, saveHfModel } from "../../../src/model/hf/index.ts";
+import {
+  exportHf,
+  HfFormatError,
+  hfModelFiles,
+  loadPretrained,
+  ModelFolderError,
+  parseHfConfig,
+  saveHfModel,
+} from "../../../src/model/hf/index.ts";
 import { TensorReader } from "../../../src/model/hf/tensor-reader.ts";
 import { convertTensor, toBf16, toF16 } from "../../../src/model/hf/tensors.ts";
 import type { FileReader } from "../../../src/platform/index.ts";
@@ -185,8 +193,8 @@ describe("loadPretrained", () => {
 
   it("reads from a folder path with a clear error when it does not exist", async () => {
     const e = await loadPretrained(join(tmp, "nowhere")).catch((err: unknown) => err);
-    expect(e).toBeInstanceOf(HfFormatError);
-    expect((e as Error).message).toMatch(/config\.json.*nowhere/);
+    expect(e).toBeInstanceOf(ModelFolderError);
+    expect((e as Error).message).toMatch(/nowhere does not exist: expected a Hugging Face model folder holding config\.json/);
   });
 
   it("lists tensors the model does not use instead of dropping them silently", async () => {

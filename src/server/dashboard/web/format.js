@@ -40,14 +40,43 @@ export function fmtNumber(n) {
   return n.toLocaleString("en-US", { maximumFractionDigits: Math.abs(n) >= 1000 ? 1 : 4 });
 }
 
-/** JSON, indented, for a <pre>; strings stay strings. */
+/**
+ * JSON, indented, for a <pre>; strings stay strings. A list of numbers (token ids) stays on one line,
+ * `[11, 12, 13]`, which the <pre> wraps as text, instead of one number per line.
+ */
 export function pretty(value) {
   if (typeof value === "string") return value;
   try {
-    return JSON.stringify(value, null, 2) ?? String(value);
+    return indented(value, "");
   } catch {
     return String(value);
   }
+}
+
+function indented(value, indent) {
+  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? String(value);
+  const inner = `${indent}  `;
+  if (Array.isArray(value)) {
+    if (value.length === 0) return "[]";
+    if (value.every((v) => typeof v === "number")) return `[${value.map((v) => JSON.stringify(v)).join(", ")}]`;
+    return `[\n${value.map((v) => inner + indented(v, inner)).join(",\n")}\n${indent}]`;
+  }
+  const entries = Object.entries(value);
+  if (entries.length === 0) return "{}";
+  return `{\n${entries.map(([k, v]) => `${inner}${JSON.stringify(k)}: ${indented(v, inner)}`).join(",\n")}\n${indent}}`;
+}
+
+/**
+ * A statistic by the unit its key ends in: `_bytes` scaled (B to TB), `_gb` and `_mb` as given (the
+ * system snapshot's memory, disk and network), `_pct` as a percentage; other numbers plain.
+ */
+export function fmtStat(key, value) {
+  if (typeof value !== "number") return preview(value, 120);
+  if (key.endsWith("_bytes")) return fmtBytes(value);
+  if (key.endsWith("_gb")) return `${fmtNumber(value)} GB`;
+  if (key.endsWith("_mb")) return `${fmtNumber(value)} MB`;
+  if (key.endsWith("_pct")) return `${fmtNumber(value)} %`;
+  return fmtNumber(value);
 }
 
 /** A short one-line preview of any value. */

@@ -1,7 +1,7 @@
 // Rollouts: counts per status, filters (status, mode, id), sortable columns, paging, live refresh.
 import { useEffect, useState } from "preact/hooks";
 import { api } from "../api.js";
-import { fmtDuration, fmtInt, fmtTime } from "../format.js";
+import { fmtDuration, fmtInt, fmtNumber, fmtTime } from "../format.js";
 import { ErrorBox, Pager, Status, html, rolloutHref, useLoad } from "../ui.js";
 
 export const ROLLOUT_STATUSES = ["queuing", "preparing", "running", "requeuing", "succeeded", "failed", "cancelled"];
@@ -16,10 +16,17 @@ const COLUMNS = [
   [null, "Worker"],
   ["start_time", "Started"],
   [null, "Duration"],
+  [null, "Reward"],
   ["resources_id", "Resources"],
 ];
 
 const DEFAULT_SORT = { by: "start_time", order: "desc" };
+
+/** A row's reward: a number, "none" when its attempt has none, "…" until it is known. */
+function rewardText(rewards, id) {
+  if (!rewards || !Object.hasOwn(rewards, id)) return "…";
+  return rewards[id] === null ? "none" : fmtNumber(rewards[id]);
+}
 
 /** The filters as written in the address: `#/rollouts?status=failed,running&mode=val&q=…&sort=rollout_id:asc&offset=50`. */
 function filtersFromParams(params) {
@@ -77,6 +84,11 @@ export function RolloutsPage({ params = new URLSearchParams() }) {
     [status.join(), mode, search, sort.by, sort.order, offset],
     { live: true },
   );
+  // The final reward of each row's latest attempt, read for the rows shown (GET statistics/rewards).
+  const ids = (rows.data?.items ?? []).map((r) => r.rollout_id);
+  const rewards = useLoad(() => (ids.length > 0 ? api("statistics/rewards", { query: { rollout_id_in: ids } }) : null), [ids.join()], {
+    live: true,
+  });
   const toggleStatus = (s) => update({ status: status.includes(s) ? status.filter((x) => x !== s) : [...status, s] });
   const sortBy = (by) =>
     update({
@@ -103,7 +115,7 @@ export function RolloutsPage({ params = new URLSearchParams() }) {
       </select></label>
       ${page && html`<${Pager} offset=${offset} limit=${PAGE} total=${page.total} onChange=${setOffset} />`}
     </div>
-    <${ErrorBox} error=${rows.error || counts.error} />
+    <${ErrorBox} error=${rows.error || counts.error || rewards.error} />
     <table class="grid" data-testid="rollouts-table">
       <thead><tr>${COLUMNS.map(
         ([key, label]) =>
@@ -123,10 +135,11 @@ export function RolloutsPage({ params = new URLSearchParams() }) {
             <td class="mono">${a?.worker_id ?? "–"}</td>
             <td>${fmtTime(r.start_time)}</td>
             <td>${end === null ? "–" : fmtDuration(end - r.start_time)}</td>
+            <td data-reward>${rewardText(rewards.data?.rewards, r.rollout_id)}</td>
             <td class="mono">${r.resources_id ?? "–"}</td>
           </tr>`;
         })}
-        ${page && page.items.length === 0 && html`<tr><td colspan="8" class="muted empty">No rollouts match.</td></tr>`}
+        ${page && page.items.length === 0 && html`<tr><td colspan=${COLUMNS.length} class="muted empty">No rollouts match.</td></tr>`}
       </tbody>
     </table>
   </section>`;

@@ -1,16 +1,11 @@
 // The store's statistics and the server's own health.
 import { api } from "../api.js";
-import { fmtBytes, fmtDuration, fmtInt, fmtNumber, fmtTime, preview } from "../format.js";
+import { fmtDuration, fmtInt, fmtStat, fmtTime, preview } from "../format.js";
 import { ErrorBox, KeyValues, html, useLoad } from "../ui.js";
 
 const label = (k) => k.replace(/_/g, " ");
 
-function statValue(k, v) {
-  if (typeof v !== "number") return preview(v, 120);
-  if (k.endsWith("_bytes")) return fmtBytes(v);
-  if (k === "uptime") return fmtDuration(v);
-  return Number.isInteger(v) ? fmtInt(v) : fmtNumber(v);
-}
+const statValue = (k, v) => (k === "uptime" && typeof v === "number" ? fmtDuration(v) : fmtStat(k, v));
 
 export function StorePage() {
   const stats = useLoad(() => api("statistics"), [], { live: true });
@@ -41,10 +36,7 @@ export function StorePage() {
                   ],
                 ]
               : []),
-            ...Object.entries(s.system ?? {}).map(([k, v]) => [
-              label(k),
-              typeof v === "number" && k.includes("mem") ? fmtBytes(v) : preview(v, 80),
-            ]),
+            ...Object.entries(s.system ?? {}).map(([k, v]) => [label(k), typeof v === "number" ? fmtStat(k, v) : preview(v, 80)]),
           ]} />`
         }
       </div>
