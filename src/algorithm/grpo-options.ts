@@ -1,6 +1,7 @@
 /** GRPO's options, the base of the PPO family's (ppo-options.ts); defaults in brackets. */
 import type { AggregationLevel, Grouping, Triplet } from "../adapter/index.ts";
 import type { PolicyLossOptions, PolicyTrainer } from "../model/train-types.ts";
+import type { ValueTrainer } from "../model/value-types.ts";
 import type { ModelPolicy } from "../proxy/policy.ts";
 import type { Kernels } from "../wasm/index.ts";
 import type { Span } from "../types/span.ts";
@@ -60,6 +61,7 @@ export interface GrpoOptions {
   successReward?: number;
   /** Reward of a rollout without one [0]. */
   rewardFillna?: number;
+  /** Built-in checkpoints: `<checkpointDir>/step-N`, the critic's in its `critic` folder [none]. */
   checkpointDir?: string | null;
   /** Steps between checkpoints (the last step always writes one when checkpointDir is set) [10]. */
   checkpointEvery?: number;
@@ -68,8 +70,9 @@ export interface GrpoOptions {
   /** Steps already taken (resuming): the loop starts at step `startStep + 1` with the task order a fresh
    * run would have there [0]. */
   startStep?: number;
-  /** Writes the trainer's state after step `step` (instead of the built-in checkpoints under checkpointDir). */
-  saveCheckpoint?: (step: number, trainer: PolicyTrainer) => Promise<void>;
+  /** Writes the trainer's state, and the critic's when there is one, after step `step` (instead of the built-in
+   * checkpoints under checkpointDir). */
+  saveCheckpoint?: (step: number, trainer: PolicyTrainer, critic: ValueTrainer | null) => Promise<void>;
   /** Give up on a batch of rollouts after this many seconds [600]. */
   rolloutTimeoutSeconds?: number;
   /** Print a progress line per step and per validation [true]. */

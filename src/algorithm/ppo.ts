@@ -33,6 +33,8 @@ import { decodeIds } from "../model/detokenize.ts";
 import { saveLoraCheckpoint } from "../model/hf/lora-checkpoint.ts";
 import { Rng } from "../model/init.ts";
 import type { PolicyTrainer } from "../model/train-types.ts";
+import { saveValueCheckpoint } from "../model/value-checkpoint.ts";
+import type { ValueTrainer } from "../model/value-types.ts";
 import type { PolicyServer } from "../proxy/policy-server.ts";
 import { rolloutSamplingSeed, SAMPLING_SEED_KEY } from "../proxy/sampling-seed.ts";
 import type { LightningStore } from "../store/base.ts";
@@ -191,8 +193,9 @@ export class PPO extends Algorithm {
         const last = step === o.steps;
         if (val && (last || (o.valEvery > 0 && step % o.valEvery === 0))) await this.validate(server, val, step);
         if (last || step % o.checkpointEvery === 0) {
-          if (o.saveCheckpoint) await o.saveCheckpoint(step, o.trainer);
-          else if (o.checkpointDir) await saveTrainerCheckpoint(`${o.checkpointDir}/step-${step}`, o.trainer);
+          const critic = o.critic?.trainer ?? null;
+          if (o.saveCheckpoint) await o.saveCheckpoint(step, o.trainer, critic);
+          else if (o.checkpointDir) await saveTrainerCheckpoint(`${o.checkpointDir}/step-${step}`, o.trainer, critic);
         }
       }
     });
@@ -468,9 +471,13 @@ async function waitAll(store: LightningStore, ids: string[], timeoutSeconds: num
 const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
 
 /** The built-in checkpoint: the whole model (+ optimizer) as our safetensors checkpoint, or for a LoRA
- * trainer the adapter in PEFT's layout with its optimizer state. */
-export async function saveTrainerCheckpoint(dir: string, trainer: PolicyTrainer): Promise<void> {
+ * trainer the adapter in PEFT's layout with its optimizer state; a critic's state in `<dir>/critic`. */
+export async function saveTrainerCheckpoint(dir: string, trainer: PolicyTrainer, critic: ValueTrainer | null = null): Promise<void> {
   const state = await trainer.getState();
   if (state.lora) await saveLoraCheckpoint(dir, state.config, { config: state.lora, params: state.params }, state.optimizer);
   else await saveCheckpoint(dir, { config: state.config, params: state.params, optimizer: state.optimizer });
+  if (critic) await saveValueCheckpoint(criticCheckpointDir(dir), await critic.getState());
 }
+
+/** Where a checkpoint folder keeps the critic's state. */
+export const criticCheckpointDir = (dir: string): string => `${dir.endsWith("/") ? dir.slice(0, -1) : dir}/critic`;

@@ -6,18 +6,18 @@
  *
  *   OUT/run.json              the settings that define the run (a different run needs another folder)
  *   OUT/progress.json         the last completed checkpoint, written after it is complete
- *   OUT/checkpoints/step-N/   trained weights + optimizer state; written as step-N.tmp, then renamed
+ *   OUT/checkpoints/step-N/   trained weights + optimizer state (and the critic's in critic/); written as step-N.tmp, then renamed
  *   OUT/adapter/ (OUT/model/) the latest adapter, for `agl serve --adapter` (the latest model: train-weights.ts)
  *   OUT/metrics.jsonl         one line per step and validation report
  *   OUT/reward-curve.svg      training reward and validation accuracy
  *   OUT/store.db              the embedded store (unless --store / --store-server)
  *
- * Running the same command again resumes: the adapter and optimizer come from the last checkpoint, the
+ * Running the same command again resumes: the adapter, optimizer and critic come from the last checkpoint, the
  * task order continues where that step left it, and the metrics after it (work lost with the crash)
  * are dropped.
  */
 import { lateDecay, type GrpoReport } from "../algorithm/grpo.ts";
-import { PPO } from "../algorithm/ppo.ts";
+import { criticCheckpointDir, PPO } from "../algorithm/ppo.ts";
 import type { PpoOptions } from "../algorithm/ppo-options.ts";
 import { stepsOfEpochs, verlLrFactor, warmupSteps } from "../algorithm/verl-config.ts";
 import { LlmProxyTraceToTriplet } from "../adapter/proxy-triplet.ts";
@@ -25,7 +25,8 @@ import { LightningStoreClient } from "../client/client.ts";
 import { loadPretrained, type PretrainedModel, readModelInfo } from "../model/hf/index.ts";
 import { CpuTrainer } from "../cpu/trainer.ts";
 import { type CpuValueTrainer, createCpuValueTrainer } from "../cpu/value-trainer.ts";
-import type { ValueTrainer } from "../model/value-types.ts";
+import { loadValueCheckpoint, saveValueCheckpoint } from "../model/value-checkpoint.ts";
+import type { ValueTrainer, ValueTrainerState } from "../model/value-types.ts";
 import type { PolicyTrainer } from "../model/train-types.ts";
 import { platform } from "../platform/index.ts";
 import type { GpuContext } from "../gpu/context.ts";
@@ -230,17 +231,21 @@ async function cancelLeftOpen(store: LightningStore, log: (m: string) => void): 
     log(`cancelled ${open.items.length} rollouts an earlier, interrupted run left open (they called its policy server, which is gone)`);
 }
 
-/** Where an earlier invocation stopped: the last completed checkpoint's step and state (step 0 and null in a new folder). */
+/** Where an earlier invocation stopped: the last completed checkpoint's step and state, and its critic's
+ * when it holds one (step 0 and nulls in a new folder). */
 async function resumePoint(
   c: TrainConfig,
   weights: TrainedWeights,
   log: (m: string) => void,
-): Promise<{ startStep: number; resume: TrainedState | null }> {
+): Promise<{ startStep: number; resume: TrainedState | null; resumeCritic: ValueTrainerState | null }> {
   const progress = (await readJsonIfThere(join(c.out, "progress.json"))) as { step: number; checkpoint: string } | null;
-  if (progress === null) return { startStep: 0, resume: null };
-  const resume = await weights.load(join(c.out, progress.checkpoint));
-  log(`resuming after step ${progress.step} from ${join(c.out, progress.checkpoint)}`);
-  return { startStep: progress.step, resume };
+  if (progress === null) return { startStep: 0, resume: null, resumeCritic: null };
+  const dir = join(c.out, progress.checkpoint);
+  const resume = await weights.load(dir);
+  const criticDir = criticCheckpointDir(dir);
+  const resumeCritic = usesCritic(c) && (await platform.files().exists(criticDir)) ? await loadValueCheckpoint(criticDir) : null;
+  log(`resuming after step ${progress.step} from ${dir}`);
+  return { startStep: progress.step, resume, resumeCritic };
 }
 
 /** The reports in metrics.jsonl up to `startStep`: those after it are work lost with the crash. */
@@ -282,13 +287,15 @@ async function servedPolicy(
   return { policy, engine };
 }
 
-/** Saves a checkpoint as step-N (written as step-N.tmp, then renamed), then progress.json pointing at it, then the latest weights. */
+/** Saves a checkpoint as step-N (written as step-N.tmp, then renamed), the critic's state in its `critic`
+ * folder, then progress.json pointing at it, then the latest weights. */
 function checkpointSaver(c: TrainConfig, weights: TrainedWeights) {
   const io = platform.files();
-  return async (step: number, t: PolicyTrainer): Promise<void> => {
+  return async (step: number, t: PolicyTrainer, critic: ValueTrainer | null): Promise<void> => {
     const s = await t.getState();
     const name = `checkpoints/step-${step}`;
     await weights.save(join(c.out, `${name}.tmp`), s);
+    if (critic) await saveValueCheckpoint(criticCheckpointDir(join(c.out, `${name}.tmp`)), await critic.getState());
     await io.rename(join(c.out, `${name}.tmp`), join(c.out, name));
     await writeAtomic(join(c.out, "progress.json"), `${JSON.stringify({ step, checkpoint: name })}\n`);
     await weights.saveLatest(s.params);
@@ -325,7 +332,7 @@ export function ppoOptionsOf(
     /** LoRA: the base is the KL reference. */
     lora: boolean;
     startStep: number;
-    saveCheckpoint?: (step: number, t: PolicyTrainer) => Promise<void>;
+    saveCheckpoint?: (step: number, t: PolicyTrainer, critic: ValueTrainer | null) => Promise<void>;
     onReport?: (r: GrpoReport) => void;
     /** The critic's trainer, when the run has one. */
     critic?: ValueTrainer | null;
@@ -400,22 +407,28 @@ export function ppoOptionsOf(
 }
 
 /**
- * The critic of a run that has one (verl's rule: critic.enable, else the gae estimator): the critic model's
- * decoder (the policy's model unless --critic-model) with a fresh value head, on the CPU engine. Its state is
- * not in the run's checkpoints: a resumed run starts it afresh.
+ * The critic of a run that has one (verl's rule: critic.enable, else the gae estimator), on the CPU engine:
+ * resumed from the checkpoint's critic state, else the critic model's decoder (the policy's model unless
+ * --critic-model) with a fresh value head.
  */
 async function makeCritic(
   c: TrainConfig,
   policy: PretrainedModel,
-  resumed: boolean,
+  resume: { startStep: number; resumeCritic: ValueTrainerState | null },
   log: (m: string) => void,
 ): Promise<CpuValueTrainer | null> {
   if (!usesCritic(c)) return null;
   const source = c.critic.model === null ? policy : await loadPretrained(c.critic.model);
-  if (resumed) log("the critic starts afresh: its state is not part of the run's checkpoints");
+  const saved = resume.resumeCritic;
+  if (saved !== null && JSON.stringify(saved.config) !== JSON.stringify(source.config))
+    throw new UsageError(
+      `${c.out}'s checkpoint holds a critic of another shape than ${c.critic.model ?? c.model}: use the same --critic-model, or another --out`,
+    );
+  if (saved === null && resume.startStep > 0)
+    log(`the critic starts afresh: the checkpoint of step ${resume.startStep} holds no critic state`);
   return createCpuValueTrainer({
     config: source.config,
-    policyParams: source.weights,
+    ...(saved !== null ? { params: saved.params, optimizer: saved.optimizer } : { policyParams: source.weights }),
     lr: c.critic.lr,
     weightDecay: c.critic.weightDecay,
     beta1: c.critic.betas[0],
@@ -445,13 +458,13 @@ export async function runTraining(config: TrainConfig, options: { log?: (m: stri
     await claimRunFolder(c);
     await cancelLeftOpen(store, log);
 
-    const { startStep, resume } = await resumePoint(c, weights, log);
+    const { startStep, resume, resumeCritic } = await resumePoint(c, weights, log);
     if (startStep >= c.steps) log(`${c.out} already holds ${startStep} steps (--steps ${c.steps}): nothing to train`);
 
     const metricsPath = join(c.out, "metrics.jsonl");
     const reports = await reportsUpTo(metricsPath, startStep);
     const trainer = await makeTrainer(c, model, weights, resume, log);
-    const critic = await makeCritic(c, model, startStep > 0, log);
+    const critic = await makeCritic(c, model, { startStep, resumeCritic }, log);
     const { policy, engine } = await servedPolicy(c, model, tokenizer, weights, trainer, startStep);
     // selective optimisation: with an adapter, the agents not trained are served by the frozen base
     const server = new PolicyServer({ policy, agentMatch: weights.lora !== null ? c.agentMatch : null });

@@ -8,7 +8,7 @@
  * and Bun). Byte-level encode/decode functions serve browsers and custom storage.
  */
 import { platform, type FileAccess } from "../platform/index.ts";
-import { paramCount, paramLayout, parseModelConfig, type ModelConfig } from "./config.ts";
+import { paramLayout, parseModelConfig, type ModelConfig, type ParamSpec } from "./config.ts";
 import { encodeSafetensors, readSafetensorsHeader, readTensor, type NamedTensor } from "./safetensors.ts";
 import { ValidationError } from "../types/errors.ts";
 import type { OptimizerState } from "./train-types.ts";
@@ -19,9 +19,18 @@ export const OPTIMIZER_FILE = "optimizer.safetensors";
 
 export interface Checkpoint {
   config: ModelConfig;
-  /** Flat parameters in `paramLayout(config)` order. */
+  /** Flat parameters in `paramLayout(config)` order (a critic's: `valueLayout`, src/model/value-checkpoint.ts). */
   params: Float32Array;
   optimizer?: OptimizerState;
+}
+
+/** The tensors a config's flat buffer holds: the policy's `paramLayout` unless a checkpoint of another
+ * model says otherwise (the critic's `valueLayout`). */
+export type LayoutOf = (config: ModelConfig) => ParamSpec[];
+
+function layoutSize(layout: ParamSpec[]): number {
+  const last = layout[layout.length - 1];
+  return last === undefined ? 0 : last.offset + last.size;
 }
 
 /** The file operations checkpoints need. */
@@ -32,18 +41,22 @@ export async function nodeFs(): Promise<FsAdapter> {
   return platform.files();
 }
 
-function views(config: ModelConfig, flat: Float32Array, prefix = ""): NamedTensor[] {
-  return paramLayout(config).map((s) => ({ name: prefix + s.name, shape: s.shape, data: flat.subarray(s.offset, s.offset + s.size) }));
+function views(layout: ParamSpec[], flat: Float32Array, prefix = ""): NamedTensor[] {
+  return layout.map((s) => ({ name: prefix + s.name, shape: s.shape, data: flat.subarray(s.offset, s.offset + s.size) }));
 }
 
 /** `model.safetensors` bytes for a config and its flat parameters. */
-export function encodeModel(config: ModelConfig, params: Float32Array, step = 0): Uint8Array {
-  checkSize(config, params, "params");
-  return encodeSafetensors(views(config, params), { format: CHECKPOINT_FORMAT, config: JSON.stringify(config), step: String(step) });
+export function encodeModel(config: ModelConfig, params: Float32Array, step = 0, layoutOf: LayoutOf = paramLayout): Uint8Array {
+  const layout = layoutOf(config);
+  checkSize(layout, params, "params");
+  return encodeSafetensors(views(layout, params), { format: CHECKPOINT_FORMAT, config: JSON.stringify(config), step: String(step) });
 }
 
 /** Config, flat parameters and step from `model.safetensors` bytes (tensor order in the file does not matter). */
-export function decodeModel(bytes: Uint8Array): { config: ModelConfig; params: Float32Array; step: number } {
+export function decodeModel(
+  bytes: Uint8Array,
+  layoutOf: LayoutOf = paramLayout,
+): { config: ModelConfig; params: Float32Array; step: number } {
   const header = readSafetensorsHeader(bytes);
   if (header.metadata.config === undefined)
     throw new ValidationError("checkpoint has no config in its __metadata__", ["__metadata__", "config"]);
@@ -54,13 +67,13 @@ export function decodeModel(bytes: Uint8Array): { config: ModelConfig; params: F
     throw new ValidationError(`checkpoint config is not JSON: ${(e as Error).message}`, ["__metadata__", "config"]);
   }
   const config = parseModelConfig(rawConfig);
-  const params = gather(config, bytes, header, "");
+  const params = gather(layoutOf(config), bytes, header, "");
   return { config, params, step: Number(header.metadata.step ?? 0) };
 }
 
-function gather(config: ModelConfig, bytes: Uint8Array, header: ReturnType<typeof readSafetensorsHeader>, prefix: string): Float32Array {
-  const flat = new Float32Array(paramCount(config));
-  for (const s of paramLayout(config)) {
+function gather(layout: ParamSpec[], bytes: Uint8Array, header: ReturnType<typeof readSafetensorsHeader>, prefix: string): Float32Array {
+  const flat = new Float32Array(layoutSize(layout));
+  for (const s of layout) {
     const e = header.tensors[prefix + s.name];
     if (!e) throw new ValidationError(`checkpoint is missing tensor ${prefix + s.name}`, [prefix + s.name]);
     if (JSON.stringify(e.shape) !== JSON.stringify(s.shape))
@@ -74,25 +87,27 @@ function gather(config: ModelConfig, bytes: Uint8Array, header: ReturnType<typeo
 }
 
 /** `optimizer.safetensors` bytes: AdamW moments and step. */
-export function encodeOptimizer(config: ModelConfig, state: OptimizerState): Uint8Array {
-  checkSize(config, state.m, "optimizer.m");
-  checkSize(config, state.v, "optimizer.v");
-  return encodeSafetensors([...views(config, state.m, "m."), ...views(config, state.v, "v.")], {
+export function encodeOptimizer(config: ModelConfig, state: OptimizerState, layoutOf: LayoutOf = paramLayout): Uint8Array {
+  const layout = layoutOf(config);
+  checkSize(layout, state.m, "optimizer.m");
+  checkSize(layout, state.v, "optimizer.v");
+  return encodeSafetensors([...views(layout, state.m, "m."), ...views(layout, state.v, "v.")], {
     format: CHECKPOINT_FORMAT,
     step: String(state.step),
   });
 }
 
-export function decodeOptimizer(config: ModelConfig, bytes: Uint8Array): OptimizerState {
+export function decodeOptimizer(config: ModelConfig, bytes: Uint8Array, layoutOf: LayoutOf = paramLayout): OptimizerState {
   const header = readSafetensorsHeader(bytes);
   const step = Number(header.metadata.step);
   if (!Number.isInteger(step) || step < 0)
     throw new ValidationError(`optimizer checkpoint has no valid step (${header.metadata.step})`, ["__metadata__", "step"]);
-  return { step, m: gather(config, bytes, header, "m."), v: gather(config, bytes, header, "v.") };
+  const layout = layoutOf(config);
+  return { step, m: gather(layout, bytes, header, "m."), v: gather(layout, bytes, header, "v.") };
 }
 
-function checkSize(config: ModelConfig, a: Float32Array, name: string): void {
-  const n = paramCount(config);
+function checkSize(layout: ParamSpec[], a: Float32Array, name: string): void {
+  const n = layoutSize(layout);
   if (a.length !== n) throw new ValidationError(`${name} has ${a.length} elements, the config needs ${n}`, [name]);
 }
 
@@ -100,12 +115,13 @@ function join(dir: string, file: string): string {
   return dir.endsWith("/") ? dir + file : `${dir}/${file}`;
 }
 
-/** Writes each file to a temporary name first, then renames it, so a crash never leaves half a checkpoint file. */
-export async function saveCheckpoint(dir: string, ckpt: Checkpoint, fs?: FsAdapter): Promise<void> {
+/** Writes each file to a temporary name first, then renames it, so a crash never leaves half a checkpoint file.
+ * `layoutOf` names the tensors of another model's flat buffer (the critic's). */
+export async function saveCheckpoint(dir: string, ckpt: Checkpoint, fs?: FsAdapter, layoutOf: LayoutOf = paramLayout): Promise<void> {
   const io = fs ?? (await nodeFs());
   await io.mkdir(dir);
-  const files: Array<[string, Uint8Array]> = [[MODEL_FILE, encodeModel(ckpt.config, ckpt.params, ckpt.optimizer?.step ?? 0)]];
-  if (ckpt.optimizer) files.push([OPTIMIZER_FILE, encodeOptimizer(ckpt.config, ckpt.optimizer)]);
+  const files: Array<[string, Uint8Array]> = [[MODEL_FILE, encodeModel(ckpt.config, ckpt.params, ckpt.optimizer?.step ?? 0, layoutOf)]];
+  if (ckpt.optimizer) files.push([OPTIMIZER_FILE, encodeOptimizer(ckpt.config, ckpt.optimizer, layoutOf)]);
   for (const [name, bytes] of files) {
     const path = join(dir, name);
     await io.writeFile(path + ".tmp", bytes);
@@ -114,9 +130,14 @@ export async function saveCheckpoint(dir: string, ckpt: Checkpoint, fs?: FsAdapt
 }
 
 /** Loads a checkpoint directory; `optimizer` is present when the directory has `optimizer.safetensors`. */
-export async function loadCheckpoint(dir: string, fs?: FsAdapter, options: { optimizer?: boolean } = {}): Promise<Checkpoint> {
+export async function loadCheckpoint(
+  dir: string,
+  fs?: FsAdapter,
+  options: { optimizer?: boolean; layoutOf?: LayoutOf } = {},
+): Promise<Checkpoint> {
   const io = fs ?? (await nodeFs());
-  const { config, params } = decodeModel(await io.readFile(join(dir, MODEL_FILE)));
+  const layoutOf = options.layoutOf ?? paramLayout;
+  const { config, params } = decodeModel(await io.readFile(join(dir, MODEL_FILE)), layoutOf);
   if (options.optimizer === false) return { config, params };
   let bytes: Uint8Array;
   try {
@@ -125,5 +146,5 @@ export async function loadCheckpoint(dir: string, fs?: FsAdapter, options: { opt
     if ((e as { code?: string }).code === "ENOENT" && options.optimizer !== true) return { config, params };
     throw e;
   }
-  return { config, params, optimizer: decodeOptimizer(config, bytes) };
+  return { config, params, optimizer: decodeOptimizer(config, bytes, layoutOf) };
 }

@@ -20,6 +20,7 @@ export { batchFromTokens } from "./batch.ts";
 export * from "./train-types.ts";
 export * from "./value-types.ts";
 export * from "./value-params.ts";
+export * from "./value-checkpoint.ts";
 export * from "./value-loss.ts";
 export {
   adamwStep,

@@ -6,7 +6,7 @@
  */
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -16,7 +16,16 @@ import { fitRowLimits, parseTrainArgs, TrainConfigSchema, type TrainConfig, uses
 import type { PolicyTrainer } from "../../src/model/train-types.ts";
 import type { ModelPolicy } from "../../src/proxy/policy.ts";
 import { flattenParams } from "../../src/model/params.ts";
-import { exportHf, loadCheckpoint, loadLoraCheckpoint, loadPeftAdapter, loadPretrained, loraLayout } from "../../src/model/index.ts";
+import {
+  exportHf,
+  loadCheckpoint,
+  loadLoraCheckpoint,
+  loadPeftAdapter,
+  loadPretrained,
+  loadValueCheckpoint,
+  loraLayout,
+  valueParamsFromPolicy,
+} from "../../src/model/index.ts";
 import { UsageError } from "../../src/server/config.ts";
 import { openStore } from "../../src/store/index.ts";
 import { slope, tasksWithSignal } from "../demo/calc-signal.ts";
@@ -38,6 +47,14 @@ beforeAll(async () => {
 afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
+
+/** Elements where two buffers differ in their bits (NaN counts as itself). */
+function countDiffering(a: Float32Array, b: Float32Array): number {
+  expect(a.length).toBe(b.length);
+  let n = 0;
+  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) n++;
+  return n;
+}
 
 describe("agl train settings", () => {
   it("reads flags in kebab case, a JSON config file under them, and fills the defaults", () => {
@@ -548,6 +565,35 @@ describe("agl train on a Hugging Face folder", () => {
     }
     // the values the advantages came from are the critic's, which moved between the steps
     expect(steps[1].metrics?.["critic/values/mean"]).not.toBe(steps[0].metrics?.["critic/values/mean"]);
+  }, 600_000);
+
+  it("gae: each checkpoint holds the critic's state, and a run resumed from step 1's trains step 2 to the uninterrupted run's bits", async () => {
+    const out = join(dir, "run-gae-whole");
+    const s = settings({ out, steps: 2, checkpointEvery: 1, advEstimator: "gae", critic: { lr: 1e-3 } as TrainConfig["critic"], seed: 1 });
+    await runTraining(s, { log: () => {} });
+    const model = await loadPretrained(join(dir, "model"));
+    const atOne = await loadValueCheckpoint(join(out, "checkpoints/step-1/critic"));
+    expect(atOne.optimizer.step).toBeGreaterThan(0);
+    // the critic at step 1 is no longer the policy's decoder with a fresh head
+    expect(countDiffering(atOne.params, valueParamsFromPolicy(model.config, model.weights, 1))).toBeGreaterThan(0);
+    // the folder as a run stopped after step 1's checkpoint leaves it
+    const cut = join(dir, "run-gae-cut");
+    await cp(out, cut, { recursive: true });
+    await rm(join(cut, "checkpoints/step-2"), { recursive: true });
+    await writeFile(join(cut, "progress.json"), `${JSON.stringify({ step: 1, checkpoint: "checkpoints/step-1" })}\n`);
+    const logs: string[] = [];
+    const resumed = await runTraining({ ...s, out: cut }, { log: (m) => logs.push(m) });
+    expect(resumed.startStep).toBe(1);
+    expect(logs.join("\n")).not.toMatch(/afresh/);
+    const [whole, again] = await Promise.all([out, cut].map((o) => loadValueCheckpoint(join(o, "checkpoints/step-2/critic"))));
+    expect(again.optimizer.step).toBe(whole.optimizer.step);
+    expect(countDiffering(again.params, whole.params)).toBe(0);
+    expect(countDiffering(again.optimizer.m, whole.optimizer.m)).toBe(0);
+    expect(countDiffering(again.optimizer.v, whole.optimizer.v)).toBe(0);
+    const [wholeAdapter, againAdapter] = await Promise.all(
+      [out, cut].map((o) => loadLoraCheckpoint(join(o, "checkpoints/step-2"), model.config)),
+    );
+    expect(countDiffering(againAdapter.adapter.params, wholeAdapter.adapter.params)).toBe(0);
   }, 600_000);
 
   it("resumes from the last checkpoint and refuses a folder that holds another run", async () => {

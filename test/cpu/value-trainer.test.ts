@@ -1,6 +1,11 @@
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createCpuValueTrainer } from "../../src/cpu/value-trainer.ts";
 import { batchFromTokens, resolveResponseMask } from "../../src/model/batch.ts";
+import { saveCheckpoint } from "../../src/model/checkpoint.ts";
+import { readSafetensorsHeader } from "../../src/model/safetensors.ts";
 import { parseModelConfig, type ModelConfig } from "../../src/model/config.ts";
 import { initParams } from "../../src/model/init.ts";
 import { globalGradNorm } from "../../src/model/reference/optim.ts";
@@ -8,6 +13,7 @@ import { positionGradients, responseValues, valueBackward, valueForward } from "
 import { applyChatTemplate, encode, PAD_ID, TOKENIZER_VOCAB_SIZE } from "../../src/model/tokenizer.ts";
 import type { TokenBatch } from "../../src/model/train-types.ts";
 import { valueLoss } from "../../src/model/value-loss.ts";
+import { loadValueCheckpoint, saveValueCheckpoint } from "../../src/model/value-checkpoint.ts";
 import { initValueParams, valueParamsFromPolicy } from "../../src/model/value-params.ts";
 import { ValidationError } from "../../src/types/errors.ts";
 
@@ -172,6 +178,36 @@ describe("CpuValueTrainer", () => {
     await expect(b.setState({ ...resumed, config: { ...config, d_ff: 8 } })).rejects.toThrow(/different model config/);
     await expect(b.setState({ ...resumed, params: resumed.params.subarray(1) })).rejects.toThrow(ValidationError);
     for (const t of [a, b, c]) t.close();
+  });
+
+  it("a critic checkpoint on disk holds the value head and the optimizer: loaded back, the critic continues bit-exactly", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "critic-ckpt-"));
+    try {
+      const batch = fixedBatch();
+      const returns = returnsFor(batch);
+      const a = createCpuValueTrainer({ config, seed: 5, lr: 2e-3 });
+      const old = await a.values(batch);
+      await a.valueStep(batch, returns, old);
+      const saved = await a.getState();
+      await saveValueCheckpoint(dir, saved);
+      const loaded = await loadValueCheckpoint(dir);
+      expect(loaded.config).toEqual(saved.config);
+      expect(loaded.params).toEqual(saved.params);
+      expect(loaded.optimizer).toEqual(saved.optimizer);
+      await a.valueStep(batch, returns, old);
+      const b = createCpuValueTrainer({ config, params: loaded.params, optimizer: loaded.optimizer, lr: 2e-3 });
+      await b.valueStep(batch, returns, old);
+      expect((await b.getState()).params).toEqual((await a.getState()).params);
+      // the value head is in the file under its own names, and a policy checkpoint is not a critic's
+      const tensors = readSafetensorsHeader(new Uint8Array(await readFile(join(dir, "model.safetensors")))).tensors;
+      expect(tensors["value_head.weight"].shape).toEqual([config.d_model, 1]);
+      expect(tensors).not.toHaveProperty("lm_head.weight");
+      await saveCheckpoint(join(dir, "policy"), { config, params: initParams(config, 1) });
+      await expect(loadValueCheckpoint(join(dir, "policy"))).rejects.toThrow(/value_head|optimizer/);
+      for (const t of [a, b]) t.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it("starts from a policy's weights with a fresh head, and from a smaller config of its own", async () => {

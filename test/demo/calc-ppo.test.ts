@@ -3,7 +3,8 @@
  * through the real stack: from the committed SFT checkpoint, seeded, a few steps each. It asserts that
  * the training reward goes up, that every step's loss is finite and its update taken, and that the
  * generations dump holds each step's rows. GAE, with the demo's critic, runs a few steps of its own: the
- * critic trains (its weights leave the checkpoint's, its loss stays finite) and every row trains the actor.
+ * critic trains (its weights leave the checkpoint's, its loss stays finite), every row trains the actor, and
+ * the last checkpoint holds the critic's state.
  */
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -11,6 +12,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { trainCalc } from "../../examples/calc/train.ts";
 import { loadCheckpoint } from "../../src/model/index.ts";
+import { loadValueCheckpoint } from "../../src/model/value-checkpoint.ts";
 import { valueParamsFromPolicy } from "../../src/model/value-params.ts";
 import { slope, tasksWithSignal } from "./calc-signal.ts";
 
@@ -103,5 +105,9 @@ describe("calc demo with the PPO family's estimators", () => {
     let moved = 0;
     for (let i = 0; i < start.length; i++) if (r.criticParams![i] !== start[i]) moved++;
     expect(moved / start.length).toBeGreaterThan(0.5);
+    // the last checkpoint holds the critic beside the policy
+    const saved = await loadValueCheckpoint(join(out, "checkpoints/step-3/critic"));
+    expect(saved.params).toEqual(r.criticParams);
+    expect(saved.optimizer.step).toBe(3);
   }, 120_000);
 });
