@@ -147,7 +147,7 @@ export async function listAnswer<Q extends PageQuery, T>(
       try {
         chunk = pending ?? (await nextChunk());
       } catch (e) {
-        log.error(`a list answer failed after ${written} of its items were sent; the stream ends with an error`, e);
+        log.error(`a list answer failed after ${written} of its ${total} items; its stream ends with an error`, e);
         throw e;
       }
       pending = null;

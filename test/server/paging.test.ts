@@ -203,7 +203,12 @@ describe("list answers", () => {
     const res = await createStoreApp(failing, { log }).request("/v1/agl/rollouts");
     expect(res.status).toBe(200);
     await expect(res.text()).rejects.toThrow("disk on fire");
-    expect(errors).toEqual([[expect.stringMatching(/^a list answer failed after \d+ of its items were sent/), new Error("disk on fire")]]);
+    expect(errors).toEqual([
+      [
+        expect.stringMatching(/^a list answer failed after \d+ of its 1500 items; its stream ends with an error$/),
+        new Error("disk on fire"),
+      ],
+    ]);
     await store.close();
   });
 
