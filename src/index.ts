@@ -47,6 +47,7 @@ export {
   NoActiveTracerError,
   OtelTracer,
   operation,
+  reward,
   SpanDeliveryError,
   setLogLevel,
   traceOpenAI,

@@ -7,7 +7,7 @@ import { DEFAULT_SERVE_LIMITS, defaultPerAddressLimit, platform } from "../platf
 import { DEFAULT_BODY_LIMIT } from "../server/app.ts";
 import { DEFAULT_DB, DEFAULT_HOST, DEFAULT_PORT, type StoreServerConfig, UsageError } from "../server/config.ts";
 import { DEFAULT_IDEMPOTENCY_MAX_BYTES, DEFAULT_IDEMPOTENCY_MAX_KEYS, DEFAULT_IDEMPOTENCY_TTL_SECONDS } from "../server/idempotency.ts";
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "../server/paging.ts";
+import { MAX_DEQUEUE_SIZE } from "../server/paging.ts";
 import {
   allowedHostFlag,
   type CommandSpec,
@@ -20,6 +20,8 @@ import {
 } from "./flags.ts";
 
 const MAX = Number.MAX_SAFE_INTEGER;
+/** An opt-in page cap (docs/http-api.md#list-answers). */
+const PAGE_CAP = { type: "number", integer: true, min: 1, max: MAX, value: "N" } as const;
 const SECONDS = { type: "number", value: "S", unit: "seconds", min: 0, exclusiveMin: true, max: 86_400 } as const;
 
 export const STORE_COMMAND = {
@@ -145,22 +147,24 @@ export const STORE_COMMAND = {
             "a quarter of --max-connections); behind a reverse proxy all clients share its address: raise it or give 0",
         },
         {
+          ...PAGE_CAP,
           name: "page-size",
-          type: "number",
-          integer: true,
-          min: 1,
-          max: MAX,
-          value: "N",
-          help: `items of a list answer without a limit (default ${DEFAULT_PAGE_SIZE})`,
+          help: "items of a list answer without a limit (default: every match, as upstream)",
+          env: "AGL_STORE_PAGE_SIZE",
         },
         {
+          ...PAGE_CAP,
           name: "max-page-size",
-          type: "number",
-          integer: true,
-          min: 1,
-          max: MAX,
-          value: "N",
-          help: `most items of one list answer or dequeue (default ${MAX_PAGE_SIZE})`,
+          help:
+            "most items of one list answer, limit=-1 included (default: no cap); a page it cuts says so\n" +
+            `("truncated_by"); also most rollouts one dequeue claims (default ${MAX_DEQUEUE_SIZE})`,
+          env: "AGL_STORE_MAX_PAGE_SIZE",
+        },
+        {
+          ...PAGE_CAP,
+          name: "max-page-chars",
+          help: "characters of JSON after which a list answer ends, after one item at least (default: no cap)",
+          env: "AGL_STORE_MAX_PAGE_CHARS",
         },
         { name: "no-dashboard", type: "boolean", help: "do not serve the dashboard at / (docs/dashboard.md)" },
         {
@@ -216,6 +220,10 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
     }
   }
   const maxConnections = v["max-connections"] ?? DEFAULT_SERVE_LIMITS.maxConnections;
+  const envPageCap = (name: string): number | null => {
+    const raw = env(name);
+    return raw ? parseNumber(name, raw, PAGE_CAP) : null;
+  };
   const cfg: StoreServerConfig = {
     host: v.host ?? (env("AGL_SERVER_HOST") || DEFAULT_HOST),
     port: v.port ?? (envPort ? parseNumber("AGL_SERVER_PORT", envPort, PORT_BOUNDS) : DEFAULT_PORT),
@@ -238,8 +246,9 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
       maxConnections,
       maxConnectionsPerAddress: v["max-connections-per-address"] ?? defaultPerAddressLimit(maxConnections),
     },
-    pageSize: v["page-size"] ?? null,
-    maxPageSize: v["max-page-size"] ?? null,
+    pageSize: v["page-size"] ?? envPageCap("AGL_STORE_PAGE_SIZE"),
+    maxPageSize: v["max-page-size"] ?? envPageCap("AGL_STORE_MAX_PAGE_SIZE"),
+    maxPageChars: v["max-page-chars"] ?? envPageCap("AGL_STORE_MAX_PAGE_CHARS"),
     dashboard: v["no-dashboard"] !== true,
     testClock: v["test-clock"] === true,
     help,
@@ -251,8 +260,8 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
         ? { path: v["token-file"], source: "--token-file" }
         : null;
   resolveToken(cfg, tokenFlag, env, readFile);
-  if (cfg.pageSize !== null && cfg.pageSize > (cfg.maxPageSize ?? MAX_PAGE_SIZE)) {
-    throw new UsageError(`--page-size (${cfg.pageSize}) must not exceed --max-page-size (${cfg.maxPageSize ?? MAX_PAGE_SIZE})`);
+  if (cfg.pageSize !== null && cfg.maxPageSize !== null && cfg.pageSize > cfg.maxPageSize) {
+    throw new UsageError(`--page-size (${cfg.pageSize}) must not exceed --max-page-size (${cfg.maxPageSize})`);
   }
   return cfg;
 }

@@ -580,9 +580,9 @@ export class LightningStoreClient implements LightningStore {
 
   /**
    * A query asked page by page until it holds what the caller asked for: every match for no limit or -1,
-   * else `limit` of them. The server caps each answer at its page size and says so in the answer's
-   * `limit` (docs/departures.md#22); a server that answers everything at once (`limit` -1) takes one
-   * request. The pages are separate reads: rows added or removed between two of them can shift the
+   * else `limit` of them. A server answers everything at once unless it was started with a page cap
+   * (docs/http-api.md#list-answers); a page that ends before the answer's `total` is followed by a request
+   * for the rest. The pages are separate reads: rows added or removed between two of them can shift the
    * later pages (as with any offset paging). The result echoes the caller's limit and offset.
    */
   private async allPages<T>(
@@ -595,8 +595,7 @@ export class LightningStoreClient implements LightningStore {
     const wanted = limit === -1 ? Infinity : limit;
     const items = page.items;
     for (;;) {
-      const fullPage = page.limit >= 0 && page.items.length > 0 && page.items.length >= page.limit;
-      if (items.length >= wanted || !fullPage || offset + items.length >= page.total) break;
+      if (items.length >= wanted || page.items.length === 0 || offset + items.length >= page.total) break;
       page = await fetchPage({ limit: wanted === Infinity ? -1 : wanted - items.length, offset: offset + items.length });
       for (const item of page.items) items.push(item);
     }

@@ -20,6 +20,7 @@ export const browserPlatform: Platform = {
   importModule: async (url) => (await import(/* @vite-ignore */ url)) as Record<string, unknown>,
   exit: unsupported("Exiting the process"),
   onSignal: () => () => {},
+  dieBySignal: unsupported("Signals"),
   onParentExit: () => () => {},
   unrefTimer: () => {},
   scheduleNextTurn: (fn) => void setTimeout(fn, 0),

@@ -80,6 +80,10 @@ export function nodeCompatible(): Omit<Platform, "runtime" | "description" | "se
       process.on(signal, handler);
       return () => void process.off(signal, handler);
     },
+    dieBySignal(signal) {
+      process.removeAllListeners(signal);
+      process.kill(process.pid, signal);
+    },
     onParentExit(handler) {
       const parent = process.ppid;
       const timer = setInterval(() => {

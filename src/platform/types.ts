@@ -174,6 +174,8 @@ export interface Platform {
   exit(code: number): never;
   /** Calls `handler` on each `signal`; returns a remover. A no-op where there are no signals. */
   onSignal(signal: "SIGINT" | "SIGTERM", handler: () => void): () => void;
+  /** Ends the process as `signal` does by default: every handler of it removed, then sent to this process. */
+  dieBySignal(signal: "SIGINT" | "SIGTERM"): void;
   /**
    * Calls `handler` once when the process that started this one has ended (this one was adopted by
    * another); returns a remover. Looked at twice a second, without keeping the process alive.

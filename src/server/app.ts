@@ -70,12 +70,16 @@ export interface StoreAppOptions {
    * (see idempotency.ts); `false` ignores the header. Default: 600 s, 10,000 keys, 64 MiB.
    */
   idempotency?: IdempotencyOptions | false;
-  /** Items of a list answer without `limit` (docs/departures.md#22). Default 1,000. */
-  defaultPageSize?: number;
-  /** Most items of one list answer, and most rollouts one dequeue claims; larger limits and `-1` get this many. Default 10,000. */
-  maxPageSize?: number;
-  /** Characters of JSON after which a list answer ends its page early (its `limit` says where). Default 64 Mi (2^26). */
-  maxPageChars?: number;
+  /**
+   * Opt-in page caps of the list routes (docs/http-api.md#list-answers); without them, as upstream, a
+   * request without `limit` or with `limit=-1` gets every match. A page a cap cuts short says so
+   * (`truncated_by`). `defaultPageSize`: items of an answer to a request without `limit`.
+   */
+  defaultPageSize?: number | null;
+  /** Most items of one list answer (`-1` and larger limits get this many); also most rollouts one dequeue claims (default for that: 10,000). */
+  maxPageSize?: number | null;
+  /** Characters of JSON after which a list answer ends early, after at least one item (its `limit` is then the items it holds). */
+  maxPageChars?: number | null;
   /** Serve the dashboard's page at `/` (docs/dashboard.md); the API routes it reads stay either way. Default true. */
   dashboard?: boolean;
   /** Test-only hooks (a settable clock, a store reset); never enabled by default. */

@@ -28,10 +28,12 @@ export interface StoreServerConfig {
   idempotency: Required<Omit<IdempotencyOptions, "now">>;
   /** Timeouts and the connection cap of the HTTP server (src/platform/: serveFetch). */
   limits: ServeLimits;
-  /** Items of a list answer without `limit`; null: the default (docs/departures.md#22). */
+  /** Items of a list answer without `limit`; null: all of them, as upstream (docs/http-api.md#list-answers). */
   pageSize: number | null;
-  /** Most items of one list answer; null: the default. */
+  /** Most items of one list answer; null: no cap. */
   maxPageSize: number | null;
+  /** Characters of JSON after which a list answer ends; null: no cap. */
+  maxPageChars: number | null;
   /** Serve the dashboard at `/` (`--no-dashboard` turns it off). */
   dashboard: boolean;
   /** TEST-ONLY: a settable ManualClock and a reset route (src/server/test-hooks.ts). */

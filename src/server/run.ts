@@ -80,8 +80,9 @@ export async function startStoreServer(
     idempotency: config.idempotency,
     // Where the runtime's server would cut a held long poll, it is answered before (the client asks again).
     maxWaitSeconds: Math.min(MAX_WAIT_SECONDS, longestHoldSeconds(config.limits)),
-    defaultPageSize: config.pageSize ?? undefined,
-    maxPageSize: config.maxPageSize ?? undefined,
+    defaultPageSize: config.pageSize,
+    maxPageSize: config.maxPageSize,
+    maxPageChars: config.maxPageChars,
     shutdownSignal: shutdownController.signal,
     dashboard: config.dashboard,
     log,

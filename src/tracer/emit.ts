@@ -15,7 +15,9 @@ import {
   ValidationError,
 } from "../types/index.ts";
 import { checkAttributesSanity, flatten, formatExceptionAttributes, isPlainObject, sanitizeAttributes } from "./attributes.ts";
-import { DummyTracer, requireActiveTracer, type Tracer } from "./base.ts";
+import { DummyTracer, isPromiseLike, requireActiveTracer, type CreateSpanOptions, type Tracer } from "./base.ts";
+import { logEmitted } from "./emit-debug.ts";
+import { getLogger } from "../platform/log.ts";
 
 export interface EmitOptions {
   /** Send the span to the active tracer (default true); false builds it locally only. */
@@ -32,8 +34,16 @@ export interface EmitRewardOptions extends EmitWithAttributesOptions {
   primaryKey?: string;
 }
 
+const log = getLogger("agentlightning.emitter");
 const localTracer = new DummyTracer();
-const tracerFor = (propagate: boolean | undefined): Tracer => (propagate === false ? localTracer : requireActiveTracer());
+
+/** The span made by the active tracer (or locally for `propagate: false`), logged when AGL_EMITTER_DEBUG says so. */
+function emitSpan(name: string, options: CreateSpanOptions, propagate: boolean | undefined): SpanCoreFields {
+  const tracer: Tracer = propagate === false ? localTracer : requireActiveTracer();
+  const span = tracer.createSpan(name, options);
+  logEmitted(span, tracer, propagate !== false);
+  return span;
+}
 
 const OK = { status_code: "OK" as const, description: null };
 
@@ -71,19 +81,50 @@ export function emitReward(reward: number | boolean | Record<string, number | bo
   return emitAnnotation({ [A.REWARD]: dims, ...(options.attributes ?? {}) }, options);
 }
 
+/** What a function wrapped by `reward` returns (or resolves to): one number, or none. */
+type RewardValue = number | boolean | null | undefined;
+
+/**
+ * Upstream's `@reward` decorator: `fn` wrapped so that what it returns (or what its promise resolves to)
+ * is emitted as the reward of the active trace (`emitReward`) and then returned. A sync `fn` stays sync;
+ * when `fn` throws, nothing is emitted and the error goes on. As upstream's decorator under its default
+ * (AgentOps) tracer, a value that is not a number or a boolean emits no reward: null and undefined
+ * quietly, anything else with a warning.
+ *
+ *   const accuracy = reward((answer: string, expected: string) => (answer === expected ? 1 : 0));
+ */
+export function reward<A extends unknown[], R extends RewardValue | Promise<RewardValue>, T = unknown>(
+  fn: (this: T, ...args: A) => R,
+): (this: T, ...args: A) => R {
+  return function rewarded(this: T, ...args: A): R {
+    const result = fn.apply(this, args);
+    if (!isPromiseLike(result)) {
+      emitReturnedReward(result);
+      return result;
+    }
+    return Promise.resolve(result).then((value) => {
+      emitReturnedReward(value);
+      return value;
+    }) as R;
+  };
+}
+
+function emitReturnedReward(value: unknown): void {
+  if (typeof value === "number" || typeof value === "boolean") emitReward(value);
+  else if (value !== null && value !== undefined) log.warning(`Reward is ignored because it is not a number: ${String(value)}`);
+}
+
 /** Any flat-able annotation (tags, links, metadata) as an `agentlightning.annotation` span. */
 export function emitAnnotation(annotation: Record<string, unknown>, options: EmitOptions = {}): SpanCoreFields {
   const flat = flatten(annotation);
   checkAttributesSanity(flat);
-  return tracerFor(options.propagate).createSpan(AGL_ANNOTATION, { attributes: sanitizeAttributes(flat), status: OK });
+  return emitSpan(AGL_ANNOTATION, { attributes: sanitizeAttributes(flat), status: OK }, options.propagate);
 }
 
 /** A free-text message span. */
 export function emitMessage(message: string, options: EmitWithAttributesOptions = {}): SpanCoreFields {
   if (typeof message !== "string") throw new TypeError(`message must be a string, got ${typeof message}`);
-  return tracerFor(options.propagate).createSpan(AGL_MESSAGE, {
-    attributes: { [A.MESSAGE_BODY]: message, ...extraAttributes(options.attributes) },
-  });
+  return emitSpan(AGL_MESSAGE, { attributes: { [A.MESSAGE_BODY]: message, ...extraAttributes(options.attributes) } }, options.propagate);
 }
 
 /** Python's `str()` of a primitive, so traces read the same from both sides. */
@@ -124,19 +165,17 @@ export function emitObject(obj: unknown, options: EmitWithAttributesOptions = {}
     }
     attrs = { [A.OBJECT_TYPE]: objectTypeName(obj), [A.OBJECT_JSON]: json ?? "null" };
   }
-  return tracerFor(options.propagate).createSpan(AGL_OBJECT, {
-    attributes: { ...attrs, ...extraAttributes(options.attributes) },
-    status: OK,
-  });
+  return emitSpan(AGL_OBJECT, { attributes: { ...attrs, ...extraAttributes(options.attributes) }, status: OK }, options.propagate);
 }
 
 /** A recorded exception; the span itself succeeded, so its status is OK. */
 export function emitException(error: unknown, options: EmitWithAttributesOptions = {}): SpanCoreFields {
   if (!(error instanceof Error)) throw new TypeError(`emitException needs an Error, got ${error === null ? "null" : typeof error}`);
-  return tracerFor(options.propagate).createSpan(AGL_EXCEPTION, {
-    attributes: { ...formatExceptionAttributes(error), ...extraAttributes(options.attributes) },
-    status: OK,
-  });
+  return emitSpan(
+    AGL_EXCEPTION,
+    { attributes: { ...formatExceptionAttributes(error), ...extraAttributes(options.attributes) }, status: OK },
+    options.propagate,
+  );
 }
 
 /** The body of a message span, or null. */

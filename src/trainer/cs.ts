@@ -26,7 +26,7 @@ import { createStoreApp } from "../server/app.ts";
 import type { LightningStore } from "../store/base.ts";
 import { getLogger } from "../platform/log.ts";
 import { ValidationError } from "../types/index.ts";
-import { readEnv, resolveBoolEnv, resolveIntEnv, resolveStrEnv } from "./env.ts";
+import { readEnv, resolveBoolEnv, resolveIntEnv, resolveStrEnv } from "../types/env.ts";
 import { failInFlightAttempts } from "./in-flight.ts";
 import { onInterrupt } from "./interrupt.ts";
 import { runnerFetch } from "./runner-fetch.ts";

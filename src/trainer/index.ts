@@ -1,4 +1,4 @@
-export * from "./env.ts";
+export * from "../types/env.ts";
 export * from "./interrupt.ts";
 export * from "./registry.ts";
 export * from "./cs.ts";

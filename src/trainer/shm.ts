@@ -7,7 +7,7 @@ import type { LightningStore } from "../store/base.ts";
 import { LocalEvent } from "../runner/event.ts";
 import { getLogger } from "../platform/log.ts";
 import { ValidationError } from "../types/index.ts";
-import { resolveBoolEnv } from "./env.ts";
+import { resolveBoolEnv } from "../types/env.ts";
 import { onInterrupt } from "./interrupt.ts";
 import { ExecutionStrategy, runUntilCompletedOrCanceled, type AlgorithmBundle, type RunnerBundle } from "./strategy.ts";
 

@@ -188,4 +188,24 @@ describe("CORS", () => {
     const listedNull = await fetch(`${server.url}/v1/agl/health`, { headers: { origin: "null" } });
     expect(listedNull.headers.get("access-control-allow-origin")).toBe("null");
   });
+
+  it("a preflight answers 200 OK as upstream's does, and 400 JSON when the origin is not allowed", async () => {
+    await start({ corsOrigins: ["http://app.example"], token: "secret" });
+    const ok = await preflight("http://app.example");
+    expect([ok.status, await ok.text()]).toEqual([200, "OK"]);
+    expect(ok.headers.get("access-control-allow-origin")).toBe("http://app.example");
+    expect(ok.headers.get("access-control-allow-methods")).toContain("POST");
+    const refused = await preflight("http://evil.example");
+    expect(refused.status).toBe(400);
+    expect(await refused.json()).toMatchObject({
+      error_type: "CorsOriginNotAllowed",
+      detail: expect.stringContaining("http://evil.example"),
+    });
+    expect(refused.headers.get("access-control-allow-origin")).toBeNull();
+    await server.close();
+    await store.close();
+    // '*': every origin's preflight is answered.
+    await start({ corsOrigins: ["*"] });
+    expect((await preflight("http://evil.example")).status).toBe(200);
+  });
 });

@@ -44,9 +44,17 @@ describe("parseStoreArgs", () => {
     });
   });
 
-  it("takes page sizes (none given: the app's defaults)", () => {
-    expect(parseStoreArgs([])).toMatchObject({ pageSize: null, maxPageSize: null });
-    expect(parseStoreArgs(["--page-size", "50", "--max-page-size=500"])).toMatchObject({ pageSize: 50, maxPageSize: 500 });
+  it("takes page caps from flags or the environment (none given: no cap, as upstream)", () => {
+    expect(parseStoreArgs([])).toMatchObject({ pageSize: null, maxPageSize: null, maxPageChars: null });
+    expect(parseStoreArgs(["--page-size", "50", "--max-page-size=500", "--max-page-chars", "4096"])).toMatchObject({
+      pageSize: 50,
+      maxPageSize: 500,
+      maxPageChars: 4096,
+    });
+    const e = env({ AGL_STORE_PAGE_SIZE: "10", AGL_STORE_MAX_PAGE_SIZE: "100", AGL_STORE_MAX_PAGE_CHARS: "999" });
+    expect(parseStoreArgs([], e)).toMatchObject({ pageSize: 10, maxPageSize: 100, maxPageChars: 999 });
+    expect(parseStoreArgs(["--max-page-size", "20"], e)).toMatchObject({ pageSize: 10, maxPageSize: 20 });
+    expect(() => parseStoreArgs([], env({ AGL_STORE_MAX_PAGE_SIZE: "lots" }))).toThrow(/AGL_STORE_MAX_PAGE_SIZE must be an integer/);
   });
 
   it("takes the environment when no flag is given, and flags win over it", () => {
@@ -64,6 +72,7 @@ describe("parseStoreArgs", () => {
     [["--body-limit", "0"], /--body-limit must be an integer/],
     [["--max-page-size", "0"], /--max-page-size must be an integer/],
     [["--page-size", "20", "--max-page-size", "10"], /--page-size \(20\) must not exceed --max-page-size \(10\)/],
+    [["--max-page-chars", "0"], /--max-page-chars must be an integer/],
   ])("refuses %j", (argv, message) => {
     expect(() => parseStoreArgs(argv)).toThrow(UsageError);
     expect(() => parseStoreArgs(argv)).toThrow(message);

@@ -1,12 +1,13 @@
 /**
- * List routes answer at most one page (docs/departures.md#22): the default page without `limit`, the
- * maximum for `limit=-1` or anything larger; the envelope stays `{items, limit, offset, total}` with the
- * page size used. Large pages are streamed, byte for byte what one JSON string would be. The client
- * pages through, so its queries still return everything the caller asked for.
+ * List routes answer every match for no limit and `limit=-1`, as upstream (docs/http-api.md#list-answers),
+ * read from the store in batches and streamed, byte for byte what one JSON string would be. Page caps are
+ * opt-in and say when they cut a page (`truncated_by`). The client pages through capped pages, so its
+ * queries still return everything the caller asked for.
  */
 import { describe, expect, it } from "vitest";
 import { LightningStoreClient } from "../../src/client/index.ts";
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, createStoreApp, type StoreAppOptions } from "../../src/server/index.ts";
+import { MAX_DEQUEUE_SIZE, createStoreApp, type PageCut, type StoreAppOptions } from "../../src/server/index.ts";
+import { FIRST_READ, MAX_READ, READ_CHARS } from "../../src/server/paging.ts";
 import type { LightningStore } from "../../src/store/base.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { ValidationError, spanFromAttributes, type PaginatedResult } from "../../src/types/index.ts";
@@ -60,28 +61,27 @@ const routes = (rid: string): [string, (page: Record<string, number>) => [string
   ];
 };
 
-describe("page sizes of the list routes", () => {
-  it("no limit gives the default page, -1 and larger limits the maximum, smaller limits their own; the envelope says which", async () => {
+describe("list answers", () => {
+  it("without caps, no limit and limit=-1 answer every match as upstream does, the envelope echoing the limit", async () => {
     const { store, rid } = await seeded();
-    const app = createStoreApp(store, { defaultPageSize: 10, maxPageSize: 20 });
+    const app = createStoreApp(store);
     for (const [name, request, list] of routes(rid)) {
       const cases: [Record<string, number>, { limit: number; offset: number }][] = [
-        [{}, { limit: 10, offset: 0 }],
-        [{ limit: -1 }, { limit: 20, offset: 0 }],
-        [{ limit: 1_000_000 }, { limit: 20, offset: 0 }],
+        [{}, { limit: -1, offset: 0 }],
+        [{ limit: -1 }, { limit: -1, offset: 0 }],
+        [{ limit: 1_000_000 }, { limit: 1_000_000, offset: 0 }],
         [
           { limit: 5, offset: 22 },
           { limit: 5, offset: 22 },
         ],
         [{ limit: 0 }, { limit: 0, offset: 0 }],
-        [{ offset: 18 }, { limit: 10, offset: 18 }],
+        [{ offset: 18 }, { limit: -1, offset: 18 }],
       ];
       for (const [page, used] of cases) {
         const res = await app.request(...request(page));
         expect(res.status, `${name} ${JSON.stringify(page)}`).toBe(200);
         const body = (await res.json()) as PaginatedResult<unknown>;
-        const expected = await list(store, used);
-        expect(body, `${name} ${JSON.stringify(page)}`).toEqual(JSON.parse(JSON.stringify(expected)));
+        expect(body, `${name} ${JSON.stringify(page)}`).toEqual(JSON.parse(JSON.stringify(await list(store, used))));
         expect(Object.keys(body)).toEqual(["items", "limit", "offset", "total"]);
         expect(body.total).toBe(N);
       }
@@ -89,46 +89,162 @@ describe("page sizes of the list routes", () => {
     await store.close();
   });
 
-  it(`the defaults are ${DEFAULT_PAGE_SIZE} and ${MAX_PAGE_SIZE} items`, async () => {
-    const store = new InMemoryLightningStore();
-    await store.enqueueManyRollouts(Array.from({ length: DEFAULT_PAGE_SIZE + 1 }, (_, i) => ({ input: i })));
-    const app = createStoreApp(store);
-    const page = (await (await app.request("/v1/agl/rollouts")).json()) as PaginatedResult<unknown>;
-    expect([page.items.length, page.limit, page.total]).toEqual([DEFAULT_PAGE_SIZE, DEFAULT_PAGE_SIZE, DEFAULT_PAGE_SIZE + 1]);
-    const all = (await (await app.request("/v1/agl/rollouts?limit=-1")).json()) as PaginatedResult<unknown>;
-    expect([all.items.length, all.limit]).toEqual([DEFAULT_PAGE_SIZE + 1, MAX_PAGE_SIZE]);
+  it("opt-in caps: the default page and the maximum; a page one of them cuts short names it in truncated_by", async () => {
+    const { store, rid } = await seeded();
+    const app = createStoreApp(store, { defaultPageSize: 10, maxPageSize: 20 });
+    for (const [name, request, list] of routes(rid)) {
+      const cases: [Record<string, number>, { limit: number; offset: number }, PageCut | undefined][] = [
+        [{}, { limit: 10, offset: 0 }, "page_size"],
+        [{ limit: -1 }, { limit: 20, offset: 0 }, "max_page_size"],
+        [{ limit: 1_000_000 }, { limit: 20, offset: 0 }, "max_page_size"],
+        [{ limit: 5, offset: 22 }, { limit: 5, offset: 22 }, undefined],
+        [{ limit: 5 }, { limit: 5, offset: 0 }, undefined],
+        [{ limit: 0 }, { limit: 0, offset: 0 }, undefined],
+        // The cap holds every match from the offset on: nothing was cut.
+        [{ offset: 18 }, { limit: 10, offset: 18 }, undefined],
+        [{ limit: -1, offset: 5 }, { limit: 20, offset: 5 }, undefined],
+      ];
+      for (const [page, used, cut] of cases) {
+        const body = (await (await app.request(...request(page))).json()) as PaginatedResult<unknown> & { truncated_by?: string };
+        const expected = JSON.parse(JSON.stringify(await list(store, used))) as PaginatedResult<unknown>;
+        expect(body, `${name} ${JSON.stringify(page)}`).toEqual(cut === undefined ? expected : { ...expected, truncated_by: cut });
+        expect(body.total).toBe(N);
+      }
+    }
     await store.close();
   });
 
-  it("a dequeue claims at most the maximum page; the rest stay queued", async () => {
+  /** The store with its `queryRollouts` calls recorded. */
+  const recordingReads = (store: LightningStore) => {
+    const reads: { limit: number; offset: number }[] = [];
+    const recorded = Object.create(store) as LightningStore;
+    recorded.queryRollouts = (q) => {
+      reads.push({ limit: q?.limit ?? -1, offset: q?.offset ?? 0 });
+      return store.queryRollouts(q);
+    };
+    return { recorded, reads };
+  };
+
+  it("an answer larger than one store read is read in batches and streamed, byte for byte the store's answer", async () => {
     const store = new InMemoryLightningStore();
-    await store.enqueueManyRollouts(Array.from({ length: 30 }, (_, i) => ({ input: i })));
-    const app = createStoreApp(store, { defaultPageSize: 5, maxPageSize: 20 });
-    const res = await app.request("/v1/agl/queues/rollouts/dequeue", {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: '{"limit":1000}',
-    });
-    expect(((await res.json()) as unknown[]).length).toBe(20);
+    // Items with quotes, unicode and nesting, enough for several reads and stream chunks.
+    const n = 2 * MAX_READ;
+    await store.enqueueManyRollouts(
+      Array.from({ length: n }, (_, i) => ({ input: { i, text: `"q" \u00e9 \u2028 ${"x".repeat(20)}`, nested: [{ a: [i] }] } })),
+    );
+    const { recorded, reads } = recordingReads(store);
+    const app = createStoreApp(recorded);
+    const all = await store.queryRollouts();
+    // Small items: after the first read, each read takes the most one read may.
+    expect(JSON.stringify(all.items.at(-1)).length).toBeLessThan(READ_CHARS / MAX_READ);
+    for (const [url, query, limits] of [
+      ["/v1/agl/rollouts", {}, [FIRST_READ, MAX_READ, MAX_READ]],
+      ["/v1/agl/rollouts?limit=-1", {}, [FIRST_READ, MAX_READ, MAX_READ]],
+      [
+        `/v1/agl/rollouts?limit=${n - 200}&offset=100`,
+        { limit: n - 200, offset: 100 },
+        [FIRST_READ, MAX_READ, n - 200 - FIRST_READ - MAX_READ],
+      ],
+    ] as const) {
+      reads.length = 0;
+      const res = await app.request(url);
+      expect(res.headers.get("content-type")).toContain("application/json");
+      expect(await res.text(), url).toBe(JSON.stringify(await store.queryRollouts(query)));
+      expect(
+        reads.map((r) => r.limit),
+        url,
+      ).toEqual(limits);
+    }
+    expect(reads.map((r) => r.offset)).toEqual([100, 100 + FIRST_READ, 100 + FIRST_READ + MAX_READ]);
+    await store.close();
+  });
+
+  it("reads of large items hold about READ_CHARS of JSON each", async () => {
+    const store = new InMemoryLightningStore();
+    const itemChars = 64 * 1024;
+    await store.enqueueManyRollouts(Array.from({ length: FIRST_READ + 300 }, (_, i) => ({ input: { i, text: "y".repeat(itemChars) } })));
+    const { recorded, reads } = recordingReads(store);
+    const body = (await (await createStoreApp(recorded).request("/v1/agl/rollouts")).json()) as PaginatedResult<{ input: { i: number } }>;
+    expect(body.items.map((r) => r.input.i)).toEqual(Array.from({ length: FIRST_READ + 300 }, (_, i) => i));
+    const later = reads.slice(1).map((r) => r.limit);
+    // Each item is a little more than itemChars of JSON: a read holds just under READ_CHARS.
+    expect(later.slice(0, -1).every((l) => l === later[0])).toBe(true);
+    expect(later[0]).toBeLessThan(READ_CHARS / itemChars);
+    expect(later[0]).toBeGreaterThan((READ_CHARS / itemChars) * 0.9);
+    expect(reads.map((r) => r.offset)).toEqual(reads.map((_, k) => FIRST_READ + (k - 1) * later[0]!).with(0, 0));
+    await store.close();
+  });
+
+  it("an answer ends at the total counted by its first read, though rows are added while it is written", async () => {
+    const store = new InMemoryLightningStore();
+    await store.enqueueManyRollouts(Array.from({ length: FIRST_READ + 10 }, (_, i) => ({ input: i })));
+    const growing = Object.create(store) as LightningStore;
+    growing.queryRollouts = async (q) => {
+      const page = await store.queryRollouts(q);
+      await store.enqueueManyRollouts(Array.from({ length: 5 }, (_, i) => ({ input: -i })));
+      return page;
+    };
+    const body = (await (await createStoreApp(growing).request("/v1/agl/rollouts")).json()) as PaginatedResult<{ input: number }>;
+    expect([body.items.length, body.total]).toEqual([FIRST_READ + 10, FIRST_READ + 10]);
+    expect(body.items.map((r) => r.input)).toEqual(Array.from({ length: FIRST_READ + 10 }, (_, i) => i));
+    await store.close();
+  });
+
+  it("a store error after the first read ends the stream with an error, never with a well-formed short page", async () => {
+    const store = new InMemoryLightningStore();
+    await store.enqueueManyRollouts(Array.from({ length: 3 * FIRST_READ }, (_, i) => ({ input: { i, text: "x".repeat(300) } })));
+    const failing = Object.create(store) as LightningStore;
+    failing.queryRollouts = async (q) => {
+      if ((q?.offset ?? 0) > 0) throw new Error("disk on fire");
+      return store.queryRollouts(q);
+    };
+    const errors: [string, unknown][] = [];
+    const log = { debug() {}, info() {}, warning() {}, error: (m: string, e?: unknown) => errors.push([m, e]) };
+    const res = await createStoreApp(failing, { log }).request("/v1/agl/rollouts");
+    expect(res.status).toBe(200);
+    await expect(res.text()).rejects.toThrow("disk on fire");
+    expect(errors).toEqual([
+      [
+        expect.stringMatching(/^a list answer failed after \d+ of its 1500 items; its stream ends with an error$/),
+        new Error("disk on fire"),
+      ],
+    ]);
+    await store.close();
+  });
+
+  it("a bad limit or offset is still a 400 naming it", async () => {
+    const { store } = await seeded();
+    const app = createStoreApp(store, { maxPageSize: 10 });
+    for (const [url, path] of [
+      ["/v1/agl/rollouts?limit=-2", "limit"],
+      ["/v1/agl/rollouts?offset=-1", "offset"],
+      ["/v1/agl/workers?limit=1.5", "limit"],
+    ] as const) {
+      const res = await app.request(url);
+      expect(res.status, url).toBe(400);
+      expect(JSON.stringify(await res.json()), url).toContain(path);
+    }
+    await store.close();
+  });
+
+  it(`a dequeue claims at most the maximum page, or ${MAX_DEQUEUE_SIZE} without one; the rest stay queued`, async () => {
+    const store = new InMemoryLightningStore();
+    await store.enqueueManyRollouts(Array.from({ length: MAX_DEQUEUE_SIZE + 30 }, (_, i) => ({ input: i })));
+    const dequeue = (app: ReturnType<typeof createStoreApp>, limit: number) =>
+      app.request("/v1/agl/queues/rollouts/dequeue", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ limit }),
+      });
+    const capped = createStoreApp(store, { defaultPageSize: 5, maxPageSize: 20 });
+    expect(((await (await dequeue(capped, 1000)).json()) as unknown[]).length).toBe(20);
+    const uncapped = createStoreApp(store);
+    expect(((await (await dequeue(uncapped, 1_000_000)).json()) as unknown[]).length).toBe(MAX_DEQUEUE_SIZE);
     expect((await store.queryRollouts({ status_in: ["queuing"] })).total).toBe(10);
     await store.close();
   });
 
-  it("a large page is streamed, byte for byte the JSON of the store's answer", async () => {
-    const store = new InMemoryLightningStore();
-    // Items with quotes, unicode and nesting, enough for several stream chunks.
-    await store.enqueueManyRollouts(
-      Array.from({ length: 3_000 }, (_, i) => ({ input: { i, text: `"q" \u00e9 \u2028 ${"x".repeat(200)}`, nested: [{ a: [i] }] } })),
-    );
-    const app = createStoreApp(store);
-    const res = await app.request("/v1/agl/rollouts?limit=2500&offset=100");
-    expect(res.headers.get("content-type")).toContain("application/json");
-    const text = await res.text();
-    expect(text).toBe(JSON.stringify(await store.queryRollouts({ limit: 2500, offset: 100 })));
-    await store.close();
-  });
-
-  it("a page ends early once it holds maxPageChars of JSON, and its limit says how many items it holds", async () => {
+  it("a page ends early once it holds maxPageChars of JSON; its limit says how many items it holds, truncated_by why", async () => {
     const { store, rid } = await seeded();
     const app = createStoreApp(store, { maxPageChars: 1_000 });
     for (const [name, request, list] of routes(rid)) {
@@ -138,7 +254,7 @@ describe("page sizes of the list routes", () => {
       let n = 0;
       for (let chars = 0; chars < 1_000 && n < 20; n++) chars += JSON.stringify(all.items[2 + n]).length + 1;
       expect(body.items.length, name).toBe(n);
-      expect(body, name).toEqual({ items: all.items.slice(2, 2 + n), limit: n, offset: 2, total: N });
+      expect(body, name).toEqual({ items: all.items.slice(2, 2 + n), limit: n, offset: 2, total: N, truncated_by: "max_page_chars" });
     }
     // One item heavier than the cap still makes a page of one.
     const heavy = createStoreApp(store, { maxPageChars: 10 });
@@ -147,7 +263,7 @@ describe("page sizes of the list routes", () => {
     await store.close();
   });
 
-  it("sizes are checked when the app is built", () => {
+  it("caps are checked when the app is built", () => {
     const store = new InMemoryLightningStore();
     const bad: StoreAppOptions[] = [
       { defaultPageSize: 0 },
@@ -157,6 +273,7 @@ describe("page sizes of the list routes", () => {
       { maxPageChars: 0 },
     ];
     for (const options of bad) expect(() => createStoreApp(store, options), JSON.stringify(options)).toThrow(ValidationError);
+    expect(() => createStoreApp(store, { defaultPageSize: 20, maxPageSize: null })).not.toThrow();
   });
 });
 
@@ -212,9 +329,9 @@ describe("LightningStoreClient pages through", () => {
     },
   );
 
-  it("a server that answers everything at once takes one request", async () => {
+  it("a server without caps answers everything at once: one request", async () => {
     const { store } = await seeded();
-    const { client, requests } = clientFor(store, { maxPageSize: 1_000_000 });
+    const { client, requests } = clientFor(store, {});
     expect((await client.queryRollouts()).items).toHaveLength(N);
     expect(requests).toHaveLength(1);
     await store.close();

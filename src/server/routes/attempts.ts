@@ -1,22 +1,21 @@
 /** A rollout's attempts: search, latest, start and update. */
 import { Hono } from "hono";
 import { readBody } from "../json-body.ts";
-import { pageResponse, pagedQuery } from "../paging.ts";
+import { listAnswer } from "../paging.ts";
 import { queryParams } from "../query-params.ts";
 import * as S from "../schemas.ts";
 import type { RouteDeps } from "./deps.ts";
 
-export function attemptRoutes({ store, sizes, idempotent }: RouteDeps): Hono {
+export function attemptRoutes(deps: RouteDeps): Hono {
+  const { store, idempotent } = deps;
   const routes = new Hono();
-  routes.post("/rollouts/:rollout_id/attempts/search", async (c) => {
-    const page = await store.queryAttempts(c.req.param("rollout_id"), pagedQuery(await readBody(c, S.AttemptSearch, true), sizes));
-    return pageResponse(c, page, sizes.maxChars);
-  });
+  routes.post("/rollouts/:rollout_id/attempts/search", async (c) =>
+    listAnswer(c, await readBody(c, S.AttemptSearch, true), deps, (q) => store.queryAttempts(c.req.param("rollout_id"), q)),
+  );
   routes.get("/rollouts/:rollout_id/attempts/latest", async (c) => c.json(await store.getLatestAttempt(c.req.param("rollout_id"))));
-  routes.get("/rollouts/:rollout_id/attempts", async (c) => {
-    const page = await store.queryAttempts(c.req.param("rollout_id"), pagedQuery(queryParams(c, S.AttemptSearch), sizes));
-    return pageResponse(c, page, sizes.maxChars);
-  });
+  routes.get("/rollouts/:rollout_id/attempts", async (c) =>
+    listAnswer(c, queryParams(c, S.AttemptSearch), deps, (q) => store.queryAttempts(c.req.param("rollout_id"), q)),
+  );
   routes.post("/rollouts/:rollout_id/attempts", idempotent, async (c) => {
     const b = await readBody(c, S.WorkerIdBody, true);
     return c.json(await store.startAttempt(c.req.param("rollout_id"), { worker_id: b.worker_id ?? null }), 201);

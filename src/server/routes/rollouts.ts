@@ -1,12 +1,13 @@
 /** Rollouts and the queue: enqueue, dequeue (claims), search, start, get and update. */
 import { Hono } from "hono";
 import { readBody } from "../json-body.ts";
-import { pageResponse, pagedQuery } from "../paging.ts";
+import { MAX_DEQUEUE_SIZE, listAnswer } from "../paging.ts";
 import { queryParams } from "../query-params.ts";
 import * as S from "../schemas.ts";
 import type { RouteDeps } from "./deps.ts";
 
-export function rolloutRoutes({ store, sizes, idempotent }: RouteDeps): Hono {
+export function rolloutRoutes(deps: RouteDeps): Hono {
+  const { store, sizes, idempotent } = deps;
   const routes = new Hono();
   routes.post("/queues/rollouts/enqueue", idempotent, async (c) => {
     const { rollouts } = await readBody(c, S.EnqueueBody);
@@ -24,15 +25,14 @@ export function rolloutRoutes({ store, sizes, idempotent }: RouteDeps): Hono {
       const one = await store.dequeueRollout({ worker_id: b.worker_id ?? null });
       return c.json(one ? [one] : []);
     }
-    return c.json(await store.dequeueManyRollouts({ limit: Math.min(b.limit, sizes.maxSize), worker_id: b.worker_id ?? null }));
+    return c.json(
+      await store.dequeueManyRollouts({ limit: Math.min(b.limit, sizes.maxSize ?? MAX_DEQUEUE_SIZE), worker_id: b.worker_id ?? null }),
+    );
   });
-  routes.post("/rollouts/search", async (c) => {
-    const page = await store.queryRollouts(pagedQuery(await readBody(c, S.RolloutSearch, true), sizes));
-    return pageResponse(c, page, sizes.maxChars);
-  });
-  routes.get("/rollouts", async (c) =>
-    pageResponse(c, await store.queryRollouts(pagedQuery(queryParams(c, S.RolloutSearch), sizes)), sizes.maxChars),
+  routes.post("/rollouts/search", async (c) =>
+    listAnswer(c, await readBody(c, S.RolloutSearch, true), deps, (q) => store.queryRollouts(q)),
   );
+  routes.get("/rollouts", async (c) => listAnswer(c, queryParams(c, S.RolloutSearch), deps, (q) => store.queryRollouts(q)));
   routes.post("/rollouts", idempotent, async (c) => {
     const { input, ...opts } = await readBody(c, S.StartRolloutBody);
     return c.json(await store.startRollout(input, opts), 201);

@@ -4,7 +4,7 @@ import type { Span } from "../../types/index.ts";
 import { ValidationError } from "../../types/index.ts";
 import { checkSpanObjects } from "../finish.ts";
 import { readBody, readJsonBody } from "../json-body.ts";
-import { pageResponse, pagedQuery } from "../paging.ts";
+import { listAnswer } from "../paging.ts";
 import { queryParams } from "../query-params.ts";
 import * as S from "../schemas.ts";
 import { addSpansAssigningSequence, minimalSpanEcho } from "../spans.ts";
@@ -14,15 +14,16 @@ import type { RouteDeps } from "./deps.ts";
 export const prefersMinimalReturn = (prefer: string | undefined): boolean =>
   prefer !== undefined && /(?:^|,)\s*return\s*=\s*"?minimal"?\s*(?:[;,]|$)/i.test(prefer);
 
-export function spanRoutes({ store, sizes, idempotent }: RouteDeps): Hono {
+export function spanRoutes(deps: RouteDeps): Hono {
+  const { store, idempotent } = deps;
   const routes = new Hono();
   routes.post("/spans/search", async (c) => {
     const { rollout_id, ...q } = await readBody(c, S.SpanSearch);
-    return pageResponse(c, await store.querySpans(rollout_id, pagedQuery(q, sizes)), sizes.maxChars);
+    return listAnswer(c, q, deps, (page) => store.querySpans(rollout_id, page));
   });
   routes.get("/spans", async (c) => {
     const { rollout_id, ...q } = queryParams(c, S.SpanSearch);
-    return pageResponse(c, await store.querySpans(rollout_id, pagedQuery(q, sizes)), sizes.maxChars);
+    return listAnswer(c, q, deps, (page) => store.querySpans(rollout_id, page));
   });
   routes.post("/spans/next/many", idempotent, async (c) => {
     const { pairs } = await readBody(c, S.ManySequenceBody);

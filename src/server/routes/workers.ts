@@ -1,19 +1,16 @@
 /** Workers: search, get, and the heartbeat update. */
 import { Hono } from "hono";
 import { readBody } from "../json-body.ts";
-import { pageResponse, pagedQuery } from "../paging.ts";
+import { listAnswer } from "../paging.ts";
 import { queryParams } from "../query-params.ts";
 import * as S from "../schemas.ts";
 import type { RouteDeps } from "./deps.ts";
 
-export function workerRoutes({ store, sizes, idempotent }: RouteDeps): Hono {
+export function workerRoutes(deps: RouteDeps): Hono {
+  const { store, idempotent } = deps;
   const routes = new Hono();
-  routes.post("/workers/search", async (c) =>
-    pageResponse(c, await store.queryWorkers(pagedQuery(await readBody(c, S.WorkerSearch, true), sizes)), sizes.maxChars),
-  );
-  routes.get("/workers", async (c) =>
-    pageResponse(c, await store.queryWorkers(pagedQuery(queryParams(c, S.WorkerSearch), sizes)), sizes.maxChars),
-  );
+  routes.post("/workers/search", async (c) => listAnswer(c, await readBody(c, S.WorkerSearch, true), deps, (q) => store.queryWorkers(q)));
+  routes.get("/workers", async (c) => listAnswer(c, queryParams(c, S.WorkerSearch), deps, (q) => store.queryWorkers(q)));
   routes.get("/workers/:worker_id", async (c) => c.json(await store.getWorkerById(c.req.param("worker_id"))));
   routes.post("/workers/:worker_id", idempotent, async (c) => {
     const b = await readBody(c, S.WorkerUpdateBody, true);

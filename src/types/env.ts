@@ -1,15 +1,17 @@
 /**
- * `LightningEnvVar`: an explicit constructor value wins over the environment, which
- * wins over the fallback.
+ * `LightningEnvVar`, Agent Lightning's environment variables, and how they are read: an explicit
+ * (constructor) value wins over the environment, which wins over the fallback. Here rather than in the
+ * trainer, which reads most of them, because the tracer's emitters read AGL_EMITTER_DEBUG.
  */
 import { platform } from "../platform/index.ts";
-import { ValidationError } from "../types/index.ts";
+import { ValidationError } from "./errors.ts";
 
 export const LightningEnvVar = {
   AGL_MANAGED_STORE: "AGL_MANAGED_STORE",
   AGL_CURRENT_ROLE: "AGL_CURRENT_ROLE",
   AGL_SERVER_HOST: "AGL_SERVER_HOST",
   AGL_SERVER_PORT: "AGL_SERVER_PORT",
+  /** Emitters log each span they emit at debug level (unset: when debug records go anywhere). */
   AGL_EMITTER_DEBUG: "AGL_EMITTER_DEBUG",
   /** TS only: set by the client-server strategy in a runner child, the one worker id it runs. */
   AGL_WORKER_ID: "AGL_WORKER_ID",
@@ -25,7 +27,10 @@ export function readEnv(name: string): string | undefined {
   return platform.env(name);
 }
 
-export function resolveBoolEnv(name: string, explicit: boolean | null | undefined, fallback: boolean): boolean {
+export function resolveBoolEnv(name: string, explicit: boolean | null | undefined, fallback: boolean): boolean;
+/** With a null fallback: null when neither is given. */
+export function resolveBoolEnv(name: string, explicit: boolean | null | undefined, fallback: null): boolean | null;
+export function resolveBoolEnv(name: string, explicit: boolean | null | undefined, fallback: boolean | null): boolean | null {
   if (explicit !== null && explicit !== undefined) return explicit;
   const raw = readEnv(name);
   if (raw === undefined) return fallback;
