@@ -25,7 +25,7 @@ import { dashboardRoutes } from "./dashboard/api.ts";
 import { isDashboardAsset, registerDashboardFiles } from "./dashboard/static.ts";
 import { drainRefusedBodies } from "./drain-refused.ts";
 import { answerError, answerRouteNotFound } from "./error-handler.ts";
-import { IdempotencyCache, idempotentWrites, type IdempotencyOptions } from "./idempotency.ts";
+import { IdempotencyCache, idempotentWrites, type IdempotencyBackend, type IdempotencyOptions } from "./idempotency.ts";
 import { ServerMetrics, instrumentStore } from "./metrics.ts";
 import { otlpRoutes } from "./otlp/route.ts";
 import { pageSizes } from "./paging.ts";
@@ -70,6 +70,8 @@ export interface StoreAppOptions {
    * (see idempotency.ts); `false` ignores the header. Default: 600 s, 10,000 keys, 64 MiB.
    */
   idempotency?: IdempotencyOptions | false;
+  /** Where those answers are kept instead of a cache of this app's own (the workers of `agl store --workers N` share the primary's). */
+  idempotencyBackend?: IdempotencyBackend;
   /** Items of a list answer without `limit` (docs/departures.md#22). Default 1,000. */
   defaultPageSize?: number;
   /** Most items of one list answer, and most rollouts one dequeue claims; larger limits and `-1` get this many. Default 10,000. */
@@ -133,7 +135,9 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
 /** What the routes share: the store timed by the metrics and coalesced in front of that (queueing is not store time). */
 function routeDeps(rawStore: LightningStore, metrics: ServerMetrics | null, log: LogWriter, options: StoreAppOptions): RouteDeps {
   const idempotent: MiddlewareHandler =
-    options.idempotency === false ? (_c, next) => next() : idempotentWrites(new IdempotencyCache(options.idempotency), log);
+    options.idempotency === false
+      ? (_c, next) => next()
+      : idempotentWrites(options.idempotencyBackend ?? new IdempotencyCache(options.idempotency), log);
   return {
     store: coalescedStore(metrics ? instrumentStore(rawStore, metrics) : rawStore),
     metrics,
