@@ -20,6 +20,7 @@ import {
 } from "./flags.ts";
 
 const MAX = Number.MAX_SAFE_INTEGER;
+const WORKERS_BOUNDS = { integer: true, min: 1, max: 256 } as const;
 const SECONDS = { type: "number", value: "S", unit: "seconds", min: 0, exclusiveMin: true, max: 86_400 } as const;
 
 export const STORE_COMMAND = {
@@ -162,6 +163,16 @@ export const STORE_COMMAND = {
           value: "N",
           help: `most items of one list answer or dequeue (default ${MAX_PAGE_SIZE})`,
         },
+        {
+          name: "workers",
+          type: "number",
+          ...WORKERS_BOUNDS,
+          value: "N",
+          help:
+            "serve with N processes on one port and one database (default 1; needs a file or libSQL server --db;\n" +
+            "docs/server.md#several-worker-processes)",
+          env: "AGL_STORE_WORKERS",
+        },
         { name: "no-dashboard", type: "boolean", help: "do not serve the dashboard at / (docs/dashboard.md)" },
         {
           name: "test-clock",
@@ -207,6 +218,7 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
   const { help, values: v } = parseFlags(STORE_COMMAND, argv);
   if (v.token !== undefined && v["token-file"] !== undefined) throw new UsageError("give --token or --token-file, not both");
   const envPort = env("AGL_SERVER_PORT");
+  const envWorkers = env("AGL_STORE_WORKERS");
   let logLevel: StoreServerConfig["logLevel"] = "info";
   if (v["log-level"] !== undefined) {
     try {
@@ -241,6 +253,7 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
     pageSize: v["page-size"] ?? null,
     maxPageSize: v["max-page-size"] ?? null,
     dashboard: v["no-dashboard"] !== true,
+    workers: v.workers ?? (envWorkers ? parseNumber("AGL_STORE_WORKERS", envWorkers, WORKERS_BOUNDS) : 1),
     testClock: v["test-clock"] === true,
     help,
   };

@@ -46,6 +46,8 @@ export { normaliseOrigins } from "./cors.ts";
 export { MAX_WAIT_SECONDS, WAIT_SETTLED_HEADER } from "./routes/waits.ts";
 
 export const API_PREFIX = "/v1/agl";
+/** Response header naming the worker process that answered (`agl store --workers N`). */
+export const WORKER_HEADER = "agl-worker";
 
 export interface StoreAppOptions {
   /** When set, every route but `GET /v1/agl/health` and the dashboard's files needs `Authorization: Bearer <token>`. */
@@ -80,6 +82,8 @@ export interface StoreAppOptions {
   maxPageChars?: number;
   /** Serve the dashboard's page at `/` (docs/dashboard.md); the API routes it reads stay either way. Default true. */
   dashboard?: boolean;
+  /** Sent as the `agl-worker` header of every answer: which worker process of `agl store --workers N` answered. */
+  workerName?: string;
   /** Test-only hooks (a settable clock, a store reset); never enabled by default. */
   testHooks?: TestHooks;
 }
@@ -111,6 +115,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   app.notFound(answerRouteNotFound);
   // Outermost: a refusal's answer waits for the body the route never read (drain-refused.ts).
   app.use("*", drainRefusedBodies(limit, log));
+  if (options.workerName !== undefined) app.use("*", answeredBy(options.workerName));
   if (metrics) app.use("*", requestMetrics(metrics));
   const guard = browserGuard({
     token,
@@ -146,6 +151,14 @@ function routeDeps(rawStore: LightningStore, metrics: ServerMetrics | null, log:
     log,
     maxWaitSeconds: options.maxWaitSeconds ?? MAX_WAIT_SECONDS,
     shutdownSignal: options.shutdownSignal,
+  };
+}
+
+/** The `agl-worker` header on every answer, so a client (or a log) can tell which worker answered. */
+function answeredBy(name: string): MiddlewareHandler {
+  return async (c, next) => {
+    await next();
+    c.header(WORKER_HEADER, name);
   };
 }
 
