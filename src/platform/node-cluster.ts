@@ -25,6 +25,7 @@ export function forkClusterWorker(): ClusterWorker {
 export function clusterPrimary(): ClusterPrimary | null {
   if (!cluster.isWorker) return null;
   return {
+    canStartThreads: true,
     send(message) {
       if (process.connected) process.send?.(message as object);
     },

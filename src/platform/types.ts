@@ -129,6 +129,8 @@ export interface ClusterWorker {
 
 /** A cluster worker's channel to the primary that started it. */
 export interface ClusterPrimary {
+  /** Whether this worker process can start worker threads (Deno sets each of them up as a cluster worker, which fails). */
+  readonly canStartThreads: boolean;
   /** Sends a JSON-serialisable message; dropped once the primary has gone. */
   send(message: unknown): void;
   onMessage(handler: (message: unknown) => void): void;

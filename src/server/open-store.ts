@@ -20,6 +20,8 @@ export interface OpenServerStoreOptions {
   watchdogIntervalSeconds?: number | null;
   /** Minimum seconds between two lazy watchdog scans (the store's default unless given). */
   scanDebounceSeconds?: number;
+  /** File databases: checkpoint the WAL from a thread of its own (default true; see LibsqlLightningStoreOptions). */
+  backgroundCheckpoints?: boolean;
 }
 
 /** True for the locations whose data lives inside one process (`memory`, `:memory:`): no other process can share them. */
@@ -35,6 +37,7 @@ export async function openServerStore(db: string, options: OpenServerStoreOption
     clock: options.clock,
     watchdogIntervalSeconds: options.watchdogIntervalSeconds === undefined ? 5 : options.watchdogIntervalSeconds,
     ...(options.scanDebounceSeconds === undefined ? {} : { scanDebounceSeconds: options.scanDebounceSeconds }),
+    ...(options.backgroundCheckpoints === undefined ? {} : { backgroundCheckpoints: options.backgroundCheckpoints }),
     ...(options.authToken ? { authToken: options.authToken } : {}),
   };
   // Loaded lazily: the libSQL driver is only needed when the server really opens one.

@@ -62,6 +62,8 @@ export const serverUrl = (host: string, port: number): string => `http://${urlHo
 export interface ClusterWorkerRole {
   /** Named in the `agl-worker` header of its answers: `<slot> (pid <pid>)`. */
   name: string;
+  /** Whether the store may start a thread for its WAL checkpoints (not where worker processes cannot start threads). */
+  threads: boolean;
   /** The primary keeps the answers of idempotent writes, so a retry to another worker gets the first. */
   idempotency: IdempotencyBackend;
   /** Called once the store is open: passes its changes to the other workers and theirs to it. */
@@ -78,7 +80,11 @@ export async function startStoreServer(
   let location: string;
   let testHooks: ReturnType<typeof createTestStore>["hooks"] | undefined;
   // A worker's store runs no watchdog timer: the primary runs the cluster's one.
-  const storeOptions = { cwd: host.cwd(), authToken: host.env("AGL_STORE_DB_TOKEN"), ...(worker ? { watchdogIntervalSeconds: null } : {}) };
+  const storeOptions = {
+    cwd: host.cwd(),
+    authToken: host.env("AGL_STORE_DB_TOKEN"),
+    ...(worker ? { watchdogIntervalSeconds: null, backgroundCheckpoints: worker.threads } : {}),
+  };
   if (config.testClock && worker) {
     // TEST-ONLY: the workers share the file; a reset empties it rather than replacing one process's store.
     const clock = new ManualClock();

@@ -13,7 +13,7 @@ import { LightningStoreClient } from "../../src/client/index.ts";
 import { WORKER_HEADER } from "../../src/server/app.ts";
 import { LibsqlLightningStore } from "../../src/store/libsql/index.ts";
 import type { AttemptedRollout } from "../../src/types/index.ts";
-import { aglCommand } from "../runtimes.ts";
+import { aglCommand, RUNTIMES, type Runtime } from "../runtimes.ts";
 import { type ServerProcess, startServerProcess } from "./processes.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "store-workers-"));
@@ -70,11 +70,23 @@ async function workersAnswering(base: string, tries = 8): Promise<Set<string>> {
   return seen;
 }
 
-async function startCluster(extra: string[] = []): Promise<{ server: ServerProcess; db: string }> {
+async function startCluster(runtime: Runtime = "node"): Promise<{ server: ServerProcess; db: string }> {
   const db = newDb();
-  const server = await startServerProcess("node", ["--workers", "2", "--port", "0", "--db", db, "--log-level", "info", ...extra]);
+  const server = await startServerProcess(runtime, ["--workers", "2", "--port", "0", "--db", db, "--log-level", "info"]);
   return { server, db };
 }
+
+/** Resolves once `cond` holds (looked at every 50 ms); throws with the server's output after 60 s. */
+async function until(server: ServerProcess, cond: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}:\n${server.output()}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** How many "worker ... serving" lines the primary has logged. */
+const servingLines = (server: ServerProcess): number => (server.output().match(/worker \d \(pid \d+\) of 2 serving/g) ?? []).length;
 
 /** Runs `agl store` with `args` to its end: exit code and what it printed. */
 function runAgl(args: string[]): Promise<{ code: number | null; out: string }> {
@@ -97,29 +109,38 @@ describe("agl store --workers 2", () => {
     }
   }, 60_000);
 
-  it("both workers answer, and a retry with the same Idempotency-Key to the other worker gets the first answer", async () => {
-    const { server } = await startCluster();
-    try {
-      expect((await workersAnswering(server.url)).size).toBe(2);
-      const body = { rollouts: [{ input: { task: "once" } }] };
-      const headers = { "idempotency-key": "retry-me" };
-      const first = await onNewConnection(server.url, "POST", "/queues/rollouts/enqueue", body, headers);
-      expect(first.status).toBe(201);
-      let retry: Answer;
-      do retry = await onNewConnection(server.url, "POST", "/queues/rollouts/enqueue", body, headers);
-      while (retry.worker === first.worker);
-      expect(retry).toMatchObject({ status: 201, replayed: true, body: first.body });
-      // Written once: one rollout in the store.
-      const client = new LightningStoreClient(server.url);
-      expect((await client.queryRollouts()).total).toBe(1);
-      await client.close();
-      // The same key with another body is refused wherever it lands.
-      const other = await onNewConnection(server.url, "POST", "/queues/rollouts/enqueue", { rollouts: [{ input: 2 }] }, headers);
-      expect(other.status).toBe(422);
-    } finally {
-      expect(await server.stop("SIGTERM")).toBe(0);
-    }
-  }, 120_000);
+  it.each(RUNTIMES)(
+    "under %s: both workers answer, a retry with the same Idempotency-Key to the other worker gets the first answer, and a killed worker is replaced",
+    async (runtime) => {
+      const { server } = await startCluster(runtime);
+      try {
+        expect((await workersAnswering(server.url)).size).toBe(2);
+        const body = { rollouts: [{ input: { task: "once" } }] };
+        const headers = { "idempotency-key": "retry-me" };
+        const first = await onNewConnection(server.url, "POST", "/queues/rollouts/enqueue", body, headers);
+        expect(first.status).toBe(201);
+        let retry: Answer;
+        do retry = await onNewConnection(server.url, "POST", "/queues/rollouts/enqueue", body, headers);
+        while (retry.worker === first.worker);
+        expect(retry).toMatchObject({ status: 201, replayed: true, body: first.body });
+        // Written once: one rollout in the store.
+        const client = new LightningStoreClient(server.url);
+        expect((await client.queryRollouts()).total).toBe(1);
+        await client.close();
+        // The same key with another body is refused wherever it lands.
+        const other = await onNewConnection(server.url, "POST", "/queues/rollouts/enqueue", { rollouts: [{ input: 2 }] }, headers);
+        expect(other.status).toBe(422);
+        process.kill(pidOf(first.worker), "SIGKILL");
+        await until(server, () => servingLines(server) >= 3, "a new worker");
+        const serving = await workersAnswering(server.url);
+        expect(serving.size).toBe(2);
+        expect(serving.has(first.worker)).toBe(false);
+      } finally {
+        expect(await server.stop("SIGTERM")).toBe(0);
+      }
+    },
+    120_000,
+  );
 
   it("a wait held by one worker wakes as soon as the other worker finishes the rollout", async () => {
     const { server } = await startCluster();
@@ -203,23 +224,20 @@ describe("agl store --workers 2", () => {
       }
     };
     const writers = Array.from({ length: 6 }, (_, k) => writer(k));
-    const until = async (cond: () => boolean, what: string) => {
-      const deadline = Date.now() + 60_000;
-      while (!cond()) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}:\n${server.output()}`);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-    };
     try {
-      await until(() => acknowledged.length >= 100, "100 writes");
+      await until(server, () => acknowledged.length >= 100, "100 writes");
       const victim = (await onNewConnection(server.url, "GET", "/health")).worker;
       const before = acknowledged.length;
       process.kill(pidOf(victim), "SIGKILL");
-      await until(() => server.output().includes(`worker ${victim} of 2 ended (SIGKILL); starting another`), "the primary to see the kill");
+      await until(
+        server,
+        () => server.output().includes(`worker ${victim} of 2 ended (SIGKILL); starting another`),
+        "the primary to see the kill",
+      );
       // The other worker serves meanwhile, then a new one joins.
-      await until(() => acknowledged.length >= before + 100, "100 more writes");
-      await until(() => (server.output().match(/worker \d \(pid \d+\) of 2 serving/g) ?? []).length >= 3, "a new worker");
-      await until(() => acknowledged.length >= before + 200, "writes after the new worker started");
+      await until(server, () => acknowledged.length >= before + 100, "100 more writes");
+      await until(server, () => servingLines(server) >= 3, "a new worker");
+      await until(server, () => acknowledged.length >= before + 200, "writes after the new worker started");
       writing = false;
       await Promise.all(writers);
       expect(failures).toEqual([]);

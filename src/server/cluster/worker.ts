@@ -114,6 +114,7 @@ export async function serveAsWorker(
   try {
     server = await startStoreServer({ ...config, port }, host, log, {
       name,
+      threads: channel.canStartThreads,
       idempotency,
       attach(s) {
         store = s;
