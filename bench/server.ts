@@ -12,16 +12,20 @@
  *
  * Each figure is printed twice: the wall-clock rate on this machine as it is (shared, so it varies with
  * the load, printed alongside), and the rate that the CPU time both processes really used allows on two
- * dedicated cores (units / max(client CPU s, server CPU s): each process needs a core of its own). The
- * server's CPU time is read from /proc (Linux).
+ * dedicated cores (units / max(client CPU s, server CPU s): each process needs a core of its own; with
+ * `--workers`, units / max(any one process's CPU s, all processes' CPU s / 2)). The server's CPU time
+ * (its primary and worker processes together) is read from /proc (Linux).
+ *
+ * `--workers 1,2` serves with `agl store --workers N` for each N in turn (repeat them, `1,2,1,2`, to
+ * interleave runs on a shared machine), and prints each N's wall-clock rates against the first N's.
  *
  * Run: `npx tsx bench/server.ts [node|deno|bun ...] [--seconds 3] [--client bun|node] [--db file|memory]
- * [--only single,batch,...]` (or `npm run bench -- server`). `--db memory` serves an InMemoryLightningStore
+ * [--only single,batch,...] [--workers 1,2]` (or `npm run bench -- server`). `--db memory` serves an InMemoryLightningStore
  * instead of the libSQL file, which leaves the server's own cost per request (HTTP, JSON, routing);
  * `--only` runs just the named measurements (upstream, single, batch, lifecycles).
  */
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { LightningStoreClient } from "../src/client/index.ts";
@@ -32,10 +36,28 @@ import { makeLlmSpan as makeSpan } from "./_llm-span.ts";
 const TARGET_BATCH = 20_000;
 const TARGET_SINGLE = 3_000;
 
+/** The fields of /proc/<pid>/stat after the command name (state, ppid, ..., utime, stime at 11, 12). */
+const statFields = (pid: number): string[] => readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+
 /** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat. */
 function processCpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  const fields = statFields(pid);
   return (Number(fields[11]) + Number(fields[12])) / 100; // utime + stime, in USER_HZ (100/s)
+}
+
+/** CPU seconds so far of the server: its process and its children (the workers of `--workers N`), by pid. */
+function serverCpuSeconds(pid: number): Map<number, number> {
+  const out = new Map([[pid, processCpuSeconds(pid)]]);
+  for (const entry of readdirSync("/proc")) {
+    const child = Number(entry);
+    if (!Number.isInteger(child)) continue;
+    try {
+      if (Number(statFields(child)[1]) === pid) out.set(child, processCpuSeconds(child));
+    } catch {
+      // It ended while we looked.
+    }
+  }
+  return out;
 }
 
 interface Rate {
@@ -63,7 +85,7 @@ async function generateLoad(url: string, serverPid: number, seconds: number, onl
     const deadline = performance.now() + secs * 1000;
     let units = 0;
     const c0 = process.cpuUsage();
-    const s0 = processCpuSeconds(serverPid);
+    const s0 = serverCpuSeconds(serverPid);
     const t0 = performance.now();
     await Promise.all(
       Array.from({ length: workers }, async (_, w) => {
@@ -77,10 +99,11 @@ async function generateLoad(url: string, serverPid: number, seconds: number, onl
     const wall = (performance.now() - t0) / 1000;
     const c = process.cpuUsage(c0);
     const clientCpu = (c.user + c.system) / 1e6;
-    const serverCpu = processCpuSeconds(serverPid) - s0;
+    const perProcess = [...serverCpuSeconds(serverPid)].map(([pid, cpu]) => cpu - (s0.get(pid) ?? 0));
+    const serverCpu = perProcess.reduce((a, b) => a + b, 0);
     return {
       wall: units / wall,
-      twoCores: units / Math.max(clientCpu, serverCpu, 1e-9),
+      twoCores: units / Math.max(clientCpu, ...perProcess, (clientCpu + serverCpu) / 2, 1e-9),
       clientUs: (1e6 * clientCpu) / units,
       serverUs: (1e6 * serverCpu) / units,
     };
@@ -152,6 +175,7 @@ function runLoad(client: "bun" | "node", url: string, serverPid: number, seconds
 
 interface Row extends Phases {
   runtime: string;
+  workers: number;
 }
 
 interface Options {
@@ -159,20 +183,24 @@ interface Options {
   seconds: number;
   db: "file" | "memory";
   only: readonly Phase[];
+  /** Worker processes of the server, one run each (default [1]). */
+  workers: readonly number[];
 }
 
-async function benchRuntime(runtime: Runtime, o: Options): Promise<Row> {
+async function benchRuntime(runtime: Runtime, o: Options, workers: number): Promise<Row> {
   const dir = mkdtempSync(join(tmpdir(), `agl-bench-${runtime}-`));
   const db = o.db === "memory" ? "memory" : `file:${join(dir, "bench.db")}`;
-  const server = await startServerProcess(runtime, ["--port", "0", "--db", db, "--log-level", "warning"]);
+  const cluster = workers > 1 ? ["--workers", String(workers)] : [];
+  const server = await startServerProcess(runtime, ["--port", "0", "--db", db, "--log-level", "warning", ...cluster]);
   try {
     const phases = await runLoad(o.client, server.url, server.proc.pid!, o.seconds, o.only);
     return {
       runtime:
         server
           .output()
-          .match(/\((node|deno|bun) [^)]*\)/)?.[0]
-          .slice(1, -1) ?? runtime,
+          .match(/\((?:node|deno|bun) [^,)]*/)?.[0]
+          .slice(1) ?? runtime,
+      workers,
       ...phases,
     };
   } finally {
@@ -184,7 +212,7 @@ async function benchRuntime(runtime: Runtime, o: Options): Promise<Row> {
 }
 
 async function main(argv: string[]): Promise<void> {
-  const valued = ["--seconds", "--client", "--db", "--only"];
+  const valued = ["--seconds", "--client", "--db", "--only", "--workers"];
   const flag = (name: string): string | undefined => {
     const i = argv.indexOf(name);
     return i >= 0 ? argv[i + 1] : undefined;
@@ -197,15 +225,20 @@ async function main(argv: string[]): Promise<void> {
     client: (flag("--client") ?? "bun") as "bun" | "node",
     db: flag("--db") === "memory" ? "memory" : "file",
     only,
+    workers: (flag("--workers") ?? "1").split(",").map(Number),
   };
+  if (o.workers.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`--workers: whole numbers >= 1, got ${flag("--workers")}`);
   const chosen = argv.filter((a, i) => !a.startsWith("--") && !valued.includes(argv[i - 1] ?? "")) as Runtime[];
   const runtimes = chosen.length ? chosen : RUNTIMES;
 
   const rows: Row[] = [];
   const load0 = loadavg()[0]!;
   for (const rt of runtimes) {
-    console.log(`benchmarking the ${rt} server (${o.seconds} s per measurement, load from a ${o.client} client)...`);
-    rows.push(await benchRuntime(rt, o));
+    for (const workers of o.workers) {
+      const how = workers > 1 ? `, ${workers} worker processes` : "";
+      console.log(`benchmarking the ${rt} server (${o.seconds} s per measurement${how}, load from a ${o.client} client)...`);
+      rows.push(await benchRuntime(rt, o, workers));
+    }
   }
   const load1 = loadavg()[0]!;
 
@@ -221,18 +254,21 @@ async function main(argv: string[]): Promise<void> {
     "| server | baseline: upstream protocol, next id + POST /spans (spans/s) | single POST /spans (spans/s) | POST /spans/batch (spans/s) | batch vs baseline | lifecycles/s, 8 clients |",
   );
   console.log("|---|---:|---:|---:|---:|---:|");
+  const label = (r: Row): string =>
+    o.workers.length > 1 || r.workers > 1 ? `${r.runtime}, ${r.workers} worker${r.workers > 1 ? "s" : ""}` : r.runtime;
   for (const r of rows) {
     const ratio =
       r.batch && r.upstream
         ? `${(r.batch.wall / r.upstream.wall).toFixed(0)}x / ${(r.batch.twoCores / r.upstream.twoCores).toFixed(0)}x`
         : "–";
-    console.log(`| ${r.runtime} | ${both(r.upstream)} | ${both(r.single)} | ${both(r.batch)} | ${ratio} | ${both(r.lifecycles)} |`);
+    console.log(`| ${label(r)} | ${both(r.upstream)} | ${both(r.single)} | ${both(r.batch)} | ${ratio} | ${both(r.lifecycles)} |`);
   }
   console.log("\nCPU microseconds per span (per lifecycle in the last column), client + server:\n");
   console.log("| server | baseline | single | batch | lifecycle |");
   console.log("|---|---:|---:|---:|---:|");
   const us = (r: Rate | undefined): string => cell(r, (x) => `${fmt(x.clientUs)} + ${fmt(x.serverUs)}`);
-  for (const r of rows) console.log(`| ${r.runtime} | ${us(r.upstream)} | ${us(r.single)} | ${us(r.batch)} | ${us(r.lifecycles)} |`);
+  for (const r of rows) console.log(`| ${label(r)} | ${us(r.upstream)} | ${us(r.single)} | ${us(r.batch)} | ${us(r.lifecycles)} |`);
+  if (new Set(o.workers).size > 1) printWorkerRatios(rows, o.workers[0]!);
   const misses = rows.flatMap((r) => [
     ...(r.batch && r.batch.twoCores < TARGET_BATCH ? [`${r.runtime}: batch ${fmt(r.batch.twoCores)} < ${fmt(TARGET_BATCH)} spans/s`] : []),
     ...(r.single && r.single.twoCores < TARGET_SINGLE
@@ -244,6 +280,28 @@ async function main(argv: string[]): Promise<void> {
       ? `\nbelow target (2-core figures): ${misses.join("; ")}`
       : `\nevery runtime meets the targets it was measured on, on 2 cores (batch >= ${fmt(TARGET_BATCH)}, single >= ${fmt(TARGET_SINGLE)} spans/s)`,
   );
+}
+
+/** Each worker count's mean wall-clock rate over the first count's, per runtime and measurement (same run). */
+function printWorkerRatios(rows: readonly Row[], base: number): void {
+  console.log(`\nWall-clock rate against ${base} worker${base > 1 ? "s" : ""} (means of the runs above):\n`);
+  console.log(`| server | ${PHASES.join(" | ")} |`);
+  console.log(`|---|${PHASES.map(() => "---:").join("|")}|`);
+  const mean = (rs: Row[], p: Phase): number | null => {
+    const xs = rs.flatMap((r) => (r[p] ? [r[p].wall] : []));
+    return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null;
+  };
+  for (const runtime of new Set(rows.map((r) => r.runtime))) {
+    const of = (n: number) => rows.filter((r) => r.runtime === runtime && r.workers === n);
+    for (const n of new Set(rows.map((r) => r.workers))) {
+      if (n === base) continue;
+      const cells = PHASES.map((p) => {
+        const [a, b] = [mean(of(n), p), mean(of(base), p)];
+        return a !== null && b !== null ? `${(a / b).toFixed(2)}x` : "–";
+      });
+      console.log(`| ${runtime}, ${n} vs ${base} | ${cells.join(" | ")} |`);
+    }
+  }
 }
 
 const args = process.argv.slice(2);

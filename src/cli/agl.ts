@@ -4,7 +4,8 @@
  * runtimes/bun.ts for the others).
  */
 import { UsageError } from "../server/config.ts";
-import { platformHost, startStoreServer, type ServerHost } from "../server/run.ts";
+import { startStoreProcesses } from "../server/cluster/index.ts";
+import { platformHost, type ServerHost } from "../server/run.ts";
 import { platform } from "../platform/index.ts";
 import { MissingFlagValueError, UnknownFlagError } from "./flags.ts";
 import { PROXY_USAGE, parseProxyArgs, startLlmProxy } from "./proxy.ts";
@@ -54,7 +55,7 @@ export async function runCli(argv: readonly string[], host: ServerHost = platfor
       console.log(STORE_USAGE);
       return 0;
     }
-    const server = await startStoreServer(config, host);
+    const server = await startStoreProcesses(config, host);
     await server.stopped;
     return 0;
   } catch (e) {

@@ -22,6 +22,7 @@ import {
 const MAX = Number.MAX_SAFE_INTEGER;
 /** An opt-in page cap (docs/http-api.md#list-answers). */
 const PAGE_CAP = { type: "number", integer: true, min: 1, max: MAX, value: "N" } as const;
+const WORKERS_BOUNDS = { integer: true, min: 1, max: 256 } as const;
 const SECONDS = { type: "number", value: "S", unit: "seconds", min: 0, exclusiveMin: true, max: 86_400 } as const;
 
 export const STORE_COMMAND = {
@@ -166,6 +167,16 @@ export const STORE_COMMAND = {
           help: "characters of JSON after which a list answer ends, after one item at least (default: no cap)",
           env: "AGL_STORE_MAX_PAGE_CHARS",
         },
+        {
+          name: "workers",
+          type: "number",
+          ...WORKERS_BOUNDS,
+          value: "N",
+          help:
+            "serve with N processes on one port and one database (default 1; needs a file or libSQL server --db;\n" +
+            "docs/server.md#several-worker-processes)",
+          env: "AGL_STORE_WORKERS",
+        },
         { name: "no-dashboard", type: "boolean", help: "do not serve the dashboard at / (docs/dashboard.md)" },
         {
           name: "test-clock",
@@ -211,6 +222,7 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
   const { help, values: v } = parseFlags(STORE_COMMAND, argv);
   if (v.token !== undefined && v["token-file"] !== undefined) throw new UsageError("give --token or --token-file, not both");
   const envPort = env("AGL_SERVER_PORT");
+  const envWorkers = env("AGL_STORE_WORKERS");
   let logLevel: StoreServerConfig["logLevel"] = "info";
   if (v["log-level"] !== undefined) {
     try {
@@ -250,6 +262,7 @@ export function parseStoreArgs(argv: readonly string[], env: Env = () => undefin
     maxPageSize: v["max-page-size"] ?? envPageCap("AGL_STORE_MAX_PAGE_SIZE"),
     maxPageChars: v["max-page-chars"] ?? envPageCap("AGL_STORE_MAX_PAGE_CHARS"),
     dashboard: v["no-dashboard"] !== true,
+    workers: v.workers ?? (envWorkers ? parseNumber("AGL_STORE_WORKERS", envWorkers, WORKERS_BOUNDS) : 1),
     testClock: v["test-clock"] === true,
     help,
   };

@@ -44,6 +44,8 @@ export const browserPlatform: Platform = {
   }),
   serveFetch: async () => unsupported("Serving HTTP")(),
   longestHoldSeconds: () => Number.POSITIVE_INFINITY,
+  forkClusterWorker: unsupported("Starting a worker process"),
+  clusterPrimary: () => null,
   selfCommand: unsupported("Running this script as a child process"),
   spawnChild: unsupported("Spawning a child process"),
   runScript: async () => unsupported("Running a script in a child process")(),

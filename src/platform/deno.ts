@@ -51,5 +51,11 @@ export function denoPlatform(deno: DenoGlobal): Platform {
       const self = thisProcess();
       return [self.execPath, "run", "-A", self.script, ...self.args];
     },
+    clusterPrimary() {
+      const primary = node.clusterPrimary();
+      // Deno starts every worker thread of a cluster worker process as a cluster worker too, which fails
+      // there (no IPC channel): such a process starts none.
+      return primary && { ...primary, canStartThreads: false };
+    },
   };
 }

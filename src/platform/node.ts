@@ -10,6 +10,7 @@ import { Worker } from "node:worker_threads";
 import type { Server as HttpServer } from "node:http";
 import { guardConnections } from "./connection-guard.ts";
 import { importOnNode } from "./node-import.ts";
+import { clusterPrimary, forkClusterWorker } from "./node-cluster.ts";
 import { limitReporters } from "./refusals.ts";
 import {
   type ChildProcessPort,
@@ -113,6 +114,8 @@ export function nodeCompatible(): Omit<Platform, "runtime" | "description" | "se
     // node:http's request timeout ends once the body is in: a held request is not cut.
     longestHoldSeconds: () => Number.POSITIVE_INFINITY,
     spawnChild,
+    forkClusterWorker,
+    clusterPrimary,
     lowerPriority: (pid, niceness) => os.setPriority(pid, Math.min(19, os.getPriority(pid) + niceness)),
     listenToStdin,
     cpuCount: () => Math.max(1, os.availableParallelism?.() ?? os.cpus().length),

@@ -113,6 +113,31 @@ export interface SpawnOptions {
   onExit(code: number): void;
 }
 
+/**
+ * The primary's handle on one worker process of a server cluster (`agl store --workers N`): the same
+ * command line run again, whose listening sockets share the primary's workers' port.
+ */
+export interface ClusterWorker {
+  readonly pid: number | undefined;
+  /** Sends a JSON-serialisable message; dropped once the worker has gone. */
+  send(message: unknown): void;
+  onMessage(handler: (message: unknown) => void): void;
+  /** Called once when the worker has ended: its exit code, or the signal that ended it. */
+  onExit(handler: (code: number | null, signal: string | null) => void): void;
+  kill(signal: "SIGTERM" | "SIGKILL"): void;
+}
+
+/** A cluster worker's channel to the primary that started it. */
+export interface ClusterPrimary {
+  /** Whether this worker process can start worker threads (Deno sets each of them up as a cluster worker, which fails). */
+  readonly canStartThreads: boolean;
+  /** Sends a JSON-serialisable message; dropped once the primary has gone. */
+  send(message: unknown): void;
+  onMessage(handler: (message: unknown) => void): void;
+  /** Called once when the channel has closed (the primary ended). */
+  onDisconnect(handler: () => void): void;
+}
+
 /** Whole-file operations (model checkpoints). */
 /** An open file read in ranges (large model files are read one tensor at a time). */
 export interface FileReader {
@@ -196,6 +221,14 @@ export interface Platform {
   serveFetch(fetch: FetchHandler, options: ServeOptions): Promise<ServedApp>;
   /** The longest a handler may hold a request (a long poll) before this runtime's server cuts it. */
   longestHoldSeconds(limits?: Partial<ServeLimits>): number;
+
+  /**
+   * Starts a worker of a server cluster: this process's command line run again, a server it starts
+   * sharing the port of the cluster's other workers (node:cluster; Bun sets `reusePort` for its workers).
+   */
+  forkClusterWorker(): ClusterWorker;
+  /** In a process started by `forkClusterWorker`: its channel to the primary; elsewhere null. */
+  clusterPrimary(): ClusterPrimary | null;
 
   /** The command line that runs this process's entry script again, on this runtime. */
   selfCommand(): string[];

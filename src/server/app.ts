@@ -25,7 +25,7 @@ import { dashboardRoutes } from "./dashboard/api.ts";
 import { isDashboardAsset, registerDashboardFiles } from "./dashboard/static.ts";
 import { drainRefusedBodies } from "./drain-refused.ts";
 import { answerError, answerRouteNotFound } from "./error-handler.ts";
-import { IdempotencyCache, idempotentWrites, type IdempotencyOptions } from "./idempotency.ts";
+import { IdempotencyCache, idempotentWrites, type IdempotencyBackend, type IdempotencyOptions } from "./idempotency.ts";
 import { ServerMetrics, instrumentStore } from "./metrics.ts";
 import { otlpRoutes } from "./otlp/route.ts";
 import { pageSizes } from "./paging.ts";
@@ -46,6 +46,8 @@ export { normaliseOrigins } from "./cors.ts";
 export { MAX_WAIT_SECONDS, WAIT_SETTLED_HEADER } from "./routes/waits.ts";
 
 export const API_PREFIX = "/v1/agl";
+/** Response header naming the worker process that answered (`agl store --workers N`). */
+export const WORKER_HEADER = "agl-worker";
 
 export interface StoreAppOptions {
   /** When set, every route but `GET /v1/agl/health` and the dashboard's files needs `Authorization: Bearer <token>`. */
@@ -80,8 +82,12 @@ export interface StoreAppOptions {
   maxPageSize?: number | null;
   /** Characters of JSON after which a list answer ends early, after at least one item (its `limit` is then the items it holds). */
   maxPageChars?: number | null;
+  /** Where those answers are kept instead of a cache of this app's own (the workers of `agl store --workers N` share the primary's). */
+  idempotencyBackend?: IdempotencyBackend;
   /** Serve the dashboard's page at `/` (docs/dashboard.md); the API routes it reads stay either way. Default true. */
   dashboard?: boolean;
+  /** Sent as the `agl-worker` header of every answer: which worker process of `agl store --workers N` answered. */
+  workerName?: string;
   /** Test-only hooks (a settable clock, a store reset); never enabled by default. */
   testHooks?: TestHooks;
 }
@@ -113,6 +119,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   app.notFound(answerRouteNotFound);
   // Outermost: a refusal's answer waits for the body the route never read (drain-refused.ts).
   app.use("*", drainRefusedBodies(limit, log));
+  if (options.workerName !== undefined) app.use("*", answeredBy(options.workerName));
   if (metrics) app.use("*", requestMetrics(metrics));
   const guard = browserGuard({
     token,
@@ -137,7 +144,9 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
 /** What the routes share: the store timed by the metrics and coalesced in front of that (queueing is not store time). */
 function routeDeps(rawStore: LightningStore, metrics: ServerMetrics | null, log: LogWriter, options: StoreAppOptions): RouteDeps {
   const idempotent: MiddlewareHandler =
-    options.idempotency === false ? (_c, next) => next() : idempotentWrites(new IdempotencyCache(options.idempotency), log);
+    options.idempotency === false
+      ? (_c, next) => next()
+      : idempotentWrites(options.idempotencyBackend ?? new IdempotencyCache(options.idempotency), log);
   return {
     store: coalescedStore(metrics ? instrumentStore(rawStore, metrics) : rawStore),
     metrics,
@@ -146,6 +155,14 @@ function routeDeps(rawStore: LightningStore, metrics: ServerMetrics | null, log:
     log,
     maxWaitSeconds: options.maxWaitSeconds ?? MAX_WAIT_SECONDS,
     shutdownSignal: options.shutdownSignal,
+  };
+}
+
+/** The `agl-worker` header on every answer, so a client (or a log) can tell which worker answered. */
+function answeredBy(name: string): MiddlewareHandler {
+  return async (c, next) => {
+    await next();
+    c.header(WORKER_HEADER, name);
   };
 }
 

@@ -36,6 +36,8 @@ export interface StoreServerConfig {
   maxPageChars: number | null;
   /** Serve the dashboard at `/` (`--no-dashboard` turns it off). */
   dashboard: boolean;
+  /** Processes serving the port and the database (`--workers`; 1: this process alone; src/server/cluster/). */
+  workers: number;
   /** TEST-ONLY: a settable ManualClock and a reset route (src/server/test-hooks.ts). */
   testClock: boolean;
   help: boolean;

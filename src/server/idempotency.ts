@@ -11,6 +11,9 @@
  * - Answers the client would retry anyway (408, 429, 5xx) are not remembered: the retry runs again.
  * - Answers are remembered in memory for `ttlSeconds`, at most `maxKeys` of them and `maxBytes` of
  *   bodies; the least recently used go first. A request without the header runs as it always did.
+ * - Where the answers are kept is an `IdempotencyBackend`: this process's `IdempotencyCache`, or, for
+ *   the workers of `agl store --workers N`, the primary's (server/cluster/), so a retry that reaches
+ *   another worker still gets the first answer.
  */
 import type { MiddlewareHandler } from "hono";
 import { z } from "zod";
@@ -44,13 +47,37 @@ export class IdempotencyKeyReusedError extends LightningError {
   override readonly status = 422;
 }
 
-interface RememberedAnswer {
-  fingerprint: string;
+/** A final answer as it is replayed: status, the headers of `REPLAYED_HEADERS`, body. */
+export interface IdempotentAnswer {
   status: number;
   headers: [string, string][];
   body: Uint8Array;
+}
+
+interface RememberedAnswer extends IdempotentAnswer {
+  fingerprint: string;
   expiresAt: number;
 }
+
+/**
+ * What a backend decided for a request with a key: replay the first answer; refuse a different request
+ * under a key already used; or run it, then `finish` with its final answer (null: nothing to remember,
+ * a retry runs again). A request with the key of one still running is decided once that one finished.
+ */
+export type IdempotencyClaim =
+  | { kind: "replay"; answer: IdempotentAnswer }
+  | { kind: "reused" }
+  | { kind: "run"; finish(answer: IdempotentAnswer | null): void };
+
+/** Where answers are kept (see the module comment). */
+export interface IdempotencyBackend {
+  /** Largest answer body kept; a larger one is not remembered. */
+  readonly maxBytes: number;
+  /** Decides a request: `scope` is its method, path, token and key; `fingerprint` tells a retry from another request. */
+  claim(scope: string, fingerprint: string): IdempotencyClaim | Promise<IdempotencyClaim>;
+}
+
+const REUSED: IdempotencyClaim = Object.freeze({ kind: "reused" });
 
 interface RunningRequest {
   fingerprint: string;
@@ -63,7 +90,7 @@ const REPLAYED_HEADERS = ["content-type", "preference-applied"];
 const isFinal = (status: number): boolean => !(status === 408 || status === 429 || status >= 500);
 
 /** Remembered answers by scope: a Map kept in least-recently-used order, with a TTL and two bounds. */
-export class IdempotencyCache {
+export class IdempotencyCache implements IdempotencyBackend {
   readonly ttlMs: number;
   readonly maxKeys: number;
   readonly maxBytes: number;
@@ -114,6 +141,21 @@ export class IdempotencyCache {
     return () => {
       this.running.delete(scope);
       end();
+    };
+  }
+
+  claim(scope: string, fingerprint: string): IdempotencyClaim | Promise<IdempotencyClaim> {
+    const done = this.answer(scope);
+    if (done) return done.fingerprint === fingerprint ? { kind: "replay", answer: done } : REUSED;
+    const running = this.running.get(scope);
+    if (running) return running.fingerprint === fingerprint ? running.finished.then(() => this.claim(scope, fingerprint)) : REUSED;
+    const end = this.begin(scope, fingerprint);
+    return {
+      kind: "run",
+      finish: (answer) => {
+        if (answer !== null) this.remember(scope, { ...answer, fingerprint });
+        end();
+      },
     };
   }
 
@@ -186,7 +228,7 @@ function fingerprintOf(...parts: string[]): string {
  * The middleware for a write route. Without the header it only calls the route. With it: replays a
  * remembered answer, waits for a running one with the same key, or runs the route and remembers its answer.
  */
-export function idempotentWrites(cache: IdempotencyCache, log: LogWriter = silentLogger): MiddlewareHandler {
+export function idempotentWrites(cache: IdempotencyBackend, log: LogWriter = silentLogger): MiddlewareHandler {
   return async (c, next) => {
     const header = c.req.header(IDEMPOTENCY_KEY_HEADER);
     if (header === undefined) return next();
@@ -198,24 +240,19 @@ export function idempotentWrites(cache: IdempotencyCache, log: LogWriter = silen
     // The token is kept only as a fingerprint; the route reads the same (cached) body text.
     const scope = `${c.req.method} ${c.req.path}\n${fingerprintOf(c.req.header("authorization") ?? "")}\n${key}`;
     const fingerprint = fingerprintOf(c.req.header("prefer") ?? "", text);
-    const reused = () =>
-      new IdempotencyKeyReusedError(
+    const pending = cache.claim(scope, fingerprint);
+    const claim = pending instanceof Promise ? await pending : pending;
+    if (claim.kind === "reused") {
+      throw new IdempotencyKeyReusedError(
         `Idempotency-Key ${JSON.stringify(key)} was already used with a different request to ${c.req.method} ${c.req.path}`,
       );
-    for (;;) {
-      const done = cache.answer(scope);
-      if (done) {
-        if (done.fingerprint !== fingerprint) throw reused();
-        const headers: Record<string, string> = Object.fromEntries(done.headers);
-        headers[IDEMPOTENT_REPLAYED_HEADER] = "true";
-        return c.body(done.body.slice(), done.status as 200, headers);
-      }
-      const running = cache.inFlight(scope);
-      if (!running) break;
-      if (running.fingerprint !== fingerprint) throw reused();
-      await running.finished;
     }
-    const end = cache.begin(scope, fingerprint);
+    if (claim.kind === "replay") {
+      const headers: Record<string, string> = Object.fromEntries(claim.answer.headers);
+      headers[IDEMPOTENT_REPLAYED_HEADER] = "true";
+      return c.body(claim.answer.body.slice(), claim.answer.status as 200, headers);
+    }
+    let answer: IdempotentAnswer | null = null;
     try {
       await next();
       const res = c.res;
@@ -227,13 +264,13 @@ export function idempotentWrites(cache: IdempotencyCache, log: LogWriter = silen
         const v = res.headers.get(h);
         return v === null ? [] : [[h, v]];
       });
-      if (!cache.remember(scope, { fingerprint, status: res.status, headers, body })) {
+      if (body.byteLength <= cache.maxBytes) answer = { status: res.status, headers, body };
+      else
         log.warning(
           `${c.req.method} ${c.req.path}: an answer of ${body.byteLength} bytes is over the idempotency cache's ${cache.maxBytes} bytes; a retry would run again`,
         );
-      }
     } finally {
-      end();
+      claim.finish(answer);
     }
   };
 }

@@ -5,14 +5,17 @@
  * working directory. Tests pass their own.
  */
 import type { LightningStore } from "../store/base.ts";
+import { LightningStoreCore } from "../store/core.ts";
 import { InMemoryLightningStore } from "../store/memory.ts";
 import { longestHoldSeconds, platform, serveFetch, type ServedApp } from "../platform/index.ts";
 import { MAX_WAIT_SECONDS, createStoreApp } from "./app.ts";
 import type { StoreServerConfig } from "./config.ts";
 import { isLoopbackAddress } from "./browser-guard.ts";
 import { consoleLogger, type LogWriter } from "../platform/log.ts";
-import { openServerStore } from "./open-store.ts";
-import { createTestStore } from "./test-hooks.ts";
+import type { IdempotencyBackend } from "./idempotency.ts";
+import { normaliseDb, openServerStore } from "./open-store.ts";
+import { createTestStore, emptyDatabase } from "./test-hooks.ts";
+import { ManualClock } from "../types/index.ts";
 
 export interface ServerHost {
   /** "node", "deno" or "bun", for the startup message. */
@@ -52,15 +55,45 @@ export interface RunningStoreServer {
 
 const urlHost = (h: string): string => (h.includes(":") && !h.startsWith("[") ? `[${h}]` : h);
 
+/** Where a server on `host`:`port` is reached. */
+export const serverUrl = (host: string, port: number): string => `http://${urlHost(host)}:${port}`;
+
+/** How a worker of `agl store --workers N` serves (server/cluster/): what the primary does for all of them. */
+export interface ClusterWorkerRole {
+  /** Named in the `agl-worker` header of its answers: `<slot> (pid <pid>)`. */
+  name: string;
+  /** Whether the store may start a thread for its WAL checkpoints (not where worker processes cannot start threads). */
+  threads: boolean;
+  /** The primary keeps the answers of idempotent writes, so a retry to another worker gets the first. */
+  idempotency: IdempotencyBackend;
+  /** Called once the store is open: passes its changes to the other workers and theirs to it. */
+  attach(store: LightningStoreCore): void;
+}
+
 export async function startStoreServer(
   config: StoreServerConfig,
   host: ServerHost,
   log: LogWriter = consoleLogger(config.logLevel),
+  worker?: ClusterWorkerRole,
 ): Promise<RunningStoreServer> {
   let store: LightningStore;
   let location: string;
   let testHooks: ReturnType<typeof createTestStore>["hooks"] | undefined;
-  if (config.testClock) {
+  // A worker's store runs no watchdog timer: the primary runs the cluster's one.
+  const storeOptions = {
+    cwd: host.cwd(),
+    authToken: host.env("AGL_STORE_DB_TOKEN"),
+    ...(worker ? { watchdogIntervalSeconds: null, backgroundCheckpoints: worker.threads } : {}),
+  };
+  if (config.testClock && worker) {
+    // TEST-ONLY: the workers share the file; a reset empties it rather than replacing one process's store.
+    const clock = new ManualClock();
+    const shared = await openServerStore(config.db, { ...storeOptions, clock, scanDebounceSeconds: 0 });
+    const t = createTestStore(() => shared.store, { clock, reset: () => emptyDatabase(normaliseDb(config.db), storeOptions.authToken) });
+    ({ store, hooks: testHooks } = t);
+    location = `${shared.location} (TEST CLOCK MODE: test-only hooks enabled)`;
+    if (shared.store instanceof LightningStoreCore) worker.attach(shared.store);
+  } else if (config.testClock) {
     // TEST-ONLY: an in-memory store on a settable clock, replaced on demand (see test-hooks.ts).
     const t = createTestStore((clock) => new InMemoryLightningStore({ clock, scanDebounceSeconds: 0 }));
     store = t.store;
@@ -68,7 +101,8 @@ export async function startStoreServer(
     location = "in memory (TEST CLOCK MODE: test-only hooks enabled)";
     log.warning("--test-clock: test-only hooks are enabled; never use this outside tests");
   } else {
-    ({ store, location } = await openServerStore(config.db, { cwd: host.cwd(), authToken: host.env("AGL_STORE_DB_TOKEN") }));
+    ({ store, location } = await openServerStore(config.db, storeOptions));
+    if (worker && store instanceof LightningStoreCore) worker.attach(store);
   }
   const shutdownController = new AbortController();
   const app = createStoreApp(store, {
@@ -78,6 +112,7 @@ export async function startStoreServer(
     allowedHosts: config.allowedHosts,
     bodyLimitBytes: config.bodyLimitBytes,
     idempotency: config.idempotency,
+    idempotencyBackend: worker?.idempotency,
     // Where the runtime's server would cut a held long poll, it is answered before (the client asks again).
     maxWaitSeconds: Math.min(MAX_WAIT_SECONDS, longestHoldSeconds(config.limits)),
     defaultPageSize: config.pageSize,
@@ -87,6 +122,7 @@ export async function startStoreServer(
     dashboard: config.dashboard,
     log,
     testHooks,
+    workerName: worker?.name,
   });
   let served: ServedApp;
   try {
@@ -101,18 +137,9 @@ export async function startStoreServer(
     await store.close();
     throw e;
   }
-  const url = `http://${urlHost(config.host)}:${served.port}`;
-  // Always printed, whatever the log level: where it listens and where the data lives.
-  console.log(
-    `[agl store] Lightning store (${host.runtime}) listening on ${url}  (${config.dashboard ? `dashboard ${url}/, ` : ""}API ${url}/v1/agl, OTLP ${url}/v1/traces, metrics ${url}/metrics)`,
-  );
-  console.log(`[agl store] Data: ${location}${config.token ? `; bearer token required (from ${config.tokenSource ?? "options"})` : ""}`);
-  if (config.token === null && !isLoopbackAddress(config.host))
-    log.warning(
-      `listening on ${config.host} without a token: anyone who can reach this address can read and write the store, and the Host check against DNS rebinding is off unless --allowed-host is given; set a token (--token-file) (docs/server.md)`,
-    );
-  if (config.tokenSource === "--token")
-    log.warning("--token shows the token to every user of this machine (ps); prefer --token-file or AGL_STORE_TOKEN");
+  const url = serverUrl(config.host, served.port);
+  // A cluster's primary announces it once for all its workers.
+  if (!worker) announceStoreServer(config, host.runtime, url, location, log);
 
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((r) => (resolveStopped = r));
@@ -143,4 +170,18 @@ export async function startStoreServer(
     });
   });
   return { url, store, stopped, shutdown };
+}
+
+/** The startup lines, always printed whatever the log level: where it listens and where the data lives; then warnings. */
+export function announceStoreServer(config: StoreServerConfig, runtime: string, url: string, location: string, log: LogWriter): void {
+  console.log(
+    `[agl store] Lightning store (${runtime}) listening on ${url}  (${config.dashboard ? `dashboard ${url}/, ` : ""}API ${url}/v1/agl, OTLP ${url}/v1/traces, metrics ${url}/metrics)`,
+  );
+  console.log(`[agl store] Data: ${location}${config.token ? `; bearer token required (from ${config.tokenSource ?? "options"})` : ""}`);
+  if (config.token === null && !isLoopbackAddress(config.host))
+    log.warning(
+      `listening on ${config.host} without a token: anyone who can reach this address can read and write the store, and the Host check against DNS rebinding is off unless --allowed-host is given; set a token (--token-file) (docs/server.md)`,
+    );
+  if (config.tokenSource === "--token")
+    log.warning("--token shows the token to every user of this machine (ps); prefer --token-file or AGL_STORE_TOKEN");
 }

@@ -3,7 +3,8 @@
  * the store conformance suite, which drives a `ManualClock` and wants a fresh store per test, run
  * unchanged against a server in another process:
  * - every request may carry `x-agl-test-clock: <seconds>`; the server's ManualClock is set to it first;
- * - `POST /v1/agl/__test__/reset` closes the store and starts a fresh one on the same clock.
+ * - `POST /v1/agl/__test__/reset` closes the store and starts a fresh one on the same clock; where the
+ *   store is a file that several processes serve (`agl store --workers N`), it empties the file instead.
  */
 import type { Hono } from "hono";
 import type { LightningStore } from "../store/base.ts";
@@ -22,8 +23,15 @@ export interface TestStore {
   hooks: TestHooks;
 }
 
-export function createTestStore(makeStore: (clock: ManualClock) => LightningStore): TestStore {
-  const clock = new ManualClock();
+export interface TestStoreOptions {
+  /** The clock the store reads (default: a new ManualClock). */
+  clock?: ManualClock;
+  /** What a reset does instead of replacing the store (a store that other processes share stays). */
+  reset?: () => Promise<void>;
+}
+
+export function createTestStore(makeStore: (clock: ManualClock) => LightningStore, options: TestStoreOptions = {}): TestStore {
+  const clock = options.clock ?? new ManualClock();
   let current = makeStore(clock);
   const store = new Proxy({} as LightningStore, {
     get(_t, prop) {
@@ -43,6 +51,10 @@ export function createTestStore(makeStore: (clock: ManualClock) => LightningStor
         return next();
       });
       app.post(`${prefix}/__test__/reset`, async (c) => {
+        if (options.reset) {
+          await options.reset();
+          return c.json({ status: "reset" });
+        }
         const old = current;
         current = makeStore(clock);
         await old.close();
@@ -51,4 +63,25 @@ export function createTestStore(makeStore: (clock: ManualClock) => LightningStor
     },
   };
   return { store, clock, hooks };
+}
+
+/** The tables holding a store's data, emptied by `emptyDatabase` (the row counters follow through their triggers). */
+const DATA_TABLES = ["spans", "span_sequences", "queue", "attempts", "rollouts", "resources", "workers"];
+
+/**
+ * Deletes every row of the store's data in the libSQL database at `url`, through a connection of its
+ * own: the stores open on it (in this and other processes) see another connection's commit and drop
+ * what they cached.
+ */
+export async function emptyDatabase(url: string, authToken?: string): Promise<void> {
+  const { openDriver, parseDbUrl } = await import("../store/libsql/driver.ts");
+  const driver = await openDriver(parseDbUrl(url), { busyTimeoutMs: 10_000, authToken });
+  try {
+    await driver.tx("w", async (c) => {
+      for (const table of DATA_TABLES) await c.run(`DELETE FROM "${table}"`);
+      await c.run(`UPDATE "row_counts" SET "n" = 0`);
+    });
+  } finally {
+    await driver.close();
+  }
 }

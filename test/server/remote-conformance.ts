@@ -10,11 +10,13 @@ import { httpWire, runStoreConformance } from "../store/conformance.ts";
 import { startServerProcess, type ServerProcess } from "./processes.ts";
 import type { Runtime } from "../runtimes.ts";
 
-export function runRemoteConformance(runtime: Runtime): void {
-  describe(`server process under ${runtime}`, () => {
+/** `storeArgs`: where the test store lives and how it is served (default: one process, in memory). */
+export function runRemoteConformance(runtime: Runtime, storeArgs: readonly string[] = ["--db", "memory"]): void {
+  const label = storeArgs.join(" ");
+  describe(`server process under ${runtime} (${label})`, () => {
     let server: ServerProcess;
     beforeAll(async () => {
-      server = await startServerProcess(runtime, ["--test-clock", "--port", "0", "--db", "memory", "--log-level", "warning"]);
+      server = await startServerProcess(runtime, ["--test-clock", "--port", "0", ...storeArgs, "--log-level", "warning"]);
     }, 90_000);
     afterAll(async () => {
       // Graceful shutdown on SIGTERM: exit code 0.
@@ -22,7 +24,7 @@ export function runRemoteConformance(runtime: Runtime): void {
     });
 
     runStoreConformance(
-      `LightningStoreClient -> ${runtime} server process`,
+      `LightningStoreClient -> ${runtime} server process (${label})`,
       async ({ clock }) => {
         const withClock: typeof fetch = (input, init) =>
           fetch(input, { ...init, headers: { ...(init?.headers as Record<string, string>), [TEST_CLOCK_HEADER]: String(clock.now()) } });

@@ -94,7 +94,7 @@ import {
 import { SpanWriter } from "./span-queue.ts";
 import { querySpansTx, sequenceIdsTx } from "./spans.ts";
 import { storeStatistics } from "./statistics.ts";
-import { type WaitSource, Waits } from "./waits.ts";
+import { type StoreChange, type WaitSource, Waits } from "./waits.ts";
 import { Watchdog } from "./watchdog.ts";
 
 export interface LightningStoreCoreOptions {
@@ -233,6 +233,20 @@ export class LightningStoreCore implements LightningStore {
    */
   onQueued(listener: () => void): () => void {
     return this.waits.onQueued(listener);
+  }
+
+  /**
+   * Calls `listener` after each commit of this store object that finished rollouts or queued one;
+   * returns a remover. A process sharing the storage with others (`agl store --workers`) passes it on,
+   * so that their waits wake at once instead of at their next poll (`wake`).
+   */
+  onChange(listener: (change: StoreChange) => void): () => void {
+    return this.waits.onChange(listener);
+  }
+
+  /** Wakes this store object's waits for a change committed by another process to the same storage (see `onChange`). */
+  wake(change: StoreChange): void {
+    this.waits.wake(change);
   }
 
   async dequeueRollout(options?: { worker_id?: string | null }): Promise<AttemptedRollout | null> {

@@ -1,7 +1,8 @@
 /**
  * Waits for rollouts to finish: who listens for which rollout, waking them once a transaction that
  * finished a rollout has committed, and `waitForRollouts` itself. Also who listens for the queue
- * (`onQueued`: idle runners), woken once a rollout was enqueued or requeued.
+ * (`onQueued`: idle runners), woken once a rollout was enqueued or requeued. Other processes writing the
+ * same storage can be told of each such change (`onChange`) and wake their own waiters with it (`wake`).
  */
 import type { Rollout } from "../../types/index.ts";
 import { ValidationError, isTerminal } from "../../types/index.ts";
@@ -20,20 +21,50 @@ export interface WaitSource {
   readonly sharedWriters: boolean;
 }
 
+/** What a committed transaction may have woken: waits for these rollouts, and the queue's listeners. */
+export interface StoreChange {
+  /** Rollouts the transaction finished. */
+  finished: readonly string[];
+  /** Whether it enqueued or requeued a rollout. */
+  queued: boolean;
+}
+
 export class Waits {
   private readonly waiters = new Map<string, Set<() => void>>();
   private readonly queueListeners = new Set<() => void>();
+  private readonly changeListeners = new Set<(change: StoreChange) => void>();
 
   /** @param pollMs how often a wait re-reads when the storage has other writers. */
   constructor(private readonly pollMs: number) {}
 
   /** Wakes the waiters of every rollout `fx` finished, and the queue's listeners if it requeued one (call after the commit). */
   notifyFinished(fx: Effects): void {
-    for (const id of fx.finished) {
+    if (fx.finished.length === 0 && !fx.queued) return;
+    this.changed({ finished: fx.finished, queued: fx.queued === true });
+  }
+
+  /**
+   * Wakes this process's waiters for a change another process committed to the same storage (told by
+   * that process's `onChange`); it is not passed on to this process's `onChange` listeners.
+   */
+  wake(change: StoreChange): void {
+    for (const id of change.finished) {
       const set = this.waiters.get(id);
       if (set) for (const wake of [...set]) wake();
     }
-    if (fx.queued) this.notifyQueued();
+    if (change.queued) for (const wake of [...this.queueListeners]) wake();
+  }
+
+  /** Calls `listener` after each commit of this process that finished a rollout or queued one; returns a remover. */
+  onChange(listener: (change: StoreChange) => void): () => void {
+    const own = (change: StoreChange) => listener(change);
+    this.changeListeners.add(own);
+    return () => void this.changeListeners.delete(own);
+  }
+
+  private changed(change: StoreChange): void {
+    this.wake(change);
+    for (const tell of [...this.changeListeners]) tell(change);
   }
 
   /** Calls `listener` each time a rollout was enqueued or requeued; returns a remover. */
@@ -45,7 +76,7 @@ export class Waits {
 
   /** Wakes the queue's listeners (call after the commit that queued). */
   notifyQueued(): void {
-    for (const wake of [...this.queueListeners]) wake();
+    this.changed({ finished: [], queued: true });
   }
 
   /** Wakes waiters once an asynchronous transaction has committed. */

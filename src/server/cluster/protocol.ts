@@ -1,0 +1,68 @@
+/**
+ * The messages between the primary of `agl store --workers N` and its workers, over the platform's IPC
+ * channel (JSON). Both ends are this code, started from the same command line.
+ */
+import { decodeBase64, encodeBase64 } from "hono/utils/encode";
+import type { StoreChange } from "../../store/core.ts";
+import type { IdempotentAnswer } from "../idempotency.ts";
+
+/** An answer on the wire: its body as text when it is UTF-8 (store answers are JSON), else base64. */
+export interface WireAnswer {
+  status: number;
+  headers: [string, string][];
+  text?: string;
+  base64?: string;
+}
+
+/** What a claim came to, on the wire (see `IdempotencyClaim`). */
+export type WireClaim = { kind: "run" } | { kind: "reused" } | { kind: "replay"; answer: WireAnswer };
+
+/** Primary to worker. */
+export type ToWorker =
+  /** Serve as worker `slot` (0-based) on `port`; `name` is the worker as the primary's log names it. */
+  | { t: "start"; slot: number; port: number; name: string }
+  /** Another process committed this change: wake the waits it concerns. */
+  | { t: "change"; change: StoreChange }
+  /** The answer to claim `id`. */
+  | { t: "claimed"; id: number; claim: WireClaim }
+  /** Finish the requests in flight and exit. */
+  | { t: "stop" };
+
+/** Worker to primary. */
+export type ToPrimary =
+  /** Listening on the channel: the primary may send "start". */
+  | { t: "ready" }
+  /** Serving. */
+  | { t: "listening" }
+  /** Could not start (the reason is for the primary's error). */
+  | { t: "failed"; message: string }
+  /** This worker committed this change. */
+  | { t: "change"; change: StoreChange }
+  /** Decide the request with this scope and fingerprint (`IdempotencyBackend.claim`). */
+  | { t: "claim"; id: number; scope: string; fingerprint: string }
+  /** Claim `id` (a "run") has finished with this answer to remember, or none. */
+  | { t: "finish"; id: number; answer: WireAnswer | null };
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+export function answerToWire(a: IdempotentAnswer): WireAnswer {
+  try {
+    return { status: a.status, headers: a.headers, text: strictUtf8.decode(a.body) };
+  } catch {
+    return {
+      status: a.status,
+      headers: a.headers,
+      base64: encodeBase64(a.body.buffer.slice(a.body.byteOffset, a.body.byteOffset + a.body.byteLength)),
+    };
+  }
+}
+
+export function answerFromWire(w: WireAnswer): IdempotentAnswer {
+  const body = w.text !== undefined ? new TextEncoder().encode(w.text) : decodeBase64(w.base64 ?? "");
+  return { status: w.status, headers: w.headers, body };
+}
+
+/** A message as its type, when it has the shape of one (anything else on the channel is not ours). */
+export function messageOf<M extends { t: string }>(m: unknown): M | null {
+  return typeof m === "object" && m !== null && typeof (m as { t?: unknown }).t === "string" ? (m as M) : null;
+}
