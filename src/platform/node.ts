@@ -8,6 +8,7 @@ import * as os from "node:os";
 import process from "node:process";
 import { Worker } from "node:worker_threads";
 import type { Server as HttpServer } from "node:http";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { guardConnections } from "./connection-guard.ts";
 import { limitReporters } from "./refusals.ts";
 import {
@@ -113,6 +114,7 @@ export function nodeCompatible(): Omit<Platform, "runtime" | "description" | "se
     canShareMemory: () => typeof SharedArrayBuffer === "function",
     startWorker: startNodeWorker,
     workersKeepAlive: () => false,
+    contextManager: () => new AsyncLocalStorageContextManager(),
   };
 }
 
