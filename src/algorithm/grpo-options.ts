@@ -77,6 +77,9 @@ export interface GrpoOptions {
   rolloutTimeoutSeconds?: number;
   /** Print a progress line per step and per validation [true]. */
   progress?: boolean;
+  /** Stops the run early: the step in progress when it aborts is the last one (validated and checkpointed as
+   * the last step is), and `run` returns normally. */
+  signal?: AbortSignal;
   /** Called after each step and validation. */
   onReport?: (report: GrpoReport) => void;
   kernels?: Kernels;

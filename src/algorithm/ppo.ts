@@ -70,7 +70,8 @@ type OptionalKeys =
   | "saveCheckpoint"
   | "klCtrl"
   | "critic"
-  | "rolloutDataDir";
+  | "rolloutDataDir"
+  | "signal";
 
 const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
 
@@ -190,13 +191,15 @@ export class PPO extends Algorithm {
       if (val && o.startStep === 0) await this.validate(server, val, 0);
       for (let step = o.startStep + 1; step <= o.steps; step++) {
         await this.trainStep(server, batches.next().value as unknown[], step);
-        const last = step === o.steps;
+        const stopped = o.signal?.aborted === true;
+        const last = step === o.steps || stopped;
         if (val && (last || (o.valEvery > 0 && step % o.valEvery === 0))) await this.validate(server, val, step);
         if (last || step % o.checkpointEvery === 0) {
           const critic = o.critic?.trainer ?? null;
           if (o.saveCheckpoint) await o.saveCheckpoint(step, o.trainer, critic);
           else if (o.checkpointDir) await saveTrainerCheckpoint(`${o.checkpointDir}/step-${step}`, o.trainer, critic);
         }
+        if (stopped) break;
       }
     });
   }

@@ -3,6 +3,7 @@
  * What can work does (timers, next turn, telemetry a browser can give); the rest throws a clear error.
  */
 import type { Platform } from "./types.ts";
+import { StackContextManager } from "./stack-context.ts";
 import { startWebWorker, webCanShareMemory } from "./web-worker.ts";
 
 const unsupported = (what: string) => (): never => {
@@ -55,4 +56,5 @@ export const browserPlatform: Platform = {
   canShareMemory: webCanShareMemory,
   startWorker: startWebWorker,
   workersKeepAlive: () => false,
+  contextManager: () => new StackContextManager(),
 };

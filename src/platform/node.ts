@@ -8,6 +8,7 @@ import * as os from "node:os";
 import process from "node:process";
 import { Worker } from "node:worker_threads";
 import type { Server as HttpServer } from "node:http";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { guardConnections } from "./connection-guard.ts";
 import { importOnNode } from "./node-import.ts";
 import { clusterPrimary, forkClusterWorker } from "./node-cluster.ts";
@@ -122,6 +123,7 @@ export function nodeCompatible(): Omit<Platform, "runtime" | "description" | "se
     canShareMemory: () => typeof SharedArrayBuffer === "function",
     startWorker: startNodeWorker,
     workersKeepAlive: () => false,
+    contextManager: () => new AsyncLocalStorageContextManager(),
   };
 }
 

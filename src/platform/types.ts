@@ -5,6 +5,8 @@
  * (test/architecture/layers.test.ts keeps it so; docs/architecture.md names the exceptions).
  */
 
+import type { ContextManager } from "@opentelemetry/api";
+
 export type RuntimeName = "node" | "deno" | "bun" | "browser";
 
 /** A fetch handler, as Hono's `app.fetch`. */
@@ -254,4 +256,9 @@ export interface Platform {
   /** Whether a started worker keeps the process alive until terminated (Deno: its Worker has no unref),
    * so that code which may never close its workers should start none by default. */
   workersKeepAlive(): boolean;
+  /**
+   * The OpenTelemetry context manager that carries the active rollout and tracer: AsyncLocalStorage where
+   * the runtime has it (across `await`, timers, callbacks), a synchronous stack in browsers (stack-context.ts).
+   */
+  contextManager(): ContextManager;
 }

@@ -8,3 +8,4 @@ export * from "./llm-proxy-config.ts";
 export { exponentialBackoff, type RetryDelay, UpstreamTimeoutError, UpstreamUnavailableError } from "./upstream-call.ts";
 export * from "./llm-proxy.ts";
 export { SAMPLING_SEED_KEY, rolloutSamplingSeed } from "./sampling-seed.ts";
+export * from "./in-process.ts";

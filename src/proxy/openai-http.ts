@@ -9,7 +9,7 @@ import { serveFetch } from "../platform/index.ts";
 import { silentLogger } from "../platform/log.ts";
 import { bearerAuth } from "../server/auth.ts";
 import { browserGuard } from "../server/browser-guard.ts";
-import { DEFAULT_BODY_LIMIT } from "../server/app.ts";
+import { DEFAULT_BODY_LIMIT } from "../server/body-limit.ts";
 import { drainRefusedBodies } from "../server/drain-refused.ts";
 import { LightningError, ValidationError } from "../types/errors.ts";
 import { type LLM, type ProxyLLM, proxyBaseUrl } from "../types/resources.ts";
@@ -136,9 +136,12 @@ function closeServer(server: NodeServer): Promise<void> {
   });
 }
 
+/** Imported through a variable, so a browser bundle (where the policy app is answered in-process) leaves it out. */
+const NODE_SERVER = "@hono/node-server";
+
 /** Node's server through @hono/node-server, with long keep-alive. */
 export async function nodeServe(): Promise<ServeFn> {
-  const { serve } = await import("@hono/node-server");
+  const { serve } = (await import(/* @vite-ignore */ NODE_SERVER)) as typeof import("@hono/node-server");
   return (fetch, { hostname, port }) =>
     new Promise((resolve, reject) => {
       const server = serve({ fetch, hostname, port }, (info) =>

@@ -9,6 +9,7 @@ import type { DeferredSpans, Tracer } from "../tracer/base.ts";
 import { DEFAULT_DELIVERY_LIMITS, isStoreUnavailable, monotonicMs, retryWhileUnavailable } from "../tracer/delivery.ts";
 import { errorLine, getLogger } from "../platform/log.ts";
 import { OtelTracer } from "../tracer/otel.ts";
+import { bindToActiveContext } from "../tracer/context.ts";
 import type { AttemptedRollout, NamedResourcesInput, Rollout, RolloutMode, Span } from "../types/index.ts";
 import { systemClock, ValidationError } from "../types/index.ts";
 import { findFinalReward } from "../adapter/reward.ts";
@@ -321,12 +322,15 @@ export class LitAgentRunner<T = unknown> extends Runner<T> {
       await this.runHooks("onRolloutStart", { agent, runner: this, rollout });
       const deferFinalDelivery = this.hooks.length === 0;
       const raw = await this.tracer.traceContext({ name: rid, rolloutId: rid, attemptId: aid, deferFinalDelivery }, async () => {
-        await this.runHooks("onTraceStart", { agent, runner: this, tracer: this.tracer, rollout });
+        // The hooks and the agent are called in the trace's context explicitly: where the context does not
+        // follow `await` (browsers) they still start inside their attempt (tracer/context.ts).
+        const inTrace = bindToActiveContext(<R>(f: () => R): R => f());
+        await inTrace(() => this.runHooks("onTraceStart", { agent, runner: this, tracer: this.tracer, rollout }));
         const result = await abortable(
-          Promise.resolve().then(() => agent.invoke(rollout.input as T, update.resources, rollout)),
+          Promise.resolve().then(() => inTrace(() => agent.invoke(rollout.input as T, update.resources, rollout))),
           signal,
         );
-        await this.runHooks("onTraceEnd", { agent, runner: this, tracer: this.tracer, rollout });
+        await inTrace(() => this.runHooks("onTraceEnd", { agent, runner: this, tracer: this.tracer, rollout }));
         return result;
       });
       deferred = deferFinalDelivery ? this.tracer.takeDeferredSpans() : null;

@@ -6,7 +6,7 @@
  * concurrent rollouts (several runners in one process) each see their own; nesting two trace contexts
  * in one async context is still an error, as upstream.
  */
-import { context } from "@opentelemetry/api";
+import { context, type Context } from "@opentelemetry/api";
 import type { LightningStore } from "../store/base.ts";
 import type { Attributes, Span, SpanCoreFields, StatusCode, TraceStatus } from "../types/index.ts";
 import { LightningError, ValidationError, systemClock } from "../types/index.ts";
@@ -79,9 +79,14 @@ export function getActiveTracer(): Tracer | null {
 export function requireActiveTracer(): Tracer {
   const t = getActiveTracer();
   if (t === null)
-    throw new NoActiveTracerError("No active tracer found. Emit inside a rollout (a tracer's traceContext) or pass propagate: false.");
+    throw new NoActiveTracerError(
+      "No active tracer found. Emit inside a rollout (a tracer's traceContext) or pass propagate: false. In a browser the context does not follow `await`: run the code in the rollout's context with `tracer.inTrace(() => ...)` (an agent: `this.tracer.inTrace`).",
+    );
   return t;
 }
+
+/** The contexts of the trace contexts each tracer has open now, oldest first. */
+const openTraces = new WeakMap<Tracer, Context[]>();
 
 /** Runs `fn` with `tracer` active (and `extra` context values); refuses to nest. */
 export function withActiveTracer<T>(
@@ -93,7 +98,16 @@ export function withActiveTracer<T>(
   if (getActiveTracer() !== null) throw new ValidationError("An active tracer is already set; trace contexts cannot be nested");
   let ctx = context.active().setValue(ACTIVE_TRACER_KEY, tracer);
   if (extra) ctx = extra(ctx);
-  return context.with(ctx, fn);
+  const open = openTraces.get(tracer) ?? [];
+  openTraces.set(tracer, [...open, ctx]);
+  return finallyAfter(
+    () => context.with(ctx, fn),
+    () =>
+      openTraces.set(
+        tracer,
+        (openTraces.get(tracer) ?? []).filter((c) => c !== ctx),
+      ),
+  );
 }
 
 export const isPromiseLike = (v: unknown): v is PromiseLike<unknown> =>
@@ -154,6 +168,29 @@ export abstract class Tracer {
    * the returned promise settles.
    */
   abstract traceContext<T>(options: TraceContextOptions, fn: () => T | Promise<T>): Promise<T>;
+
+  /**
+   * The OpenTelemetry context of the trace this tracer has open (the attempt it traces now): the active
+   * context when this tracer is active in it, else the one trace context it has open. For code that lost
+   * the implicit context (in a browser, anything after an `await`): `inTrace(fn)`, or pass it to
+   * OpenTelemetry's explicit-context calls (`startSpan(name, options, ctx)`, `context.with(ctx, fn)`).
+   * Throws NoActiveTracerError when none is open, and a ValidationError when several are (one tracer
+   * tracing concurrent attempts: only the implicit context can tell them apart).
+   */
+  traceContextValue(): Context {
+    if (getActiveTracer() === this) return context.active();
+    const open = openTraces.get(this) ?? [];
+    if (open.length === 1) return open[0]!;
+    if (open.length === 0) throw new NoActiveTracerError("This tracer has no trace context open: inTrace works while it traces an attempt");
+    throw new ValidationError(
+      `This tracer has ${open.length} trace contexts open at once; which one a call belongs to is known only from the implicit context`,
+    );
+  }
+
+  /** Runs `fn` in this tracer's open trace context (`traceContextValue`): its emitters and spans go to that attempt. */
+  inTrace<T>(fn: () => T): T {
+    return context.with(this.traceContextValue(), fn);
+  }
 
   /** The spans of the most recent trace context, in sequence order. */
   abstract getLastTrace(): Span[];

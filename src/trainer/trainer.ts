@@ -27,7 +27,6 @@ import { errorLine, getLogger } from "../platform/log.ts";
 import { OtelTracer } from "../tracer/otel.ts";
 import type { NamedResourcesInput } from "../types/index.ts";
 import { ValidationError } from "../types/index.ts";
-import "./cs.ts";
 import { defaultUnresponsiveSeconds, relayWorkerHeartbeats } from "./heartbeat-relay.ts";
 import { buildComponent, isClass, registerComponent, type ComponentSpec } from "./registry.ts";
 import { withRolloutDefaults } from "./rollout-defaults.ts";
@@ -36,24 +35,32 @@ import { ExecutionStrategy } from "./strategy.ts";
 
 const log = getLogger("agentlightning.trainer");
 
-registerComponent(SharedMemoryExecutionStrategy as never, "shm", "agentlightning.SharedMemoryExecutionStrategy");
-registerComponent(LitAgentRunner as never, "agentlightning.LitAgentRunner");
-registerComponent(OtelTracer as never, "agentlightning.OtelTracer");
-registerComponent(DummyTracer as never, "agentlightning.DummyTracer");
-registerComponent(InMemoryLightningStore as never, "memory", "agentlightning.InMemoryLightningStore");
+// Each under its class name written out too: a minifying bundler renames classes (a browser build).
+registerComponent(
+  SharedMemoryExecutionStrategy as never,
+  "SharedMemoryExecutionStrategy",
+  "shm",
+  "agentlightning.SharedMemoryExecutionStrategy",
+);
+registerComponent(LitAgentRunner as never, "LitAgentRunner", "agentlightning.LitAgentRunner");
+registerComponent(OtelTracer as never, "OtelTracer", "agentlightning.OtelTracer");
+registerComponent(DummyTracer as never, "DummyTracer", "agentlightning.DummyTracer");
+registerComponent(InMemoryLightningStore as never, "InMemoryLightningStore", "memory", "agentlightning.InMemoryLightningStore");
 registerComponent(
   TraceTripletAdapter as never,
+  "TraceTripletAdapter",
   "TracerTraceToTriplet",
   "agentlightning.TracerTraceToTriplet",
   "agentlightning.adapter.TracerTraceToTriplet",
 );
 registerComponent(
   LlmProxyTraceToTriplet as never,
+  "LlmProxyTraceToTriplet",
   "agentlightning.LlmProxyTraceToTriplet",
   "agentlightning.adapter.LlmProxyTraceToTriplet",
 );
-registerComponent(TraceToMessages as never, "agentlightning.TraceToMessages", "agentlightning.adapter.TraceToMessages");
-registerComponent(Baseline as never, "agentlightning.Baseline", "agentlightning.algorithm.Baseline");
+registerComponent(TraceToMessages as never, "TraceToMessages", "agentlightning.TraceToMessages", "agentlightning.adapter.TraceToMessages");
+registerComponent(Baseline as never, "Baseline", "agentlightning.Baseline", "agentlightning.algorithm.Baseline");
 
 export interface TrainerOptions {
   /** Runners to start (default 1; a strategy that declares a positive count overrides it). */

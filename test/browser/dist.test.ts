@@ -1,9 +1,11 @@
 /**
  * The built package in a browser without a bundler: dist/ (built here by `tsc -p tsconfig.build.json`
- * into a temporary folder, once for the file) served as native ES modules, its three bare imports
- * (zod, @huggingface/jinja, @huggingface/tokenizers) mapped by an import map onto files served from
- * node_modules. The dist import graph has no Node built-in; in the page the platform is the browser's,
- * the Wasm core gives Node's numbers, and a Hugging Face folder and a checkpoint load over fetch.
+ * into a temporary folder, once for the file) served as native ES modules, its bare imports mapped by an
+ * import map onto files served from node_modules (zod, the Hugging Face packages, hono), the three
+ * OpenTelemetry packages onto one ES module each, bundled here once (their own ES builds import
+ * extensionless paths, which a browser cannot load). The dist import graph has no Node built-in; in the
+ * page the platform is the browser's, the Wasm core gives Node's numbers, a Hugging Face folder and a
+ * checkpoint load over fetch, and a runner traces a rollout into the in-memory store.
  */
 import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -11,6 +13,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { build } from "esbuild";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { encodeModel } from "../../src/model/checkpoint.ts";
@@ -28,8 +31,36 @@ export const IMPORT_MAP = {
     zod: "/node_modules/zod/index.js",
     "@huggingface/jinja": "/node_modules/@huggingface/jinja/dist/index.js",
     "@huggingface/tokenizers": "/node_modules/@huggingface/tokenizers/dist/tokenizers.mjs",
+    hono: "/node_modules/hono/dist/index.js",
+    "hono/bearer-auth": "/node_modules/hono/dist/middleware/bearer-auth/index.js",
+    "hono/body-limit": "/node_modules/hono/dist/middleware/body-limit/index.js",
+    "hono/http-exception": "/node_modules/hono/dist/http-exception.js",
+    "@opentelemetry/api": "/otel/api.js",
+    "@opentelemetry/resources": "/otel/resources.js",
+    "@opentelemetry/sdk-trace-base": "/otel/sdk-trace-base.js",
   },
 };
+
+/** The OpenTelemetry packages as one ES module each, the API left to the import map (one instance for all). */
+async function bundleOpenTelemetry(): Promise<Record<string, string>> {
+  const one = async (pkg: string, external: string[]) =>
+    (
+      await build({
+        stdin: { contents: `export * from "${pkg}";`, resolveDir: root },
+        bundle: true,
+        platform: "browser",
+        format: "esm",
+        external,
+        write: false,
+        logLevel: "silent",
+      })
+    ).outputFiles[0]!.text;
+  return {
+    "/otel/api.js": await one("@opentelemetry/api", []),
+    "/otel/resources.js": await one("@opentelemetry/resources", ["@opentelemetry/api"]),
+    "/otel/sdk-trace-base.js": await one("@opentelemetry/sdk-trace-base", ["@opentelemetry/api", "@opentelemetry/resources"]),
+  };
+}
 
 const PAGE = `<!doctype html><meta charset="utf-8"><title>lightning-ts from dist/</title>
 <script type="importmap">${JSON.stringify(IMPORT_MAP)}</script>
@@ -57,13 +88,14 @@ describe.skipIf(noChromium)("dist/ in Chromium without a bundler", { timeout: 18
   beforeAll(async () => {
     out = mkdtempSync(join(tmpdir(), "agl-dist-"));
     const tsc = join(root, "node_modules/typescript/bin/tsc");
-    const [b] = await Promise.all([
+    const [b, otel] = await Promise.all([
       launchChromium(),
+      bundleOpenTelemetry(),
       promisify(execFile)(process.execPath, [tsc, "-p", "tsconfig.build.json", "--outDir", out], { cwd: root }),
     ]);
     browser = b;
     pages = await servePages(
-      { "/": PAGE, "/ckpt/model.safetensors": checkpoint },
+      { "/": PAGE, "/ckpt/model.safetensors": checkpoint, ...otel },
       { "/dist/": out, "/node_modules/": join(root, "node_modules"), "/hf/": join(root, HF) },
     );
     page = await openPage(browser, `${pages.url}/`);
@@ -124,5 +156,28 @@ describe.skipIf(noChromium)("dist/ in Chromium without a bundler", { timeout: 18
     expect(got.ckpt.n).toBe(params.length);
     expect(got.ckpt.sum).toBeCloseTo(sum(params), 3);
     expect(readFileSync(join(out, "src/platform/index.js"), "utf8")).not.toMatch(/import\("\.\/node\.js"\)/);
+  });
+
+  it("runs a traced rollout: a runner, the OpenTelemetry tracer and the in-memory store, as native modules", async () => {
+    const got = await page.evaluate(async () => {
+      const L = (window as unknown as { L: typeof import("../../src/browser.ts") }).L;
+      const store = new L.InMemoryLightningStore();
+      class Agent extends L.LitAgent<number> {
+        override async rollout(task: number) {
+          await new Promise((r) => setTimeout(r, 1));
+          this.tracer.inTrace(() => L.emitReward(task / 2));
+        }
+      }
+      await store.addResources({ p: { resource_type: "prompt_template", template: "x", engine: "f-string" } });
+      const rollout = await store.enqueueRollout(1);
+      const runner = new L.LitAgentRunner<number>({ maxRollouts: 1, pollInterval: 0.01, heartbeatInterval: 0 });
+      await runner.withRunContext({ agent: new Agent(), store, workerId: 0 }, (r) => r.iter());
+      const spans = (await store.querySpans(rollout.rollout_id)).items;
+      return {
+        status: (await store.getRolloutById(rollout.rollout_id))!.status,
+        spans: spans.map((s) => [s.name, s.attributes["agentlightning.reward.0.value"]]),
+      };
+    });
+    expect(got).toEqual({ status: "succeeded", spans: [["agentlightning.annotation", 0.5]] });
   });
 });

@@ -24,9 +24,28 @@ describe("the browser entry's import graph (src/)", () => {
       "src/gpu/trainer.ts",
       "src/model/hf/loader.ts",
       "src/algorithm/grpo-step.ts",
+      "src/store/memory.ts",
+      "src/tracer/otel.ts",
+      "src/runner/runner.ts",
+      "src/trainer/shm.ts",
+      "src/proxy/policy-server.ts",
+      "src/platform/stack-context.ts",
     ])
       expect(graph.files).toContain(join(root, f));
-    expect(graph.packages).toEqual(["@huggingface/jinja", "@huggingface/tokenizers", "zod"]);
+    // the client-server strategy (processes, a server) stays out: the trainer registers it from its package entry
+    expect(graph.files).not.toContain(join(root, "src/trainer/cs.ts"));
+    expect(graph.packages).toEqual([
+      "@huggingface/jinja",
+      "@huggingface/tokenizers",
+      "@opentelemetry/api",
+      "@opentelemetry/resources",
+      "@opentelemetry/sdk-trace-base",
+      "hono",
+      "hono/bearer-auth",
+      "hono/body-limit",
+      "hono/http-exception",
+      "zod",
+    ]);
   });
 
   it("finds the Node built-ins the package root reaches, with the chain (why the browser has its own entry)", () => {
@@ -50,6 +69,14 @@ describe("the browser entry's import graph (src/)", () => {
     expect(result.errors).toEqual([]);
     const inputs = Object.keys(result.metafile.inputs);
     expect(inputs.some((f) => f.includes("node_modules/@huggingface/tokenizers"))).toBe(true);
-    expect(inputs.filter((f) => f.includes("src/platform/node.ts") || f.includes("@hono/node-server"))).toEqual([]);
+    expect(
+      inputs.filter(
+        (f) =>
+          f.includes("src/platform/node.ts") ||
+          f.includes("@hono/node-server") ||
+          f.includes("@opentelemetry/context-async-hooks") ||
+          f.includes("node_modules/undici"),
+      ),
+    ).toEqual([]);
   });
 });

@@ -1,0 +1,219 @@
+/**
+ * The whole RL loop of the calc demo in one JavaScript realm, through the browser entry only: the
+ * in-memory store, the policy server's app answered in-process (the agent's `openai` client sends its
+ * requests there), runners as concurrent tasks (the shared-memory strategy), and GRPO on WebGPU (the
+ * CPU Wasm engine where there is none). The page runs it in a Web Worker (worker.ts); Node runs the same
+ * function for the side-by-side timing in docs/perf.md (bench.ts).
+ */
+import {
+  batchFromTokens,
+  createGenerationEngine,
+  createPolicyTrainer,
+  decodeModel,
+  encodeModel,
+  forward,
+  GRPO,
+  type GrpoReport,
+  InMemoryLightningStore,
+  InProcessPolicyServer,
+  LlmProxyTraceToTriplet,
+  ModelPolicy,
+  PAD_ID,
+  Trainer,
+} from "../../src/browser.ts";
+import { calcAgentWith, MAX_ANSWER_TOKENS } from "../calc/agent.ts";
+import { heldOutTasks, trainTasks, type CalcTask } from "../calc/tasks.ts";
+import { TAB_DEFAULTS } from "./messages.ts";
+
+export interface TabOptions {
+  /** The starting checkpoint's `model.safetensors` bytes (the calc demo's SFT policy). */
+  checkpoint: Uint8Array;
+  /** Most training steps; Stop (`signal`) ends the run earlier. */
+  steps: number;
+  /** Tasks per step. */
+  batch: number;
+  /** Rollouts per task (the GRPO group). */
+  n: number;
+  lr: number;
+  /** Held-out problems of each validation, and the steps between validations. */
+  valTasks: number;
+  valEvery: number;
+  seed: number;
+  /** Concurrent runners. */
+  runners: number;
+  /** The trainer's backend: "auto" takes WebGPU where there is an adapter, else the CPU Wasm engine. */
+  backend: "auto" | "webgpu" | "cpu";
+  signal?: AbortSignal;
+  onReport?: (report: GrpoReport) => void;
+  /** After each step: a few of its rollouts, with their model calls. */
+  onRollouts?: (rollouts: RolloutView[]) => void;
+  /** After each step: the trained policy as our checkpoint file (`model.safetensors`), kept for a download. */
+  onCheckpoint?: (weights: Uint8Array, step: number) => void;
+  /** Once the store exists (for an export while the run goes on). */
+  onStore?: (store: InMemoryLightningStore) => void;
+  log?: (line: string) => void;
+}
+
+/** One model call of a rollout, as the policy server recorded it. */
+export interface CallView {
+  prompt: string;
+  reply: string;
+  /** The policy version that answered. */
+  version: number;
+  promptTokens: number;
+  replyTokens: number;
+}
+
+export interface RolloutView {
+  rolloutId: string;
+  mode: string;
+  status: string;
+  reward: number | null;
+  calls: CallView[];
+}
+
+export interface TabResult {
+  reports: GrpoReport[];
+  /** The trainer's backend and adapter, e.g. "webgpu (google swiftshader)". */
+  backend: string;
+  seconds: number;
+  /** The trained policy as our checkpoint file (`model.safetensors`). */
+  weights: Uint8Array;
+  /** Logits of the trained policy on the first held-out question's prompt: what a copy of `weights` must give. */
+  probe: { ids: number[]; logits: Float32Array };
+  store: InMemoryLightningStore;
+}
+
+const REWARD = "agentlightning.reward.0.value";
+
+/** The latest `count` finished training rollouts with their model calls, newest first. */
+export async function recentRollouts(store: InMemoryLightningStore, count: number): Promise<RolloutView[]> {
+  const page = await store.queryRollouts({
+    status_in: ["succeeded", "failed"],
+    mode_in: ["train"],
+    sort_by: "start_time",
+    sort_order: "desc",
+    limit: count,
+  });
+  const out: RolloutView[] = [];
+  for (const r of page.items) {
+    const spans = (await store.querySpans(r.rollout_id, { attempt_id: "latest" })).items;
+    const calls = spans
+      .filter((s) => s.name === "litellm_request")
+      .map((s) => ({
+        prompt: String(s.attributes["gen_ai.prompt.0.content"] ?? ""),
+        reply: String(s.attributes["gen_ai.completion.0.content"] ?? ""),
+        version: Number(s.attributes["lightning.policy.version"] ?? 0),
+        promptTokens: (s.attributes.prompt_token_ids as number[] | undefined)?.length ?? 0,
+        replyTokens: (s.attributes.response_token_ids as number[] | undefined)?.length ?? 0,
+      }));
+    const reward = spans.map((s) => s.attributes[REWARD]).find((v) => typeof v === "number");
+    out.push({ rolloutId: r.rollout_id, mode: r.mode ?? "", status: r.status, reward: (reward as number | undefined) ?? null, calls });
+  }
+  return out;
+}
+
+/** Everything the store holds, as one JSON-ready object: resources, and each rollout with its attempts and spans. */
+export async function exportStore(store: InMemoryLightningStore): Promise<Record<string, unknown>> {
+  const rollouts = (await store.queryRollouts({ sort_by: "start_time", sort_order: "asc" })).items;
+  return {
+    format: "lightning-ts store export",
+    resources: (await store.queryResources()).items,
+    rollouts: await Promise.all(
+      rollouts.map(async (r) => ({
+        ...r,
+        attempts: (await store.queryAttempts(r.rollout_id)).items,
+        spans: (await store.querySpans(r.rollout_id)).items,
+      })),
+    ),
+  };
+}
+
+/** Logits of `params` at every position of `ids` (the plain-TS reference forward: the same numbers on any runtime). */
+export function probeLogits(checkpoint: Uint8Array, ids: number[]): Float32Array {
+  const { config, params } = decodeModel(checkpoint);
+  const input = batchFromTokens([{ prompt: ids.slice(0, -1), response: ids.slice(-1) }], { padId: PAD_ID });
+  return forward(config, params, input).logits;
+}
+
+export async function runTab(options: Partial<TabOptions> & Pick<TabOptions, "checkpoint">): Promise<TabResult> {
+  const o: TabOptions = { ...TAB_DEFAULTS, ...options };
+  const log = o.log ?? (() => undefined);
+  const t0 = performance.now();
+  const start = decodeModel(o.checkpoint);
+  const trainer = await createPolicyTrainer({
+    backend: o.backend,
+    config: start.config,
+    params: start.params,
+    lr: o.lr,
+    weightDecay: 0,
+    warn: log,
+  });
+  const gpu = (trainer as { ctx?: { handle?: { report: { vendor: string; architecture: string } } } }).ctx;
+  const report = gpu?.handle?.report;
+  const backend = report ? `${trainer.backend} (${report.vendor} ${report.architecture})` : trainer.backend;
+  // Generation: the CPU engine unless the adapter is a hardware one (a software adapter decodes slower than the CPU).
+  const engine = await createGenerationEngine({ backend: "auto", context: gpu as never, log });
+  const policy = new ModelPolicy({ model: "calc-policy", config: start.config, params: start.params, seed: o.seed, engine });
+  const store = new InMemoryLightningStore();
+  o.onStore?.(store);
+  const server = new InProcessPolicyServer({ policy, store });
+  let weights: Uint8Array | null = null;
+  const heldOut = heldOutTasks(o.valTasks);
+  const train: CalcTask[] = trainTasks(4096, o.seed + 17, heldOut);
+  const grpo = new GRPO({
+    trainer,
+    policy,
+    steps: o.steps,
+    batchSize: o.batch,
+    nSamples: o.n,
+    valEvery: o.valEvery,
+    seed: o.seed,
+    lr: o.lr,
+    maxPromptLength: start.config.max_seq_len - MAX_ANSWER_TOKENS,
+    maxResponseLength: MAX_ANSWER_TOKENS,
+    temperature: 1,
+    valTemperature: 0,
+    progress: false,
+    adapter: new LlmProxyTraceToTriplet(),
+    signal: o.signal,
+    // every step's weights, read back whole from the trainer: what a download or a lost device leaves
+    checkpointEvery: 1,
+    saveCheckpoint: async (step, t) => {
+      const state = await t.getState();
+      weights = encodeModel(state.config, state.params, step);
+      o.onCheckpoint?.(weights, step);
+    },
+    onReport: (r) => {
+      o.onReport?.(r);
+      if (r.kind === "step" && o.onRollouts) void recentRollouts(store, 4).then(o.onRollouts);
+    },
+  });
+  const lightning = new Trainer({
+    algorithm: grpo,
+    llmProxy: server,
+    store,
+    nRunners: o.runners,
+    strategy: { type: "shm", main_thread: "algorithm" },
+    runner: { type: "LitAgentRunner", poll_interval: 0.01, heartbeat_interval: 0 },
+    watchdogIntervalSeconds: 0,
+  });
+  log(`training on ${backend}; ${o.batch} tasks x ${o.n} rollouts a step, ${o.runners} runners, ${heldOut.length} held-out tasks`);
+  try {
+    await lightning.fit(calcAgentWith(server.fetch), train, { valDataset: heldOut });
+    if (weights === null) throw new Error("the run ended before its first step");
+    const ids = policy.tokenizer.applyChatTemplate([{ role: "user", content: heldOut[0]!.question }], { addGenerationPrompt: true });
+    return {
+      reports: grpo.reports,
+      backend,
+      seconds: (performance.now() - t0) / 1000,
+      weights,
+      probe: { ids, logits: probeLogits(weights, ids) },
+      store,
+    };
+  } finally {
+    (trainer as { destroy?: () => void; close?: () => void }).destroy?.();
+    (trainer as { close?: () => void }).close?.();
+    engine.close?.();
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * The training worker: the whole loop (loop.ts) off the page's main thread, so the page stays responsive
+ * however long a step's work is. It reports each step, validation and checkpoint to the page, and answers
+ * Stop and a store export at any time.
+ */
+import type { InMemoryLightningStore } from "../../src/browser.ts";
+import { exportStore, runTab } from "./loop.ts";
+import type { FromWorker, ToWorker } from "./messages.ts";
+
+const post = (m: FromWorker, transfer: Transferable[] = []) => (self as unknown as Worker).postMessage(m, transfer);
+const stop = new AbortController();
+let store: InMemoryLightningStore | null = null;
+let started = false;
+
+async function start(m: Extract<ToWorker, { type: "start" }>): Promise<void> {
+  const res = await fetch(m.checkpointUrl);
+  if (!res.ok) throw new Error(`could not load the checkpoint ${m.checkpointUrl}: HTTP ${res.status}`);
+  const result = await runTab({
+    ...m.settings,
+    checkpoint: new Uint8Array(await res.arrayBuffer()),
+    signal: stop.signal,
+    log: (line) => post({ type: "log", line }),
+    onStore: (s) => (store = s),
+    onReport: (report) => post({ type: "report", report }),
+    onRollouts: (rollouts) => post({ type: "rollouts", rollouts }),
+    onCheckpoint: (weights, step) => {
+      const copy = weights.slice().buffer;
+      post({ type: "checkpoint", step, weights: copy }, [copy]);
+    },
+  });
+  post({
+    type: "done",
+    backend: result.backend,
+    seconds: result.seconds,
+    steps: result.reports.filter((r) => r.kind === "step").length,
+    probe: { ids: result.probe.ids, logits: Array.from(result.probe.logits) },
+  });
+}
+
+self.onmessage = (event: MessageEvent<ToWorker>) => {
+  const m = event.data;
+  if (m.type === "stop") stop.abort();
+  else if (m.type === "export-store") {
+    if (store === null) post({ type: "error", message: "nothing to export yet: the store is created when the run starts" });
+    else
+      void exportStore(store).then(
+        (data) => post({ type: "store", json: JSON.stringify(data) }),
+        (e: unknown) => post({ type: "error", message: `store export failed: ${e instanceof Error ? e.message : String(e)}` }),
+      );
+  } else if (m.type === "start" && !started) {
+    started = true;
+    start(m).catch((e: unknown) => post({ type: "error", message: e instanceof Error ? `${e.name}: ${e.message}` : String(e) }));
+  }
+};

@@ -1,0 +1,118 @@
+/**
+ * examples/tab in Chromium (headless, SwiftShader WebGPU): the static page, served as files and nothing
+ * else, runs the whole loop in the tab (store, runners, in-process policy server, GRPO on WebGPU), draws
+ * the reward curve and held-out accuracy while it trains, stops on Stop, keeps its main thread free of
+ * long tasks, and hands out weights that load in Node and give the logits the tab computed.
+ * `AGL_TAB_SCREENSHOT=docs/tab.png` saves a screenshot taken mid-training.
+ */
+import { readFileSync } from "node:fs";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CHECKPOINT } from "../../examples/tab/build.ts";
+import { probeLogits } from "../../examples/tab/loop.ts";
+import { decodeModel } from "../../src/model/checkpoint.ts";
+import { byteTokenizer } from "../../src/model/tokenizer.ts";
+import { heldOutTasks } from "../../examples/calc/tasks.ts";
+import { launchChromium, noChromium } from "./chromium.ts";
+import { downloadOf, driveTab, type StaticTab, serveStaticTab, type TabPageState } from "./tab-driver.ts";
+
+/** Tiny steps: 2 problems x 4 rollouts, 16 held-out problems every 5 steps. */
+const SETTINGS = { steps: 1000, batch: 2, n: 4, valTasks: 16, valEvery: 5, runners: 2, backend: "webgpu" } as const;
+const STOP_AFTER = 20;
+
+describe.skipIf(noChromium)("examples/tab: the whole loop in one tab", { timeout: 900_000 }, () => {
+  let browser: Browser;
+  let tab: StaticTab;
+  let page: Page;
+  let state: TabPageState;
+  let stoppedAt: number | null;
+
+  beforeAll(async () => {
+    [browser, tab] = await Promise.all([launchChromium(), serveStaticTab()]);
+    const shot = process.env.AGL_TAB_SCREENSHOT;
+    const run = await driveTab(browser, tab, {
+      settings: SETTINGS,
+      stopAfter: STOP_AFTER,
+      screenshot: shot ? { afterSteps: 12, path: shot } : undefined,
+      timeoutMs: 840_000,
+    });
+    ({ page, state, stoppedAt } = run);
+    console.log(
+      `[tab] ${state.steps.length} steps in ${run.seconds.toFixed(0)} s on ${state.backend}; held-out ${state.validations.map((v) => `${v.step}:${(v.accuracy * 100).toFixed(0)}%`).join(" ")}; longest main-thread task ${state.longestTaskMs.toFixed(0)} ms (${state.longTasks} over 50 ms)`,
+    );
+  }, 900_000);
+  afterAll(async () => {
+    await browser?.close();
+    await tab?.close();
+  });
+
+  it("trains on the tab's WebGPU device, stops after the step in progress, and validates that last step", () => {
+    expect(state.error).toBeNull();
+    expect(state.done).toBe(true);
+    expect(state.backend).toMatch(/^webgpu \(google swiftshader\)/);
+    const steps = state.steps.map((s) => s.step);
+    expect(steps.length).toBeGreaterThanOrEqual(STOP_AFTER);
+    // Stop ends the run after the step in progress: at most one more step than were done when it was pressed
+    expect(steps.length).toBeLessThanOrEqual(stoppedAt! + 1);
+    expect(steps).toEqual(steps.map((_, i) => i + 1));
+    expect(state.checkpointStep).toBe(steps.at(-1));
+  });
+
+  it("draws the reward curve and the held-out accuracy as they come", async () => {
+    const [xs, rewards, accuracy] = state.chart;
+    const last = state.steps.at(-1)!.step;
+    expect(xs).toEqual(Array.from({ length: last + 1 }, (_, i) => i));
+    expect(rewards.slice(1)).toEqual(state.steps.map((s) => s.reward));
+    // held-out accuracy before the first step, every 5 steps, and after the last one
+    const validated = state.validations.map((v) => v.step);
+    expect(validated).toEqual([...new Set([...xs.filter((x) => x % SETTINGS.valEvery === 0), last])]);
+    expect(xs.filter((_, i) => accuracy[i] !== null)).toEqual(validated);
+    expect(await page.locator("#chart canvas").count()).toBeGreaterThan(0);
+    expect(await page.textContent("#accuracy")).toMatch(/held-out accuracy: [\d.]+ % at step 0 → [\d.]+ % at step \d+/);
+    // recent rollouts with their model calls, as the policy server recorded them
+    expect(state.rollouts.length).toBeGreaterThan(0);
+    for (const r of state.rollouts) {
+      expect(r.calls.length).toBe(1);
+      expect(r.calls[0]!.prompt).toMatch(/Total\?|Left\?/);
+      expect(r.calls[0]!.promptTokens).toBeGreaterThan(0);
+    }
+    expect(await page.locator("#rollouts tr").count()).toBe(state.rollouts.length);
+  });
+
+  it("keeps the main thread responsive: no task over 100 ms while training", () => {
+    expect(state.longestTaskMs).toBeLessThan(100);
+  });
+
+  it("hands out trained weights in our checkpoint format that give the tab's logits in Node", async () => {
+    const bytes = await downloadOf(page, "#download");
+    const trained = decodeModel(bytes);
+    const start = decodeModel(new Uint8Array(readFileSync(CHECKPOINT)));
+    expect(trained.config).toEqual(start.config);
+    expect(trained.step).toBe(state.steps.at(-1)!.step);
+    expect(trained.params.some((x, i) => x !== start.params[i])).toBe(true);
+    // the probe: the first held-out question as the policy server prompts it
+    const ids = byteTokenizer.applyChatTemplate([{ role: "user", content: heldOutTasks(1)[0]!.question }], { addGenerationPrompt: true });
+    expect(state.probe!.ids).toEqual(ids);
+    const inNode = probeLogits(bytes, ids);
+    expect(inNode.length).toBe(state.probe!.logits.length);
+    let maxDiff = 0;
+    inNode.forEach((x, i) => (maxDiff = Math.max(maxDiff, Math.abs(x - state.probe!.logits[i]!))));
+    expect(maxDiff).toBeLessThanOrEqual(1e-5);
+  });
+
+  it("exports the store as JSON: every rollout with its attempts and spans, token ids included", async () => {
+    const data = JSON.parse(new TextDecoder().decode(await downloadOf(page, "#export"))) as {
+      rollouts: { mode: string | null; status: string; spans: { name: string; attributes: Record<string, unknown> }[] }[];
+      resources: unknown[];
+    };
+    const train = data.rollouts.filter((r) => r.mode === "train");
+    const val = data.rollouts.filter((r) => r.mode === "val");
+    expect(train.length).toBe(state.steps.length * SETTINGS.batch * SETTINGS.n);
+    expect(val.length).toBe(state.validations.length * SETTINGS.valTasks);
+    expect(data.rollouts.every((r) => r.status === "succeeded" || r.mode === null)).toBe(true);
+    const call = train[0]!.spans.find((s) => s.name === "litellm_request")!;
+    expect((call.attributes.prompt_token_ids as number[]).length).toBeGreaterThan(0);
+    expect((call.attributes.response_token_ids as number[]).length).toBeGreaterThan(0);
+    expect(data.resources.length).toBeGreaterThan(0);
+  });
+});
