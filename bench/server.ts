@@ -17,12 +17,13 @@
  * (its primary and worker processes together) is read from /proc (Linux).
  *
  * `--workers 1,2` serves with `agl store --workers N` for each N in turn (repeat them, `1,2,1,2`, to
- * interleave runs on a shared machine), and prints each N's wall-clock rates against the first N's.
+ * interleave runs on a shared machine), and prints each N's wall-clock rates against the first N's. It
+ * also measures reads: `GET /v1/agl/rollouts/{id}` of the written rollouts, 32 in flight (`--only reads`).
  *
  * Run: `npx tsx bench/server.ts [node|deno|bun ...] [--seconds 3] [--client bun|node] [--db file|memory]
  * [--only single,batch,...] [--workers 1,2]` (or `npm run bench -- server`). `--db memory` serves an InMemoryLightningStore
  * instead of the libSQL file, which leaves the server's own cost per request (HTTP, JSON, routing);
- * `--only` runs just the named measurements (upstream, single, batch, lifecycles).
+ * `--only` runs just the named measurements (upstream, single, batch, lifecycles, reads).
  */
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
@@ -70,8 +71,10 @@ interface Rate {
   serverUs: number;
 }
 
-const PHASES = ["upstream", "single", "batch", "lifecycles"] as const;
+const PHASES = ["upstream", "single", "batch", "lifecycles", "reads"] as const;
 type Phase = (typeof PHASES)[number];
+/** What runs unless `--only` says otherwise: reads only where worker counts are compared. */
+const defaultPhases = (compareWorkers: boolean): Phase[] => PHASES.filter((p) => p !== "reads" || compareWorkers);
 /** The measurements that were run (all unless `--only` named some). */
 type Phases = Partial<Record<Phase, Rate>>;
 
@@ -142,6 +145,11 @@ async function generateLoad(url: string, serverPid: number, seconds: number, onl
         if (!r) return 0; // another client took it; this one's is claimed on a later turn
         await client.addManySpans([1, 2, 3, 4].map((i) => makeSpan(r.rollout_id, r.attempt.attempt_id, i)));
         await client.updateAttempt(r.rollout_id, r.attempt.attempt_id, { status: "succeeded" });
+        return 1;
+      }),
+    reads: () =>
+      rate(seconds, 32, async (w) => {
+        await client.getRolloutById(target(w).rollout_id);
         return 1;
       }),
   };
@@ -217,7 +225,8 @@ async function main(argv: string[]): Promise<void> {
     const i = argv.indexOf(name);
     return i >= 0 ? argv[i + 1] : undefined;
   };
-  const only = (flag("--only")?.split(",") ?? PHASES) as Phase[];
+  const workers = (flag("--workers") ?? "1").split(",").map(Number);
+  const only = (flag("--only")?.split(",") ?? defaultPhases(new Set(workers).size > 1)) as Phase[];
   const unknown = only.filter((p) => !PHASES.includes(p));
   if (unknown.length) throw new Error(`--only: unknown measurement(s) ${unknown.join(", ")} (known: ${PHASES.join(", ")})`);
   const o: Options = {
@@ -225,7 +234,7 @@ async function main(argv: string[]): Promise<void> {
     client: (flag("--client") ?? "bun") as "bun" | "node",
     db: flag("--db") === "memory" ? "memory" : "file",
     only,
-    workers: (flag("--workers") ?? "1").split(",").map(Number),
+    workers,
   };
   if (o.workers.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`--workers: whole numbers >= 1, got ${flag("--workers")}`);
   const chosen = argv.filter((a, i) => !a.startsWith("--") && !valued.includes(argv[i - 1] ?? "")) as Runtime[];
@@ -243,6 +252,7 @@ async function main(argv: string[]): Promise<void> {
   const load1 = loadavg()[0]!;
 
   const fmt = (n: number): string => Math.round(n).toLocaleString("en-US");
+  const reads = rows.some((r) => r.reads);
   const cell = (r: Rate | undefined, show: (r: Rate) => string): string => (r ? show(r) : "–");
   const both = (r: Rate | undefined): string => cell(r, (x) => `${fmt(x.wall)} / ${fmt(x.twoCores)}`);
   const where = o.db === "memory" ? "an in-memory store (InMemoryLightningStore)" : "a libSQL file";
@@ -251,9 +261,9 @@ async function main(argv: string[]): Promise<void> {
     `Each cell: wall-clock rate here (1-min load average ${load0.toFixed(1)} -> ${load1.toFixed(1)} on ${availableParallelism()} cores) / rate the CPU time used allows on 2 dedicated cores.\n`,
   );
   console.log(
-    "| server | baseline: upstream protocol, next id + POST /spans (spans/s) | single POST /spans (spans/s) | POST /spans/batch (spans/s) | batch vs baseline | lifecycles/s, 8 clients |",
+    `| server | baseline: upstream protocol, next id + POST /spans (spans/s) | single POST /spans (spans/s) | POST /spans/batch (spans/s) | batch vs baseline | lifecycles/s, 8 clients |${reads ? " reads/s, 32 in flight |" : ""}`,
   );
-  console.log("|---|---:|---:|---:|---:|---:|");
+  console.log(`|---|---:|---:|---:|---:|---:|${reads ? "---:|" : ""}`);
   const label = (r: Row): string =>
     o.workers.length > 1 || r.workers > 1 ? `${r.runtime}, ${r.workers} worker${r.workers > 1 ? "s" : ""}` : r.runtime;
   for (const r of rows) {
@@ -261,13 +271,20 @@ async function main(argv: string[]): Promise<void> {
       r.batch && r.upstream
         ? `${(r.batch.wall / r.upstream.wall).toFixed(0)}x / ${(r.batch.twoCores / r.upstream.twoCores).toFixed(0)}x`
         : "–";
-    console.log(`| ${label(r)} | ${both(r.upstream)} | ${both(r.single)} | ${both(r.batch)} | ${ratio} | ${both(r.lifecycles)} |`);
+    console.log(
+      `| ${label(r)} | ${both(r.upstream)} | ${both(r.single)} | ${both(r.batch)} | ${ratio} | ${both(r.lifecycles)} |${reads ? ` ${both(r.reads)} |` : ""}`,
+    );
   }
-  console.log("\nCPU microseconds per span (per lifecycle in the last column), client + server:\n");
-  console.log("| server | baseline | single | batch | lifecycle |");
-  console.log("|---|---:|---:|---:|---:|");
+  console.log(
+    `\nCPU microseconds per span (per lifecycle${reads ? " and per read" : ""} in the last column${reads ? "s" : ""}), client + server:\n`,
+  );
+  console.log(`| server | baseline | single | batch | lifecycle |${reads ? " read |" : ""}`);
+  console.log(`|---|---:|---:|---:|---:|${reads ? "---:|" : ""}`);
   const us = (r: Rate | undefined): string => cell(r, (x) => `${fmt(x.clientUs)} + ${fmt(x.serverUs)}`);
-  for (const r of rows) console.log(`| ${label(r)} | ${us(r.upstream)} | ${us(r.single)} | ${us(r.batch)} | ${us(r.lifecycles)} |`);
+  for (const r of rows)
+    console.log(
+      `| ${label(r)} | ${us(r.upstream)} | ${us(r.single)} | ${us(r.batch)} | ${us(r.lifecycles)} |${reads ? ` ${us(r.reads)} |` : ""}`,
+    );
   if (new Set(o.workers).size > 1) printWorkerRatios(rows, o.workers[0]!);
   const misses = rows.flatMap((r) => [
     ...(r.batch && r.batch.twoCores < TARGET_BATCH ? [`${r.runtime}: batch ${fmt(r.batch.twoCores)} < ${fmt(TARGET_BATCH)} spans/s`] : []),
@@ -285,8 +302,9 @@ async function main(argv: string[]): Promise<void> {
 /** Each worker count's mean wall-clock rate over the first count's, per runtime and measurement (same run). */
 function printWorkerRatios(rows: readonly Row[], base: number): void {
   console.log(`\nWall-clock rate against ${base} worker${base > 1 ? "s" : ""} (means of the runs above):\n`);
-  console.log(`| server | ${PHASES.join(" | ")} |`);
-  console.log(`|---|${PHASES.map(() => "---:").join("|")}|`);
+  const measured = PHASES.filter((p) => rows.some((r) => r[p]));
+  console.log(`| server | ${measured.join(" | ")} |`);
+  console.log(`|---|${measured.map(() => "---:").join("|")}|`);
   const mean = (rs: Row[], p: Phase): number | null => {
     const xs = rs.flatMap((r) => (r[p] ? [r[p].wall] : []));
     return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null;
@@ -295,7 +313,7 @@ function printWorkerRatios(rows: readonly Row[], base: number): void {
     const of = (n: number) => rows.filter((r) => r.runtime === runtime && r.workers === n);
     for (const n of new Set(rows.map((r) => r.workers))) {
       if (n === base) continue;
-      const cells = PHASES.map((p) => {
+      const cells = measured.map((p) => {
         const [a, b] = [mean(of(n), p), mean(of(base), p)];
         return a !== null && b !== null ? `${(a / b).toFixed(2)}x` : "–";
       });

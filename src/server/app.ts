@@ -158,11 +158,15 @@ function routeDeps(rawStore: LightningStore, metrics: ServerMetrics | null, log:
   };
 }
 
-/** The `agl-worker` header on every answer, so a client (or a log) can tell which worker answered. */
+/**
+ * The `agl-worker` header on the answers, so a client (or a log) can tell which worker answered. Set
+ * before the route runs: the answers it builds carry it, where setting it on a finished answer would
+ * make Hono copy that answer (a new Response around its body, which costs more to send than the route).
+ */
 function answeredBy(name: string): MiddlewareHandler {
-  return async (c, next) => {
-    await next();
+  return (c, next) => {
     c.header(WORKER_HEADER, name);
+    return next();
   };
 }
 

@@ -65,7 +65,9 @@ export async function startStoreCluster(config: StoreServerConfig, host: ServerH
     throw e;
   }
   const url = serverUrl(config.host, port);
-  announceStoreServer(config, `${host.runtime}, ${config.workers} worker processes`, url, opened.location, log);
+  const location = config.testClock ? `${opened.location} (TEST CLOCK MODE: test-only hooks enabled)` : opened.location;
+  announceStoreServer(config, `${host.runtime}, ${config.workers} worker processes`, url, location, log);
+  if (config.testClock) log.warning("--test-clock: test-only hooks are enabled; never use this outside tests");
   host.onShutdownSignal((signal) => {
     if (cluster.stopping) {
       log.warning(`${signal} again: exiting now`);
