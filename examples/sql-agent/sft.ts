@@ -11,6 +11,11 @@
  *
  * Accuracy here is per node on the held-out questions, greedy: `write` is the execution match of the query
  * it writes; `check` the share of verdicts right on the gold query and on a failing one.
+ *
+ * The committed folder (examples/sql-agent/model: 305,760 parameters, vocabulary 1,064, context 512, F32,
+ * 1.2 MB) is this script with its defaults: held-out write 1.7%, check 100%. Most of its queries have the
+ * right tables, joins and columns; what it gets wrong is the value it copies from the question (a city, a
+ * year, a name), which a model this small learns last.
  */
 import { cpuGenerationEngine } from "../../src/cpu/generation.ts";
 import { CpuTrainer } from "../../src/cpu/index.ts";

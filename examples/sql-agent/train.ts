@@ -50,7 +50,7 @@ export const SQL_DEFAULTS: SqlTrainOptions = {
   steps: 40,
   batch: 16,
   group: 8,
-  lr: 2e-3,
+  lr: 1e-3,
   decayShare: 0.5,
   lrFinal: 0.1,
   temperature: 1,
@@ -66,7 +66,7 @@ export const SQL_DEFAULTS: SqlTrainOptions = {
 };
 
 /** Row limits: a `write` call's prompt (schema and question: at most about 100 tokens) and its reply. */
-export const ROW_LIMITS = { maxPrompt: 128, maxResponse: 96 } as const;
+export const ROW_LIMITS = { maxPrompt: 144, maxResponse: 96 } as const;
 
 const jsonl = (xs: readonly unknown[]): string => xs.map((x) => `${JSON.stringify(x)}\n`).join("");
 
