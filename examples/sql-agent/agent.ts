@@ -14,6 +14,7 @@
  * made it and `agentMatch` can train one node alone (docs/agents.md#training-only-some-agents).
  */
 import { Annotation, END, type LangGraphRunnableConfig, START, StateGraph } from "@langchain/langgraph";
+import { ContextOverflowError } from "@langchain/core/errors";
 import { ChatOpenAI } from "@langchain/openai";
 import { llmRollout } from "../../src/runner/index.ts";
 import { agentNameFetch, withAgentName } from "../../src/tracer/index.ts";
@@ -25,7 +26,8 @@ import type { SqlTask } from "./tasks.ts";
 
 /** Queries written at most (the first by `write`, the others by `rewrite`), as upstream's LitSQLAgent. */
 export const MAX_TURNS = 3;
-export const MAX_TOKENS_PER_CALL = 160;
+/** New tokens per call: a query is at most about 60 tokens; 96 is also the training row's reply. */
+export const MAX_TOKENS_PER_CALL = 96;
 export const MODEL_TIMEOUT_MS = 60_000;
 /** Characters of a query result shown to the model. */
 export const EXECUTION_CHARS = 800;
@@ -139,8 +141,15 @@ export function chatModel(llm: LLM, temperature?: number): ChatOpenAI {
 export function sqlGraph(model: ChatOpenAI, db: ReadOnlyDatabase, dbId: DbId, maxTurns = MAX_TURNS) {
   const schema = schemaText(dbId);
   const ask = async (messages: Messages): Promise<string> => {
-    const reply = await model.invoke(messages);
-    return typeof reply.content === "string" ? reply.content : reply.text;
+    try {
+      const reply = await model.invoke(messages);
+      return typeof reply.content === "string" ? reply.content : reply.text;
+    } catch (e) {
+      // A long result can fill a small model's context: the node gets no reply (no verdict, no new query)
+      // and the loop runs out of turns on the query it has, rather than failing the rollout.
+      if (ContextOverflowError.isInstance(e)) return "";
+      throw e;
+    }
   };
   return new StateGraph(SqlState)
     .addNode(
