@@ -68,6 +68,7 @@ export {
   loraWeightsResource,
   type ModelConfig,
   PAD_ID,
+  type PolicyTrainer,
   policyWeightsResource,
   presetConfig,
   Rng,

@@ -19,6 +19,7 @@ import {
   LlmProxyTraceToTriplet,
   ModelPolicy,
   PAD_ID,
+  type PolicyTrainer,
   Trainer,
 } from "../../src/browser.ts";
 import { calcAgentWith, MAX_ANSWER_TOKENS } from "../calc/agent.ts";
@@ -49,8 +50,8 @@ export interface TabOptions {
   onRollouts?: (rollouts: RolloutView[]) => void;
   /** After each step: the trained policy as our checkpoint file (`model.safetensors`), kept for a download. */
   onCheckpoint?: (weights: Uint8Array, step: number) => void;
-  /** Once the store exists (for an export while the run goes on). */
-  onStore?: (store: InMemoryLightningStore) => void;
+  /** Once the run's parts exist: its store (an export while the run goes on), trainer and policy. */
+  onStart?: (run: TabRun) => void;
   log?: (line: string) => void;
 }
 
@@ -70,6 +71,13 @@ export interface RolloutView {
   status: string;
   reward: number | null;
   calls: CallView[];
+}
+
+/** The parts of a run in progress. */
+export interface TabRun {
+  store: InMemoryLightningStore;
+  trainer: PolicyTrainer;
+  policy: ModelPolicy;
 }
 
 export interface TabResult {
@@ -156,7 +164,7 @@ export async function runTab(options: Partial<TabOptions> & Pick<TabOptions, "ch
   const engine = await createGenerationEngine({ backend: "auto", context: gpu as never, log });
   const policy = new ModelPolicy({ model: "calc-policy", config: start.config, params: start.params, seed: o.seed, engine });
   const store = new InMemoryLightningStore();
-  o.onStore?.(store);
+  o.onStart?.({ store, trainer, policy });
   const server = new InProcessPolicyServer({ policy, store });
   let weights: Uint8Array | null = null;
   const heldOut = heldOutTasks(o.valTasks);

@@ -21,6 +21,7 @@ const state: TabState = {
   checkpointStep: null,
   longestTaskMs: 0,
   longTasks: 0,
+  slowestMessageMs: 0,
   probe: null,
   rollouts: [],
   chart: [[], [], []],
@@ -171,7 +172,11 @@ $<HTMLFormElement>("form").addEventListener("submit", (event) => {
   event.preventDefault();
   if (worker) return;
   worker = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
-  worker.onmessage = (e: MessageEvent<FromWorker>) => onMessage(e.data);
+  worker.onmessage = (e: MessageEvent<FromWorker>) => {
+    const t0 = performance.now();
+    onMessage(e.data);
+    state.slowestMessageMs = Math.max(state.slowestMessageMs, performance.now() - t0);
+  };
   worker.onerror = (e) => onMessage({ type: "error", message: `the training worker failed: ${e.message}` });
   state.running = true;
   $<HTMLButtonElement>("start").disabled = true;

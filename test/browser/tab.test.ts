@@ -38,7 +38,7 @@ describe.skipIf(noChromium)("examples/tab: the whole loop in one tab", { timeout
     });
     ({ page, state, stoppedAt } = run);
     console.log(
-      `[tab] ${state.steps.length} steps in ${run.seconds.toFixed(0)} s on ${state.backend}; held-out ${state.validations.map((v) => `${v.step}:${(v.accuracy * 100).toFixed(0)}%`).join(" ")}; longest main-thread task ${state.longestTaskMs.toFixed(0)} ms (${state.longTasks} over 50 ms)`,
+      `[tab] ${state.steps.length} steps in ${run.seconds.toFixed(0)} s on ${state.backend}; held-out ${state.validations.map((v) => `${v.step}:${(v.accuracy * 100).toFixed(0)}%`).join(" ")}; longest main-thread task ${state.longestTaskMs.toFixed(0)} ms (${state.longTasks} over 50 ms), slowest message ${state.slowestMessageMs.toFixed(1)} ms`,
     );
   }, 900_000);
   afterAll(async () => {
@@ -114,5 +114,47 @@ describe.skipIf(noChromium)("examples/tab: the whole loop in one tab", { timeout
     expect((call.attributes.prompt_token_ids as number[]).length).toBeGreaterThan(0);
     expect((call.attributes.response_token_ids as number[]).length).toBeGreaterThan(0);
     expect(data.resources.length).toBeGreaterThan(0);
+  });
+});
+
+describe.skipIf(noChromium)("examples/tab when the GPU device is lost mid-run", { timeout: 600_000 }, () => {
+  it("stops with the error and still hands out the last finished step's weights, whole", async () => {
+    const [browser, tab] = await Promise.all([launchChromium(), serveStaticTab()]);
+    try {
+      const page = await browser.newPage();
+      const query = new URLSearchParams({
+        steps: "1000",
+        batch: "2",
+        n: "4",
+        valTasks: "4",
+        valEvery: "100",
+        runners: "2",
+        backend: "webgpu",
+        autostart: "1",
+      });
+      await page.goto(`${tab.url}?${query}`);
+      const tabState = () => page.evaluate(() => (window as unknown as { tab: TabPageState }).tab);
+      await page.waitForFunction(() => (window as unknown as { tab: TabPageState }).tab.checkpointStep! >= 3, null, {
+        timeout: 480_000,
+        polling: 500,
+      });
+      // as a driver reset would: the trainer's device goes (the worker's `tabRun` holds the run's parts)
+      await page
+        .workers()[0]!
+        .evaluate(() => (self as unknown as { tabRun: { trainer: { ctx: { device: GPUDevice } } } }).tabRun.trainer.ctx.device.destroy());
+      await page.waitForFunction(() => (window as unknown as { tab: TabPageState }).tab.error !== null, null, {
+        timeout: 120_000,
+        polling: 500,
+      });
+      const state = await tabState();
+      expect(state.error).toMatch(/GpuDeviceLostError/);
+      expect(await page.textContent("#status")).toMatch(new RegExp(`weights of step ${state.checkpointStep} can still be downloaded`));
+      const weights = decodeModel(await downloadOf(page, "#download"));
+      expect(weights.step).toBe(state.checkpointStep);
+      expect(weights.params.every(Number.isFinite)).toBe(true);
+    } finally {
+      await browser.close();
+      await tab.close();
+    }
   });
 });
