@@ -13,7 +13,7 @@ import { runTab } from "../examples/tab/loop.ts";
 import { TAB_DEFAULTS, type TabSettings } from "../examples/tab/messages.ts";
 import { probeGpu } from "../src/gpu/device.ts";
 import { launchChromium, noChromium } from "../test/browser/chromium.ts";
-import { driveTab, serveStaticTab } from "../test/browser/tab-driver.ts";
+import { driveTab, quantile, serveStaticTab } from "../test/browser/tab-driver.ts";
 
 const [steps, batch, n, valTasks] = [TAB_DEFAULTS.steps, TAB_DEFAULTS.batch, TAB_DEFAULTS.n, TAB_DEFAULTS.valTasks].map((d, i) =>
   Number(process.argv[2 + i] ?? d),
@@ -56,8 +56,9 @@ else {
       // the run's own time (loading the checkpoint to the end), as the worker reported it
       seconds: Number(/in (\d+) s/.exec(done)?.[1] ?? run.seconds),
     });
+    const long = run.state.longTasksMs;
     console.log(
-      `tab: longest main-thread task ${run.state.longestTaskMs.toFixed(0)} ms (${run.state.longTasks} over 50 ms); the page's slowest message ${run.state.slowestMessageMs.toFixed(1)} ms`,
+      `tab: longest main-thread task ${run.state.longestTaskMs.toFixed(0)} ms (${long.length} over 50 ms, ${long.filter((ms) => ms > 100).length} over 100 ms); the page's work per message: median ${quantile(run.state.messageMs, 0.5).toFixed(1)} ms`,
     );
   } finally {
     await browser.close();

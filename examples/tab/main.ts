@@ -19,9 +19,9 @@ const state: TabState = {
   steps: [],
   validations: [],
   checkpointStep: null,
+  longTasksMs: [],
   longestTaskMs: 0,
-  longTasks: 0,
-  slowestMessageMs: 0,
+  messageMs: [],
   probe: null,
   rollouts: [],
   chart: [[], [], []],
@@ -111,7 +111,7 @@ let trainingUntil = Number.POSITIVE_INFINITY;
 new PerformanceObserver((list) => {
   for (const e of list.getEntries()) {
     if (e.startTime < trainingSince || e.startTime > trainingUntil) continue;
-    state.longTasks++;
+    state.longTasksMs.push(e.duration);
     state.longestTaskMs = Math.max(state.longestTaskMs, e.duration);
   }
 }).observe({ type: "longtask", buffered: false });
@@ -175,7 +175,7 @@ $<HTMLFormElement>("form").addEventListener("submit", (event) => {
   worker.onmessage = (e: MessageEvent<FromWorker>) => {
     const t0 = performance.now();
     onMessage(e.data);
-    state.slowestMessageMs = Math.max(state.slowestMessageMs, performance.now() - t0);
+    state.messageMs.push(performance.now() - t0);
   };
   worker.onerror = (e) => onMessage({ type: "error", message: `the training worker failed: ${e.message}` });
   state.running = true;

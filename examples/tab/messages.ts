@@ -25,11 +25,11 @@ export interface TabState {
   steps: { step: number; reward: number; seconds: number }[];
   validations: { step: number; accuracy: number }[];
   checkpointStep: number | null;
-  /** The longest main-thread task seen while training (PerformanceObserver "longtask": tasks over 50 ms), and how many. */
+  /** Main-thread tasks over 50 ms while training (PerformanceObserver "longtask"), their durations in ms, and the longest. */
+  longTasksMs: number[];
   longestTaskMs: number;
-  longTasks: number;
-  /** The longest this page took to handle one message from the worker (drawing included), in ms. */
-  slowestMessageMs: number;
+  /** How long this page took to handle each message from the worker (drawing included), in ms. */
+  messageMs: number[];
   probe: { ids: number[]; logits: number[] } | null;
   rollouts: RolloutView[];
   /** The chart's data: steps, training reward, held-out accuracy (null where not measured). */

@@ -91,3 +91,10 @@ export async function downloadOf(page: Page, selector: string): Promise<Uint8Arr
   const { readFileSync } = await import("node:fs");
   return new Uint8Array(readFileSync((await download.path())!));
 }
+
+/** The `q` quantile of `xs` (0 for none). */
+export function quantile(xs: readonly number[], q: number): number {
+  if (xs.length === 0) return 0;
+  const sorted = [...xs].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
