@@ -87,8 +87,9 @@ export interface TabResult {
   seconds: number;
   /** The trained policy as our checkpoint file (`model.safetensors`). */
   weights: Uint8Array;
-  /** Logits of the trained policy on the first held-out question's prompt: what a copy of `weights` must give. */
-  probe: { ids: number[]; logits: Float32Array };
+  /** The trained policy on the first held-out question's prompt: the logits `weights` give, and the log-prob of
+   * each next token as the trainer computed it from the weights it holds (on the tab's GPU where it trains there). */
+  probe: { ids: number[]; logits: Float32Array; trainerLogProbs: Float32Array };
   store: InMemoryLightningStore;
 }
 
@@ -142,6 +143,11 @@ export function probeLogits(checkpoint: Uint8Array, ids: number[]): Float32Array
   const { config, params } = decodeModel(checkpoint);
   const input = batchFromTokens([{ prompt: ids.slice(0, -1), response: ids.slice(-1) }], { padId: PAD_ID });
   return forward(config, params, input).logits;
+}
+
+/** `ids` as a trainer's batch: the first token the prompt, the rest the response, so log-probs cover every next token. */
+export function probeBatch(ids: number[]) {
+  return batchFromTokens([{ prompt: ids.slice(0, 1), response: ids.slice(1) }], { padId: PAD_ID });
 }
 
 export async function runTab(options: Partial<TabOptions> & Pick<TabOptions, "checkpoint">): Promise<TabResult> {
@@ -216,7 +222,7 @@ export async function runTab(options: Partial<TabOptions> & Pick<TabOptions, "ch
       backend,
       seconds: (performance.now() - t0) / 1000,
       weights,
-      probe: { ids, logits: probeLogits(weights, ids) },
+      probe: { ids, logits: probeLogits(weights, ids), trainerLogProbs: (await trainer.logProbs(probeBatch(ids))).log_probs },
       store,
     };
   } finally {

@@ -13,8 +13,15 @@ export type FromWorker =
   | { type: "rollouts"; rollouts: RolloutView[] }
   | { type: "checkpoint"; step: number; weights: ArrayBuffer }
   | { type: "store"; json: string }
-  | { type: "done"; backend: string; seconds: number; steps: number; probe: { ids: number[]; logits: number[] } }
+  | { type: "done"; backend: string; seconds: number; steps: number; probe: TabProbe }
   | { type: "error"; message: string };
+
+/** The trained policy on one prompt, as the tab computed it (loop.ts's `TabResult.probe`). */
+export interface TabProbe {
+  ids: number[];
+  logits: number[];
+  trainerLogProbs: number[];
+}
 
 /** What the page shows as `window.tab`, readable from outside (tests, the console). */
 export interface TabState {
@@ -30,7 +37,7 @@ export interface TabState {
   longestTaskMs: number;
   /** How long this page took to handle each message from the worker (drawing included), in ms. */
   messageMs: number[];
-  probe: { ids: number[]; logits: number[] } | null;
+  probe: TabProbe | null;
   rollouts: RolloutView[];
   /** The chart's data: steps, training reward, held-out accuracy (null where not measured). */
   chart: [number[], (number | null)[], (number | null)[]];

@@ -37,7 +37,7 @@ async function start(m: Extract<ToWorker, { type: "start" }>): Promise<void> {
     backend: result.backend,
     seconds: result.seconds,
     steps: result.reports.filter((r) => r.kind === "step").length,
-    probe: { ids: result.probe.ids, logits: Array.from(result.probe.logits) },
+    probe: { ids: result.probe.ids, logits: Array.from(result.probe.logits), trainerLogProbs: Array.from(result.probe.trainerLogProbs) },
   });
 }
 

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { buildTab } from "../../examples/tab/build.ts";
 import type { TabSettings, TabState } from "../../examples/tab/messages.ts";
-import { openPage, type PageServer, servePages } from "./chromium.ts";
+import { type MainThreadTasks, openPage, type PageServer, recordMainThreadTasks, servePages } from "./chromium.ts";
 
 /** `window.tab` of the page (examples/tab/main.ts). */
 export type TabPageState = TabState;
@@ -51,10 +51,12 @@ export async function driveTab(
   browser: Browser,
   tab: StaticTab,
   o: DriveOptions,
-): Promise<{ page: Page; state: TabPageState; seconds: number; stoppedAt: number | null }> {
+): Promise<{ page: Page; state: TabPageState; seconds: number; stoppedAt: number | null; mainThread: MainThreadTasks }> {
   const query = new URLSearchParams({ ...Object.fromEntries(Object.entries(o.settings).map(([k, v]) => [k, String(v)])), autostart: "1" });
   const t0 = performance.now();
   const page = await openPage(browser, `${tab.url}?${query}`);
+  // from the loaded page on: the main thread's tasks while it trains
+  const recording = await recordMainThreadTasks(browser);
   const stepsDone = (n: number) =>
     page.waitForFunction(
       (k) => {
@@ -82,7 +84,8 @@ export async function driveTab(
     null,
     { timeout: o.timeoutMs, polling: 500 },
   );
-  return { page, state: await readState(page), seconds: (performance.now() - t0) / 1000, stoppedAt };
+  const seconds = (performance.now() - t0) / 1000;
+  return { page, state: await readState(page), seconds, stoppedAt, mainThread: await recording.stop() };
 }
 
 /** Clicks `selector` and returns the bytes of the download it starts. */

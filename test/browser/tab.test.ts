@@ -11,10 +11,18 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CHECKPOINT } from "../../examples/tab/build.ts";
 import { probeLogits } from "../../examples/tab/loop.ts";
 import { decodeModel } from "../../src/model/checkpoint.ts";
+import { logSoftmaxGatherEntropy } from "../../src/model/reference/ops.ts";
 import { byteTokenizer } from "../../src/model/tokenizer.ts";
 import { heldOutTasks } from "../../examples/calc/tasks.ts";
-import { launchChromium, noChromium } from "./chromium.ts";
+import { launchChromium, type MainThreadTasks, noChromium } from "./chromium.ts";
 import { downloadOf, driveTab, quantile, type StaticTab, serveStaticTab, type TabPageState } from "./tab-driver.ts";
+
+const maxAbsDiff = (a: ArrayLike<number>, b: ArrayLike<number>) => {
+  expect(a.length).toBe(b.length);
+  let d = 0;
+  for (let i = 0; i < a.length; i++) d = Math.max(d, Math.abs(a[i]! - b[i]!));
+  return d;
+};
 
 /** Tiny steps: 2 problems x 4 rollouts, 16 held-out problems every 5 steps. */
 const SETTINGS = { steps: 1000, batch: 2, n: 4, valTasks: 16, valEvery: 5, runners: 2, backend: "webgpu" } as const;
@@ -26,6 +34,7 @@ describe.skipIf(noChromium)("examples/tab: the whole loop in one tab", { timeout
   let page: Page;
   let state: TabPageState;
   let stoppedAt: number | null;
+  let mainThread: MainThreadTasks;
 
   beforeAll(async () => {
     [browser, tab] = await Promise.all([launchChromium(), serveStaticTab()]);
@@ -36,9 +45,9 @@ describe.skipIf(noChromium)("examples/tab: the whole loop in one tab", { timeout
       screenshot: shot ? { afterSteps: 12, path: shot } : undefined,
       timeoutMs: 840_000,
     });
-    ({ page, state, stoppedAt } = run);
+    ({ page, state, stoppedAt, mainThread } = run);
     console.log(
-      `[tab] ${state.steps.length} steps in ${run.seconds.toFixed(0)} s on ${state.backend}; held-out ${state.validations.map((v) => `${v.step}:${(v.accuracy * 100).toFixed(0)}%`).join(" ")}; longest main-thread task ${state.longestTaskMs.toFixed(0)} ms (over 50 ms: ${JSON.stringify(state.longTasksMs.map(Math.round))}); the page's work per message: median ${quantile(state.messageMs, 0.5).toFixed(1)} ms, 90 % under ${quantile(state.messageMs, 0.9).toFixed(1)} ms`,
+      `[tab] ${state.steps.length} steps in ${run.seconds.toFixed(0)} s on ${state.backend}; held-out ${state.validations.map((v) => `${v.step}:${(v.accuracy * 100).toFixed(0)}%`).join(" ")}; longest main-thread task ${state.longestTaskMs.toFixed(0)} ms (over 50 ms: ${JSON.stringify(state.longTasksMs.map(Math.round))}); main-thread tasks traced: ${mainThread.tasks}, the longest ${mainThread.longestWallMs.toFixed(0)} ms, of which ${mainThread.longestCpuMs.toFixed(0)} ms on the CPU at most; the page's work per message: median ${quantile(state.messageMs, 0.5).toFixed(1)} ms, 90 % under ${quantile(state.messageMs, 0.9).toFixed(1)} ms`,
     );
   }, 900_000);
   afterAll(async () => {
@@ -79,7 +88,7 @@ describe.skipIf(noChromium)("examples/tab: the whole loop in one tab", { timeout
     expect(await page.locator("#rollouts tr").count()).toBe(state.rollouts.length);
   });
 
-  it("keeps the main thread responsive: the page's own work is sub-millisecond, no task over 100 ms but a rare preempted one", () => {
+  it("keeps the main thread responsive: no task of the page's own takes 100 ms, the page's work per message about a millisecond", () => {
     // All the work is in the worker: the page handles a few messages a step, each in about a millisecond.
     expect(state.messageMs.length).toBeGreaterThan(3 * STOP_AFTER);
     expect(quantile(state.messageMs, 0.9)).toBeLessThan(10);
@@ -88,6 +97,10 @@ describe.skipIf(noChromium)("examples/tab: the whole loop in one tab", { timeout
     // such stretched task is tolerated. Training on the main thread would give a long task every step.
     expect(state.longTasksMs.filter((ms) => ms > 100).length).toBeLessThanOrEqual(1);
     expect(state.longestTaskMs).toBeLessThan(500);
+    // Chrome's trace times each main-thread task on the thread's CPU clock, which stops while the OS has the
+    // thread stopped: the page's own work, measured robustly. No task of it reaches 100 ms, none tolerated.
+    expect(mainThread.tasks).toBeGreaterThan(3 * STOP_AFTER);
+    expect(mainThread.longestCpuMs).toBeLessThan(100);
   });
 
   it("hands out trained weights in our checkpoint format that give the tab's logits in Node", async () => {
@@ -102,9 +115,17 @@ describe.skipIf(noChromium)("examples/tab: the whole loop in one tab", { timeout
     expect(state.probe!.ids).toEqual(ids);
     const inNode = probeLogits(bytes, ids);
     expect(inNode.length).toBe(state.probe!.logits.length);
-    let maxDiff = 0;
-    inNode.forEach((x, i) => (maxDiff = Math.max(maxDiff, Math.abs(x - state.probe!.logits[i]!))));
-    expect(maxDiff).toBeLessThanOrEqual(1e-5);
+    expect(maxAbsDiff(inNode, state.probe!.logits)).toBeLessThanOrEqual(1e-5);
+    // and the weights the tab's trainer holds on its GPU give, to float rounding, the same next-token log-probs
+    // as the downloaded file in Node: the download is what was trained, not a stale or reordered copy
+    const vocab = trained.config.vocab_size;
+    const inNodeLogProbs = logSoftmaxGatherEntropy(inNode.slice(0, (ids.length - 1) * vocab), ids.slice(1), {
+      rows: ids.length - 1,
+      vocab,
+    }).logprob;
+    const diff = maxAbsDiff(inNodeLogProbs, state.probe!.trainerLogProbs);
+    console.log(`[tab] the tab's trainer against the download in Node: next-token log-probs within ${diff.toExponential(1)}`);
+    expect(diff).toBeLessThan(2e-3);
   });
 
   it("exports the store as JSON: every rollout with its attempts and spans, token ids included", async () => {
