@@ -63,11 +63,13 @@ export {
   fromLoraWeights,
   fromPolicyWeights,
   initLora,
+  LORA_TARGETS,
   type LoraConfig,
   loadPretrained,
   loraWeightsResource,
   type ModelConfig,
   PAD_ID,
+  parseLoraConfig,
   type PolicyTrainer,
   policyWeightsResource,
   presetConfig,
@@ -75,6 +77,7 @@ export {
   saveCheckpoint,
   TOKENIZER_VOCAB_SIZE,
 } from "./model/index.ts";
+export { loadPeftAdapter, peftAdapterFiles } from "./model/hf/peft.ts";
 
 // The engines: WebGPU, the CPU where there is none, and the factories that pick one
 export {

@@ -11,7 +11,8 @@ export type FromWorker =
   | { type: "log"; line: string }
   | { type: "report"; report: GrpoReport }
   | { type: "rollouts"; rollouts: RolloutView[] }
-  | { type: "checkpoint"; step: number; weights: ArrayBuffer }
+  /** The trained policy's files by name (loop.ts's `PolicyFiles`). */
+  | { type: "checkpoint"; step: number; files: Record<string, ArrayBuffer> }
   | { type: "store"; json: string }
   | { type: "done"; backend: string; seconds: number; steps: number; probe: TabProbe }
   | { type: "error"; message: string };
@@ -32,6 +33,8 @@ export interface TabState {
   steps: { step: number; reward: number; seconds: number }[];
   validations: { step: number; accuracy: number }[];
   checkpointStep: number | null;
+  /** The steps done when Stop was pressed (null: not pressed). */
+  stepsAtStop: number | null;
   /** Main-thread tasks over 50 ms while training (PerformanceObserver "longtask"), their durations in ms, and the longest. */
   longTasksMs: number[];
   longestTaskMs: number;
@@ -53,5 +56,6 @@ export const TAB_DEFAULTS: TabSettings = {
   valEvery: 5,
   seed: 0,
   runners: 4,
+  loraRank: 0,
   backend: "auto",
 };

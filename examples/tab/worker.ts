@@ -27,9 +27,9 @@ async function start(m: Extract<ToWorker, { type: "start" }>): Promise<void> {
     },
     onReport: (report) => post({ type: "report", report }),
     onRollouts: (rollouts) => post({ type: "rollouts", rollouts }),
-    onCheckpoint: (weights, step) => {
-      const copy = weights.slice().buffer;
-      post({ type: "checkpoint", step, weights: copy }, [copy]);
+    onCheckpoint: (files, step) => {
+      const copies = Object.fromEntries(Object.entries(files).map(([name, bytes]) => [name, bytes.slice().buffer]));
+      post({ type: "checkpoint", step, files: copies }, Object.values(copies));
     },
   });
   post({

@@ -134,6 +134,6 @@ export async function cpuLoop(checkpoint: Uint8Array): Promise<LoopReport> {
           ),
       ),
     ),
-    weightsSum: decodeModel(r.weights).params.reduce((a, b) => a + b, 0),
+    weightsSum: decodeModel(r.files["model.safetensors"]!).params.reduce((a, b) => a + b, 0),
   };
 }

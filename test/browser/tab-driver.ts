@@ -73,8 +73,9 @@ export async function driveTab(
   let stoppedAt: number | null = null;
   if (o.stopAfter !== undefined) {
     await stepsDone(o.stopAfter);
-    stoppedAt = (await readState(page)).steps.length;
-    await page.click("#stop");
+    const now = await readState(page);
+    // a run that failed or ended has nothing to stop (its state says why)
+    if (now.error === null && !now.done) await page.click("#stop");
   }
   await page.waitForFunction(
     () => {
@@ -85,7 +86,10 @@ export async function driveTab(
     { timeout: o.timeoutMs, polling: 500 },
   );
   const seconds = (performance.now() - t0) / 1000;
-  return { page, state: await readState(page), seconds, stoppedAt, mainThread: await recording.stop() };
+  const state = await readState(page);
+  // the steps done when the page handled the click, as it counted them
+  if (o.stopAfter !== undefined) stoppedAt = state.stepsAtStop;
+  return { page, state, seconds, stoppedAt, mainThread: await recording.stop() };
 }
 
 /** Clicks `selector` and returns the bytes of the download it starts. */

@@ -24,6 +24,27 @@ const maxAbsDiff = (a: ArrayLike<number>, b: ArrayLike<number>) => {
   return d;
 };
 
+/**
+ * The policy `files` (downloaded from the tab) loaded in Node give the logits the tab computed from them,
+ * and, to float rounding, the next-token log-probs the tab's trainer computed from the weights it held on its
+ * GPU: the download is what was trained, not a stale or reordered copy. Returns Node's logits.
+ */
+async function expectTabLogits(files: Record<string, Uint8Array>, state: TabPageState): Promise<Float32Array> {
+  const base = new Uint8Array(readFileSync(CHECKPOINT));
+  // the probe: the first held-out question as the policy server prompts it
+  const ids = byteTokenizer.applyChatTemplate([{ role: "user", content: heldOutTasks(1)[0]!.question }], { addGenerationPrompt: true });
+  expect(state.probe!.ids).toEqual(ids);
+  const inNode = await probeLogits(files, base, ids);
+  expect(maxAbsDiff(inNode, state.probe!.logits)).toBeLessThanOrEqual(1e-5);
+  const vocab = decodeModel(base).config.vocab_size;
+  const rows = ids.length - 1;
+  const inNodeLogProbs = logSoftmaxGatherEntropy(inNode.slice(0, rows * vocab), ids.slice(1), { rows, vocab }).logprob;
+  const diff = maxAbsDiff(inNodeLogProbs, state.probe!.trainerLogProbs);
+  console.log(`[tab] the tab's trainer against the download in Node: next-token log-probs within ${diff.toExponential(1)}`);
+  expect(diff).toBeLessThan(2e-3);
+  return inNode;
+}
+
 /** Tiny steps: 2 problems x 4 rollouts, 16 held-out problems every 5 steps. */
 const SETTINGS = { steps: 1000, batch: 2, n: 4, valTasks: 16, valEvery: 5, runners: 2, backend: "webgpu" } as const;
 const STOP_AFTER = 20;
@@ -110,22 +131,7 @@ describe.skipIf(noChromium)("examples/tab: the whole loop in one tab", { timeout
     expect(trained.config).toEqual(start.config);
     expect(trained.step).toBe(state.steps.at(-1)!.step);
     expect(trained.params.some((x, i) => x !== start.params[i])).toBe(true);
-    // the probe: the first held-out question as the policy server prompts it
-    const ids = byteTokenizer.applyChatTemplate([{ role: "user", content: heldOutTasks(1)[0]!.question }], { addGenerationPrompt: true });
-    expect(state.probe!.ids).toEqual(ids);
-    const inNode = probeLogits(bytes, ids);
-    expect(inNode.length).toBe(state.probe!.logits.length);
-    expect(maxAbsDiff(inNode, state.probe!.logits)).toBeLessThanOrEqual(1e-5);
-    // and the weights the tab's trainer holds on its GPU give, to float rounding, the same next-token log-probs
-    // as the downloaded file in Node: the download is what was trained, not a stale or reordered copy
-    const vocab = trained.config.vocab_size;
-    const inNodeLogProbs = logSoftmaxGatherEntropy(inNode.slice(0, (ids.length - 1) * vocab), ids.slice(1), {
-      rows: ids.length - 1,
-      vocab,
-    }).logprob;
-    const diff = maxAbsDiff(inNodeLogProbs, state.probe!.trainerLogProbs);
-    console.log(`[tab] the tab's trainer against the download in Node: next-token log-probs within ${diff.toExponential(1)}`);
-    expect(diff).toBeLessThan(2e-3);
+    await expectTabLogits({ "model.safetensors": bytes }, state);
   });
 
   it("exports the store as JSON: every rollout with its attempts and spans, token ids included", async () => {
@@ -142,6 +148,34 @@ describe.skipIf(noChromium)("examples/tab: the whole loop in one tab", { timeout
     expect((call.attributes.prompt_token_ids as number[]).length).toBeGreaterThan(0);
     expect((call.attributes.response_token_ids as number[]).length).toBeGreaterThan(0);
     expect(data.resources.length).toBeGreaterThan(0);
+  });
+});
+
+describe.skipIf(noChromium)("examples/tab training a LoRA adapter", { timeout: 600_000 }, () => {
+  it("hands out the adapter as PEFT files that load in Node on the base checkpoint and give the tab's logits", async () => {
+    const [browser, tab] = await Promise.all([launchChromium(), serveStaticTab()]);
+    try {
+      const { page, state } = await driveTab(browser, tab, {
+        settings: { ...SETTINGS, loraRank: 4, valEvery: 100 },
+        stopAfter: 3,
+        timeoutMs: 480_000,
+      });
+      expect(state.error).toBeNull();
+      expect(await page.textContent("#download")).toMatch(/^Download LoRA adapter \(step \d+\)$/);
+      const files = {
+        "adapter_config.json": await downloadOf(page, "#download-config"),
+        "adapter_model.safetensors": await downloadOf(page, "#download"),
+      };
+      const config = JSON.parse(new TextDecoder().decode(files["adapter_config.json"])) as Record<string, unknown>;
+      expect(config).toMatchObject({ peft_type: "LORA", r: 4, lora_alpha: 8 });
+      const inNode = await expectTabLogits(files, state);
+      // the adapter moved the policy away from the base checkpoint it was trained on
+      const base = await probeLogits({ "model.safetensors": new Uint8Array(readFileSync(CHECKPOINT)) }, new Uint8Array(), state.probe!.ids);
+      expect(maxAbsDiff(inNode, base)).toBeGreaterThan(1e-3);
+    } finally {
+      await browser.close();
+      await tab.close();
+    }
   });
 });
 
