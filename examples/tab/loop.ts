@@ -24,9 +24,9 @@ import {
   parseLoraConfig,
   peftAdapterFiles,
   type PolicyTrainer,
-  Trainer,
 } from "../../src/browser.ts";
 import { calcAgentWith, MAX_ANSWER_TOKENS } from "../calc/agent.ts";
+import { calcTrainer } from "../calc/trainer.ts";
 import { heldOutTasks, trainTasks, type CalcTask } from "../calc/tasks.ts";
 import { TAB_DEFAULTS } from "./messages.ts";
 
@@ -229,13 +229,12 @@ export async function runTab(options: Partial<TabOptions> & Pick<TabOptions, "ch
       if (r.kind === "step" && o.onRollouts) void recentRollouts(store, 4).then(o.onRollouts);
     },
   });
-  const lightning = new Trainer({
+  const lightning = calcTrainer({
     algorithm: grpo,
     llmProxy: server,
     store,
-    nRunners: o.runners,
-    strategy: { type: "shm", main_thread: "algorithm" },
-    runner: { type: "LitAgentRunner", poll_interval: 0.01, heartbeat_interval: 0 },
+    runners: o.runners,
+    heartbeatInterval: 0,
     watchdogIntervalSeconds: 0,
   });
   log(
