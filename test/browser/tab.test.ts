@@ -2,7 +2,8 @@
  * examples/tab in Chromium (headless, SwiftShader WebGPU): the static page, served as files and nothing
  * else, runs the whole loop in the tab (store, runners, in-process policy server, GRPO on WebGPU), draws
  * the reward curve and held-out accuracy while it trains, stops on Stop, keeps its main thread free of
- * long tasks, and hands out weights that load in Node and give the logits the tab computed.
+ * long tasks (timed on the thread's CPU clock through Chrome's trace), and hands out weights (or a LoRA
+ * adapter as PEFT files) that load in Node and give the logits the tab computed, and its trainer's log-probs.
  * `AGL_TAB_SCREENSHOT=docs/tab.png` saves a screenshot taken mid-training.
  */
 import { readFileSync } from "node:fs";
