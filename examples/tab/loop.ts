@@ -13,15 +13,20 @@ import {
   encodeModel,
   forward,
   GRPO,
+  LORA_TARGETS,
+  loadPeftAdapter,
   type GrpoReport,
   InMemoryLightningStore,
   InProcessPolicyServer,
   LlmProxyTraceToTriplet,
   ModelPolicy,
   PAD_ID,
-  Trainer,
+  parseLoraConfig,
+  peftAdapterFiles,
+  type PolicyTrainer,
 } from "../../src/browser.ts";
 import { calcAgentWith, MAX_ANSWER_TOKENS } from "../calc/agent.ts";
+import { calcTrainer } from "../calc/trainer.ts";
 import { heldOutTasks, trainTasks, type CalcTask } from "../calc/tasks.ts";
 import { TAB_DEFAULTS } from "./messages.ts";
 
@@ -41,18 +46,26 @@ export interface TabOptions {
   seed: number;
   /** Concurrent runners. */
   runners: number;
+  /** 0 trains every weight; r > 0 trains a rank-r LoRA adapter (alpha 2r) on every projection, the base frozen. */
+  loraRank: number;
   /** The trainer's backend: "auto" takes WebGPU where there is an adapter, else the CPU Wasm engine. */
   backend: "auto" | "webgpu" | "cpu";
   signal?: AbortSignal;
   onReport?: (report: GrpoReport) => void;
   /** After each step: a few of its rollouts, with their model calls. */
   onRollouts?: (rollouts: RolloutView[]) => void;
-  /** After each step: the trained policy as our checkpoint file (`model.safetensors`), kept for a download. */
-  onCheckpoint?: (weights: Uint8Array, step: number) => void;
-  /** Once the store exists (for an export while the run goes on). */
-  onStore?: (store: InMemoryLightningStore) => void;
+  /** After each step: the trained policy's files (`PolicyFiles`), kept for a download. */
+  onCheckpoint?: (files: PolicyFiles, step: number) => void;
+  /** Once the run's parts exist: its store (an export while the run goes on), trainer and policy. */
+  onStart?: (run: TabRun) => void;
   log?: (line: string) => void;
 }
+
+/**
+ * The trained policy as files, by name: our checkpoint (`model.safetensors`) when every weight trains, the
+ * adapter in PEFT's layout (`adapter_config.json`, `adapter_model.safetensors`) when a LoRA adapter does.
+ */
+export type PolicyFiles = Record<string, Uint8Array>;
 
 /** One model call of a rollout, as the policy server recorded it. */
 export interface CallView {
@@ -72,15 +85,23 @@ export interface RolloutView {
   calls: CallView[];
 }
 
+/** The parts of a run in progress. */
+export interface TabRun {
+  store: InMemoryLightningStore;
+  trainer: PolicyTrainer;
+  policy: ModelPolicy;
+}
+
 export interface TabResult {
   reports: GrpoReport[];
   /** The trainer's backend and adapter, e.g. "webgpu (google swiftshader)". */
   backend: string;
   seconds: number;
-  /** The trained policy as our checkpoint file (`model.safetensors`). */
-  weights: Uint8Array;
-  /** Logits of the trained policy on the first held-out question's prompt: what a copy of `weights` must give. */
-  probe: { ids: number[]; logits: Float32Array };
+  /** The trained policy's files. */
+  files: PolicyFiles;
+  /** The trained policy on the first held-out question's prompt: the logits `files` give, and the log-prob of
+   * each next token as the trainer computed it from the weights it holds (on the tab's GPU where it trains there). */
+  probe: { ids: number[]; logits: Float32Array; trainerLogProbs: Float32Array };
   store: InMemoryLightningStore;
 }
 
@@ -129,11 +150,24 @@ export async function exportStore(store: InMemoryLightningStore): Promise<Record
   };
 }
 
-/** Logits of `params` at every position of `ids` (the plain-TS reference forward: the same numbers on any runtime). */
-export function probeLogits(checkpoint: Uint8Array, ids: number[]): Float32Array {
-  const { config, params } = decodeModel(checkpoint);
+/**
+ * Logits at every position of `ids` of the policy `files` hold (an adapter on the `base` checkpoint's
+ * weights): the plain-TS reference forward, the same numbers on any runtime.
+ */
+export async function probeLogits(files: PolicyFiles, base: Uint8Array, ids: number[]): Promise<Float32Array> {
   const input = batchFromTokens([{ prompt: ids.slice(0, -1), response: ids.slice(-1) }], { padId: PAD_ID });
-  return forward(config, params, input).logits;
+  const full = files["model.safetensors"];
+  if (full !== undefined) {
+    const { config, params } = decodeModel(full);
+    return forward(config, params, input).logits;
+  }
+  const { config, params } = decodeModel(base);
+  return forward(config, params, input, { lora: await loadPeftAdapter(files, config) }).logits;
+}
+
+/** `ids` as a trainer's batch: the first token the prompt, the rest the response, so log-probs cover every next token. */
+export function probeBatch(ids: number[]) {
+  return batchFromTokens([{ prompt: ids.slice(0, 1), response: ids.slice(1) }], { padId: PAD_ID });
 }
 
 export async function runTab(options: Partial<TabOptions> & Pick<TabOptions, "checkpoint">): Promise<TabResult> {
@@ -141,10 +175,12 @@ export async function runTab(options: Partial<TabOptions> & Pick<TabOptions, "ch
   const log = o.log ?? (() => undefined);
   const t0 = performance.now();
   const start = decodeModel(o.checkpoint);
+  const lora = o.loraRank > 0 ? parseLoraConfig({ r: o.loraRank, alpha: 2 * o.loraRank, targetModules: LORA_TARGETS }) : null;
   const trainer = await createPolicyTrainer({
     backend: o.backend,
     config: start.config,
     params: start.params,
+    ...(lora ? { lora: { config: lora, base: start.params, seed: o.seed } } : {}),
     lr: o.lr,
     weightDecay: 0,
     warn: log,
@@ -154,11 +190,13 @@ export async function runTab(options: Partial<TabOptions> & Pick<TabOptions, "ch
   const backend = report ? `${trainer.backend} (${report.vendor} ${report.architecture})` : trainer.backend;
   // Generation: the CPU engine unless the adapter is a hardware one (a software adapter decodes slower than the CPU).
   const engine = await createGenerationEngine({ backend: "auto", context: gpu as never, log });
-  const policy = new ModelPolicy({ model: "calc-policy", config: start.config, params: start.params, seed: o.seed, engine });
+  // with an adapter, the policy serves the frozen base and the trainer's adapter, which each step replaces
+  const adapter = lora ? { config: lora, params: (await trainer.getState()).params } : undefined;
+  const policy = new ModelPolicy({ model: "calc-policy", config: start.config, params: start.params, lora: adapter, seed: o.seed, engine });
   const store = new InMemoryLightningStore();
-  o.onStore?.(store);
+  o.onStart?.({ store, trainer, policy });
   const server = new InProcessPolicyServer({ policy, store });
-  let weights: Uint8Array | null = null;
+  let files: PolicyFiles | null = null;
   const heldOut = heldOutTasks(o.valTasks);
   const train: CalcTask[] = trainTasks(4096, o.seed + 17, heldOut);
   const grpo = new GRPO({
@@ -181,34 +219,41 @@ export async function runTab(options: Partial<TabOptions> & Pick<TabOptions, "ch
     checkpointEvery: 1,
     saveCheckpoint: async (step, t) => {
       const state = await t.getState();
-      weights = encodeModel(state.config, state.params, step);
-      o.onCheckpoint?.(weights, step);
+      files = state.lora
+        ? peftAdapterFiles(state.config, { config: state.lora, params: state.params })
+        : { "model.safetensors": encodeModel(state.config, state.params, step) };
+      o.onCheckpoint?.(files, step);
     },
     onReport: (r) => {
       o.onReport?.(r);
       if (r.kind === "step" && o.onRollouts) void recentRollouts(store, 4).then(o.onRollouts);
     },
   });
-  const lightning = new Trainer({
+  const lightning = calcTrainer({
     algorithm: grpo,
     llmProxy: server,
     store,
-    nRunners: o.runners,
-    strategy: { type: "shm", main_thread: "algorithm" },
-    runner: { type: "LitAgentRunner", poll_interval: 0.01, heartbeat_interval: 0 },
+    runners: o.runners,
+    heartbeatInterval: 0,
     watchdogIntervalSeconds: 0,
   });
-  log(`training on ${backend}; ${o.batch} tasks x ${o.n} rollouts a step, ${o.runners} runners, ${heldOut.length} held-out tasks`);
+  log(
+    `training on ${backend}${lora ? `, a LoRA adapter of rank ${lora.r}` : ""}; ${o.batch} tasks x ${o.n} rollouts a step, ${o.runners} runners, ${heldOut.length} held-out tasks`,
+  );
   try {
     await lightning.fit(calcAgentWith(server.fetch), train, { valDataset: heldOut });
-    if (weights === null) throw new Error("the run ended before its first step");
+    if (files === null) throw new Error("the run ended before its first step");
     const ids = policy.tokenizer.applyChatTemplate([{ role: "user", content: heldOut[0]!.question }], { addGenerationPrompt: true });
     return {
       reports: grpo.reports,
       backend,
       seconds: (performance.now() - t0) / 1000,
-      weights,
-      probe: { ids, logits: probeLogits(weights, ids) },
+      files,
+      probe: {
+        ids,
+        logits: await probeLogits(files, o.checkpoint, ids),
+        trainerLogProbs: (await trainer.logProbs(probeBatch(ids))).log_probs,
+      },
       store,
     };
   } finally {

@@ -3,7 +3,7 @@ import type { GrpoReport } from "../../src/browser.ts";
 import type { RolloutView, TabOptions } from "./loop.ts";
 
 /** The run's settings, as the page's form (or URL) gives them. */
-export type TabSettings = Omit<TabOptions, "checkpoint" | "signal" | "onReport" | "onRollouts" | "onCheckpoint" | "onStore" | "log">;
+export type TabSettings = Omit<TabOptions, "checkpoint" | "signal" | "onReport" | "onRollouts" | "onCheckpoint" | "onStart" | "log">;
 
 export type ToWorker = { type: "start"; settings: TabSettings; checkpointUrl: string } | { type: "stop" } | { type: "export-store" };
 
@@ -11,10 +11,18 @@ export type FromWorker =
   | { type: "log"; line: string }
   | { type: "report"; report: GrpoReport }
   | { type: "rollouts"; rollouts: RolloutView[] }
-  | { type: "checkpoint"; step: number; weights: ArrayBuffer }
+  /** The trained policy's files by name (loop.ts's `PolicyFiles`). */
+  | { type: "checkpoint"; step: number; files: Record<string, ArrayBuffer> }
   | { type: "store"; json: string }
-  | { type: "done"; backend: string; seconds: number; steps: number; probe: { ids: number[]; logits: number[] } }
+  | { type: "done"; backend: string; seconds: number; steps: number; probe: TabProbe }
   | { type: "error"; message: string };
+
+/** The trained policy on one prompt, as the tab computed it (loop.ts's `TabResult.probe`). */
+export interface TabProbe {
+  ids: number[];
+  logits: number[];
+  trainerLogProbs: number[];
+}
 
 /** What the page shows as `window.tab`, readable from outside (tests, the console). */
 export interface TabState {
@@ -25,24 +33,29 @@ export interface TabState {
   steps: { step: number; reward: number; seconds: number }[];
   validations: { step: number; accuracy: number }[];
   checkpointStep: number | null;
-  /** The longest main-thread task seen while training (PerformanceObserver "longtask": tasks over 50 ms), and how many. */
+  /** The steps done when Stop was pressed (null: not pressed). */
+  stepsAtStop: number | null;
+  /** Main-thread tasks over 50 ms while training (PerformanceObserver "longtask"), their durations in ms, and the longest. */
+  longTasksMs: number[];
   longestTaskMs: number;
-  longTasks: number;
-  probe: { ids: number[]; logits: number[] } | null;
+  /** How long this page took to handle each message from the worker (drawing included), in ms. */
+  messageMs: number[];
+  probe: TabProbe | null;
   rollouts: RolloutView[];
   /** The chart's data: steps, training reward, held-out accuracy (null where not measured). */
   chart: [number[], (number | null)[], (number | null)[]];
 }
 
-/** The page's defaults: a run that shows a gain within minutes on a laptop's GPU. */
+/** The page's defaults: the calc demo's first 20 steps (16 problems x 8 rollouts), about +13 points held-out. */
 export const TAB_DEFAULTS: TabSettings = {
-  steps: 200,
-  batch: 8,
-  n: 4,
+  steps: 20,
+  batch: 16,
+  n: 8,
   lr: 1e-3,
-  valTasks: 50,
-  valEvery: 10,
+  valTasks: 100,
+  valEvery: 5,
   seed: 0,
   runners: 4,
+  loraRank: 0,
   backend: "auto",
 };

@@ -4,7 +4,7 @@
  * Stop and a store export at any time.
  */
 import type { InMemoryLightningStore } from "../../src/browser.ts";
-import { exportStore, runTab } from "./loop.ts";
+import { exportStore, runTab, type TabRun } from "./loop.ts";
 import type { FromWorker, ToWorker } from "./messages.ts";
 
 const post = (m: FromWorker, transfer: Transferable[] = []) => (self as unknown as Worker).postMessage(m, transfer);
@@ -20,12 +20,16 @@ async function start(m: Extract<ToWorker, { type: "start" }>): Promise<void> {
     checkpoint: new Uint8Array(await res.arrayBuffer()),
     signal: stop.signal,
     log: (line) => post({ type: "log", line }),
-    onStore: (s) => (store = s),
+    onStart: (run) => {
+      store = run.store;
+      // for the worker's devtools console (and tests): the store, the trainer and the policy of the run
+      (self as unknown as { tabRun: TabRun }).tabRun = run;
+    },
     onReport: (report) => post({ type: "report", report }),
     onRollouts: (rollouts) => post({ type: "rollouts", rollouts }),
-    onCheckpoint: (weights, step) => {
-      const copy = weights.slice().buffer;
-      post({ type: "checkpoint", step, weights: copy }, [copy]);
+    onCheckpoint: (files, step) => {
+      const copies = Object.fromEntries(Object.entries(files).map(([name, bytes]) => [name, bytes.slice().buffer]));
+      post({ type: "checkpoint", step, files: copies }, Object.values(copies));
     },
   });
   post({
@@ -33,7 +37,7 @@ async function start(m: Extract<ToWorker, { type: "start" }>): Promise<void> {
     backend: result.backend,
     seconds: result.seconds,
     steps: result.reports.filter((r) => r.kind === "step").length,
-    probe: { ids: result.probe.ids, logits: Array.from(result.probe.logits) },
+    probe: { ids: result.probe.ids, logits: Array.from(result.probe.logits), trainerLogProbs: Array.from(result.probe.trainerLogProbs) },
   });
 }
 

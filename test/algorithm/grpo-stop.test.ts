@@ -26,6 +26,6 @@ describe("GRPO with a stop signal", () => {
     });
     expect(r.reports.map((rep) => `${rep.kind} ${rep.step}`)).toEqual(["validation 0", "step 1", "step 2", "validation 2"]);
     expect(checkpoints).toEqual([1, 2]);
-    expect(decodeModel(r.weights).step).toBe(2);
+    expect(decodeModel(r.files["model.safetensors"]!).step).toBe(2);
   });
 });
