@@ -52,7 +52,7 @@ export class MetricsPusher {
     this.sending = this.send(push, final)
       .then(
         () => void (this.lastProblem = null),
-        (e: unknown) => this.failed(push, e),
+        (e: unknown) => this.failed(push, e, final),
       )
       .finally(() => (this.sending = null));
     await this.sending;
@@ -66,24 +66,21 @@ export class MetricsPusher {
     this.stopped = true;
   }
 
-  private failed(push: MetricsPush, e: unknown): void {
+  private failed(push: MetricsPush, e: unknown, final: boolean): void {
     const names = push.metrics.map((m) => m.name).join(", ");
+    const problem = errorLine(e);
+    const log = this.options.log;
     if (this.options.isMissingRoute(e)) {
       this.stopped = true;
-      this.options.log.warning(`the store server takes no metrics (${errorLine(e)}): this process's metrics stay in it (${names})`);
-      return;
-    }
-    const problem = errorLine(e);
-    const transient = this.options.isTransient(e);
-    if (transient) this.registry.returnPending(push);
-    // Once per kind of problem, not once per interval.
-    if (problem !== this.lastProblem)
-      this.options.log.warning(
-        transient
-          ? `metrics not sent yet, kept for the next push: ${problem}`
-          : `the store server refused this process's metrics (${names}); they are dropped: ${problem}`,
-      );
+      log.warning(`the store server takes no metrics (${problem}): this process's metrics stay in it (${names})`);
+    } else if (final) log.warning(`this process's last metrics (${names}) were not sent: ${problem}`);
+    else if (this.options.isTransient(e)) {
+      this.registry.returnPending(push);
+      // Once per kind of problem, not once per interval.
+      if (problem !== this.lastProblem) log.warning(`metrics not sent yet, kept for the next push: ${problem}`);
+      this.nudge();
+    } else if (problem !== this.lastProblem)
+      log.warning(`the store server refused this process's metrics (${names}); they are dropped: ${problem}`);
     this.lastProblem = problem;
-    if (transient) this.nudge();
   }
 }

@@ -126,10 +126,11 @@ describe("POST /v1/agl/metrics/push", () => {
 
   it("adds another process's increments to the exposition; a push of this process's own registry is already there", async () => {
     await start();
-    expect((await push({ source: "runner-1", metrics: [counter(2)] })).status).toBe(204);
-    expect((await push({ source: "runner-2", metrics: [counter(3)] })).status).toBe(204);
+    const answer = async (res: Promise<Response>) => [(await res).status, await (await res).json()];
+    expect(await answer(push({ source: "runner-1", metrics: [counter(2)] }))).toEqual([200, { applied: true }]);
+    expect(await answer(push({ source: "runner-2", metrics: [counter(3)] }))).toEqual([200, { applied: true }]);
     expect(sampleValue(await scrape(), "agent_tool_calls_total", { tool: "calc" })).toBe(5);
-    expect((await push({ source: registry.source, metrics: [counter(100)] })).status).toBe(204);
+    expect(await answer(push({ source: registry.source, metrics: [counter(100)] }))).toEqual([200, { applied: false }]);
     expect(sampleValue(await scrape(), "agent_tool_calls_total", { tool: "calc" })).toBe(5);
   });
 

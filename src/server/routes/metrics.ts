@@ -22,8 +22,9 @@ export function metricsRoutes({ metrics, idempotent }: RouteDeps): Hono {
   routes.post("/v1/agl/metrics/push", idempotent, async (c) => {
     const push = await readBody(c, MetricsPush);
     // This process's own registry is served as it is: its values are there already.
-    if (push.source !== metrics.shared.source) metrics.shared.applyPush(push, MAX_PUSHED_SERIES);
-    return c.body(null, 204);
+    const applied = push.source !== metrics.shared.source;
+    if (applied) metrics.shared.applyPush(push, MAX_PUSHED_SERIES);
+    return c.json({ applied });
   });
   return routes;
 }
