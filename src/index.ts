@@ -78,6 +78,7 @@ export {
   PPO,
   type PpoOptions,
   SFT,
+  TrainingMetrics,
   trainSft,
 } from "./algorithm/index.ts";
 
