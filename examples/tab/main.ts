@@ -7,27 +7,10 @@
 import uPlot from "uplot";
 import type { GrpoReport } from "../../src/browser.ts";
 import type { RolloutView } from "./loop.ts";
-import { type FromWorker, TAB_DEFAULTS, type TabSettings, type ToWorker } from "./messages.ts";
+import { type FromWorker, TAB_DEFAULTS, type TabSettings, type TabState, type ToWorker } from "./messages.ts";
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 
-/** What the page shows, readable from outside (tests, the console). */
-interface TabState {
-  running: boolean;
-  done: boolean;
-  error: string | null;
-  backend: string | null;
-  steps: { step: number; reward: number; seconds: number }[];
-  validations: { step: number; accuracy: number }[];
-  checkpointStep: number | null;
-  /** The longest main-thread task seen while training (PerformanceObserver "longtask": tasks over 50 ms), and how many. */
-  longestTaskMs: number;
-  longTasks: number;
-  probe: { ids: number[]; logits: number[] } | null;
-  rollouts: RolloutView[];
-  /** The chart's data: steps, training reward, held-out accuracy (null where not measured). */
-  chart: [number[], (number | null)[], (number | null)[]];
-}
 const state: TabState = {
   running: false,
   done: false,

@@ -16,6 +16,24 @@ export type FromWorker =
   | { type: "done"; backend: string; seconds: number; steps: number; probe: { ids: number[]; logits: number[] } }
   | { type: "error"; message: string };
 
+/** What the page shows as `window.tab`, readable from outside (tests, the console). */
+export interface TabState {
+  running: boolean;
+  done: boolean;
+  error: string | null;
+  backend: string | null;
+  steps: { step: number; reward: number; seconds: number }[];
+  validations: { step: number; accuracy: number }[];
+  checkpointStep: number | null;
+  /** The longest main-thread task seen while training (PerformanceObserver "longtask": tasks over 50 ms), and how many. */
+  longestTaskMs: number;
+  longTasks: number;
+  probe: { ids: number[]; logits: number[] } | null;
+  rollouts: RolloutView[];
+  /** The chart's data: steps, training reward, held-out accuracy (null where not measured). */
+  chart: [number[], (number | null)[], (number | null)[]];
+}
+
 /** The page's defaults: a run that shows a gain within minutes on a laptop's GPU. */
 export const TAB_DEFAULTS: TabSettings = {
   steps: 200,

@@ -11,7 +11,7 @@ import { buildTrainingBatch, tokenMetrics, type FinishedRollout, type Grouping, 
 import { resolveResponseMask } from "../model/batch.ts";
 import { Rng } from "../model/init.ts";
 import { PAD_ID } from "../model/tokenizer.ts";
-import type { KlLossType, PolicyLossOptions, PolicyTrainer, StepMetrics, TokenBatch } from "../model/train-types.ts";
+import type { KlLossType, LogProbOptions, PolicyLossOptions, PolicyTrainer, StepMetrics, TokenBatch } from "../model/train-types.ts";
 import type { ValueStepMetrics } from "../model/value-types.ts";
 import { ValidationError } from "../types/errors.ts";
 import { libraryKernels, type BatchTensors, type Kernels } from "../wasm/index.ts";
@@ -38,6 +38,9 @@ export interface GrpoUpdateOptions {
   /** Leave rows of all-equal-reward groups out of the update [true]. */
   dropTiedGroups?: boolean;
   loss?: PolicyLossOptions;
+  /** The rollouts' sampling temperature: the old, reference and trained log-probs are those of the logits
+   * divided by it, as in verl's actor; 0 (greedy rollouts) leaves the logits as they are [1]. */
+  temperature?: number;
   /** Learning rate of this update [the trainer's]. */
   lr?: number;
   microBatchSize?: number;
@@ -181,7 +184,7 @@ export async function ppoUpdate(trainer: PolicyTrainer, finished: FinishedRollou
   if (t.n === 0) return result;
   const kernels = o.kernels ?? libraryKernels();
   const mask = Float32Array.from(t.responseMask);
-  const micro = { microBatchSize: o.microBatchSize };
+  const micro = logProbOptions(o);
   // The KL in the reward needs every row's old and reference log-probs before the advantages (verl's order);
   // without it they are computed later, for the rows that train only.
   let oldAll: Float32Array | undefined;
@@ -291,13 +294,13 @@ async function actorUpdate(
   const R = t.R;
   const sub = selectRows(t, keep);
   const subAdv = pickRows(adv, keep, R);
-  const old = oldAll ? pickRows(oldAll, keep, R) : (await trainer.logProbs(sub, { microBatchSize: o.microBatchSize })).log_probs;
+  const old = oldAll ? pickRows(oldAll, keep, R) : (await trainer.logProbs(sub, logProbOptions(o))).log_probs;
   const wantsRef = (o.loss?.klLossCoef ?? 0) !== 0 || o.trackKl === true;
   const ref = !wantsRef
     ? undefined
     : refAll
       ? pickRows(refAll, keep, R)
-      : (await trainer.logProbs(sub, { microBatchSize: o.microBatchSize, baseOnly: true })).log_probs;
+      : (await trainer.logProbs(sub, { ...logProbOptions(o), baseOnly: true })).log_probs;
   if (ref) result.klRef = maskedMean(kernels.klPenalty(old, ref, KL_ALIASES[o.loss?.klLossType ?? "low_var_kl"]), sub, R);
   const all = await updates(trainer, sub, subAdv, old, ref, { ...o, shuffle });
   result.metrics = combineMetrics(all);
@@ -314,6 +317,11 @@ async function actorUpdate(
     result.verlMetrics["actor/kl_loss"] = result.klRef;
     result.verlMetrics["actor/kl_coef"] = o.loss?.klLossCoef ?? 0;
   }
+}
+
+/** What every log-prob pass of the update is given: the micro-batch size and the temperature (0: 1). */
+function logProbOptions(o: GrpoUpdateOptions): LogProbOptions {
+  return { microBatchSize: o.microBatchSize, temperature: o.temperature ? o.temperature : 1 };
 }
 
 /** GAE needs a critic, and only GAE reads one. */
@@ -386,8 +394,8 @@ async function updates(
       rows ? pickRows(oldLogProbs, rows, R) : oldLogProbs,
       {
         ...o.loss,
+        ...logProbOptions(o),
         lr: o.lr,
-        microBatchSize: o.microBatchSize,
         ...(refLogProbs ? { refLogProbs: rows ? pickRows(refLogProbs, rows, R) : refLogProbs } : {}),
       },
     ),

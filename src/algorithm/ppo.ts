@@ -299,6 +299,7 @@ export class PPO extends Algorithm {
       normByStd: o.normByStd,
       dropTiedGroups: o.dropTiedGroups,
       loss: o.loss,
+      temperature: o.temperature,
       lr: o.lrSchedule ? o.lrSchedule(step, o.steps) : o.lr,
       microBatchSize: o.microBatchSize,
       miniBatchSize: o.miniBatchSize,

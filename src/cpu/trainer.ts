@@ -16,7 +16,7 @@
  * step: with more than one micro-batch, a forward over the step comes first to find them.
  */
 import { paramCount, parseModelConfig, type ModelConfig } from "../model/config.ts";
-import { checkResponseTensor, microBatches, resolveResponseMask, sliceRows, validateBatch } from "../model/batch.ts";
+import { checkResponseTensor, logitTemperature, microBatches, resolveResponseMask, sliceRows, validateBatch } from "../model/batch.ts";
 import { initParams } from "../model/init.ts";
 import { initLora, loraParamCount, parseLoraConfig, type LoraConfig } from "../model/lora.ts";
 import { flattenParams, paramViews, type ModelParams, type ParamViews } from "../model/params.ts";
@@ -36,6 +36,7 @@ import {
 } from "../model/ppo-loss.ts";
 import { ValidationError } from "../types/errors.ts";
 import type {
+  LogProbOptions,
   LogProbsResult,
   OptimizerOptions,
   OptimizerState,
@@ -43,7 +44,6 @@ import type {
   PolicyTrainer,
   SftStepOptions,
   StepMetrics,
-  StepOptions,
   TokenBatch,
   TrainerState,
 } from "../model/train-types.ts";
@@ -150,8 +150,9 @@ export class CpuTrainer implements PolicyTrainer {
     return this.lora ? { ...this.lora.config } : null;
   }
 
-  async logProbs(batch: TokenBatch, options: StepOptions = {}): Promise<LogProbsResult> {
+  async logProbs(batch: TokenBatch, options: LogProbOptions = {}): Promise<LogProbsResult> {
     validateBatch(batch);
+    const temperature = logitTemperature(options.temperature);
     const { n, P, R } = batch;
     const log_probs = new Float32Array(n * R);
     const entropy = new Float32Array(n * R);
@@ -160,8 +161,8 @@ export class CpuTrainer implements PolicyTrainer {
       withActivations(K, () => {
         const out =
           options.baseOnly && this.lora
-            ? forward(this.config, this.lora.base, sliceRows(batch, r0, r1), { ops: K })
-            : this.forward(sliceRows(batch, r0, r1), K);
+            ? forward(this.config, this.lora.base, sliceRows(batch, r0, r1), { ops: K, temperature })
+            : this.forward(sliceRows(batch, r0, r1), K, temperature);
         log_probs.set(responseColumns(out.logprob, r1 - r0, P, R), r0 * R);
         entropy.set(responseColumns(out.entropy, r1 - r0, P, R), r0 * R);
       });
@@ -179,16 +180,17 @@ export class CpuTrainer implements PolicyTrainer {
     checkResponseTensor("oldLogProbs", oldLogProbs, batch);
     if (options.refLogProbs !== undefined) checkResponseTensor("refLogProbs", options.refLogProbs, batch);
     const o = resolveLossOptions(options);
+    const temperature = logitTemperature(options.temperature);
     const { n, R } = batch;
     // clip_cov / kl_cov: the step's tokens picked once, seeded by the step count (the GPU trainer does the same)
     const seed = this.optimizer.step;
     let stepSelection: Uint8Array | undefined;
     if (needsCovSelection(o.lossMode) && microBatches(n, options.microBatchSize).length > 1) {
-      const { log_probs } = await this.logProbs(batch, { microBatchSize: options.microBatchSize });
+      const { log_probs } = await this.logProbs(batch, { microBatchSize: options.microBatchSize, temperature });
       const responseMask = resolveResponseMask(batch);
       stepSelection = covSelection({ rows: n, cols: R, logProbs: log_probs, oldLogProbs, advantages, responseMask }, o, seed);
     }
-    return this.step(await this.ops(), batch, options, ([r0, r1], logProbs, entropy, mask, norm) => {
+    return this.step(await this.ops(), batch, { ...options, temperature }, ([r0, r1], logProbs, entropy, mask, norm) => {
       const cut = <T extends { subarray(a: number, b: number): T }>(a: T): T => a.subarray(r0 * R, r1 * R);
       const input = {
         rows: r1 - r0,
@@ -255,14 +257,14 @@ export class CpuTrainer implements PolicyTrainer {
   }
 
   /** The model's forward on a micro-batch: the whole model, or the frozen base plus the adapter. */
-  private forward(micro: TokenBatch, ops: ModelOps) {
+  private forward(micro: TokenBatch, ops: ModelOps, temperature = 1) {
     return this.lora
-      ? forward(this.config, this.lora.base, micro, { lora: { config: this.lora.config, params: this.params }, ops })
-      : forward(this.config, this.params, micro, { ops });
+      ? forward(this.config, this.lora.base, micro, { lora: { config: this.lora.config, params: this.params }, ops, temperature })
+      : forward(this.config, this.params, micro, { ops, temperature });
   }
 
   /** Forward, loss and backward per micro-batch; then, if everything is finite, clip and AdamW. */
-  private step(K: ModelOps, batch: TokenBatch, options: StepOptions, lossFn: MicroLossFn): StepMetrics {
+  private step(K: ModelOps, batch: TokenBatch, options: LogProbOptions, lossFn: MicroLossFn): StepMetrics {
     const started = now();
     const { n, P, R } = batch;
     const mask = resolveResponseMask(batch);
@@ -276,7 +278,7 @@ export class CpuTrainer implements PolicyTrainer {
       withActivations(K, () => {
         const rows = r1 - r0;
         const micro = sliceRows(batch, r0, r1);
-        const out = this.forward(micro, K);
+        const out = this.forward(micro, K, options.temperature);
         const logProbs = responseColumns(out.logprob, rows, P, R);
         const entropy = responseColumns(out.entropy, rows, P, R);
         const res = lossFn([r0, r1], logProbs, entropy, mask.subarray(r0 * R, r1 * R), norm);

@@ -106,6 +106,8 @@ class Workspace {
   readonly loraDt: GPUBuffer | null;
   /** Whether the last forward applied the adapter (its backward must match). */
   adapterUsed = false;
+  /** What the last forward divided the logits by (its backward divides their gradient too). */
+  temperature = 1;
   private readonly all: GPUBuffer[] = [];
 
   constructor(
@@ -381,8 +383,9 @@ export class GpuModel {
   }
 
   /** Uploads the inputs and encodes the forward pass; the response log-probs/entropies land in ws.logprob/ws.entropy.
-   * `adapter: false` runs the base alone (a LoRA model's reference log-probs). */
-  forward(s: MicroShape, inputs: MicroInputs, options: { adapter?: boolean } = {}): Workspace {
+   * `adapter: false` runs the base alone (a LoRA model's reference log-probs); the logits are divided by
+   * `temperature` [1] (the LM head's matmul scales them). */
+  forward(s: MicroShape, inputs: MicroInputs, options: { adapter?: boolean; temperature?: number } = {}): Workspace {
     const c = this.config;
     checkTokenRanges(c, inputs.ids, inputs.positions);
     const ws = this.ensureWorkspace(s);
@@ -398,14 +401,16 @@ export class GpuModel {
     const d = c.d_model;
     const bFormat = this.matrixFormat;
     ws.adapterUsed = this.lora !== null && options.adapter !== false;
+    ws.temperature = options.temperature ?? 1;
+    const scale = 1 / ws.temperature;
     embedding(ctx, ws.ids, P.tok_embeddings, ws.inputs[0], N, d, bFormat);
     for (let l = 0; l < c.n_layers; l++) this.layerForward(ws, s, l, true);
     rmsnorm(ctx, ws.xOut, P.norm, ws.hFinal, ws.rstdFinal, N, d, c.norm_eps);
     // Only the rows that predict response tokens go through the lm head.
     embedding(ctx, ws.predictRows, ws.hFinal, ws.hSel, NR, d);
     if (!this.lmHead) return ws;
-    if (c.tie_embeddings) linear(ctx, ws.hSel, P.tok_embeddings, ws.logits, { M: NR, K: d, N: c.vocab_size, transB: true, bFormat });
-    else linear(ctx, ws.hSel, P.lm_head, ws.logits, { M: NR, K: d, N: c.vocab_size, bFormat });
+    if (c.tie_embeddings) linear(ctx, ws.hSel, P.tok_embeddings, ws.logits, { M: NR, K: d, N: c.vocab_size, transB: true, bFormat, scale });
+    else linear(ctx, ws.hSel, P.lm_head, ws.logits, { M: NR, K: d, N: c.vocab_size, bFormat, scale });
     logSoftmaxGatherEntropy(ctx, ws.logits, ws.targets, ws.logprob, ws.entropy, ws.stats, NR, c.vocab_size);
     return ws;
   }
@@ -522,13 +527,15 @@ export class GpuModel {
     const V = c.vocab_size;
     const bFormat = this.matrixFormat;
     logSoftmaxGatherEntropyBackward(ctx, ws.logits, ws.targets, ws.stats, ws.dlogprob, ws.dentropy, NR, V);
+    // the gradient of the scaled logits, through the forward's division by the temperature
     const dLogits = ws.logits;
+    const scale = 1 / ws.temperature;
     if (c.tie_embeddings) {
-      linear(ctx, dLogits, P.tok_embeddings, ws.dhSel, { M: NR, K: V, N: d, bFormat });
-      if (trainBase) matmul(ctx, dLogits, ws.hSel, G.tok_embeddings, { M: V, K: NR, N: d, transA: true, accumulate: true });
+      linear(ctx, dLogits, P.tok_embeddings, ws.dhSel, { M: NR, K: V, N: d, bFormat, scale });
+      if (trainBase) matmul(ctx, dLogits, ws.hSel, G.tok_embeddings, { M: V, K: NR, N: d, transA: true, accumulate: true, scale });
     } else {
-      linear(ctx, dLogits, P.lm_head, ws.dhSel, { M: NR, K: V, N: d, transB: true, bFormat });
-      if (trainBase) matmul(ctx, ws.hSel, dLogits, G.lm_head, { M: d, K: NR, N: V, transA: true, accumulate: true });
+      linear(ctx, dLogits, P.lm_head, ws.dhSel, { M: NR, K: V, N: d, transB: true, bFormat, scale });
+      if (trainBase) matmul(ctx, ws.hSel, dLogits, G.lm_head, { M: d, K: NR, N: V, transA: true, accumulate: true, scale });
     }
   }
 

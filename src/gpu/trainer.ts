@@ -9,7 +9,15 @@
  * adapter's gradients, and AdamW, the gradient norm and the state cover the adapter alone.
  */
 import { paramCount, parseModelConfig, type ModelConfig } from "../model/config.ts";
-import { checkResponseTensor, microBatches, resolveResponseMask, rowWidth, sliceRows, validateBatch } from "../model/batch.ts";
+import {
+  checkResponseTensor,
+  logitTemperature,
+  microBatches,
+  resolveResponseMask,
+  rowWidth,
+  sliceRows,
+  validateBatch,
+} from "../model/batch.ts";
 import { initParams } from "../model/init.ts";
 import { initLora, loraParamCount, parseLoraConfig, type LoraConfig } from "../model/lora.ts";
 import type { ModelParams } from "../model/params.ts";
@@ -25,6 +33,7 @@ import {
 } from "../model/ppo-loss.ts";
 import { ValidationError } from "../types/errors.ts";
 import type {
+  LogProbOptions,
   LogProbsResult,
   OptimizerOptions,
   OptimizerState,
@@ -32,7 +41,6 @@ import type {
   PolicyTrainer,
   SftStepOptions,
   StepMetrics,
-  StepOptions,
   TokenBatch,
   TrainerState,
 } from "../model/train-types.ts";
@@ -214,7 +222,7 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     checkTokenRanges(this.config, batch.inputIds, batch.positionIds);
   }
 
-  logProbs(batch: TokenBatch, options: StepOptions = {}): Promise<LogProbsResult> {
+  logProbs(batch: TokenBatch, options: LogProbOptions = {}): Promise<LogProbsResult> {
     return this.exclusive(() => this.runLogProbs(batch, options));
   }
 
@@ -232,15 +240,16 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     return this.exclusive(() => this.runSftStep(batch, options));
   }
 
-  private async runLogProbs(batch: TokenBatch, options: StepOptions): Promise<LogProbsResult> {
+  private async runLogProbs(batch: TokenBatch, options: LogProbOptions): Promise<LogProbsResult> {
     this.validate(batch);
+    const temperature = logitTemperature(options.temperature);
     const { n, R } = batch;
     const log_probs = new Float32Array(n * R);
     const entropy = new Float32Array(n * R);
     for (const [r0, r1] of microBatches(n, options.microBatchSize)) {
       const { shape, inputs } = microInputs(sliceRows(batch, r0, r1));
       // baseOnly: the frozen base without the adapter, a LoRA run's KL reference
-      const ws = this.model.forward(shape, inputs, { adapter: !(options.baseOnly && this.lora !== null) });
+      const ws = this.model.forward(shape, inputs, { adapter: !(options.baseOnly && this.lora !== null), temperature });
       const rows = (r1 - r0) * R;
       log_probs.set(await this.ctx.read(ws.logprob, rows), r0 * R);
       entropy.set(await this.ctx.read(ws.entropy, rows), r0 * R);
@@ -260,6 +269,7 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     const ref = options.refLogProbs;
     if (ref !== undefined) checkResponseTensor("refLogProbs", ref, batch);
     const o = resolveLossOptions(options);
+    const temperature = logitTemperature(options.temperature);
     if (o.klLossCoef !== 0 && ref === undefined) throw new ValidationError("klLossCoef needs reference log-probs", ["refLogProbs"]);
     const params = ppoParams(o, ref !== undefined);
     const perToken: PerToken = { advantages, oldLogProbs, refLogProbs: ref };
@@ -271,11 +281,11 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     if (needsCovSelection(o.lossMode)) {
       // The covariance selection spans the whole step: one forward over it first (one more forward per
       // step; docs/training.md#the-ppo-loss), seeded by the step count like the CPU trainer's.
-      const { log_probs } = await this.runLogProbs(batch, { microBatchSize: options.microBatchSize });
+      const { log_probs } = await this.runLogProbs(batch, { microBatchSize: options.microBatchSize, temperature });
       const responseMask = resolveResponseMask(batch);
       perToken.selected = covSelection({ rows: n, cols: R, logProbs: log_probs, oldLogProbs, advantages, responseMask }, o, this.stepCount);
     }
-    return this.step(batch, options, o.lossAggMode, params, perToken, (s) => ({
+    return this.step(batch, { ...options, temperature }, o.lossAggMode, params, perToken, (s) => ({
       loss: s.pg - o.entropyCoeff * s.entropy + o.klLossCoef * s.kl,
       pg_loss: s.pg,
     }));
@@ -308,7 +318,7 @@ export class GpuPolicyTrainer implements PolicyTrainer {
   /** Forward, loss and backward per micro-batch; then grad norm, and if everything is finite, clip + AdamW. */
   private async step(
     batch: TokenBatch,
-    options: StepOptions,
+    options: LogProbOptions,
     mode: PolicyStepOptions["lossAggMode"] & string,
     lossParams: PpoParams,
     perToken: PerToken,
@@ -325,7 +335,7 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     const sums = ctx.alloc(micro.length * C + 1, "step_sums");
     let out: Float32Array;
     try {
-      out = await this.accumulate(batch, micro, mask, weight, lossParams, perToken, sums);
+      out = await this.accumulate(batch, micro, mask, weight, lossParams, perToken, sums, options.temperature ?? 1);
     } finally {
       ctx.flushBeforeRelease(); // encoded work may still reference `sums`
       sums.destroy();
@@ -375,13 +385,14 @@ export class GpuPolicyTrainer implements PolicyTrainer {
     lossParams: PpoParams,
     perToken: PerToken,
     sums: GPUBuffer,
+    temperature: number,
   ): Promise<Float32Array> {
     const { ctx, model } = this;
     const R = batch.R;
     model.zeroGrads();
     micro.forEach(([r0, r1], index) => {
       const { shape, inputs } = microInputs(sliceRows(batch, r0, r1));
-      const ws = model.forward(shape, inputs);
+      const ws = model.forward(shape, inputs, { temperature });
       const rows = (r1 - r0) * R;
       const lb = this.lossBuffers(rows);
       const cut = <T extends Float32Array | Uint8Array>(a: T | undefined): T | undefined => a?.subarray(r0 * R, r1 * R) as T | undefined;

@@ -28,6 +28,15 @@ export function validateBatch(batch: TokenBatch): void {
   }
 }
 
+/** The temperature the logits are divided by (`LogProbOptions.temperature`): 1 when not given; a
+ * ValidationError unless a finite number > 0. */
+export function logitTemperature(temperature: number | undefined): number {
+  if (temperature === undefined) return 1;
+  if (!(Number.isFinite(temperature) && temperature > 0))
+    throw new ValidationError(`temperature must be a finite number > 0, got ${temperature}`, ["temperature"]);
+  return temperature;
+}
+
 /** Throws unless a per-response-token tensor has n * R elements. */
 export function checkResponseTensor(name: string, a: ArrayLike<number>, batch: TokenBatch): void {
   if (a.length !== batch.n * batch.R)

@@ -98,7 +98,15 @@ export interface StepOptions {
   baseOnly?: boolean;
 }
 
-export interface PolicyStepOptions extends StepOptions, PolicyLossOptions {
+/** Options of a pass that computes the policy's log-probs (`logProbs`, `policyStep`). */
+export interface LogProbOptions extends StepOptions {
+  /** The logits are divided by this before the log-softmax, as verl's actor does with the rollouts'
+   * temperature: log-probs, entropies and gradients are then those of the distribution the rollouts were
+   * sampled from. Must be > 0 [1]. */
+  temperature?: number;
+}
+
+export interface PolicyStepOptions extends LogProbOptions, PolicyLossOptions {
   /** [B, R] reference-policy log-probs, needed when klLossCoef > 0. */
   refLogProbs?: Float32Array;
 }
@@ -164,7 +172,7 @@ export interface PolicyTrainer {
   readonly backend: "cpu" | "webgpu";
   /** The adapter's config when the trainer trains a LoRA adapter on a frozen base; null otherwise. */
   readonly loraConfig?: LoraConfig | null;
-  logProbs(batch: TokenBatch, options?: StepOptions): Promise<LogProbsResult>;
+  logProbs(batch: TokenBatch, options?: LogProbOptions): Promise<LogProbsResult>;
   policyStep(batch: TokenBatch, advantages: Float32Array, oldLogProbs: Float32Array, options?: PolicyStepOptions): Promise<StepMetrics>;
   sftStep(batch: TokenBatch, options?: SftStepOptions): Promise<StepMetrics>;
   /** A copy of parameters and optimizer state (downloads from the device where there is one). */

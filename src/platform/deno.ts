@@ -2,6 +2,7 @@
  * Deno 2's platform: Node's (Deno implements `node:*`, and serves through node:http for its limits),
  * with Deno's own signals, arguments, timer handles and memory query.
  */
+import cluster from "node:cluster";
 import { nodeCompatible, runScriptWith, thisProcess } from "./node.ts";
 import type { Platform } from "./types.ts";
 import { startWebWorker } from "./web-worker.ts";
@@ -50,6 +51,12 @@ export function denoPlatform(deno: DenoGlobal): Platform {
     selfCommand() {
       const self = thisProcess();
       return [self.execPath, "run", "-A", self.script, ...self.args];
+    },
+    forkClusterWorker() {
+      // Deno's hand-over of each connection from the primary to a worker (node:cluster's default) now and
+      // then loses one when many connect at once: the workers accept from the shared socket themselves.
+      cluster.schedulingPolicy = cluster.SCHED_NONE;
+      return node.forkClusterWorker();
     },
     clusterPrimary() {
       const primary = node.clusterPrimary();

@@ -1,6 +1,6 @@
 /**
  * The LLM proxy's configuration (docs/llm-proxy.md#configuration): which model names it serves, the
- * OpenAI-compatible base URLs behind each, the body fields added to every request, timeouts and retries.
+ * base URLs behind each and the API they speak (OpenAI's or Anthropic's Messages API), the body fields added to every request, timeouts and retries.
  * A JSON file for `agl proxy --config`, or the same object given to `new LLMProxy`.
  */
 import { z } from "zod";
@@ -24,9 +24,11 @@ const allowedHost = z.string().transform((s, ctx) => {
 export const ProxyModelEntry = z.strictObject({
   /** The name clients send as `model`. */
   name: z.string().min(1),
-  /** OpenAI-compatible base URLs (ending in `/v1` as a client's base_url), used in turn. */
+  /** Base URLs as a client of `api` takes them (OpenAI's end in `/v1`; Anthropic's need not), used in turn. */
   upstreams: z.array(baseUrl).min(1),
-  /** The environment variable holding the upstreams' API key (sent as `Authorization: Bearer`). */
+  /** The API the upstreams speak: `openai` (`/v1/chat/completions`, `/v1/completions`) or `anthropic` (`/v1/messages`). */
+  api: z.enum(["openai", "anthropic"]).default("openai"),
+  /** The environment variable holding the upstreams' API key (sent as `Authorization: Bearer`, or `x-api-key` to Anthropic). */
   api_key_env: z.string().min(1).optional(),
   /** Body fields set on every request to this model (they win over the client's), e.g. `return_token_ids: true`; `model` renames it upstream. */
   params: z.record(z.string(), z.unknown()).default({}),

@@ -1,6 +1,7 @@
 /**
  * The LLM proxy (docs/llm-proxy.md): an OpenAI-compatible server in front of a list of models, each
- * served by one or more OpenAI-compatible upstreams (vLLM, SGLang, `agl serve`, a hosted API). A call
+ * served by one or more OpenAI-compatible upstreams (vLLM, SGLang, `agl serve`, a hosted API), or by
+ * upstreams of Anthropic's Messages API (`POST /v1/messages`; proxied-api.ts holds what differs). A call
  * under upstream's routing prefix `/rollout/{rid}/attempt/{aid}/v1/…` gets a sequence id when it arrives
  * and is stored as one LLM-call span named `litellm_request` (gen-ai.ts attributes, token ids included
  * when the backend returns them), so the adapters read it as they read upstream's LiteLLM proxy spans.
@@ -12,7 +13,7 @@ import { z } from "zod";
 import { platform } from "../platform/index.ts";
 import { getLogger } from "../platform/log.ts";
 import type { LightningStore } from "../store/base.ts";
-import { assembleStream, type JsonObject, openAiCallAttributes } from "../tracer/gen-ai.ts";
+import type { JsonObject } from "../tracer/gen-ai.ts";
 import { type Clock, systemClock } from "../types/clock.ts";
 import { ValidationError } from "../types/errors.ts";
 import type { LLM, ProxyLLM } from "../types/resources.ts";
@@ -20,6 +21,8 @@ import { type Attributes, spanFromAttributes } from "../types/span.ts";
 import { AGENT_NAME_HEADER, GEN_AI_AGENT_NAME } from "../types/semconv.ts";
 import { type ProxyModelEntryInput, parseProxyModelList, type ResolvedModel, resolveModels } from "./llm-proxy-config.ts";
 import { LLM_CALL_SPAN_NAME } from "./llm-span.ts";
+import { isMessagesPath } from "./anthropic-http.ts";
+import { API_ROUTES, anthropicApi, type CallError, openAiApi, type ProxiedApi } from "./proxied-api.ts";
 import {
   installOpenAiBasics,
   llmResource,
@@ -82,9 +85,7 @@ export interface LLMProxyOptions {
 /** The part of a request body the proxy reads; everything else goes upstream untouched. */
 const ProxiedRequest = z.looseObject({ model: z.string().min(1), stream: z.boolean().nullish() });
 
-const errorBodyOf = (message: string, type: string, code: string) => ({ error: { message, type, param: null, code } });
-
-/** An upstream's error message: OpenAI's `error.message`, else its body as text. */
+/** An upstream's error message: its `error.message` (OpenAI's and Anthropic's shape), else its body as text. */
 function upstreamErrorMessage(status: number, text: string): string {
   try {
     const parsed = JSON.parse(text) as { error?: { message?: unknown } | string };
@@ -118,13 +119,14 @@ function eitherSignal(x: AbortSignal, y: AbortSignal): { signal: AbortSignal; re
 }
 
 interface CallRecord {
+  api: ProxiedApi;
   routed: { rolloutId: string; attemptId: string };
   sequenceId: number;
   model: string;
   agentName: string | null;
   request: JsonObject;
   response: JsonObject | null;
-  error: { status: number | null; message: string } | null;
+  error: CallError | null;
   upstream: string | null;
   attempts: number;
   stream: boolean;
@@ -214,6 +216,7 @@ export class LLMProxy {
       token: this.options.token,
       bindAddress: this.options.hostname ?? "127.0.0.1",
       allowedHosts: this.options.allowedHosts,
+      anthropicPath: isMessagesPath,
     });
     for (const prefix of ROUTE_PREFIXES) {
       app.get(`${prefix}/health`, (c) => c.json({ status: "ok" }));
@@ -223,8 +226,10 @@ export class LLMProxy {
           data: this.modelNames.map((id) => ({ id, object: "model", created: 0, owned_by: "lightning-ts-proxy" })),
         }),
       );
-      app.post(`${prefix}/v1/chat/completions`, (c) => this.track(this.forward(c, "/chat/completions")));
-      app.post(`${prefix}/v1/completions`, (c) => this.track(this.forward(c, "/completions")));
+      app.post(`${prefix}/v1/chat/completions`, (c) => this.track(this.forward(c, openAiApi("/chat/completions"))));
+      app.post(`${prefix}/v1/completions`, (c) => this.track(this.forward(c, openAiApi("/completions"))));
+      app.post(`${prefix}/v1/messages`, (c) => this.track(this.forward(c, anthropicApi("/messages"))));
+      app.post(`${prefix}/v1/messages/count_tokens`, (c) => this.track(this.forward(c, anthropicApi("/messages/count_tokens"))));
     }
     return app;
   }
@@ -247,7 +252,7 @@ export class LLMProxy {
     };
   }
 
-  private async forward(c: Context, path: string): Promise<Response> {
+  private async forward(c: Context, api: ProxiedApi): Promise<Response> {
     const startTime = this.clock.now();
     const routed = routedAttempt(c);
     const agentName = requestAgentName(c);
@@ -262,16 +267,26 @@ export class LLMProxy {
         `The model '${parsed.data.model}' does not exist; this proxy serves ${this.modelNames.map((n) => `'${n}'`).join(", ")}`,
         "model_not_found",
       );
-    const store = this.store;
+    if (model.api !== api.api)
+      throw new OpenAiError(
+        400,
+        "invalid_request_error",
+        `The model '${model.name}' is served over the ${model.api === "anthropic" ? "Anthropic Messages" : "OpenAI"} API: call ${API_ROUTES[model.api]}`,
+        "wrong_api",
+      );
+    const store = api.recorded ? this.store : null;
     // One sequence id per request, taken when it arrives (upstream's RolloutAttemptMiddleware).
     const sequenceId = routed !== null && store !== null ? await store.getNextSpanSequenceId(routed.rolloutId, routed.attemptId) : null;
     const upstreamName = typeof model.params.model === "string" ? model.params.model : model.name;
     const request: JsonObject = { ...(raw as JsonObject), ...model.params, model: upstreamName };
     const stream = request.stream === true;
-    const record = (r: Omit<CallRecord, "routed" | "sequenceId" | "model" | "agentName" | "request" | "stream" | "startTime">) =>
+    const record = (r: Omit<CallRecord, "api" | "routed" | "sequenceId" | "model" | "agentName" | "request" | "stream" | "startTime">) =>
       routed !== null && sequenceId !== null && store !== null
-        ? this.recordSpan(store, { routed, sequenceId, model: model.name, agentName, request, stream, startTime, ...r })
+        ? this.recordSpan(store, { api, routed, sequenceId, model: model.name, agentName, request, stream, startTime, ...r })
         : Promise.resolve();
+    const headers = api.headers(c, model, (this.options.token ?? null) !== null);
+    if (agentName !== null) headers[AGENT_NAME_HEADER] = agentName;
+    const search = new URL(c.req.url).search;
 
     // Gone callers and a stopping proxy both cancel the upstream call.
     const cancel = eitherSignal(this.stopping.signal, c.req.raw.signal);
@@ -281,9 +296,9 @@ export class LLMProxy {
       try {
         answer = await callUpstream({
           model,
-          path,
+          url: (base) => api.url(base, search),
           body: JSON.stringify(request),
-          headers: agentName === null ? {} : { [AGENT_NAME_HEADER]: agentName },
+          headers,
           pickUpstream: this.pickUpstream(model),
           signal: cancel.signal,
           stream,
@@ -301,16 +316,16 @@ export class LLMProxy {
           attempts: e instanceof UpstreamUnavailableError ? e.attempts : 0,
         });
         if (e instanceof UpstreamUnavailableError)
-          return c.json(errorBodyOf(message, "upstream_error", e.status === 504 ? "upstream_timeout" : "upstream_unreachable"), e.status);
+          return c.json(api.errorBody(e.status, message, e.status === 504 ? "upstream_timeout" : "upstream_unreachable"), e.status);
         throw e;
       }
       const { response, upstream, attempts } = answer;
       const contentType = response.headers.get("content-type") ?? "application/json";
 
       if (answer.text !== null) {
-        // A whole answer (or an error the caller gets as the upstream gave it).
+        // A whole answer (or an error the caller gets as the upstream gave it, in its API's shape).
         let body: JsonObject | null = null;
-        let error: CallRecord["error"] = null;
+        let error: CallError | null = null;
         if (response.ok) {
           try {
             body = JSON.parse(answer.text) as JsonObject;
@@ -320,7 +335,9 @@ export class LLMProxy {
         } else error = { status: response.status, message: upstreamErrorMessage(response.status, answer.text) };
         await record({ response: body, error, upstream, attempts });
         if (error?.status === 502 && response.ok)
-          return c.json(errorBodyOf(`${error.message} (${upstream})`, "upstream_error", "upstream_bad_response"), 502);
+          return c.json(api.errorBody(502, `${error.message} (${upstream})`, "upstream_bad_response"), 502);
+        const reshaped = error === null ? null : api.upstreamErrorBody(error.status!, answer.text, error.message);
+        if (reshaped !== null) return c.json(reshaped, response.status as 400);
         return new Response(answer.text, { status: response.status, headers: { "content-type": contentType } });
       }
 
@@ -328,10 +345,11 @@ export class LLMProxy {
       if (response.body === null) {
         answer.done();
         await record({ response: null, error: { status: 502, message: "the upstream's stream has no body" }, upstream, attempts });
-        return c.json(errorBodyOf("the upstream's stream has no body", "upstream_error", "upstream_bad_response"), 502);
+        return c.json(api.errorBody(502, "the upstream's stream has no body", "upstream_bad_response"), 502);
       }
       const relay = relaySse(response.body, {
         onData: answer.touch,
+        errorEvent: api.streamErrorEvent,
         describeFailure: (err) =>
           answer.signal.reason instanceof UpstreamTimeoutError || answer.signal.reason instanceof OpenAiError
             ? (answer.signal.reason as Error).message
@@ -343,9 +361,9 @@ export class LLMProxy {
         relay.outcome.then(async (o) => {
           answer.done();
           cancel.release();
-          const assembled = o.chunks.length > 0 ? assembleStream(o.chunks) : null;
+          const assembled = api.assemble(o.chunks);
           try {
-            await record({ response: assembled, error: o.error, upstream, attempts });
+            await record({ response: assembled.response, error: o.error ?? assembled.error, upstream, attempts });
           } catch (e) {
             // The caller has its answer already; the failed write must still be seen.
             log.error(`could not store the span of a streamed call: ${e instanceof Error ? e.message : String(e)}`);
@@ -362,7 +380,7 @@ export class LLMProxy {
   private async recordSpan(store: LightningStore, r: CallRecord): Promise<void> {
     const endTime = this.clock.now();
     const attributes: Attributes = {
-      ...openAiCallAttributes({ request: r.request, response: r.response, error: r.error }),
+      ...r.api.attributes({ request: r.request, response: r.response, error: r.error }),
       [PROXY_ATTRIBUTES.model]: r.model,
       [PROXY_ATTRIBUTES.attempts]: r.attempts,
       [PROXY_ATTRIBUTES.latency]: endTime - r.startTime,

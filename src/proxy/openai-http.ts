@@ -15,6 +15,7 @@ import { LightningError, ValidationError } from "../types/errors.ts";
 import { type LLM, type ProxyLLM, proxyBaseUrl } from "../types/resources.ts";
 import { AGENT_NAME_HEADER } from "../types/semconv.ts";
 import { checkAgentName } from "../tracer/agent-scope.ts";
+import { anthropicErrorBody } from "./anthropic-http.ts";
 
 /** Every route exists bare and under upstream's routing prefix, whose ids are the `rid`/`aid` params. */
 export const ROUTE_PREFIXES = ["", "/rollout/:rid/attempt/:aid"] as const;
@@ -76,17 +77,29 @@ export interface OpenAiAccess {
   bindAddress?: string;
   /** `Host` names answered besides localhost, IP addresses and the bind address (`--allowed-host`; src/server/browser-guard.ts). */
   allowedHosts?: readonly string[];
+  /** Paths of Anthropic's API: their errors take Anthropic's shape, and the token may come as `x-api-key` there. */
+  anthropicPath?: (path: string) => boolean;
+}
+
+/** The status and body of an error in the shape the request's API uses. */
+function errorBodyFor(err: unknown, anthropic: boolean): { status: number; body: unknown } {
+  const openAi = errorBody(err);
+  if (!anthropic) return openAi;
+  const message = (openAi.body as { error: { message: string } }).error.message;
+  return { status: openAi.status, body: anthropicErrorBody(openAi.status, message) };
 }
 
 /**
- * OpenAI error bodies for thrown errors and unknown routes; without a token, the `Host` check and the
- * refusal of cross-site writes (src/server/browser-guard.ts); with a token, `Authorization: Bearer
- * <token>` required on every route but `/health` (401 otherwise).
+ * OpenAI error bodies for thrown errors and unknown routes (Anthropic's on `anthropicPath`s); without a
+ * token, the `Host` check and the refusal of cross-site writes (src/server/browser-guard.ts); with a
+ * token, `Authorization: Bearer <token>` (or, on `anthropicPath`s, `x-api-key: <token>`) required on
+ * every route but `/health` (401 otherwise).
  */
 export function installOpenAiBasics(app: Hono, access: OpenAiAccess): void {
   const token = access.token ?? null;
+  const anthropic = (c: Context) => access.anthropicPath?.(c.req.path) === true;
   app.onError((err, c) => {
-    const { status, body } = errorBody(err);
+    const { status, body } = errorBodyFor(err, anthropic(c));
     return c.json(body, status as 400);
   });
   app.notFound((c) =>
@@ -104,7 +117,8 @@ export function installOpenAiBasics(app: Hono, access: OpenAiAccess): void {
     bearerAuth({
       token,
       isPublic: (c) => c.req.path.endsWith("/health"),
-      refusal: (message) => errorBody(new OpenAiError(401, "authentication_error", message, "invalid_api_key")).body,
+      refusal: (message, c) => errorBodyFor(new OpenAiError(401, "authentication_error", message, "invalid_api_key"), anthropic(c)).body,
+      keyHeader: access.anthropicPath ? { name: "x-api-key", on: anthropic } : undefined,
     }),
   );
 }

@@ -410,7 +410,7 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
     // not depend on the order concurrent calls arrive in (sampling-seed.ts)
     const rolloutSeed =
       prepared.seed === undefined && sequenceId !== null
-        ? await routedCallSeed(store!, routed!.rolloutId, routed!.attemptId, await callNumber(routed!, ahead))
+        ? await routedCallSeed(store!, routed!.rolloutId, routed!.attemptId, () => callNumber(routed!, ahead))
         : null;
     const baseSeed = prepared.seed ?? rolloutSeed ?? policy.nextSeed();
     const version = policy.version;

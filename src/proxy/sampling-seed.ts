@@ -42,13 +42,14 @@ export async function recordedLlmCalls(store: LightningStore, rolloutId: string,
 /**
  * The seed of a routed call from its rollout's `sampling_seed`, the attempt's number (a retry samples
  * anew) and the call's number among the attempt's model calls (from 1, as attempts and span sequence ids
- * count: a one-call agent's seed is the one a sequence id gave it); null when the rollout carries none.
+ * count: a one-call agent's seed is the one a sequence id gave it), asked for only when the rollout
+ * carries a seed; null when it carries none.
  */
 export async function routedCallSeed(
   store: LightningStore,
   rolloutId: string,
   attemptId: string,
-  callNumber: number,
+  callNumber: () => Promise<number>,
 ): Promise<number | null> {
   const rollout = await store.getRolloutById(rolloutId);
   const seed = (rollout?.metadata as Record<string, unknown> | null | undefined)?.[SAMPLING_SEED_KEY];
@@ -61,5 +62,5 @@ export async function routedCallSeed(
   const attempt = rollout && "attempt" in rollout && rollout.attempt.attempt_id === attemptId ? rollout.attempt : null;
   const attemptNumber =
     attempt?.sequence_id ?? (await store.queryAttempts(rolloutId)).items.find((a) => a.attempt_id === attemptId)?.sequence_id ?? 0;
-  return mixSeeds(seed, attemptNumber, callNumber);
+  return mixSeeds(seed, attemptNumber, await callNumber());
 }

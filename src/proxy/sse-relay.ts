@@ -1,8 +1,9 @@
 /**
  * Passes an upstream's server-sent events to the caller as they arrive (one whole event at a time, so
  * an error event can always follow), while keeping the parsed `data:` objects for the span. If the
- * upstream fails mid-stream the caller gets an OpenAI error event (`data: {"error": …}`, which the
- * `openai` client raises as an APIError) and the stream ends; what arrived before is kept.
+ * upstream fails mid-stream the caller gets an error event in its API's shape (OpenAI's `data: {"error": …}`,
+ * Anthropic's `event: error`, which their clients raise as an APIError) and the stream ends; what arrived
+ * before is kept.
  */
 import type { JsonObject } from "../tracer/gen-ai.ts";
 
@@ -18,6 +19,8 @@ export interface RelayOptions {
   onData(): void;
   /** Why the upstream read failed, in words (e.g. the attempt's timeout). */
   describeFailure(err: unknown): string;
+  /** The SSE event (blank line included) that tells the caller the stream broke off, in its API's shape. */
+  errorEvent(message: string): string;
 }
 
 const encoder = new TextEncoder();
@@ -73,8 +76,7 @@ export function relaySse(
         } catch (e) {
           const message = `the upstream stream broke off: ${o.describeFailure(e)}`;
           if (pending.trim() !== "") keep(pending);
-          const error = { message, type: "upstream_error", param: null, code: "upstream_stream_error" };
-          controller.enqueue(encoder.encode(`data: ${JSON.stringify({ error })}\n\n`));
+          controller.enqueue(encoder.encode(o.errorEvent(message)));
           controller.close();
           end({ status: null, message });
           return;

@@ -68,10 +68,10 @@ export interface UpstreamAnswer {
 
 export interface UpstreamCallOptions {
   model: ResolvedModel;
-  /** `/chat/completions` or `/completions`, appended to the upstream base URL. */
-  path: string;
+  /** The URL of the call on an upstream, from its base URL (e.g. the base plus `/chat/completions`). */
+  url: (upstream: string) => string;
   body: string;
-  /** Headers passed on from the caller (the agent's name) [none]. */
+  /** Headers for the upstream: its key, what is passed on from the caller (the agent's name) [none]. */
   headers?: Record<string, string>;
   /** Gives the upstream base URL of each attempt (the proxy's round robin). */
   pickUpstream: () => string;
@@ -128,7 +128,6 @@ export async function callUpstream(o: UpstreamCallOptions): Promise<UpstreamAnsw
     "content-type": "application/json",
     accept: o.stream ? "text/event-stream" : "application/json",
   };
-  if (o.model.apiKey !== null) headers.authorization = `Bearer ${o.model.apiKey}`;
   const tries = o.model.max_retries + 1;
   for (let attempt = 1; ; attempt++) {
     const upstream = o.pickUpstream();
@@ -137,7 +136,7 @@ export async function callUpstream(o: UpstreamCallOptions): Promise<UpstreamAnsw
     let text: string | null = null;
     try {
       const send = o.stream ? o.fetch : o.fetchWhole;
-      response = await send(`${upstream}${o.path}`, { method: "POST", headers, body: o.body, signal: a.signal });
+      response = await send(o.url(upstream), { method: "POST", headers, body: o.body, signal: a.signal });
       if (!o.stream || !response.ok) text = await response.text();
     } catch (e) {
       a.done();

@@ -17,8 +17,13 @@ export interface BearerAuthOptions {
   token: string;
   /** Requests served without a token (the health check, the dashboard's files). */
   isPublic: (c: Context) => boolean;
-  /** The JSON body of a 401 saying `detail`; default: the store's error shape (errors.ts). */
-  refusal?: (detail: string) => unknown;
+  /** The JSON body of a 401 saying `detail` to request `c`; default: the store's error shape (errors.ts). */
+  refusal?: (detail: string, c: Context) => unknown;
+  /**
+   * A header that may carry the token bare, on the requests `on` picks that send no Authorization
+   * (Anthropic's clients send their key as `x-api-key`).
+   */
+  keyHeader?: { name: string; on: (c: Context) => boolean };
 }
 
 const storeRefusal = (detail: string): unknown => errorResponse(new HttpProblem(401, "Unauthorized", detail)).body;
@@ -36,13 +41,13 @@ function checkToken(token: string): void {
 }
 
 /**
- * Every request but those `isPublic` lets through needs `Authorization: Bearer <token>`; otherwise a
- * 401 with `WWW-Authenticate: Bearer realm="agl"` (plus `error="invalid_token"` when a token was given
- * but is wrong).
+ * Every request but those `isPublic` lets through needs `Authorization: Bearer <token>` (or, where
+ * `keyHeader` applies, that header holding the token); otherwise a 401 with `WWW-Authenticate: Bearer
+ * realm="agl"` (plus `error="invalid_token"` when a token was given but is wrong).
  */
-export function bearerAuth({ token, isPublic, refusal = storeRefusal }: BearerAuthOptions): MiddlewareHandler {
+export function bearerAuth({ token, isPublic, refusal = storeRefusal, keyHeader }: BearerAuthOptions): MiddlewareHandler {
   checkToken(token);
-  const refuse = (detail: string) => (c: Context) => c.json(refusal(detail), 401);
+  const refuse = (detail: string) => (c: Context) => c.json(refusal(detail, c), 401);
   const check = honoBearerAuth({
     token,
     realm: "agl",
@@ -54,11 +59,22 @@ export function bearerAuth({ token, isPublic, refusal = storeRefusal }: BearerAu
     },
     invalidToken: { message: refuse("Invalid bearer token"), wwwAuthenticateHeader: `${CHALLENGE}, error="invalid_token"` },
   });
+  const checkKey =
+    keyHeader &&
+    honoBearerAuth({
+      token,
+      headerName: keyHeader.name,
+      prefix: "",
+      invalidAuthenticationHeader: { message: refuse(`Invalid ${keyHeader.name}`) },
+      invalidToken: { message: refuse(`Invalid ${keyHeader.name}`) },
+    });
+  const byKey = (c: Context): boolean =>
+    keyHeader !== undefined && c.req.header("authorization") === undefined && c.req.header(keyHeader.name) !== undefined && keyHeader.on(c);
   const pass = async (): Promise<void> => {};
   return async (c, next) => {
     if (isPublic(c)) return next();
     try {
-      await check(c, pass);
+      await (checkKey && byKey(c) ? checkKey : check)(c, pass);
     } catch (e) {
       // hono throws its refusal; answered here, so no server's error handler turns it into its own shape.
       if (e instanceof HTTPException) return e.getResponse();

@@ -31,3 +31,10 @@ export {
   type TraceOpenAIOptions,
 } from "./openai.ts";
 export { assembleStream, contentAsText, openAiCallAttributes, type JsonObject, type OpenAiCall } from "./gen-ai.ts";
+export {
+  type AnthropicCall,
+  anthropicCallAttributes,
+  assembleMessageStream,
+  messageAsChatCompletion,
+  messagesRequestAsChat,
+} from "./anthropic-call.ts";

@@ -16,7 +16,7 @@ import { dumpGenerations, PPO } from "../../src/algorithm/ppo.ts";
 import type { PpoOptions } from "../../src/algorithm/ppo-options.ts";
 import { CpuTrainer } from "../../src/cpu/index.ts";
 import { initParams, presetConfig } from "../../src/model/index.ts";
-import type { PolicyStepOptions, PolicyTrainer, StepMetrics, StepOptions, TokenBatch } from "../../src/model/train-types.ts";
+import type { LogProbOptions, PolicyStepOptions, PolicyTrainer, StepMetrics, TokenBatch } from "../../src/model/train-types.ts";
 import type { ValueStepMetrics, ValueStepOptions, ValueTrainer } from "../../src/model/value-types.ts";
 import { ModelPolicy } from "../../src/proxy/index.ts";
 import { ValidationError } from "../../src/types/errors.ts";
@@ -158,7 +158,7 @@ const metricsOf = (tokens: number): StepMetrics => ({
 
 interface Recorded {
   events: string[];
-  logProbs: { rows: number[][]; baseOnly: boolean }[];
+  logProbs: { rows: number[][]; baseOnly: boolean; temperature?: number }[];
   steps: { rows: number[][]; advantages: Float32Array; old: Float32Array; options: PolicyStepOptions }[];
   valueSteps: { rows: number[][]; returns: Float32Array; oldValues: Float32Array; options: ValueStepOptions }[];
 }
@@ -171,9 +171,9 @@ function fakes(): { policy: PolicyTrainer; critic: ValueTrainer; rec: Recorded }
     config,
     backend: "cpu",
     loraConfig: { r: 2, alpha: 4, targetModules: ["q_proj"] },
-    async logProbs(b: TokenBatch, o?: StepOptions) {
+    async logProbs(b: TokenBatch, o?: LogProbOptions) {
       rec.events.push(o?.baseOnly ? "refLogProbs" : "logProbs");
-      rec.logProbs.push({ rows: rowsOf(b), baseOnly: o?.baseOnly === true });
+      rec.logProbs.push({ rows: rowsOf(b), baseOnly: o?.baseOnly === true, temperature: o?.temperature });
       return { log_probs: perToken(b, (id) => (o?.baseOnly ? -0.06 : -0.05) * id), entropy: new Float32Array(b.n * b.R) };
     },
     async policyStep(b, advantages, old, options = {}) {
@@ -299,6 +299,40 @@ describe("ppoUpdate: one step of the PPO family", () => {
     expect(u.verlMetrics["critic/rewards/mean"]).toBeCloseTo((0.945 - 0.035) / 2, 6);
     // the actor reuses the old log-probs computed for the penalty
     near(rec.steps[0].old, [-0.25, -0.3, 0, -0.35, 0, 0]);
+  });
+
+  it("the rollouts' temperature reaches every log-prob pass: old, reference (in the reward and the loss) and the policy steps", async () => {
+    const finished = [rollout("a", "t0", [5, 6], 1), rollout("b", "t0", [7], 0), rollout("c", "t1", [8], 1), rollout("d", "t1", [9], 0)];
+    for (const [temperature, passed] of [
+      [0.7, 0.7],
+      [undefined, 1],
+      [0, 1], // greedy rollouts: the logits as they are
+    ] as const) {
+      const { policy, rec } = fakes();
+      await ppoUpdate(policy, finished, {
+        ...options,
+        temperature,
+        useKlInReward: true,
+        trackKl: true,
+        loss: { klLossCoef: 0.1 },
+        ppoEpochs: 2,
+        miniBatchSize: 2,
+      });
+      expect(rec.logProbs.map((l) => [l.baseOnly, l.temperature])).toEqual([
+        [false, passed],
+        [true, passed],
+      ]);
+      expect(rec.steps).toHaveLength(4);
+      for (const s of rec.steps) expect(s.options.temperature).toBe(passed);
+    }
+    // without the KL in the reward, the actor's own old and reference passes get it too
+    const { policy, rec } = fakes();
+    await ppoUpdate(policy, finished, { ...options, temperature: 1.3, trackKl: true });
+    expect(rec.logProbs.map((l) => [l.baseOnly, l.temperature])).toEqual([
+      [false, 1.3],
+      [true, 1.3],
+    ]);
+    expect(rec.steps[0].options.temperature).toBe(1.3);
   });
 
   it("remax: each row's baseline is its task's greedy reward; a row without one is an error", async () => {

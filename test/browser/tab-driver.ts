@@ -9,25 +9,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { buildTab } from "../../examples/tab/build.ts";
-import type { TabSettings } from "../../examples/tab/messages.ts";
-import type { RolloutView } from "../../examples/tab/loop.ts";
+import type { TabSettings, TabState } from "../../examples/tab/messages.ts";
 import { openPage, type PageServer, servePages } from "./chromium.ts";
 
 /** `window.tab` of the page (examples/tab/main.ts). */
-export interface TabPageState {
-  running: boolean;
-  done: boolean;
-  error: string | null;
-  backend: string | null;
-  steps: { step: number; reward: number; seconds: number }[];
-  validations: { step: number; accuracy: number }[];
-  checkpointStep: number | null;
-  longestTaskMs: number;
-  longTasks: number;
-  probe: { ids: number[]; logits: number[] } | null;
-  rollouts: RolloutView[];
-  chart: [number[], (number | null)[], (number | null)[]];
-}
+export type TabPageState = TabState;
 
 export interface StaticTab {
   url: string;

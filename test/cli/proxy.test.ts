@@ -3,6 +3,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { runCli } from "../../src/cli/agl.ts";
@@ -98,14 +99,15 @@ describe("agl proxy arguments and config", () => {
 });
 
 describe.each(RUNTIMES)("agl proxy as a process under %s", (runtime) => {
-  it("answers the openai client through the upstream and stops on SIGTERM", async () => {
-    const config = configFile(`${runtime}.json`, { models: [{ name: "m", upstreams: [upstream.url] }] });
+  it("answers the openai and anthropic clients through the upstream and stops on SIGTERM", async () => {
+    const anthropicModel = { name: "claude", api: "anthropic", upstreams: [upstream.url.replace(/\/v1$/, "")] };
+    const config = configFile(`${runtime}.json`, { models: [{ name: "m", upstreams: [upstream.url] }, anthropicModel] });
     const proc = await startServerProcess(runtime, ["proxy", "--config", config, "--port", "0"], {}, / at (http:\/\/[^\s;]+)\/v1/);
     try {
       const c = new OpenAI({ baseURL: `${proc.url}/v1`, apiKey: "none", maxRetries: 0 });
       const res = await c.chat.completions.create({ model: "m", messages: [{ role: "user", content: "hello" }] });
       expect(res.choices[0].message.content).toBe("from upstream");
-      expect((await c.models.list()).data.map((m) => m.id)).toEqual(["m"]);
+      expect((await c.models.list()).data.map((m) => m.id)).toEqual(["m", "claude"]);
       upstream.script.push({
         kind: "sse",
         events: [
@@ -119,6 +121,34 @@ describe.each(RUNTIMES)("agl proxy as a process under %s", (runtime) => {
       const stream = await c.chat.completions.create({ model: "m", messages: [{ role: "user", content: "hello" }], stream: true });
       for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
       expect(text).toBe("streamed");
+
+      upstream.script.push({
+        kind: "sse",
+        named: true,
+        events: [
+          {
+            type: "message_start",
+            message: {
+              id: "msg_1",
+              type: "message",
+              role: "assistant",
+              model: "claude",
+              content: [],
+              usage: { input_tokens: 1, output_tokens: 0 },
+            },
+          },
+          { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
+          { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "from claude" } },
+          { type: "content_block_stop", index: 0 },
+          { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 2 } },
+          { type: "message_stop" },
+        ],
+      });
+      const claude = new Anthropic({ baseURL: proc.url, apiKey: "none", maxRetries: 0 });
+      const message = await claude.messages
+        .stream({ model: "claude", max_tokens: 8, messages: [{ role: "user", content: "hello" }] })
+        .finalMessage();
+      expect(message.content).toEqual([{ type: "text", text: "from claude" }]);
     } finally {
       expect(await proc.stop("SIGTERM")).toBe(0);
     }

@@ -2,10 +2,13 @@ import { describe, expect, it } from "vitest";
 import { batchFromTokens } from "../../src/model/batch.ts";
 import { parseModelConfig, type ModelConfig } from "../../src/model/config.ts";
 import { CpuTrainer } from "../../src/cpu/trainer.ts";
-import { initParams } from "../../src/model/init.ts";
+import { initParams, Rng } from "../../src/model/init.ts";
 import { forward } from "../../src/model/reference/model.ts";
 import { applyChatTemplate, encode, PAD_ID, TOKENIZER_VOCAB_SIZE } from "../../src/model/tokenizer.ts";
 import type { TokenBatch } from "../../src/model/train-types.ts";
+import { ValidationError } from "../../src/types/errors.ts";
+import { maxRelErr as maxRelError } from "../model/helpers.ts";
+import { randomAdvantages, referenceGradients, responseCols } from "../gpu/policy-reference.ts";
 
 const config: ModelConfig = parseModelConfig({
   vocab_size: TOKENIZER_VOCAB_SIZE,
@@ -130,6 +133,34 @@ describe("CpuTrainer", () => {
     expect(first.loss).toBeGreaterThan(Math.log(TOKENIZER_VOCAB_SIZE) - 0.5); // near uniform at init
     expect(last.loss).toBeLessThan(first.loss - 0.5);
     expect(last.step).toBe(10);
+  });
+
+  it("temperature: log-probs and the PPO step of the logits divided by it, as the float64 reference gives them", async () => {
+    const batch = fixedBatch();
+    const T = 0.7;
+    const params = initParams(config, 4);
+    const trainer = new CpuTrainer({ config, params, lr: 0 });
+    const ref = forward(config, Float64Array.from(params), batch, { temperature: T });
+    const got = await trainer.logProbs(batch, { temperature: T, microBatchSize: 3 });
+    expect(maxRelError(got.log_probs, responseCols(ref.logprob, batch))).toBeLessThan(1e-5);
+    expect(maxRelError(got.entropy, responseCols(ref.entropy, batch))).toBeLessThan(1e-5);
+    expect(maxRelError((await trainer.logProbs(batch)).log_probs, got.log_probs)).toBeGreaterThan(1e-2);
+    // a PPO step whose old log-probs are off the current ones (so the ratio clips), with an entropy bonus
+    const rng = new Rng(5);
+    const old = got.log_probs.map((x) => x + 0.3 * rng.normal());
+    const adv = randomAdvantages(rng, batch.n * batch.R);
+    const options = { temperature: T, entropyCoeff: 0.01, microBatchSize: 2 };
+    const want = referenceGradients(config, params, batch, adv, old, options);
+    const m = await trainer.policyStep(batch, adv, old, options);
+    expect(m.loss).toBeCloseTo(want.loss.loss, 5);
+    expect(m.clip_frac).toBeCloseTo(want.loss.clip_frac, 6);
+    expect(m.grad_norm).toBeCloseTo(Math.hypot(...want.grads), 4);
+    const atOne = referenceGradients(config, params, batch, adv, old, { ...options, temperature: 1 });
+    expect(Math.abs(Math.hypot(...atOne.grads) - m.grad_norm)).toBeGreaterThan(1e-3);
+    for (const bad of [0, -1, Number.NaN])
+      await expect(trainer.logProbs(batch, { temperature: bad })).rejects.toThrow(/temperature must be a finite number > 0/);
+    await expect(trainer.policyStep(batch, adv, old, { temperature: 0 })).rejects.toThrow(ValidationError);
+    trainer.close();
   });
 
   it("rejects malformed batches and tensors with typed errors", async () => {

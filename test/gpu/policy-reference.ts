@@ -30,8 +30,8 @@ export function fullCols(x: ArrayLike<number>, b: TokenBatch): Float64Array {
   return out;
 }
 
-/** The PPO loss and gradient of the CPU reference (float64 model), the oracle for the GPU backward: the whole
- * model's gradient, or with `lora` the adapter's only (the base frozen). */
+/** The PPO loss and gradient of the CPU reference (float64 model, logits divided by `options.temperature`),
+ * the oracle for the GPU backward: the whole model's gradient, or with `lora` the adapter's only (the base frozen). */
 export function referenceGradients(
   config: ModelConfig,
   params: Float32Array,
@@ -43,7 +43,7 @@ export function referenceGradients(
 ) {
   const p64 = Float64Array.from(params);
   const adapter = lora && { config: lora.config, params: Float64Array.from(lora.adapter) };
-  const out = forward(config, p64, batch, adapter ? { lora: adapter } : {});
+  const out = forward(config, p64, batch, { ...(adapter ? { lora: adapter } : {}), temperature: options.temperature });
   const mask = resolveResponseMask(batch);
   const loss = ppoPolicyLoss(
     {

@@ -45,23 +45,31 @@ describe.skipIf(noGpu)("GpuPolicyTrainer vs the CPU reference", { timeout: 180_0
     const got = await gpu.logProbs(batch, { microBatchSize: 2 });
     expect(maxRelError(got.log_probs, want.log_probs)).toBeLessThan(2e-5);
     expect(maxRelError(got.entropy, want.entropy)).toBeLessThan(2e-5);
+    // the logits divided by the rollouts' temperature
+    const wantHot = await cpu.logProbs(batch, { temperature: 0.6 });
+    const gotHot = await gpu.logProbs(batch, { microBatchSize: 2, temperature: 0.6 });
+    expect(maxRelError(gotHot.log_probs, wantHot.log_probs)).toBeLessThan(2e-5);
+    expect(maxRelError(gotHot.entropy, wantHot.entropy)).toBeLessThan(2e-5);
+    expect(maxRelError(gotHot.log_probs, got.log_probs)).toBeGreaterThan(1e-2);
+    await expect(gpu.logProbs(batch, { temperature: 0 })).rejects.toThrow(/temperature must be a finite number > 0/);
     gpu.destroy();
+    cpu.close();
   });
 
   it.each([
-    ["token-mean", true, 0, 0],
-    ["seq-mean-token-mean", false, 0.01, 0.1],
-    ["seq-mean-token-sum", true, 0, 0.05],
-    ["seq-mean-token-sum-norm", false, 0.02, 0],
+    ["token-mean", true, 0, 0, 1],
+    ["seq-mean-token-mean", false, 0.01, 0.1, 1],
+    ["seq-mean-token-sum", true, 0, 0.05, 0.7],
+    ["seq-mean-token-sum-norm", false, 0.02, 0, 1.5],
   ] as const)(
-    "policy gradient and metrics equal the CPU backward (%s, tied %s, entropy %s, kl %s)",
-    async (mode, tie, entropyCoeff, klLossCoef) => {
+    "policy gradient and metrics equal the CPU backward (%s, tied %s, entropy %s, kl %s, temperature %s)",
+    async (mode, tie, entropyCoeff, klLossCoef, temperature) => {
       const config = tinyConfig(tie);
       const rng = new Rng(11);
       const batch = makeBatch(rng, config.vocab_size, 4);
       const params = initParams(config, 5);
       const gpu = await GpuPolicyTrainer.create({ config, params, context: ctx });
-      const { log_probs } = await gpu.logProbs(batch);
+      const { log_probs } = await gpu.logProbs(batch, { temperature });
       // Old log-probs off the current ones so the ratio clips on some tokens; mixed-sign advantages.
       const old = log_probs.map((x) => x + 0.3 * rng.normal());
       const adv = randomAdvantages(rng, batch.n * batch.R);
@@ -74,6 +82,7 @@ describe.skipIf(noGpu)("GpuPolicyTrainer vs the CPU reference", { timeout: 180_0
         refLogProbs: ref,
         microBatchSize: 3,
         lr: 0,
+        temperature,
       };
       const metrics = await gpu.policyStep(batch, adv, old, options);
       const want = referenceGradients(config, params, batch, adv, old, options);

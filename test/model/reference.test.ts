@@ -139,4 +139,48 @@ describe("reference model", () => {
       expect(maxScaledErr(grads, numeric, idx), spec.name).toBeLessThan(1e-6);
     }
   });
+
+  it.each([
+    [31, true, 0.6],
+    [32, false, 1.7],
+  ])(
+    "temperature: log-probs and entropies of the logits / T, and a backward that matches finite differences (seed %i, tied %s, T %f)",
+    (seed, tie, T) => {
+      const rng = new Rng(seed);
+      const c = tinyConfig(rng, tie);
+      const params = randn(rng, paramCount(c), 0.4);
+      for (const s of paramLayout(c)) if (s.shape.length === 1) for (let i = s.offset; i < s.offset + s.size; i++) params[i] += 1;
+      const B = 2;
+      const L = 5;
+      const input = randomInput(rng, c.vocab_size, B, L);
+      const plain = forward(c, params, input);
+      const hot = forward(c, params, input, { temperature: T });
+      expect(Array.from(forward(c, params, input, { temperature: 1 }).logprob)).toEqual(Array.from(plain.logprob));
+      // by hand: log-softmax and entropy of the plain logits divided by T
+      const V = c.vocab_size;
+      for (let b = 0; b < B; b++)
+        for (let t = 1; t < L; t++) {
+          const row = (b * L + t - 1) * V;
+          const z = Array.from(plain.logits.subarray(row, row + V), (x) => x / T);
+          const mx = Math.max(...z);
+          const lse = mx + Math.log(z.reduce((a, x) => a + Math.exp(x - mx), 0));
+          const target = input.inputIds[b * L + t];
+          expect(hot.logprob[b * L + t]).toBeCloseTo(z[target] - lse, 10);
+          expect(hot.entropy[b * L + t]).toBeCloseTo(-z.reduce((a, x) => a + Math.exp(x - lse) * (x - lse), 0), 10);
+        }
+      expect(Math.abs(hot.logprob[1] - plain.logprob[1])).toBeGreaterThan(1e-3);
+      const gl = randn(rng, B * L);
+      const ge = randn(rng, B * L);
+      const loss = (): number => {
+        const o = forward(c, params, input, { temperature: T });
+        return dot(o.logprob, gl) + dot(o.entropy, ge);
+      };
+      const grads = backward(c, params, hot.cache, gl, ge);
+      for (const spec of paramLayout(c)) {
+        const idx = sampleIndices(rng, spec.size, 6).map((i) => i + spec.offset);
+        const numeric = numericGrad(loss, params, 1e-5, idx);
+        expect(maxScaledErr(grads, numeric, idx), spec.name).toBeLessThan(1e-6);
+      }
+    },
+  );
 });

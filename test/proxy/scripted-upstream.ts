@@ -1,20 +1,29 @@
 /**
- * A scripted OpenAI-compatible upstream for the LLM proxy's tests and bench: each POST to
- * `/v1/chat/completions` or `/v1/completions` plays the next step of its script (or the default step),
- * and the upstream keeps every request it got (body and headers) so tests can count and inspect them.
+ * A scripted upstream for the LLM proxy's tests and bench: each POST to `/v1/chat/completions`,
+ * `/v1/completions` or Anthropic's `/v1/messages` (and `/v1/messages/count_tokens`) plays the next step of
+ * its script (or the default step), and the upstream keeps every request it got (path, query, body and
+ * headers) so tests can count and inspect them.
  */
 import { Hono } from "hono";
 import { serve } from "@hono/node-server";
 
 export type Step =
   | { kind: "json"; status?: number; body: unknown; headers?: Record<string, string> }
-  /** SSE events (objects are sent as `data: <json>`), then `[DONE]`; `breakAfter` errors the stream after that many events, `stallAfter` stops sending. */
-  | { kind: "sse"; events: unknown[]; breakAfter?: number; stallAfter?: number }
+  /** A body that is not JSON (e.g. a gateway's error page). */
+  | { kind: "text"; status: number; body: string }
+  /**
+   * SSE events (objects are sent as `data: <json>`), then `[DONE]`; `named`: Anthropic's, each event's
+   * `type` as its `event:` line and no `[DONE]`. `breakAfter` errors the stream after that many events,
+   * `stallAfter` stops sending.
+   */
+  | { kind: "sse"; events: unknown[]; named?: boolean; breakAfter?: number; stallAfter?: number }
   /** Never answers (until the request is aborted). */
   | { kind: "stall" };
 
 export interface Received {
   path: string;
+  /** The query string (`?…`, or empty). */
+  search: string;
   body: Record<string, unknown>;
   headers: Record<string, string>;
 }
@@ -58,6 +67,7 @@ export async function startScriptedUpstream(defaultStep: Step = { kind: "json", 
   const play = async (c: import("hono").Context) => {
     const got: Received = {
       path: c.req.path,
+      search: new URL(c.req.url).search,
       body: await c.req.json(),
       headers: Object.fromEntries(c.req.raw.headers as unknown as Iterable<[string, string]>),
     };
@@ -65,6 +75,7 @@ export async function startScriptedUpstream(defaultStep: Step = { kind: "json", 
     await upstream.onRequest?.(got);
     const step = script.shift() ?? defaultStep;
     if (step.kind === "json") return c.json(step.body as object, (step.status ?? 200) as 200, step.headers);
+    if (step.kind === "text") return c.text(step.body, step.status as 500);
     if (step.kind === "stall")
       return new Promise<Response>((resolve) =>
         c.req.raw.signal.addEventListener("abort", () => resolve(new Response(null, { status: 499 }))),
@@ -84,17 +95,20 @@ export async function startScriptedUpstream(defaultStep: Step = { kind: "json", 
           return;
         }
         if (sent === step.events.length) {
-          controller.enqueue(enc.encode("data: [DONE]\n\n"));
+          if (!step.named) controller.enqueue(enc.encode("data: [DONE]\n\n"));
           controller.close();
           return;
         }
-        controller.enqueue(enc.encode(`data: ${JSON.stringify(step.events[sent++])}\n\n`));
+        const event = step.events[sent++] as { type?: string };
+        controller.enqueue(enc.encode(`${step.named ? `event: ${event.type}\n` : ""}data: ${JSON.stringify(event)}\n\n`));
       },
     });
     return new Response(body, { headers: { "content-type": "text/event-stream" } });
   };
   app.post("/v1/chat/completions", play);
   app.post("/v1/completions", play);
+  app.post("/v1/messages", play);
+  app.post("/v1/messages/count_tokens", play);
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, () => resolve(s));
   });

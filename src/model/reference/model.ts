@@ -72,13 +72,15 @@ export interface DecoderCache {
 export interface ForwardCache extends DecoderCache {
   /** Next-token targets per row: inputIds[b, t+1] (0 at the last column, whose prediction is unused). */
   targets: Int32Array;
+  /** The logits divided by `temperature`. */
   logits: Arr;
+  temperature: number;
   lse: Arr;
   entropyRows: Arr;
 }
 
 export interface ForwardResult<A extends Arr> {
-  /** [B*T, vocab] logits at every position. */
+  /** [B*T, vocab] logits at every position, divided by the temperature. */
   logits: A;
   /** [B, T] log-prob of inputIds[b,t] predicted from position t-1; 0 at t = 0. */
   logprob: A;
@@ -271,19 +273,22 @@ export function prefillForward<A extends Arr>(
 
 /** Runs the model on a batch. `params` is the flat buffer in `paramLayout(config)` order, or tensors by name;
  * `options.lora` adds an adapter's updates to the projections it targets; `options.ops` picks the ops
- * backend (plain TS by default; the backward runs on the same). */
+ * backend (plain TS by default; the backward runs on the same); the logits are divided by
+ * `options.temperature` [1] before the log-softmax, as verl's actor does with the rollouts' temperature. */
 export function forward<A extends Arr>(
   config: ModelConfig,
   params: A | Record<string, A>,
   input: ModelInput,
-  options: { lora?: LoraWeights<A>; ops?: ModelOps } = {},
+  options: { lora?: LoraWeights<A>; ops?: ModelOps; temperature?: number } = {},
 ): ForwardResult<A> {
   const K = options.ops ?? referenceOps;
+  const temperature = options.temperature ?? 1;
   const { cache: decoder } = decoderForward(config, params, input, options);
   const { B, T } = inputShape(input);
   const p = paramViews(config, params);
   const N = B * T;
   const logits = lmHeadForward(config, p, decoder.hFinal, K);
+  if (temperature !== 1) for (let i = 0; i < logits.length; i++) logits[i] /= temperature;
   const V = config.vocab_size;
 
   const targets = new Int32Array(N);
@@ -301,7 +306,7 @@ export function forward<A extends Arr>(
     logits: logits as A,
     logprob: logprob as A,
     entropy: entropy as A,
-    cache: { ...decoder, targets, logits, lse: rows.lse, entropyRows: rows.entropy },
+    cache: { ...decoder, targets, logits, temperature, lse: rows.lse, entropyRows: rows.entropy },
   };
 }
 
@@ -454,6 +459,8 @@ function lmHeadBackward(run: BackwardRun, cache: ForwardCache, dlogprob: ArrayLi
     rows: N,
     vocab: V,
   });
+  // through the division by the temperature
+  if (cache.temperature !== 1) for (let i = 0; i < dlogits.length; i++) dlogits[i] /= cache.temperature;
 
   let dh: Arr;
   if (config.tie_embeddings) {

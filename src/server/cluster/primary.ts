@@ -14,7 +14,7 @@ import type { StoreServerConfig } from "../config.ts";
 import { IdempotencyCache } from "../idempotency.ts";
 import { isPrivateDb, openServerStore } from "../open-store.ts";
 import { type ServerHost, announceStoreServer, serverUrl } from "../run.ts";
-import { type ToPrimary, type ToWorker, type WireClaim, answerFromWire, answerToWire, messageOf } from "./protocol.ts";
+import { type Channel, type ToPrimary, type ToWorker, type WireClaim, answerFromWire, answerToWire, batchedChannel } from "./protocol.ts";
 
 /** A worker that ends within this many ms of its start counts as a failed start. */
 const SHORT_LIFE_MS = 10_000;
@@ -34,6 +34,8 @@ export interface RunningStoreCluster {
 interface Slot {
   index: number;
   worker: ClusterWorker | null;
+  /** The channel to `worker`. */
+  channel: Channel<ToWorker, ToPrimary> | null;
   startedAt: number;
   serving: boolean;
   /** Claims of this worker that run: finished with no answer if it ends first. */
@@ -103,6 +105,7 @@ class StoreCluster {
     this.slots = Array.from({ length: n }, (_, index) => ({
       index,
       worker: null,
+      channel: null,
       startedAt: 0,
       serving: false,
       running: new Map(),
@@ -136,7 +139,7 @@ class StoreCluster {
         this.onWorkerEnded = () => {
           if (this.slots.every((s) => s.worker === null)) resolve();
         };
-        for (const s of this.slots) s.worker?.send({ t: "stop" } satisfies ToWorker);
+        for (const s of this.slots) s.channel?.send({ t: "stop" });
         this.onWorkerEnded();
       });
       await this.store.close();
@@ -147,42 +150,39 @@ class StoreCluster {
   }
 
   private broadcast(change: StoreChange, from: Slot | null): void {
-    for (const s of this.slots) if (s !== from && s.serving) s.worker?.send({ t: "change", change } satisfies ToWorker);
+    for (const s of this.slots) if (s !== from && s.serving) s.channel?.send({ t: "change", change });
   }
 
   /** Starts a worker in `slot`; resolves once it serves, rejects if it ends (or fails) first. */
   private fork(slot: Slot): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const worker = platform.forkClusterWorker();
-      Object.assign(slot, { worker, startedAt: Date.now(), serving: false });
-      let failure = "";
-      worker.onMessage((raw) => {
-        const m = messageOf<ToPrimary>(raw);
-        if (m === null || slot.worker !== worker) return;
+      const channel = batchedChannel<ToWorker, ToPrimary>(worker, (fn) => platform.scheduleNextTurn(fn));
+      Object.assign(slot, { worker, channel, startedAt: Date.now(), serving: false });
+      channel.onMessage((m) => {
+        if (slot.worker !== worker) return;
         if (m.t === "listening") {
           slot.serving = true;
           this.log.info(`worker ${nameOf(slot, worker)} of ${this.n} serving`);
           resolve();
-        } else if (m.t === "failed") failure = m.message;
-        else this.onMessage(slot, worker, m);
+        } else this.onMessage(slot, worker, channel, m);
       });
       worker.onExit((code, signal) => {
         const wasServing = slot.serving;
         this.ended(slot);
         const how = signal ?? `exit code ${code}`;
-        if (!wasServing) reject(new Error(failure || `worker ${slot.index + 1} of ${this.n} ended (${how}) before it served`));
+        if (!wasServing) reject(new Error(`worker ${slot.index + 1} of ${this.n} ended (${how}) before it served`));
         else if (!this.stopping) this.replace(slot, `worker ${nameOf(slot, worker)} of ${this.n} ended (${how})`);
       });
     });
   }
 
-  private onMessage(slot: Slot, worker: ClusterWorker, m: ToPrimary): void {
+  private onMessage(slot: Slot, worker: ClusterWorker, channel: Channel<ToWorker, ToPrimary>, m: ToPrimary): void {
     if (m.t === "ready") {
-      const start: ToWorker = { t: "start", slot: slot.index, port: this.port, name: nameOf(slot, worker) };
-      worker.send(this.stopping ? ({ t: "stop" } satisfies ToWorker) : start);
+      channel.send(this.stopping ? { t: "stop" } : { t: "start", port: this.port, name: nameOf(slot, worker) });
     } else if (m.t === "change") this.broadcast(m.change, slot);
     else if (m.t === "claim") {
-      this.decide(slot, worker, m.id, m.scope, m.fingerprint).catch((e: unknown) =>
+      this.decide(slot, worker, channel, m.id, m.scope, m.fingerprint).catch((e: unknown) =>
         this.log.error(`idempotency claim failed: ${e instanceof Error ? e.message : String(e)}`),
       );
     } else if (m.t === "finish") {
@@ -193,7 +193,14 @@ class StoreCluster {
   }
 
   /** Decides a worker's claim with the cluster's cache, and tells the worker. */
-  private async decide(slot: Slot, worker: ClusterWorker, id: number, scope: string, fingerprint: string): Promise<void> {
+  private async decide(
+    slot: Slot,
+    worker: ClusterWorker,
+    channel: Channel<ToWorker, ToPrimary>,
+    id: number,
+    scope: string,
+    fingerprint: string,
+  ): Promise<void> {
     const claim = await this.answers.claim(scope, fingerprint);
     let wire: WireClaim;
     if (claim.kind === "run") {
@@ -202,7 +209,7 @@ class StoreCluster {
       slot.running.set(id, (answer) => claim.finish(answer));
       wire = { kind: "run" };
     } else wire = claim.kind === "replay" ? { kind: "replay", answer: answerToWire(claim.answer) } : { kind: "reused" };
-    worker.send({ t: "claimed", id, claim: wire } satisfies ToWorker);
+    channel.send({ t: "claimed", id, claim: wire });
   }
 
   /** The worker in `slot` has ended: the requests it ran have no answer to remember (a retry elsewhere runs again). */
@@ -210,6 +217,7 @@ class StoreCluster {
     for (const finish of slot.running.values()) finish(null);
     slot.running.clear();
     slot.worker = null;
+    slot.channel = null;
     slot.serving = false;
     if (this.stopping) this.onWorkerEnded();
   }

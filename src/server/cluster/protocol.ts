@@ -19,8 +19,8 @@ export type WireClaim = { kind: "run" } | { kind: "reused" } | { kind: "replay";
 
 /** Primary to worker. */
 export type ToWorker =
-  /** Serve as worker `slot` (0-based) on `port`; `name` is the worker as the primary's log names it. */
-  | { t: "start"; slot: number; port: number; name: string }
+  /** Serve on `port`; `name` is the worker as the primary's log names it. */
+  | { t: "start"; port: number; name: string }
   /** Another process committed this change: wake the waits it concerns. */
   | { t: "change"; change: StoreChange }
   /** The answer to claim `id`. */
@@ -34,8 +34,6 @@ export type ToPrimary =
   | { t: "ready" }
   /** Serving. */
   | { t: "listening" }
-  /** Could not start (the reason is for the primary's error). */
-  | { t: "failed"; message: string }
   /** This worker committed this change. */
   | { t: "change"; change: StoreChange }
   /** Decide the request with this scope and fingerprint (`IdempotencyBackend.claim`). */
@@ -62,7 +60,43 @@ export function answerFromWire(w: WireAnswer): IdempotentAnswer {
   return { status: w.status, headers: w.headers, body };
 }
 
-/** A message as its type, when it has the shape of one (anything else on the channel is not ours). */
-export function messageOf<M extends { t: string }>(m: unknown): M | null {
-  return typeof m === "object" && m !== null && typeof (m as { t?: unknown }).t === "string" ? (m as M) : null;
+/** The platform's end of a channel (`ClusterWorker` in the primary, `ClusterPrimary` in a worker). */
+interface Port {
+  send(message: unknown): void;
+  onMessage(handler: (message: unknown) => void): void;
+}
+
+/** One end of the channel between the primary and a worker, typed by what it sends and what it receives. */
+export interface Channel<Out, In> {
+  send(message: Out): void;
+  onMessage(handler: (message: In) => void): void;
+}
+
+/**
+ * The messages sent in one turn of the event loop go as one array: a busy worker asks about many keyed
+ * requests a turn, and each message on the channel is a write and a read of its own.
+ */
+export function batchedChannel<Out extends { t: string }, In extends { t: string }>(
+  port: Port,
+  schedule: (fn: () => void) => void,
+): Channel<Out, In> {
+  let pending: Out[] = [];
+  const flush = () => {
+    const batch = pending;
+    pending = [];
+    port.send(batch);
+  };
+  return {
+    send(message) {
+      if (pending.length === 0) schedule(flush);
+      pending.push(message);
+    },
+    onMessage(handler) {
+      port.onMessage((raw) => {
+        // Anything else on the channel is not ours.
+        if (!Array.isArray(raw)) return;
+        for (const m of raw) if (typeof m === "object" && m !== null && typeof (m as { t?: unknown }).t === "string") handler(m as In);
+      });
+    },
+  };
 }

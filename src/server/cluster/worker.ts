@@ -7,11 +7,11 @@
 import type { ClusterPrimary } from "../../platform/index.ts";
 import { platform } from "../../platform/index.ts";
 import type { LogWriter } from "../../platform/log.ts";
-import type { LightningStoreCore, StoreChange } from "../../store/core.ts";
+import type { LightningStoreCore } from "../../store/core.ts";
 import type { StoreServerConfig } from "../config.ts";
 import type { IdempotencyBackend, IdempotencyClaim } from "../idempotency.ts";
 import { type RunningStoreServer, type ServerHost, startStoreServer } from "../run.ts";
-import { type ToPrimary, type ToWorker, type WireClaim, answerFromWire, answerToWire, messageOf } from "./protocol.ts";
+import { type ToPrimary, type ToWorker, type WireClaim, answerFromWire, answerToWire, batchedChannel } from "./protocol.ts";
 
 /** Idempotent answers kept by the primary: each request with a key asks it first, and tells it the answer. */
 class PrimaryIdempotency implements IdempotencyBackend {
@@ -48,31 +48,6 @@ class PrimaryIdempotency implements IdempotencyBackend {
   }
 }
 
-/**
- * Changes this worker's store committed, sent to the primary (which passes them to the other workers)
- * once per turn of the event loop: a busy worker finishes many rollouts a turn.
- */
-function changeSender(send: (m: ToPrimary) => void): (change: StoreChange) => void {
-  let finished = new Set<string>();
-  let queued = false;
-  let scheduled = false;
-  const flush = () => {
-    scheduled = false;
-    const change: StoreChange = { finished: [...finished], queued };
-    finished = new Set();
-    queued = false;
-    send({ t: "change", change });
-  };
-  return (change) => {
-    for (const id of change.finished) finished.add(id);
-    queued ||= change.queued;
-    if (!scheduled) {
-      scheduled = true;
-      platform.scheduleNextTurn(flush);
-    }
-  };
-}
-
 /** Serves as a worker of the primary at the other end of `channel`; resolves once serving. */
 export async function serveAsWorker(
   config: StoreServerConfig,
@@ -80,7 +55,8 @@ export async function serveAsWorker(
   channel: ClusterPrimary,
   log: LogWriter,
 ): Promise<{ stopped: Promise<void> }> {
-  const send = (m: ToPrimary) => channel.send(m);
+  const primary = batchedChannel<ToPrimary, ToWorker>(channel, (fn) => platform.scheduleNextTurn(fn));
+  const send = (m: ToPrimary) => primary.send(m);
   const idempotency = new PrimaryIdempotency(send, config.idempotency.maxBytes);
   let store: LightningStoreCore | null = null;
   let server: RunningStoreServer | null = null;
@@ -93,9 +69,7 @@ export async function serveAsWorker(
     started(null);
     server?.shutdown().catch((e: unknown) => log.error(`shutdown failed: ${e instanceof Error ? e.message : String(e)}`));
   };
-  channel.onMessage((raw) => {
-    const m = messageOf<ToWorker>(raw);
-    if (m === null) return;
+  primary.onMessage((m) => {
     if (m.t === "start") started(m);
     else if (m.t === "change") store?.wake(m.change);
     else if (m.t === "claimed") idempotency.decided(m.id, m.claim);
@@ -110,21 +84,17 @@ export async function serveAsWorker(
   const asked = await start;
   if (asked === null) return { stopped: Promise.resolve() };
   const { port, name } = asked;
-  const relay = changeSender(send);
-  try {
-    server = await startStoreServer({ ...config, port }, host, log, {
-      name,
-      threads: channel.canStartThreads,
-      idempotency,
-      attach(s) {
-        store = s;
-        s.onChange(relay);
-      },
-    });
-  } catch (e) {
-    send({ t: "failed", message: e instanceof Error ? e.message : String(e) });
-    throw e;
-  }
+  // A failure to start is this process's error (printed by the CLI); the primary sees it end.
+  server = await startStoreServer({ ...config, port }, host, log, {
+    name,
+    threads: channel.canStartThreads,
+    idempotency,
+    attach(s) {
+      store = s;
+      // The changes committed here, for the other workers' waits.
+      s.onChange((change) => send({ t: "change", change }));
+    },
+  });
   send({ t: "listening" });
   if (stopAsked) stop();
   return server;
