@@ -9,6 +9,7 @@ import { MetricsRegistry, PrometheusMetricsBackend } from "../../src/metrics/ind
 import type { StoreAppOptions } from "../../src/server/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { parsePrometheusText, sampleValue, type Family } from "../metrics/prometheus-text.ts";
+import { MAX_PUSHED_SERIES } from "../../src/server/routes/metrics.ts";
 import { startInProcess, type InProcessServer } from "./in-process.ts";
 
 let store: InMemoryLightningStore;
@@ -162,5 +163,31 @@ describe("POST /v1/agl/metrics/push", () => {
       if (path.length) expect(answer.issues?.[0]?.path).toEqual(path);
     }
     expect(registry.render()).toBe(before);
+  });
+
+  it("refuses a push past the server's series cap whole, and takes one that fills it", async () => {
+    await start();
+    await push({ source: "runner-1", metrics: [counter(2)] });
+    const many = (n: number, from = 0) => ({
+      ...counter(1),
+      samples: Array.from({ length: n }, (_, i) => ({ labels: { tool: `t${from + i}` }, value: 1 })),
+    });
+    const refused = async (body: unknown, path: (string | number)[], detail: RegExp) => {
+      const res = await push(body);
+      const answer = (await res.json()) as { detail: string; issues?: { path: (string | number)[] }[] };
+      expect([res.status, answer.detail, answer.issues?.[0]?.path]).toEqual([400, expect.stringMatching(detail), path]);
+    };
+    // One metric's samples are capped by the body's schema, all series by the server's registry.
+    await refused({ source: "r", metrics: [many(MAX_PUSHED_SERIES + 1)] }, ["metrics", 0, "samples"], /10000|too_big/);
+    await refused({ source: "r", metrics: [many(MAX_PUSHED_SERIES)] }, ["metrics"], /10001 series; .* at most 10000/);
+    const before = registry.render();
+    expect(registry.read("agent.tool_calls")).toHaveLength(1);
+    expect((await push({ source: "r", metrics: [many(MAX_PUSHED_SERIES - 1)] })).status).toBe(200);
+    expect(registry.read("agent.tool_calls")).toHaveLength(MAX_PUSHED_SERIES);
+    expect(registry.render()).not.toBe(before);
+    // Full: a push that only adds to existing series still counts, one with a new series does not.
+    expect((await push({ source: "r", metrics: [counter(1, { tool: "t0" })] })).status).toBe(200);
+    await refused({ source: "r", metrics: [counter(1, { tool: "new" })] }, ["metrics"], /10001 series/);
+    expect(sampleValue(parsePrometheusText(registry.render()), "agent_tool_calls_total", { tool: "t0" })).toBe(2);
   });
 });
