@@ -410,35 +410,51 @@ export class MetricsRegistry implements MetricsBackend {
   takePending(): MetricsPush | null {
     if (!this.pending) return null;
     this.pending = false;
+    const push = this.asPush(true);
+    return push.metrics.length ? push : null;
+  }
+
+  /** Every series as it is now, as a push (counters' totals, gauges' values, histograms' counts); nothing is forgotten. */
+  snapshot(): MetricsPush {
+    return this.asPush(false);
+  }
+
+  /** The series as a push: only what changed since the last one, which is then forgotten (`changes`), or all of them whole. */
+  private asPush(changes: boolean): MetricsPush {
     const metrics: PushedMetric[] = [];
     for (const f of this.families.values()) {
       const { name, help, labelNames, buckets } = f.def;
       const head = { name, help, label_names: [...labelNames] };
+      const labels = (s: { values: string[] }) => labelsObject(labelNames, s.values);
+      const series = [...f.series.values()];
       if (f instanceof Counter) {
-        const samples = [...f.series.values()]
-          .filter((s) => s.pending > 0)
-          .map((s) => ({ labels: labelsObject(labelNames, s.values), value: s.pending }));
-        for (const s of f.series.values()) s.pending = 0;
-        if (samples.length) metrics.push({ ...head, type: "counter", samples });
+        const samples = (series as CounterSeries[])
+          .filter((s) => !changes || s.pending > 0)
+          .map((s) => ({ labels: labels(s), value: changes ? s.pending : s.value }));
+        if (changes) for (const s of f.series.values()) s.pending = 0;
+        if (samples.length || !changes) metrics.push({ ...head, type: "counter", samples });
       } else if (f instanceof Gauge) {
-        const samples = [...f.series.values()]
-          .filter((s) => s.pending)
-          .map((s) => ({ labels: labelsObject(labelNames, s.values), value: s.value }));
-        for (const s of f.series.values()) s.pending = false;
-        if (samples.length) metrics.push({ ...head, type: "gauge", samples });
+        const samples = (series as GaugeSeries[]).filter((s) => !changes || s.pending).map((s) => ({ labels: labels(s), value: s.value }));
+        if (changes) for (const s of f.series.values()) s.pending = false;
+        if (samples.length || !changes) metrics.push({ ...head, type: "gauge", samples });
       } else {
-        const samples = [...f.series.values()]
-          .filter((s) => s.pendingCount > 0)
-          .map((s) => ({ labels: labelsObject(labelNames, s.values), bucket_counts: [...s.pendingCounts], sum: s.pendingSum }));
-        for (const s of f.series.values()) {
-          s.pendingCounts.fill(0);
-          s.pendingSum = 0;
-          s.pendingCount = 0;
-        }
-        if (samples.length) metrics.push({ ...head, type: "histogram", buckets: [...buckets!], samples });
+        const samples = (series as HistogramSeries[])
+          .filter((s) => !changes || s.pendingCount > 0)
+          .map((s) => ({
+            labels: labels(s),
+            bucket_counts: [...(changes ? s.pendingCounts : s.counts)],
+            sum: changes ? s.pendingSum : s.sum,
+          }));
+        if (changes)
+          for (const s of f.series.values()) {
+            s.pendingCounts.fill(0);
+            s.pendingSum = 0;
+            s.pendingCount = 0;
+          }
+        if (samples.length || !changes) metrics.push({ ...head, type: "histogram", buckets: [...buckets!], samples });
       }
     }
-    return metrics.length ? { source: this.source, metrics } : null;
+    return { source: this.source, metrics };
   }
 
   /** A push taken from this registry that could not be sent: its increments wait for the next one. */

@@ -28,7 +28,7 @@ import { drainRefusedBodies } from "./drain-refused.ts";
 import { answerError, answerRouteNotFound } from "./error-handler.ts";
 import { IdempotencyCache, idempotentWrites, type IdempotencyBackend, type IdempotencyOptions } from "./idempotency.ts";
 import { type MetricsRegistry, processMetrics } from "../metrics/registry.ts";
-import { ServerMetrics, instrumentStore } from "./metrics.ts";
+import { type MetricsPeers, ServerMetrics, instrumentStore } from "./metrics.ts";
 import { otlpRoutes } from "./otlp/route.ts";
 import { pageSizes } from "./paging.ts";
 import { requestMetrics } from "./request-metrics.ts";
@@ -74,6 +74,8 @@ export interface StoreAppOptions {
    * Default: this process's (`processMetrics`), the one `PrometheusMetricsBackend` writes to.
    */
   metricsRegistry?: MetricsRegistry;
+  /** The other processes serving the same store, whose metrics each scrape adds up (`agl store --workers N`). */
+  metricsPeers?: MetricsPeers;
   log?: LogWriter;
   /**
    * Answers remembered for requests with an `Idempotency-Key` header, so a retried write runs once
@@ -115,7 +117,8 @@ const API_ROUTES: readonly ((deps: RouteDeps) => Hono)[] = [
 
 export function createStoreApp(rawStore: LightningStore, options: StoreAppOptions = {}): Hono {
   const log = options.log ?? silentLogger;
-  const metrics = (options.metrics ?? true) ? new ServerMetrics(rawStore, options.metricsRegistry ?? processMetrics, log) : null;
+  const metrics =
+    (options.metrics ?? true) ? new ServerMetrics(rawStore, options.metricsRegistry ?? processMetrics, log, options.metricsPeers) : null;
   if (metrics) options.shutdownSignal?.addEventListener("abort", () => metrics.close(), { once: true });
   const limit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
   const token = options.token ?? null;

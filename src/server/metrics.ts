@@ -7,11 +7,29 @@
  * write, and what other processes push here.
  */
 import { type LogWriter, errorLine } from "../platform/log.ts";
+import type { MetricsPush } from "../metrics/push-schema.ts";
 import { LATENCY_BUCKETS, MetricsRegistry } from "../metrics/registry.ts";
 import type { LightningStore } from "../store/base.ts";
 import { LightningStoreCore } from "../store/core.ts";
 import type { RolloutStatus } from "../types/index.ts";
 import { RolloutStatus as RolloutStatusEnum, isTerminal } from "../types/index.ts";
+
+/** What one server process holds, whole: its own series and its process registry's. */
+export interface ProcessMetrics {
+  own: MetricsPush;
+  shared: MetricsPush;
+}
+
+/**
+ * The other processes serving the same store (the other workers of `agl store --workers N`): a scrape
+ * of any of them sums what all of them hold.
+ */
+export interface MetricsPeers {
+  /** Gives the peers this process's metrics when they ask. */
+  serve(snapshot: () => ProcessMetrics): void;
+  /** The peers' metrics now (those that answer in time). */
+  gather(): Promise<ProcessMetrics[]>;
+}
 
 export class ServerMetrics {
   /** The server's own series (a registry per app: two apps in one process count apart). */
@@ -49,9 +67,11 @@ export class ServerMetrics {
   constructor(
     store: LightningStore,
     readonly shared: MetricsRegistry,
-    log: LogWriter,
+    private readonly log: LogWriter,
+    private readonly peers: MetricsPeers | null = null,
   ) {
     this.store = store;
+    peers?.serve(() => ({ own: this.own.snapshot(), shared: this.shared.snapshot() }));
     // The rollouts this process finished (a worker of `agl store --workers` counts its own).
     this.stopCounting =
       store instanceof LightningStoreCore
@@ -76,7 +96,26 @@ export class ServerMetrics {
     const [queued, ...byStatus] = await Promise.all([count(["queuing", "requeuing"]), ...RolloutStatusEnum.options.map((s) => count([s]))]);
     this.queueDepth.set(undefined, queued!);
     RolloutStatusEnum.options.forEach((status, i) => this.rollouts.set({ status }, byStatus[i]!));
-    return this.own.render() + this.shared.render();
+    if (this.peers === null) return this.own.render() + this.shared.render();
+    const others = await this.peers.gather();
+    // Counters and histograms add up; a gauge keeps the last value applied: this process's, read just now.
+    return (
+      this.sum(others.map((o) => o.own).concat(this.own.snapshot())) + this.sum(others.map((o) => o.shared).concat(this.shared.snapshot()))
+    );
+  }
+
+  /** The Prometheus text of several processes' registries added up. */
+  private sum(parts: MetricsPush[]): string {
+    const total = new MetricsRegistry();
+    for (const part of parts) {
+      try {
+        total.applyPush(part);
+      } catch (e) {
+        // Two processes that registered one name differently (pushes from clients that disagree).
+        this.log.warning(`a worker's metrics are left out of this scrape: ${errorLine(e)}`);
+      }
+    }
+    return total.render();
   }
 
   /** Stops counting finished rollouts (the app is done with its store). */

@@ -190,6 +190,26 @@ describe("pushes: what one registry changed, added to another", () => {
     expect(sampleValue(f, "h_sum")).toBe(7);
   });
 
+  it("a snapshot holds every series whole and leaves what is pending; two snapshots added up render as one registry", () => {
+    const a = written();
+    a.takePending();
+    a.incCounter("c", 1, { k: "a" });
+    a.registerGauge("unset");
+    const snap = a.snapshot();
+    expect(snap.metrics.map((m) => [m.name, m.samples])).toEqual([
+      ["c", [{ labels: { k: "a" }, value: 3 }]],
+      ["g", [{ labels: {}, value: 5 }]],
+      ["h", [{ labels: {}, bucket_counts: [1, 0, 1], sum: 3.5 }]],
+      ["unset", []],
+    ]);
+    expect(a.takePending()!.metrics).toEqual([expect.objectContaining({ name: "c", samples: [{ labels: { k: "a" }, value: 1 }] })]);
+    const sum = new MetricsRegistry();
+    sum.applyPush(snap);
+    sum.applyPush(written().snapshot());
+    const f = parsePrometheusText(sum.render());
+    expect([sampleValue(f, "c_total", { k: "a" }), sampleValue(f, "h_count"), f.get("unset")?.type]).toEqual([5, 4, "gauge"]);
+  });
+
   it("a push not sent is put back and goes with the next one", () => {
     const r = written();
     const lost = r.takePending()!;
