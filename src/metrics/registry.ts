@@ -152,7 +152,7 @@ function labelText(names: readonly string[], values: readonly string[], extra?: 
 }
 
 /** The HELP and TYPE lines of a family. */
-export const familyHeader = (name: string, help: string, type: MetricType): string[] => [
+const familyHeader = (name: string, help: string, type: MetricType): string[] => [
   `# HELP ${name} ${escapeHelp(help)}`,
   `# TYPE ${name} ${type}`,
 ];

@@ -10,7 +10,7 @@ import { readBody } from "../json-body.ts";
 import { metricsExport } from "../request-metrics.ts";
 import type { RouteDeps } from "./deps.ts";
 
-export const EXPOSITION_PATHS = ["/metrics", "/v1/agl/prometheus", "/v1/agl/prometheus/", "/v1/prometheus", "/v1/prometheus/"];
+const EXPOSITION_PATHS = ["/metrics", "/v1/agl/prometheus", "/v1/agl/prometheus/", "/v1/prometheus", "/v1/prometheus/"];
 
 /** Most series the pushes of all processes may make in this server's registry. */
 export const MAX_PUSHED_SERIES = 10_000;
