@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { LightningStoreClient } from "../../src/client/index.ts";
 import { MetricsRegistry, PrometheusMetricsBackend } from "../../src/metrics/index.ts";
-import type { StoreAppOptions } from "../../src/server/index.ts";
+import { silentLogger, type StoreAppOptions } from "../../src/server/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { parsePrometheusText, sampleValue, type Family } from "../metrics/prometheus-text.ts";
 import { MAX_PUSHED_SERIES } from "../../src/server/routes/metrics.ts";
@@ -108,6 +108,35 @@ describe("GET /v1/agl/prometheus", () => {
     await start({ token: "s3cret" });
     expect((await fetch(`${server.url}/v1/agl/prometheus/`)).status).toBe(401);
     expect((await scrape("/v1/agl/prometheus/", { authorization: "Bearer s3cret" })).has("agl_http_total")).toBe(true);
+  });
+
+  it("adds up what its peers hold (other workers); a peer that registered a name otherwise is left out, with a warning", async () => {
+    const peer = (labelNames: string[], labels: Record<string, string>, amount: number) => {
+      const shared = new MetricsRegistry();
+      shared.registerCounter("agent.tool_calls", labelNames);
+      shared.incCounter("agent.tool_calls", amount, labels);
+      const own = new MetricsRegistry();
+      own.registerCounter("agl.http.total", ["path", "method", "status"]);
+      own.incCounter("agl.http.total", 10, { path: "/v1/agl/health", method: "GET", status: "200" });
+      return { own: own.snapshot(), shared: shared.snapshot() };
+    };
+    const warnings: string[] = [];
+    const log = { ...silentLogger, warning: (m: string) => void warnings.push(m) };
+    let served = false;
+    const metricsPeers = {
+      serve: () => void (served = true),
+      gather: async () => [peer(["tool"], { tool: "calc" }, 2), peer(["kind"], { kind: "x" }, 5)],
+    };
+    await start({ metricsPeers, log });
+    new PrometheusMetricsBackend(registry).registerCounter("agent.tool_calls", ["tool"]);
+    registry.incCounter("agent.tool_calls", 1, { tool: "calc" });
+    await fetch(`${server.url}/v1/agl/health`);
+    const f = await scrape();
+    expect(served).toBe(true);
+    expect(sampleValue(f, "agent_tool_calls_total", { tool: "calc" })).toBe(3);
+    // Both peers' own series count; only the second one's pushed metrics conflict.
+    expect(sampleValue(f, "agl_http_total", { path: "/v1/agl/health", method: "GET", status: "200" })).toBe(21);
+    expect(warnings).toEqual([expect.stringMatching(/left out of this scrape: .*registered as a counter with labels \[tool\]/)]);
   });
 
   it("is absent with metrics: false", async () => {
