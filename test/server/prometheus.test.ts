@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { LightningStoreClient } from "../../src/client/index.ts";
 import { MetricsRegistry, PrometheusMetricsBackend } from "../../src/metrics/index.ts";
-import { silentLogger, type StoreAppOptions } from "../../src/server/index.ts";
+import type { LogWriter, StoreAppOptions } from "../../src/server/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { parsePrometheusText, sampleValue, type Family } from "../metrics/prometheus-text.ts";
 import { MAX_PUSHED_SERIES } from "../../src/server/routes/metrics.ts";
@@ -121,7 +121,7 @@ describe("GET /v1/agl/prometheus", () => {
       return { own: own.snapshot(), shared: shared.snapshot() };
     };
     const warnings: string[] = [];
-    const log = { ...silentLogger, warning: (m: string) => void warnings.push(m) };
+    const log: LogWriter = { debug() {}, info() {}, error() {}, warning: (m) => void warnings.push(m) };
     let served = false;
     const metricsPeers = {
       serve: () => void (served = true),
