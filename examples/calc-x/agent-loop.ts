@@ -4,7 +4,7 @@
  * them to the model as OpenAI function tools, runs each `tool_calls` entry through MCP, appends the
  * results as `tool` messages and calls the model again, until a reply has no tool calls or MAX_TURNS
  * model calls are spent. Reward: 1 when the last reply says `### ANSWER: <n> ###` with the task's
- * number, else 0. It has no tracing code: the policy server records each model call.
+ * number, else 0. It traces no model call itself: the policy server records each one.
  *
  * A malformed tool call (arguments not JSON, not matching the tool's schema, an unknown tool) goes back
  * to the model as a tool message `error: <reason>` and the rollout goes on. A failing MCP server (dead,
