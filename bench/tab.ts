@@ -10,7 +10,8 @@
 import { readFileSync } from "node:fs";
 import { CHECKPOINT } from "../examples/tab/build.ts";
 import { runTab } from "../examples/tab/loop.ts";
-import { TAB_DEFAULTS, type TabSettings } from "../examples/tab/messages.ts";
+import { calcTabAgent } from "../examples/tab/agents.ts";
+import { TAB_DEFAULTS, type TabRunSettings } from "../examples/tab/messages.ts";
 import { probeGpu } from "../src/gpu/device.ts";
 import { launchChromium, noChromium } from "../test/browser/chromium.ts";
 import { driveTab, quantile, serveStaticTab } from "../test/browser/tab-driver.ts";
@@ -18,7 +19,7 @@ import { driveTab, quantile, serveStaticTab } from "../test/browser/tab-driver.t
 const [steps, batch, n, valTasks] = [TAB_DEFAULTS.steps, TAB_DEFAULTS.batch, TAB_DEFAULTS.n, TAB_DEFAULTS.valTasks].map((d, i) =>
   Number(process.argv[2 + i] ?? d),
 );
-const settings: TabSettings = { ...TAB_DEFAULTS, steps, batch, n, valTasks };
+const settings: TabRunSettings = { ...TAB_DEFAULTS, steps, batch, n, valTasks };
 
 interface Row {
   where: string;
@@ -34,7 +35,7 @@ const line = (r: Row) => {
 };
 
 async function inNode(backend: "webgpu" | "cpu"): Promise<Row> {
-  const r = await runTab({ ...settings, backend, checkpoint: new Uint8Array(readFileSync(CHECKPOINT)) });
+  const r = await runTab({ ...settings, backend, agent: calcTabAgent(new Uint8Array(readFileSync(CHECKPOINT))) });
   return {
     where: `Node ${process.versions.node}, ${r.backend}`,
     accuracy: r.reports.filter((x) => x.kind === "validation").map((v) => ({ step: v.step, accuracy: v.accuracy })),

@@ -7,7 +7,15 @@
 import uPlot from "uplot";
 import type { GrpoReport } from "../../src/browser.ts";
 import type { RolloutView } from "./loop.ts";
-import { type FromWorker, TAB_DEFAULTS, type TabSettings, type TabState, type ToWorker } from "./messages.ts";
+import {
+  AGENT_DEFAULTS,
+  type FromWorker,
+  TAB_AGENTS,
+  type TabAgentName,
+  type TabSettings,
+  type TabState,
+  type ToWorker,
+} from "./messages.ts";
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 
@@ -29,16 +37,26 @@ const state: TabState = {
 };
 (window as unknown as { tab: TabState }).tab = state;
 
-// The settings: the form's defaults, replaced by the URL's (?steps=…&batch=…&autostart=1).
+// The settings: the agent's defaults, replaced by the URL's (?agent=calc-x&steps=…&batch=…&autostart=1).
 const FIELDS = ["steps", "batch", "n", "lr", "valTasks", "valEvery", "runners", "seed", "loraRank"] as const;
 const query = new URLSearchParams(location.search);
-for (const f of FIELDS) $<HTMLInputElement>(f).value = query.get(f) ?? String(TAB_DEFAULTS[f]);
-$<HTMLSelectElement>("backend").value = query.get("backend") ?? TAB_DEFAULTS.backend;
+const agentName = query.get("agent") ?? "calc";
+if (!(TAB_AGENTS as readonly string[]).includes(agentName)) throw new Error(`?agent=${agentName}: the agents are ${TAB_AGENTS.join(", ")}`);
+/** The form filled with `agent`'s defaults, each replaced by the URL's value where it gives one. */
+function fillForm(agent: TabAgentName, fromUrl: boolean): void {
+  const defaults = AGENT_DEFAULTS[agent];
+  $<HTMLSelectElement>("agent").value = agent;
+  for (const f of FIELDS) $<HTMLInputElement>(f).value = (fromUrl ? query.get(f) : null) ?? String(defaults[f]);
+  $<HTMLSelectElement>("backend").value = (fromUrl ? query.get("backend") : null) ?? defaults.backend;
+}
+fillForm(agentName as TabAgentName, true);
+$<HTMLSelectElement>("agent").addEventListener("change", (e) => fillForm((e.target as HTMLSelectElement).value as TabAgentName, false));
 
 const settings = (): TabSettings =>
   ({
     ...Object.fromEntries(FIELDS.map((f) => [f, Number($<HTMLInputElement>(f).value)])),
     backend: $<HTMLSelectElement>("backend").value as TabSettings["backend"],
+    agent: $<HTMLSelectElement>("agent").value as TabAgentName,
   }) as TabSettings;
 
 const status = (text: string, error = false) => {
@@ -132,7 +150,7 @@ function onMessage(m: FromWorker): void {
     case "report": {
       const r: GrpoReport = m.report;
       if (r.kind === "step") {
-        state.steps.push({ step: r.step, reward: r.reward, seconds: r.seconds });
+        state.steps.push({ step: r.step, reward: r.reward, seconds: r.seconds, rows: r.rows, trainedRows: r.trained_rows });
         status(`step ${r.step}: reward ${r.reward.toFixed(3)}, ${r.trained_rows}/${r.rows} rows trained, ${r.seconds.toFixed(1)} s`);
       } else state.validations.push({ step: r.step, accuracy: r.accuracy });
       redraw();
@@ -187,7 +205,10 @@ $<HTMLFormElement>("form").addEventListener("submit", (event) => {
   $<HTMLButtonElement>("stop").disabled = false;
   $<HTMLButtonElement>("export").disabled = false;
   status("Loading the model…");
-  send({ type: "start", settings: settings(), checkpointUrl: new URL("./model.safetensors", location.href).href });
+  const run = settings();
+  // the calc checkpoint is one file; the Calc-X model is a Hugging Face folder (config, weights, tokenizer)
+  const modelUrl = new URL(run.agent === "calc-x" ? "./calc-x/" : "./model.safetensors", location.href).href;
+  send({ type: "start", settings: run, modelUrl });
   setTimeout(() => (trainingSince = performance.now()));
 });
 $("stop").addEventListener("click", () => {

@@ -2,10 +2,18 @@
 import type { GrpoReport } from "../../src/browser.ts";
 import type { RolloutView, TabOptions } from "./loop.ts";
 
-/** The run's settings, as the page's form (or URL) gives them. */
-export type TabSettings = Omit<TabOptions, "checkpoint" | "signal" | "onReport" | "onRollouts" | "onCheckpoint" | "onStart" | "log">;
+/** The agents the tab trains (agents.ts). */
+export const TAB_AGENTS = ["calc", "calc-x"] as const;
+export type TabAgentName = (typeof TAB_AGENTS)[number];
 
-export type ToWorker = { type: "start"; settings: TabSettings; checkpointUrl: string } | { type: "stop" } | { type: "export-store" };
+/** The run's numbers and backend (runTab's options without the agent and the callbacks). */
+export type TabRunSettings = Omit<TabOptions, "agent" | "signal" | "onReport" | "onRollouts" | "onCheckpoint" | "onStart" | "log">;
+
+/** The run's settings, as the page's form (or URL) gives them: which agent, and its run's settings. */
+export type TabSettings = TabRunSettings & { agent: TabAgentName };
+
+/** `modelUrl`: the calc checkpoint's file, or the Calc-X model folder (the page's `calc-x/`). */
+export type ToWorker = { type: "start"; settings: TabSettings; modelUrl: string } | { type: "stop" } | { type: "export-store" };
 
 export type FromWorker =
   | { type: "log"; line: string }
@@ -30,7 +38,8 @@ export interface TabState {
   done: boolean;
   error: string | null;
   backend: string | null;
-  steps: { step: number; reward: number; seconds: number }[];
+  /** Each step: its mean reward, its training rows (one per rollout at the trajectory level) and those that trained (tied groups do not). */
+  steps: { step: number; reward: number; seconds: number; rows: number; trainedRows: number }[];
   validations: { step: number; accuracy: number }[];
   checkpointStep: number | null;
   /** The steps done when Stop was pressed (null: not pressed). */
@@ -47,7 +56,7 @@ export interface TabState {
 }
 
 /** The page's defaults: the calc demo's first 20 steps (16 problems x 8 rollouts), about +13 points held-out. */
-export const TAB_DEFAULTS: TabSettings = {
+export const TAB_DEFAULTS: TabRunSettings = {
   steps: 20,
   batch: 16,
   n: 8,
@@ -59,3 +68,22 @@ export const TAB_DEFAULTS: TabSettings = {
   loraRank: 0,
   backend: "auto",
 };
+
+/**
+ * The Calc-X agent's defaults: the Calc-X demo's (examples/calc-x/train.ts: a rank-16 LoRA adapter, lr
+ * 5e-4, 8 rollouts a task) with smaller steps and fewer held-out problems, as a tab's CPU generation is slow.
+ */
+export const CALC_X_TAB_DEFAULTS: TabRunSettings = {
+  steps: 20,
+  batch: 8,
+  n: 8,
+  lr: 5e-4,
+  valTasks: 50,
+  valEvery: 5,
+  seed: 0,
+  runners: 8,
+  loraRank: 16,
+  backend: "auto",
+};
+
+export const AGENT_DEFAULTS: Record<TabAgentName, TabRunSettings> = { calc: TAB_DEFAULTS, "calc-x": CALC_X_TAB_DEFAULTS };

@@ -4,20 +4,28 @@
  * Stop and a store export at any time.
  */
 import type { InMemoryLightningStore } from "../../src/browser.ts";
+import { calcTabAgent, calcXTabAgent, type TabAgent } from "./agents.ts";
 import { exportStore, runTab, type TabRun } from "./loop.ts";
-import type { FromWorker, ToWorker } from "./messages.ts";
+import type { FromWorker, TabSettings, ToWorker } from "./messages.ts";
 
 const post = (m: FromWorker, transfer: Transferable[] = []) => (self as unknown as Worker).postMessage(m, transfer);
 const stop = new AbortController();
 let store: InMemoryLightningStore | null = null;
 let started = false;
 
+/** The agent and its model, fetched: the calc checkpoint file, or the Calc-X model folder's files. */
+async function loadAgent(name: TabSettings["agent"], modelUrl: string): Promise<TabAgent> {
+  if (name === "calc-x") return calcXTabAgent(modelUrl);
+  const res = await fetch(modelUrl);
+  if (!res.ok) throw new Error(`could not load the checkpoint ${modelUrl}: HTTP ${res.status}`);
+  return calcTabAgent(new Uint8Array(await res.arrayBuffer()));
+}
+
 async function start(m: Extract<ToWorker, { type: "start" }>): Promise<void> {
-  const res = await fetch(m.checkpointUrl);
-  if (!res.ok) throw new Error(`could not load the checkpoint ${m.checkpointUrl}: HTTP ${res.status}`);
+  const { agent: name, ...settings } = m.settings;
   const result = await runTab({
-    ...m.settings,
-    checkpoint: new Uint8Array(await res.arrayBuffer()),
+    ...settings,
+    agent: await loadAgent(name, m.modelUrl),
     signal: stop.signal,
     log: (line) => post({ type: "log", line }),
     onStart: (run) => {

@@ -2,6 +2,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { CHECKPOINT } from "../../examples/tab/build.ts";
+import { calcTabAgent } from "../../examples/tab/agents.ts";
 import { runTab } from "../../examples/tab/loop.ts";
 import { decodeModel } from "../../src/model/checkpoint.ts";
 
@@ -10,7 +11,7 @@ describe("GRPO with a stop signal", () => {
     const stop = new AbortController();
     const checkpoints: number[] = [];
     const r = await runTab({
-      checkpoint: new Uint8Array(readFileSync(CHECKPOINT)),
+      agent: calcTabAgent(new Uint8Array(readFileSync(CHECKPOINT))),
       backend: "cpu",
       steps: 50,
       batch: 2,

@@ -15,6 +15,7 @@ import {
   ModelPolicy,
   NoActiveTracerError,
 } from "../../src/browser.ts";
+import { calcTabAgent } from "../../examples/tab/agents.ts";
 import { runTab } from "../../examples/tab/loop.ts";
 import { TRACED_TASK_IDS, type TracedRollout, traceSixRollouts } from "../tracer/traced-runners.ts";
 
@@ -120,7 +121,16 @@ export interface LoopReport {
 
 /** The tab's loop (examples/tab/loop.ts) for two steps on the CPU engine: the numbers must be Node's. */
 export async function cpuLoop(checkpoint: Uint8Array): Promise<LoopReport> {
-  const r = await runTab({ checkpoint, backend: "cpu", steps: 2, batch: 2, n: 4, valTasks: 8, valEvery: 1, runners: 2 });
+  const r = await runTab({
+    agent: calcTabAgent(checkpoint),
+    backend: "cpu",
+    steps: 2,
+    batch: 2,
+    n: 4,
+    valTasks: 8,
+    valEvery: 1,
+    runners: 2,
+  });
   const timing = /seconds|per_second|perf\//;
   return {
     backend: r.backend,

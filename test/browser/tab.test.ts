@@ -35,7 +35,7 @@ async function expectTabLogits(files: Record<string, Uint8Array>, state: TabPage
   // the probe: the first held-out question as the policy server prompts it
   const ids = byteTokenizer.applyChatTemplate([{ role: "user", content: heldOutTasks(1)[0]!.question }], { addGenerationPrompt: true });
   expect(state.probe!.ids).toEqual(ids);
-  const inNode = await probeLogits(files, base, ids);
+  const inNode = await probeLogits(files, decodeModel(base), ids);
   expect(maxAbsDiff(inNode, state.probe!.logits)).toBeLessThanOrEqual(1e-5);
   const vocab = decodeModel(base).config.vocab_size;
   const rows = ids.length - 1;
@@ -171,7 +171,8 @@ describe.skipIf(noChromium)("examples/tab training a LoRA adapter", { timeout: 6
       expect(config).toMatchObject({ peft_type: "LORA", r: 4, lora_alpha: 8 });
       const inNode = await expectTabLogits(files, state);
       // the adapter moved the policy away from the base checkpoint it was trained on
-      const base = await probeLogits({ "model.safetensors": new Uint8Array(readFileSync(CHECKPOINT)) }, new Uint8Array(), state.probe!.ids);
+      const bytes = new Uint8Array(readFileSync(CHECKPOINT));
+      const base = await probeLogits({ "model.safetensors": bytes }, decodeModel(bytes), state.probe!.ids);
       expect(maxAbsDiff(inNode, base)).toBeGreaterThan(1e-3);
     } finally {
       await browser.close();
