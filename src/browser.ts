@@ -63,17 +63,21 @@ export {
   fromLoraWeights,
   fromPolicyWeights,
   initLora,
+  LORA_TARGETS,
   type LoraConfig,
   loadPretrained,
   loraWeightsResource,
   type ModelConfig,
   PAD_ID,
+  parseLoraConfig,
+  type PolicyTrainer,
   policyWeightsResource,
   presetConfig,
   Rng,
   saveCheckpoint,
   TOKENIZER_VOCAB_SIZE,
 } from "./model/index.ts";
+export { loadPeftAdapter, peftAdapterFiles } from "./model/hf/peft.ts";
 
 // The engines: WebGPU, the CPU where there is none, and the factories that pick one
 export {

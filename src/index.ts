@@ -1,6 +1,6 @@
 /**
  * The package root (`lightning-ts`): what the README and docs/ import first, one group per part, each
- * name written out. Everything else of a part is on its own entry (`lightning-ts/types`, `/store`,
+ * name written out. Everything else of a part is on its own entry (`lightning-ts/types`, `/store`, `/metrics`,
  * `/client`, `/tracer`, `/runner`, `/trainer`, `/algorithm`, `/adapter`), and the specialised parts are
  * only there: `lightning-ts/server` (the store server's Hono app), `/proxy` (policy server, LLM proxy),
  * `/wasm` (RL kernels), `/model` (the policy model), `/cpu` and `/gpu` (its engines), `/engine` (picking
@@ -54,6 +54,9 @@ export {
   withAgentName,
 } from "./tracer/index.ts";
 
+// Metrics: counters, gauges and histograms in the store server's Prometheus exposition
+export { ConsoleMetricsBackend, type MetricsBackend, MultiMetricsBackend, PrometheusMetricsBackend } from "./metrics/index.ts";
+
 // Agents and the runner
 export { Hook, LitAgent, LitAgentRunner, llmRollout, promptRollout, RuntimeError, rollout } from "./runner/index.ts";
 
@@ -75,6 +78,7 @@ export {
   PPO,
   type PpoOptions,
   SFT,
+  TrainingMetrics,
   trainSft,
 } from "./algorithm/index.ts";
 

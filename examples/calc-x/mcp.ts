@@ -8,37 +8,14 @@
  *   `McpServerError` naming the server, and the broken child is dropped, so the next rollout (the
  *   runner's retry among them) gets a fresh one. After `idleCloseMs` without rollouts the child is
  *   closed, so a program that is done exits. `reuse: false` gives each rollout its own child.
- * - `InProcessToolServer` links a client to an `McpServer` in this process over the SDK's
- *   InMemoryTransport (tests and benchmarks: no child process, no serialisation to a pipe).
+ * - `InProcessToolServer` (tool-server.ts, runtime-neutral) links a client to an `McpServer` in this
+ *   process over the SDK's InMemoryTransport.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport, type StdioServerParameters } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { clientInfo, McpServerError, type ToolServer } from "./tool-server.ts";
 
-/** The MCP server an agent depends on failed (died, hung, could not start): the attempt fails. */
-export class McpServerError extends Error {
-  constructor(
-    readonly server: string,
-    reason: string,
-    options?: { cause?: unknown },
-  ) {
-    super(`MCP server "${server}" failed: ${reason}`, options);
-    this.name = "McpServerError";
-  }
-}
-
-/** A source of MCP clients, one per rollout. */
-export interface ToolServer {
-  /** Named in the errors of a failing server. */
-  readonly name: string;
-  /** A connected client for one rollout; a server that cannot start rejects with a `McpServerError`. */
-  open(): Promise<Client>;
-  /** The rollout is done with `client`; `broken`: it saw the server fail, so it is not handed out again. */
-  done(client: Client, broken: boolean): Promise<void>;
-}
-
-const clientInfo = { name: "calc-x-agent", version: "1.0.0" };
+export { InProcessToolServer, McpServerError, type ToolServer } from "./tool-server.ts";
 
 export interface StdioToolServerOptions {
   /** One child for all rollouts (default) or one per rollout. */
@@ -137,26 +114,5 @@ export class StdioToolServer implements ToolServer {
 
   private commandLine(): string {
     return [this.params.command, ...(this.params.args ?? [])].join(" ");
-  }
-}
-
-/** Each rollout gets a fresh `McpServer` from `create`, linked to its client in memory. */
-export class InProcessToolServer implements ToolServer {
-  constructor(
-    readonly name: string,
-    private readonly create: () => McpServer,
-  ) {}
-
-  async open(): Promise<Client> {
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    const server = this.create();
-    await server.connect(serverSide);
-    const client = new Client(clientInfo);
-    await client.connect(clientSide);
-    return client;
-  }
-
-  async done(client: Client): Promise<void> {
-    await client.close(); // closes the linked server side too
   }
 }

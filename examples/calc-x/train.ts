@@ -18,7 +18,9 @@ import { findFinalReward } from "../../src/adapter/reward.ts";
 import { openStore } from "../../src/store/index.ts";
 import type { LightningStore } from "../../src/store/base.ts";
 import { AGL_ANNOTATION } from "../../src/types/semconv.ts";
-import { STATS } from "./agent.ts";
+import { ROW_LIMITS, STATS } from "./agent.ts";
+
+export { ROW_LIMITS };
 import { heldOutTasks, trainTasks } from "./tasks.ts";
 import type { CalcXTask } from "./types.ts";
 
@@ -66,16 +68,6 @@ export const CALC_X_DEFAULTS: CalcXTrainOptions = {
   out: "runs/calc-x",
   device: "cpu",
 };
-
-/**
- * Row lengths within the model's 256 positions. A trajectory row is the first prompt (system, tools,
- * question: at most 110 tokens) and every turn after it; a transition row is one call, whose prompt holds
- * the turns before it (up to 208 tokens) and whose reply is at most MAX_TOKENS_PER_TURN (48).
- */
-export const ROW_LIMITS = {
-  trajectory: { maxPrompt: 110, maxResponse: 146 },
-  transition: { maxPrompt: 208, maxResponse: 48 },
-} as const;
 
 const jsonl = (xs: readonly unknown[]): string => xs.map((x) => `${JSON.stringify(x)}\n`).join("");
 

@@ -22,8 +22,8 @@ import { ModelPolicy, PolicyServer } from "../../src/proxy/index.ts";
 import { createGenerationEngine } from "../../src/engine/index.ts";
 import { LlmProxyTraceToTriplet } from "../../src/adapter/index.ts";
 import { openStore } from "../../src/store/index.ts";
-import { Trainer } from "../../src/trainer/index.ts";
 import { calcAgent, MAX_ANSWER_TOKENS } from "./agent.ts";
+import { calcTrainer } from "./trainer.ts";
 import { runScript, type ScriptCommand } from "../../src/cli/script-options.ts";
 import { lineChartSvg } from "../../src/cli/svg.ts";
 import { heldOutTasks, trainTasks, type CalcTask } from "./tasks.ts";
@@ -162,14 +162,7 @@ export async function trainCalc(options: Partial<CalcTrainOptions> = {}): Promis
           advEstimator: o.estimator,
           ...(critic ? { critic: { trainer: critic } } : {}),
         });
-  const lightning = new Trainer({
-    algorithm: grpo,
-    llmProxy: server,
-    store,
-    nRunners: o.runners,
-    strategy: { type: "shm", main_thread: "algorithm" },
-    runner: { type: "LitAgentRunner", poll_interval: 0.01, heartbeat_interval: 5 },
-  });
+  const lightning = calcTrainer({ algorithm: grpo, llmProxy: server, store, runners: o.runners, heartbeatInterval: 5 });
   if (o.progress)
     console.log(
       `calc ${o.estimator}: ${o.steps} steps x ${o.batch} tasks x ${o.n} samples, trainer ${trainer.backend}${trainer.backend === "cpu" ? ` (${o.ops} ops)` : ""}, store ${dbPath}`,

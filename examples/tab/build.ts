@@ -1,6 +1,7 @@
 /**
  * Builds the static page once: main.js (the page) and worker.js (the training loop) bundled for the
- * browser with esbuild, next to index.html, uPlot's stylesheet and the calc demo's checkpoint. The
+ * browser with esbuild, next to index.html, uPlot's stylesheet, the calc demo's checkpoint and the Calc-X
+ * model folder (calc-x/: config, weights and tokenizer, as examples/calc-x/model holds them). The
  * folder needs nothing but a static file server (serve.ts is one; any other host works).
  *
  *   npx tsx examples/tab/build.ts [--out DIR]     # default examples/tab/dist
@@ -10,11 +11,14 @@ import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
+import { CALC_X_FILES } from "./agents.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const DEFAULT_OUT = join(here, "dist");
 /** The starting policy: the calc demo's SFT checkpoint. */
 export const CHECKPOINT = resolve(here, "../calc/checkpoint-sft/model.safetensors");
+/** The Calc-X agent's starting policy: its SFT model folder. */
+export const CALC_X_MODEL = resolve(here, "../calc-x/model");
 
 /** Writes the page into `out` and returns the folder. */
 export async function buildTab(out = DEFAULT_OUT): Promise<string> {
@@ -36,6 +40,8 @@ export async function buildTab(out = DEFAULT_OUT): Promise<string> {
   const uplotCss = join(dirname(createRequire(import.meta.url).resolve("uplot")), "uPlot.min.css");
   await copyFile(uplotCss, join(out, "uPlot.min.css"));
   await copyFile(CHECKPOINT, join(out, "model.safetensors"));
+  await mkdir(join(out, "calc-x"), { recursive: true });
+  for (const f of CALC_X_FILES) await copyFile(join(CALC_X_MODEL, f), join(out, "calc-x", f));
   await writeFile(join(out, "index.html"), await readFile(join(here, "index.html")));
   return out;
 }

@@ -7,7 +7,15 @@
 import uPlot from "uplot";
 import type { GrpoReport } from "../../src/browser.ts";
 import type { RolloutView } from "./loop.ts";
-import { type FromWorker, TAB_DEFAULTS, type TabSettings, type TabState, type ToWorker } from "./messages.ts";
+import {
+  AGENT_DEFAULTS,
+  type FromWorker,
+  TAB_AGENTS,
+  type TabAgentName,
+  type TabSettings,
+  type TabState,
+  type ToWorker,
+} from "./messages.ts";
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 
@@ -19,24 +27,36 @@ const state: TabState = {
   steps: [],
   validations: [],
   checkpointStep: null,
+  stepsAtStop: null,
+  longTasksMs: [],
   longestTaskMs: 0,
-  longTasks: 0,
+  messageMs: [],
   probe: null,
   rollouts: [],
   chart: [[], [], []],
 };
 (window as unknown as { tab: TabState }).tab = state;
 
-// The settings: the form's defaults, replaced by the URL's (?steps=…&batch=…&autostart=1).
-const FIELDS = ["steps", "batch", "n", "lr", "valTasks", "valEvery", "runners", "seed"] as const;
+// The settings: the agent's defaults, replaced by the URL's (?agent=calc-x&steps=…&batch=…&autostart=1).
+const FIELDS = ["steps", "batch", "n", "lr", "valTasks", "valEvery", "runners", "seed", "loraRank"] as const;
 const query = new URLSearchParams(location.search);
-for (const f of FIELDS) $<HTMLInputElement>(f).value = query.get(f) ?? String(TAB_DEFAULTS[f]);
-$<HTMLSelectElement>("backend").value = query.get("backend") ?? TAB_DEFAULTS.backend;
+const agentName = query.get("agent") ?? "calc";
+if (!(TAB_AGENTS as readonly string[]).includes(agentName)) throw new Error(`?agent=${agentName}: the agents are ${TAB_AGENTS.join(", ")}`);
+/** The form filled with `agent`'s defaults, each replaced by the URL's value where it gives one. */
+function fillForm(agent: TabAgentName, fromUrl: boolean): void {
+  const defaults = AGENT_DEFAULTS[agent];
+  $<HTMLSelectElement>("agent").value = agent;
+  for (const f of FIELDS) $<HTMLInputElement>(f).value = (fromUrl ? query.get(f) : null) ?? String(defaults[f]);
+  $<HTMLSelectElement>("backend").value = (fromUrl ? query.get("backend") : null) ?? defaults.backend;
+}
+fillForm(agentName as TabAgentName, true);
+$<HTMLSelectElement>("agent").addEventListener("change", (e) => fillForm((e.target as HTMLSelectElement).value as TabAgentName, false));
 
 const settings = (): TabSettings =>
   ({
     ...Object.fromEntries(FIELDS.map((f) => [f, Number($<HTMLInputElement>(f).value)])),
     backend: $<HTMLSelectElement>("backend").value as TabSettings["backend"],
+    agent: $<HTMLSelectElement>("agent").value as TabAgentName,
   }) as TabSettings;
 
 const status = (text: string, error = false) => {
@@ -110,13 +130,15 @@ let trainingUntil = Number.POSITIVE_INFINITY;
 new PerformanceObserver((list) => {
   for (const e of list.getEntries()) {
     if (e.startTime < trainingSince || e.startTime > trainingUntil) continue;
-    state.longTasks++;
+    state.longTasksMs.push(e.duration);
     state.longestTaskMs = Math.max(state.longestTaskMs, e.duration);
   }
 }).observe({ type: "longtask", buffered: false });
 
 let worker: Worker | null = null;
-let weights: ArrayBuffer | null = null;
+/** The last step's policy: our checkpoint, or a LoRA adapter's PEFT files (adapter_config.json has a button of its own). */
+let files: Record<string, ArrayBuffer> | null = null;
+const WEIGHTS_FILES = ["model.safetensors", "adapter_model.safetensors"];
 const send = (m: ToWorker) => worker?.postMessage(m);
 
 function onMessage(m: FromWorker): void {
@@ -128,7 +150,7 @@ function onMessage(m: FromWorker): void {
     case "report": {
       const r: GrpoReport = m.report;
       if (r.kind === "step") {
-        state.steps.push({ step: r.step, reward: r.reward, seconds: r.seconds });
+        state.steps.push({ step: r.step, reward: r.reward, seconds: r.seconds, rows: r.rows, trainedRows: r.trained_rows });
         status(`step ${r.step}: reward ${r.reward.toFixed(3)}, ${r.trained_rows}/${r.rows} rows trained, ${r.seconds.toFixed(1)} s`);
       } else state.validations.push({ step: r.step, accuracy: r.accuracy });
       redraw();
@@ -138,10 +160,11 @@ function onMessage(m: FromWorker): void {
       showRollouts(m.rollouts);
       break;
     case "checkpoint":
-      weights = m.weights;
+      files = m.files;
       state.checkpointStep = m.step;
       $<HTMLButtonElement>("download").disabled = false;
-      $("download").textContent = `Download weights (step ${m.step})`;
+      $("download").textContent = `Download ${"model.safetensors" in files ? "weights" : "LoRA adapter"} (step ${m.step})`;
+      $("download-config").hidden = !("adapter_config.json" in files);
       break;
     case "store":
       download("store.json", m.json, "application/json");
@@ -152,7 +175,7 @@ function onMessage(m: FromWorker): void {
       state.done = true;
       state.probe = m.probe;
       state.backend = m.backend;
-      status(`Done: ${m.steps} steps in ${m.seconds.toFixed(0)} s on ${m.backend}. The weights of the last step can be downloaded.`);
+      status(`Done: ${m.steps} steps in ${m.seconds.toFixed(0)} s on ${m.backend}. The policy of the last step can be downloaded.`);
       $<HTMLButtonElement>("stop").disabled = true;
       break;
     case "error":
@@ -162,7 +185,7 @@ function onMessage(m: FromWorker): void {
         state.error = m.message;
         $<HTMLButtonElement>("stop").disabled = true;
       }
-      status(`${m.message}${weights ? ` The weights of step ${state.checkpointStep} can still be downloaded.` : ""}`, true);
+      status(`${m.message}${files ? ` The weights of step ${state.checkpointStep} can still be downloaded.` : ""}`, true);
       break;
   }
 }
@@ -171,23 +194,35 @@ $<HTMLFormElement>("form").addEventListener("submit", (event) => {
   event.preventDefault();
   if (worker) return;
   worker = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
-  worker.onmessage = (e: MessageEvent<FromWorker>) => onMessage(e.data);
+  worker.onmessage = (e: MessageEvent<FromWorker>) => {
+    const t0 = performance.now();
+    onMessage(e.data);
+    state.messageMs.push(performance.now() - t0);
+  };
   worker.onerror = (e) => onMessage({ type: "error", message: `the training worker failed: ${e.message}` });
   state.running = true;
   $<HTMLButtonElement>("start").disabled = true;
   $<HTMLButtonElement>("stop").disabled = false;
   $<HTMLButtonElement>("export").disabled = false;
   status("Loading the model…");
-  send({ type: "start", settings: settings(), checkpointUrl: new URL("./model.safetensors", location.href).href });
+  const run = settings();
+  // the calc checkpoint is one file; the Calc-X model is a Hugging Face folder (config, weights, tokenizer)
+  const modelUrl = new URL(run.agent === "calc-x" ? "./calc-x/" : "./model.safetensors", location.href).href;
+  send({ type: "start", settings: run, modelUrl });
   setTimeout(() => (trainingSince = performance.now()));
 });
 $("stop").addEventListener("click", () => {
   send({ type: "stop" });
+  state.stepsAtStop = state.steps.length;
   $<HTMLButtonElement>("stop").disabled = true;
   status("Stopping after this step (and its held-out validation)…");
 });
 $("download").addEventListener("click", () => {
-  if (weights) download("model.safetensors", weights, "application/octet-stream");
+  const name = WEIGHTS_FILES.find((f) => files !== null && f in files);
+  if (name) download(name, files![name]!, "application/octet-stream");
+});
+$("download-config").addEventListener("click", () => {
+  if (files?.["adapter_config.json"]) download("adapter_config.json", files["adapter_config.json"], "application/json");
 });
 $("export").addEventListener("click", () => send({ type: "export-store" }));
 

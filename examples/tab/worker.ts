@@ -4,28 +4,40 @@
  * Stop and a store export at any time.
  */
 import type { InMemoryLightningStore } from "../../src/browser.ts";
-import { exportStore, runTab } from "./loop.ts";
-import type { FromWorker, ToWorker } from "./messages.ts";
+import { calcTabAgent, calcXTabAgent, type TabAgent } from "./agents.ts";
+import { exportStore, runTab, type TabRun } from "./loop.ts";
+import type { FromWorker, TabSettings, ToWorker } from "./messages.ts";
 
 const post = (m: FromWorker, transfer: Transferable[] = []) => (self as unknown as Worker).postMessage(m, transfer);
 const stop = new AbortController();
 let store: InMemoryLightningStore | null = null;
 let started = false;
 
+/** The agent and its model, fetched: the calc checkpoint file, or the Calc-X model folder's files. */
+async function loadAgent(name: TabSettings["agent"], modelUrl: string): Promise<TabAgent> {
+  if (name === "calc-x") return calcXTabAgent(modelUrl);
+  const res = await fetch(modelUrl);
+  if (!res.ok) throw new Error(`could not load the checkpoint ${modelUrl}: HTTP ${res.status}`);
+  return calcTabAgent(new Uint8Array(await res.arrayBuffer()));
+}
+
 async function start(m: Extract<ToWorker, { type: "start" }>): Promise<void> {
-  const res = await fetch(m.checkpointUrl);
-  if (!res.ok) throw new Error(`could not load the checkpoint ${m.checkpointUrl}: HTTP ${res.status}`);
+  const { agent: name, ...settings } = m.settings;
   const result = await runTab({
-    ...m.settings,
-    checkpoint: new Uint8Array(await res.arrayBuffer()),
+    ...settings,
+    agent: await loadAgent(name, m.modelUrl),
     signal: stop.signal,
     log: (line) => post({ type: "log", line }),
-    onStore: (s) => (store = s),
+    onStart: (run) => {
+      store = run.store;
+      // for the worker's devtools console (and tests): the store, the trainer and the policy of the run
+      (self as unknown as { tabRun: TabRun }).tabRun = run;
+    },
     onReport: (report) => post({ type: "report", report }),
     onRollouts: (rollouts) => post({ type: "rollouts", rollouts }),
-    onCheckpoint: (weights, step) => {
-      const copy = weights.slice().buffer;
-      post({ type: "checkpoint", step, weights: copy }, [copy]);
+    onCheckpoint: (files, step) => {
+      const copies = Object.fromEntries(Object.entries(files).map(([name, bytes]) => [name, bytes.slice().buffer]));
+      post({ type: "checkpoint", step, files: copies }, Object.values(copies));
     },
   });
   post({
@@ -33,7 +45,7 @@ async function start(m: Extract<ToWorker, { type: "start" }>): Promise<void> {
     backend: result.backend,
     seconds: result.seconds,
     steps: result.reports.filter((r) => r.kind === "step").length,
-    probe: { ids: result.probe.ids, logits: Array.from(result.probe.logits) },
+    probe: { ids: result.probe.ids, logits: Array.from(result.probe.logits), trainerLogProbs: Array.from(result.probe.trainerLogProbs) },
   });
 }
 

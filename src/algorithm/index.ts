@@ -36,6 +36,7 @@ export {
 } from "./apo-client.ts";
 export { CRITIQUE_PROMPTS, EDIT_PROMPTS, type ApoExperiment, type ChatMessage } from "./apo-prompts.ts";
 export { BookkeepingRollout } from "./bookkeeping.ts";
+export { TRAINING_METRICS_SPAN, TrainingMetrics, type TrainingMetricsOptions } from "./training-metrics.ts";
 export {
   ADV_ESTIMATORS,
   classifyVerlKey,

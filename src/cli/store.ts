@@ -27,7 +27,7 @@ const SECONDS = { type: "number", value: "S", unit: "seconds", min: 0, exclusive
 
 export const STORE_COMMAND = {
   usage: "agl store [options]",
-  about: "Serves a LightningStore over HTTP (Agent Lightning's /v1/agl API, OTLP at /v1/traces, Prometheus at /metrics).",
+  about: "Serves a LightningStore over HTTP (Agent Lightning's /v1/agl API, OTLP at /v1/traces, Prometheus at /v1/agl/prometheus/).",
   sections: [
     {
       title: "Options:",

@@ -17,6 +17,8 @@
  * - `finishAttempt` (see finish.ts) is one request (`/attempts/finish`): an attempt's last spans, its
  *   final update and the claim of the next rollout; never retried when it claims.
  * - `waitForRollouts` waits any length with server long polls of up to 30 s each (docs/departures.md#8).
+ * - What this process writes through the metrics API is sent along: after a request, at most every 5 s,
+ *   and on `close()`, the process registry's changes go to `POST /v1/agl/metrics/push` (docs/metrics.md).
  */
 import type {
   AttemptPatch,
@@ -47,6 +49,10 @@ import type {
   Worker,
 } from "../types/index.ts";
 import { LightningError, ValidationError } from "../types/index.ts";
+import { getLogger } from "../platform/log.ts";
+import { MetricsPusher } from "../metrics/push.ts";
+import type { MetricsPush } from "../metrics/push-schema.ts";
+import { type MetricsRegistry, processMetrics } from "../metrics/registry.ts";
 import { StoreConnectionError, StoreHttpError, errorFromResponse, errorTypeOf, unansweredReason } from "./errors.ts";
 import { finishWithCalls, type FinishAttemptRequest, type FinishAttemptResult } from "./finish.ts";
 import { PREFERENCE_APPLIED_HEADER, PREFER_MINIMAL, sequenceIdsFromEcho, spansFromEcho, type SpanEcho } from "./span-batch.ts";
@@ -70,6 +76,13 @@ export interface LightningStoreClientOptions {
    * the server's per-address connection limit (128 by default, docs/server.md). Default 64.
    */
   maxConcurrentRequests?: number;
+  /**
+   * The registry whose changes this client sends to the server's Prometheus exposition (docs/metrics.md);
+   * `false` sends none. Default: this process's (`processMetrics`, what `PrometheusMetricsBackend` writes).
+   */
+  metrics?: MetricsRegistry | false;
+  /** Least seconds between two sends of metrics. Default 5. */
+  metricsPushInterval?: number;
 }
 
 /** The server's long-poll answer header (see src/server/app.ts). */
@@ -78,6 +91,8 @@ const WAIT_SETTLED_HEADER = "agl-wait-settled";
 const LONG_POLL_SECONDS = 30;
 
 const RETRYABLE_STATUS = (s: number): boolean => s === 408 || s === 429 || s >= 500;
+/** Longest wait for the last send of metrics when the client closes. */
+const FINAL_METRICS_PUSH_MS = 2000;
 
 /** The request header of the IETF httpapi draft, honoured by the server's write routes (src/server/idempotency.ts). */
 export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
@@ -172,6 +187,7 @@ export class LightningStoreClient implements LightningStore {
   /** Requests in flight, aborted by `close()`. */
   private readonly inFlight = new Set<AbortController>();
   private readonly slots: RequestSlots;
+  private readonly metricsPusher: MetricsPusher | null;
   private closed = false;
 
   constructor(serverAddress: string, options: LightningStoreClientOptions = {}) {
@@ -184,6 +200,25 @@ export class LightningStoreClient implements LightningStore {
     if (options.token) this.headers["authorization"] = `Bearer ${options.token}`;
     this.fetchFn = options.fetch ?? ((input, init) => fetch(input, init));
     this.slots = new RequestSlots(options.maxConcurrentRequests ?? 64);
+    const metrics = options.metrics ?? processMetrics;
+    this.metricsPusher =
+      metrics === false
+        ? null
+        : new MetricsPusher(metrics, (push, final) => this.pushMetrics(push, final), {
+            intervalMs: (options.metricsPushInterval ?? 5) * 1000,
+            log: getLogger("agentlightning.metrics"),
+            isMissingRoute,
+            isTransient: (e) => e instanceof StoreConnectionError || (e instanceof LightningError && RETRYABLE_STATUS(e.status)),
+          });
+  }
+
+  /** Sends a registry's changes to the server's exposition (see `metrics`); the last one, on close, is tried once, briefly. */
+  private async pushMetrics(push: MetricsPush, final: boolean): Promise<void> {
+    await this.call("POST", "/metrics/push", {
+      body: push,
+      write: true,
+      ...(final ? { retry: false, signal: AbortSignal.timeout(FINAL_METRICS_PUSH_MS) } : {}),
+    });
   }
 
   /** The OTLP/HTTP traces endpoint of the same server. */
@@ -295,6 +330,7 @@ export class LightningStoreClient implements LightningStore {
         last = new StoreConnectionError(`${method} ${url}: ${unansweredReason(e)}`, { cause: e });
       }
       if (headers !== null) {
+        this.metricsPusher?.nudge();
         if (status >= 200 && status < 300) return { data: (text === "" ? null : JSON.parse(text)) as T, headers, sentBody };
         if (o.nullWhen?.(status, text)) return { data: null as T, headers, sentBody };
         last = errorFromResponse(status, text, `${method} ${path}`);
@@ -606,8 +642,11 @@ export class LightningStoreClient implements LightningStore {
     return this.call("GET", "/statistics");
   }
 
-  /** Aborts requests in flight; the server and its store keep running. Safe to call twice. */
+  /** Sends the last metrics, then aborts requests in flight; the server and its store keep running. Safe to call twice. */
   async close(): Promise<void> {
+    if (this.closed) return;
+    // What this process wrote since the last send goes before the client stops.
+    await this.metricsPusher?.close();
     this.closed = true;
     for (const ac of this.inFlight) ac.abort(new StoreConnectionError("the client was closed"));
   }

@@ -141,8 +141,14 @@ export class CpuPool {
       Atomics.notify(this.ctrl, GEN);
     }
     const fn = this.core.exports[tasks[0].name] as unknown as (...a: number[]) => void;
-    fn(...tasks[0].args);
-    for (let done = Atomics.load(this.ctrl, DONE); done < others; done = Atomics.load(this.ctrl, DONE)) Atomics.wait(this.ctrl, DONE, done);
+    try {
+      fn(...tasks[0].args);
+    } finally {
+      // even when task 0 traps: a worker still running would write into memory its caller frees, and its
+      // late count would end the next call's wait early
+      for (let done = Atomics.load(this.ctrl, DONE); done < others; done = Atomics.load(this.ctrl, DONE))
+        Atomics.wait(this.ctrl, DONE, done);
+    }
     if (others > 0 && Atomics.load(this.ctrl, ERROR) === 1) throw new LightningError("a CPU kernel failed on a worker thread");
   }
 

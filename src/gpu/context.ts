@@ -11,6 +11,8 @@ import {
 import { tuningFromLimits, type GpuTuning } from "./tuning.ts";
 
 const UNIFORM_CACHE_LIMIT = 4096;
+/** How long a failed readback waits for the device's loss to be reported before it is taken for another failure. */
+const LOSS_REPORT_WAIT_MS = 1000;
 
 /** A GPUDevice with a pipeline cache, uniform-buffer cache and one open command encoder that kernels append to. */
 export class GpuContext {
@@ -175,10 +177,15 @@ export class GpuContext {
     this.throwErrors();
   }
 
-  /** A loss is reported on a later turn than the failed work: wait one turn so it is not mistaken for a
-   * validation error or a good result. */
+  /**
+   * A loss is reported later than the failed work: a destroyed or lost device rejects a pending map at
+   * once, and `device.lost` resolves some turns after (more than one in a busy Chromium worker). Wait for
+   * it a while, so the failure is not mistaken for something else.
+   */
   private async settleLoss(): Promise<void> {
-    await new Promise((ok) => setTimeout(ok, 0));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([this.device.lost, new Promise((ok) => (timer = setTimeout(ok, LOSS_REPORT_WAIT_MS)))]);
+    clearTimeout(timer);
     this.throwIfLost();
   }
 

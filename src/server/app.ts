@@ -3,7 +3,8 @@
  * `/v1/agl` API, with docs/departures.md rows 1, 2, 8, 12) plus the routes added here: `POST /v1/agl/spans/batch` (many spans, one
  * transaction, sequence ids assigned server-side), `POST /v1/agl/attempts/finish` (an attempt's last spans,
  * final update and the next claim in one request), `POST /v1/agl/spans/next/many`, a long-polling
- * `POST /v1/agl/waits/rollouts`, Prometheus text at `GET /metrics`, and `Idempotency-Key` on the write
+ * `POST /v1/agl/waits/rollouts`, Prometheus text at `GET /metrics` and upstream's `GET /v1/agl/prometheus/`
+ * with `POST /v1/agl/metrics/push` for other processes' metrics, and `Idempotency-Key` on the write
  * routes (idempotency.ts, docs/departures.md#23), and the dashboard at `/` with the routes it reads
  * (dashboard/, docs/dashboard.md). Runtime-neutral: each runtime
  * serves `app.fetch` with its own server (runtimes/*.ts).
@@ -26,13 +27,15 @@ import { isDashboardAsset, registerDashboardFiles } from "./dashboard/static.ts"
 import { drainRefusedBodies } from "./drain-refused.ts";
 import { answerError, answerRouteNotFound } from "./error-handler.ts";
 import { IdempotencyCache, idempotentWrites, type IdempotencyBackend, type IdempotencyOptions } from "./idempotency.ts";
-import { ServerMetrics, instrumentStore } from "./metrics.ts";
+import { type MetricsRegistry, processMetrics } from "../metrics/registry.ts";
+import { type MetricsPeers, ServerMetrics, instrumentStore } from "./metrics.ts";
 import { otlpRoutes } from "./otlp/route.ts";
 import { pageSizes } from "./paging.ts";
-import { metricsExport, requestMetrics } from "./request-metrics.ts";
+import { requestMetrics } from "./request-metrics.ts";
 import { attemptRoutes } from "./routes/attempts.ts";
 import type { RouteDeps } from "./routes/deps.ts";
 import { finishRoutes } from "./routes/finish.ts";
+import { metricsRoutes } from "./routes/metrics.ts";
 import { resourceRoutes } from "./routes/resources.ts";
 import { rolloutRoutes } from "./routes/rollouts.ts";
 import { spanRoutes } from "./routes/spans.ts";
@@ -64,8 +67,15 @@ export interface StoreAppOptions {
   shutdownSignal?: AbortSignal;
   /** Cap of one long poll in seconds. Default 30. */
   maxWaitSeconds?: number;
-  /** Export `GET /metrics` and count requests and store calls. Default true. */
+  /** Export the Prometheus text (`GET /metrics`, `GET /v1/agl/prometheus/`), count requests and store calls, take pushed metrics. Default true. */
   metrics?: boolean;
+  /**
+   * The registry served after the server's own metrics, which `POST /v1/agl/metrics/push` adds to.
+   * Default: this process's (`processMetrics`), the one `PrometheusMetricsBackend` writes to.
+   */
+  metricsRegistry?: MetricsRegistry;
+  /** The other processes serving the same store, whose metrics each scrape adds up (`agl store --workers N`). */
+  metricsPeers?: MetricsPeers;
   log?: LogWriter;
   /**
    * Answers remembered for requests with an `Idempotency-Key` header, so a retried write runs once
@@ -107,7 +117,9 @@ const API_ROUTES: readonly ((deps: RouteDeps) => Hono)[] = [
 
 export function createStoreApp(rawStore: LightningStore, options: StoreAppOptions = {}): Hono {
   const log = options.log ?? silentLogger;
-  const metrics = (options.metrics ?? true) ? new ServerMetrics(rawStore) : null;
+  const metrics =
+    (options.metrics ?? true) ? new ServerMetrics(rawStore, options.metricsRegistry ?? processMetrics, log, options.metricsPeers) : null;
+  if (metrics) options.shutdownSignal?.addEventListener("abort", () => metrics.close(), { once: true });
   const limit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT;
   const token = options.token ?? null;
   const dashboard = options.dashboard ?? true;
@@ -137,7 +149,7 @@ export function createStoreApp(rawStore: LightningStore, options: StoreAppOption
   for (const routes of API_ROUTES) app.route(API_PREFIX, routes(deps));
   if (dashboard) registerDashboardFiles(app);
   app.route("/", otlpRoutes(deps.store, { maxBytes: limit, log }));
-  if (metrics) app.get("/metrics", metricsExport(metrics));
+  app.route("/", metricsRoutes(deps));
   return app;
 }
 

@@ -1,4 +1,4 @@
-/** The store app's HTTP metrics: every request counted and timed, and the Prometheus text at `GET /metrics`. */
+/** The store app's HTTP metrics: every request counted and timed, and the handler that answers the Prometheus text. */
 import type { Context, Handler, MiddlewareHandler } from "hono";
 import { routePath } from "hono/route";
 import type { ServerMetrics } from "./metrics.ts";
@@ -20,6 +20,7 @@ export function requestMetrics(metrics: ServerMetrics): MiddlewareHandler {
   };
 }
 
+/** The Prometheus text: `GET /metrics` and upstream's `GET /v1/agl/prometheus`. */
 export function metricsExport(metrics: ServerMetrics): Handler {
   return async (c) => c.body(await metrics.render(), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
 }

@@ -13,6 +13,7 @@ import type { StoreServerConfig } from "./config.ts";
 import { isLoopbackAddress } from "./browser-guard.ts";
 import { consoleLogger, type LogWriter } from "../platform/log.ts";
 import type { IdempotencyBackend } from "./idempotency.ts";
+import type { MetricsPeers } from "./metrics.ts";
 import { normaliseDb, openServerStore } from "./open-store.ts";
 import { createTestStore, emptyDatabase } from "./test-hooks.ts";
 import { ManualClock } from "../types/index.ts";
@@ -66,6 +67,8 @@ export interface ClusterWorkerRole {
   threads: boolean;
   /** The primary keeps the answers of idempotent writes, so a retry to another worker gets the first. */
   idempotency: IdempotencyBackend;
+  /** The other workers, whose metrics each scrape of this one adds up. */
+  metricsPeers: MetricsPeers;
   /** Called once the store is open: passes its changes to the other workers and theirs to it. */
   attach(store: LightningStoreCore): void;
 }
@@ -123,6 +126,7 @@ export async function startStoreServer(
     log,
     testHooks,
     workerName: worker?.name,
+    metricsPeers: worker?.metricsPeers,
   });
   let served: ServedApp;
   try {

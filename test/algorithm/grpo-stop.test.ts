@@ -2,6 +2,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { CHECKPOINT } from "../../examples/tab/build.ts";
+import { calcTabAgent } from "../../examples/tab/agents.ts";
 import { runTab } from "../../examples/tab/loop.ts";
 import { decodeModel } from "../../src/model/checkpoint.ts";
 
@@ -10,7 +11,7 @@ describe("GRPO with a stop signal", () => {
     const stop = new AbortController();
     const checkpoints: number[] = [];
     const r = await runTab({
-      checkpoint: new Uint8Array(readFileSync(CHECKPOINT)),
+      agent: calcTabAgent(new Uint8Array(readFileSync(CHECKPOINT))),
       backend: "cpu",
       steps: 50,
       batch: 2,
@@ -26,6 +27,6 @@ describe("GRPO with a stop signal", () => {
     });
     expect(r.reports.map((rep) => `${rep.kind} ${rep.step}`)).toEqual(["validation 0", "step 1", "step 2", "validation 2"]);
     expect(checkpoints).toEqual([1, 2]);
-    expect(decodeModel(r.weights).step).toBe(2);
+    expect(decodeModel(r.files["model.safetensors"]!).step).toBe(2);
   });
 });

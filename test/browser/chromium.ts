@@ -37,6 +37,62 @@ export async function openPage(browser: Browser, url: string): Promise<Page> {
   return page;
 }
 
+/** The tasks renderer main threads ran while recording: how many, and the longest by wall time and by the thread's CPU time. */
+export interface MainThreadTasks {
+  tasks: number;
+  longestWallMs: number;
+  /** CPU time excludes the time the OS had the thread stopped: the page's own work, however busy the machine. */
+  longestCpuMs: number;
+}
+
+/**
+ * Records every task of the pages' renderer main threads through Chrome's tracing ("toplevel" category,
+ * thread CPU time per task), reducing the events as they stream in so that a run of many minutes keeps
+ * nothing but the maxima. Chrome's own WebUI renderer (a process of another name) is left out.
+ */
+export async function recordMainThreadTasks(browser: Browser): Promise<{ stop(): Promise<MainThreadTasks> }> {
+  const cdp = await browser.newBrowserCDPSession();
+  type TraceEvent = { ph: string; name: string; pid: number; tid: number; dur?: number; tdur?: number; args?: { name?: string } };
+  const mainThreads = new Set<string>();
+  const pageProcesses = new Set<number>();
+  // per thread: tasks, longest wall and CPU time (µs); which threads are main threads is known once their metadata comes
+  const perThread = new Map<string, { tasks: number; wall: number; cpu: number }>();
+  cdp.on("Tracing.dataCollected", ({ value }) => {
+    for (const e of value as unknown as TraceEvent[]) {
+      const thread = `${e.pid}:${e.tid}`;
+      if (e.ph === "M" && e.name === "process_name" && e.args?.name === "Renderer") pageProcesses.add(e.pid);
+      else if (e.ph === "M" && e.name === "thread_name" && e.args?.name === "CrRendererMain") mainThreads.add(thread);
+      else if (e.ph === "X" && e.name === "ThreadControllerImpl::RunTask") {
+        const t = perThread.get(thread) ?? { tasks: 0, wall: 0, cpu: 0 };
+        t.tasks++;
+        t.wall = Math.max(t.wall, e.dur ?? 0);
+        t.cpu = Math.max(t.cpu, e.tdur ?? Number.POSITIVE_INFINITY);
+        perThread.set(thread, t);
+      }
+    }
+  });
+  await cdp.send("Tracing.start", { traceConfig: { includedCategories: ["toplevel"] }, transferMode: "ReportEvents" });
+  return {
+    async stop() {
+      const complete = new Promise((resolve) => cdp.once("Tracing.tracingComplete", resolve));
+      await cdp.send("Tracing.end");
+      await complete;
+      await cdp.detach();
+      const pageThreads = [...mainThreads].filter((thread) => pageProcesses.has(Number(thread.split(":")[0])));
+      if (pageThreads.length === 0) throw new Error("the trace named no main thread of a page's renderer");
+      const out: MainThreadTasks = { tasks: 0, longestWallMs: 0, longestCpuMs: 0 };
+      for (const thread of pageThreads) {
+        const t = perThread.get(thread);
+        if (!t) continue;
+        out.tasks += t.tasks;
+        out.longestWallMs = Math.max(out.longestWallMs, t.wall / 1000);
+        out.longestCpuMs = Math.max(out.longestCpuMs, t.cpu / 1000);
+      }
+      return out;
+    },
+  };
+}
+
 /** `entry` (TypeScript, imports relative to `resolveDir`) bundled for a page or worker: one ES module. */
 export async function bundleForPage(entry: string, resolveDir: string): Promise<string> {
   const out = await build({

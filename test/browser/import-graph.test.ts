@@ -80,3 +80,17 @@ describe("the browser entry's import graph (src/)", () => {
     ).toEqual([]);
   });
 });
+
+describe("the tab page's import graph (examples/tab/)", () => {
+  it("reaches no node:* module from the page or its worker, the Calc-X agent and its calculator included", () => {
+    const worker = importGraph(join(root, "examples/tab/worker.ts"), root);
+    expect(worker.violations).toEqual([]);
+    // the Calc-X agent's runtime-neutral half is there; its Node half (the calculator over stdio) is not
+    expect(worker.files).toContain(join(root, "examples/calc-x/agent-loop.ts"));
+    expect(worker.files).toContain(join(root, "examples/calc-x/tool-server.ts"));
+    expect(worker.files).not.toContain(join(root, "examples/calc-x/agent.ts"));
+    expect(worker.files).not.toContain(join(root, "examples/calc-x/mcp.ts"));
+    expect(worker.packages).toContain("@modelcontextprotocol/sdk/inMemory.js");
+    expect(importGraph(join(root, "examples/tab/main.ts"), root).violations).toEqual([]);
+  });
+});

@@ -12,11 +12,12 @@ import {
   InMemoryLightningStore,
   InProcessPolicyServer,
   LitAgent,
-  LitAgentRunner,
   ModelPolicy,
   NoActiveTracerError,
 } from "../../src/browser.ts";
+import { calcTabAgent } from "../../examples/tab/agents.ts";
 import { runTab } from "../../examples/tab/loop.ts";
+import { TRACED_TASK_IDS, type TracedRollout, traceSixRollouts } from "../tracer/traced-runners.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -53,37 +54,16 @@ class TracedAgent extends LitAgent<{ id: number }> {
 }
 
 export interface TracingReport {
-  rollouts: { names: string[]; consecutive: boolean; reward: unknown; status: string }[];
+  rollouts: TracedRollout[];
   implicitAfterAwait: string[];
 }
 
 /** Three runners trace six concurrent rollouts: every span in its own rollout, in start order. */
 export async function tracedRunners(): Promise<TracingReport> {
-  const store = new InMemoryLightningStore();
-  await store.addResources({ p: { resource_type: "prompt_template", template: "x", engine: "f-string" } });
-  const rollouts = await Promise.all([1, 2, 3, 4, 5, 6].map((id) => store.enqueueRollout({ id })));
   const agents = [0, 1, 2].map(() => new TracedAgent());
-  await Promise.all(
-    agents.map(async (agent, w) => {
-      const runner = new LitAgentRunner<{ id: number }>({ maxRollouts: 2, pollInterval: 0.01, heartbeatInterval: 0 });
-      await runner.withRunContext({ agent, store, workerId: w }, (r) => r.iter());
-    }),
-  );
-  const report: TracingReport = { rollouts: [], implicitAfterAwait: [] };
-  for (const r of rollouts) {
-    const spans = (await store.querySpans(r.rollout_id)).items;
-    const seqs = spans.map((s) => s.sequence_id);
-    report.rollouts.push({
-      names: spans.map((s) => s.name),
-      consecutive: seqs.every((s, i) => s === seqs[0]! + i),
-      reward: spans.at(-1)?.attributes["agentlightning.reward.0.value"],
-      status: (await store.getRolloutById(r.rollout_id))!.status,
-    });
-    const id = (r.input as { id: number }).id;
-    report.implicitAfterAwait.push(agents.map((a) => a.implicit.get(id)).find((v) => v !== undefined) ?? "not run");
-  }
-  await store.close();
-  return report;
+  const rollouts = await traceSixRollouts(agents);
+  const implicitAfterAwait = TRACED_TASK_IDS.map((id) => agents.map((a) => a.implicit.get(id)).find((v) => v !== undefined) ?? "not run");
+  return { rollouts, implicitAfterAwait };
 }
 
 export interface InProcessReport {
@@ -141,7 +121,16 @@ export interface LoopReport {
 
 /** The tab's loop (examples/tab/loop.ts) for two steps on the CPU engine: the numbers must be Node's. */
 export async function cpuLoop(checkpoint: Uint8Array): Promise<LoopReport> {
-  const r = await runTab({ checkpoint, backend: "cpu", steps: 2, batch: 2, n: 4, valTasks: 8, valEvery: 1, runners: 2 });
+  const r = await runTab({
+    agent: calcTabAgent(checkpoint),
+    backend: "cpu",
+    steps: 2,
+    batch: 2,
+    n: 4,
+    valTasks: 8,
+    valEvery: 1,
+    runners: 2,
+  });
   const timing = /seconds|per_second|perf\//;
   return {
     backend: r.backend,
@@ -155,6 +144,6 @@ export async function cpuLoop(checkpoint: Uint8Array): Promise<LoopReport> {
           ),
       ),
     ),
-    weightsSum: decodeModel(r.weights).params.reduce((a, b) => a + b, 0),
+    weightsSum: decodeModel(r.files["model.safetensors"]!).params.reduce((a, b) => a + b, 0),
   };
 }

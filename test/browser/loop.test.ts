@@ -13,6 +13,7 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CHECKPOINT } from "../../examples/tab/build.ts";
 import { launchChromium, noChromium, openPage, type PageServer, servePages } from "./chromium.ts";
+import { expectTracedRollouts } from "../tracer/traced-runners.ts";
 import { cpuLoop, inProcessCall, tracedRunners } from "./loop-scenarios.ts";
 import type { SuiteResult } from "./vitest-in-page.ts";
 
@@ -101,22 +102,7 @@ describe.skipIf(noChromium)("the whole loop through the browser entry: Chromium 
     const inPage = await page.evaluate(() => (globalThis as unknown as InPage).scenarios.tracedRunners());
     const inNode = await tracedRunners();
     expect(inPage.rollouts).toEqual(inNode.rollouts);
-    inPage.rollouts.forEach((r, i) => {
-      const id = i + 1;
-      expect(r.status).toBe("succeeded");
-      expect(r.names).toEqual([
-        `t${id}.2`,
-        `t${id}.1`,
-        `t${id}.0`,
-        `t${id}.0`,
-        `t${id}.1`,
-        `t${id}.0`,
-        `t${id}.0`,
-        "agentlightning.annotation",
-      ]);
-      expect(r.consecutive).toBe(true);
-      expect(r.reward).toBeCloseTo(id / 10);
-    });
+    expectTracedRollouts(expect, inPage.rollouts);
     // AsyncLocalStorage carries the rollout across await on Node; the page's context follows synchronous calls only
     expect(inNode.implicitAfterAwait).toEqual(Array(6).fill("kept"));
     expect(inPage.implicitAfterAwait).toEqual(Array(6).fill("lost"));

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { buildTab } from "../../examples/tab/build.ts";
 import type { TabSettings, TabState } from "../../examples/tab/messages.ts";
-import { openPage, type PageServer, servePages } from "./chromium.ts";
+import { type MainThreadTasks, openPage, type PageServer, recordMainThreadTasks, servePages } from "./chromium.ts";
 
 /** `window.tab` of the page (examples/tab/main.ts). */
 export type TabPageState = TabState;
@@ -51,10 +51,12 @@ export async function driveTab(
   browser: Browser,
   tab: StaticTab,
   o: DriveOptions,
-): Promise<{ page: Page; state: TabPageState; seconds: number; stoppedAt: number | null }> {
+): Promise<{ page: Page; state: TabPageState; seconds: number; stoppedAt: number | null; mainThread: MainThreadTasks }> {
   const query = new URLSearchParams({ ...Object.fromEntries(Object.entries(o.settings).map(([k, v]) => [k, String(v)])), autostart: "1" });
   const t0 = performance.now();
   const page = await openPage(browser, `${tab.url}?${query}`);
+  // from the loaded page on: the main thread's tasks while it trains
+  const recording = await recordMainThreadTasks(browser);
   const stepsDone = (n: number) =>
     page.waitForFunction(
       (k) => {
@@ -71,8 +73,9 @@ export async function driveTab(
   let stoppedAt: number | null = null;
   if (o.stopAfter !== undefined) {
     await stepsDone(o.stopAfter);
-    stoppedAt = (await readState(page)).steps.length;
-    await page.click("#stop");
+    const now = await readState(page);
+    // a run that failed or ended has nothing to stop (its state says why)
+    if (now.error === null && !now.done) await page.click("#stop");
   }
   await page.waitForFunction(
     () => {
@@ -82,7 +85,11 @@ export async function driveTab(
     null,
     { timeout: o.timeoutMs, polling: 500 },
   );
-  return { page, state: await readState(page), seconds: (performance.now() - t0) / 1000, stoppedAt };
+  const seconds = (performance.now() - t0) / 1000;
+  const state = await readState(page);
+  // the steps done when the page handled the click, as it counted them
+  if (o.stopAfter !== undefined) stoppedAt = state.stepsAtStop;
+  return { page, state, seconds, stoppedAt, mainThread: await recording.stop() };
 }
 
 /** Clicks `selector` and returns the bytes of the download it starts. */
@@ -90,4 +97,11 @@ export async function downloadOf(page: Page, selector: string): Promise<Uint8Arr
   const [download] = await Promise.all([page.waitForEvent("download"), page.click(selector)]);
   const { readFileSync } = await import("node:fs");
   return new Uint8Array(readFileSync((await download.path())!));
+}
+
+/** The `q` quantile of `xs` (0 for none). */
+export function quantile(xs: readonly number[], q: number): number {
+  if (xs.length === 0) return 0;
+  const sorted = [...xs].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }

@@ -2,7 +2,8 @@
  * examples/tab in Chromium (headless, SwiftShader WebGPU): the static page, served as files and nothing
  * else, runs the whole loop in the tab (store, runners, in-process policy server, GRPO on WebGPU), draws
  * the reward curve and held-out accuracy while it trains, stops on Stop, keeps its main thread free of
- * long tasks, and hands out weights that load in Node and give the logits the tab computed.
+ * long tasks (timed on the thread's CPU clock through Chrome's trace), and hands out weights (or a LoRA
+ * adapter as PEFT files) that load in Node and give the logits the tab computed, and its trainer's log-probs.
  * `AGL_TAB_SCREENSHOT=docs/tab.png` saves a screenshot taken mid-training.
  */
 import { readFileSync } from "node:fs";
@@ -11,10 +12,39 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CHECKPOINT } from "../../examples/tab/build.ts";
 import { probeLogits } from "../../examples/tab/loop.ts";
 import { decodeModel } from "../../src/model/checkpoint.ts";
+import { logSoftmaxGatherEntropy } from "../../src/model/reference/ops.ts";
 import { byteTokenizer } from "../../src/model/tokenizer.ts";
 import { heldOutTasks } from "../../examples/calc/tasks.ts";
-import { launchChromium, noChromium } from "./chromium.ts";
-import { downloadOf, driveTab, type StaticTab, serveStaticTab, type TabPageState } from "./tab-driver.ts";
+import { launchChromium, type MainThreadTasks, noChromium } from "./chromium.ts";
+import { downloadOf, driveTab, quantile, type StaticTab, serveStaticTab, type TabPageState } from "./tab-driver.ts";
+
+const maxAbsDiff = (a: ArrayLike<number>, b: ArrayLike<number>) => {
+  expect(a.length).toBe(b.length);
+  let d = 0;
+  for (let i = 0; i < a.length; i++) d = Math.max(d, Math.abs(a[i]! - b[i]!));
+  return d;
+};
+
+/**
+ * The policy `files` (downloaded from the tab) loaded in Node give the logits the tab computed from them,
+ * and, to float rounding, the next-token log-probs the tab's trainer computed from the weights it held on its
+ * GPU: the download is what was trained, not a stale or reordered copy. Returns Node's logits.
+ */
+async function expectTabLogits(files: Record<string, Uint8Array>, state: TabPageState): Promise<Float32Array> {
+  const base = new Uint8Array(readFileSync(CHECKPOINT));
+  // the probe: the first held-out question as the policy server prompts it
+  const ids = byteTokenizer.applyChatTemplate([{ role: "user", content: heldOutTasks(1)[0]!.question }], { addGenerationPrompt: true });
+  expect(state.probe!.ids).toEqual(ids);
+  const inNode = await probeLogits(files, decodeModel(base), ids);
+  expect(maxAbsDiff(inNode, state.probe!.logits)).toBeLessThanOrEqual(1e-5);
+  const vocab = decodeModel(base).config.vocab_size;
+  const rows = ids.length - 1;
+  const inNodeLogProbs = logSoftmaxGatherEntropy(inNode.slice(0, rows * vocab), ids.slice(1), { rows, vocab }).logprob;
+  const diff = maxAbsDiff(inNodeLogProbs, state.probe!.trainerLogProbs);
+  console.log(`[tab] the tab's trainer against the download in Node: next-token log-probs within ${diff.toExponential(1)}`);
+  expect(diff).toBeLessThan(2e-3);
+  return inNode;
+}
 
 /** Tiny steps: 2 problems x 4 rollouts, 16 held-out problems every 5 steps. */
 const SETTINGS = { steps: 1000, batch: 2, n: 4, valTasks: 16, valEvery: 5, runners: 2, backend: "webgpu" } as const;
@@ -26,6 +56,7 @@ describe.skipIf(noChromium)("examples/tab: the whole loop in one tab", { timeout
   let page: Page;
   let state: TabPageState;
   let stoppedAt: number | null;
+  let mainThread: MainThreadTasks;
 
   beforeAll(async () => {
     [browser, tab] = await Promise.all([launchChromium(), serveStaticTab()]);
@@ -36,9 +67,9 @@ describe.skipIf(noChromium)("examples/tab: the whole loop in one tab", { timeout
       screenshot: shot ? { afterSteps: 12, path: shot } : undefined,
       timeoutMs: 840_000,
     });
-    ({ page, state, stoppedAt } = run);
+    ({ page, state, stoppedAt, mainThread } = run);
     console.log(
-      `[tab] ${state.steps.length} steps in ${run.seconds.toFixed(0)} s on ${state.backend}; held-out ${state.validations.map((v) => `${v.step}:${(v.accuracy * 100).toFixed(0)}%`).join(" ")}; longest main-thread task ${state.longestTaskMs.toFixed(0)} ms (${state.longTasks} over 50 ms)`,
+      `[tab] ${state.steps.length} steps in ${run.seconds.toFixed(0)} s on ${state.backend}; held-out ${state.validations.map((v) => `${v.step}:${(v.accuracy * 100).toFixed(0)}%`).join(" ")}; longest main-thread task ${state.longestTaskMs.toFixed(0)} ms (over 50 ms: ${JSON.stringify(state.longTasksMs.map(Math.round))}); main-thread tasks traced: ${mainThread.tasks}, the longest ${mainThread.longestWallMs.toFixed(0)} ms, of which ${mainThread.longestCpuMs.toFixed(0)} ms on the CPU at most; the page's work per message: median ${quantile(state.messageMs, 0.5).toFixed(1)} ms, 90 % under ${quantile(state.messageMs, 0.9).toFixed(1)} ms`,
     );
   }, 900_000);
   afterAll(async () => {
@@ -79,8 +110,19 @@ describe.skipIf(noChromium)("examples/tab: the whole loop in one tab", { timeout
     expect(await page.locator("#rollouts tr").count()).toBe(state.rollouts.length);
   });
 
-  it("keeps the main thread responsive: no task over 100 ms while training", () => {
-    expect(state.longestTaskMs).toBeLessThan(100);
+  it("keeps the main thread responsive: no task of the page's own takes 100 ms, the page's work per message about a millisecond", () => {
+    // All the work is in the worker: the page handles a few messages a step, each in about a millisecond.
+    expect(state.messageMs.length).toBeGreaterThan(3 * STOP_AFTER);
+    expect(quantile(state.messageMs, 0.9)).toBeLessThan(10);
+    // The longest task, from PerformanceObserver "longtask". On 2 cores shared with SwiftShader's threads (and
+    // other tests) the OS now and then stops the main thread in the middle of one of those short tasks: one
+    // such stretched task is tolerated. Training on the main thread would give a long task every step.
+    expect(state.longTasksMs.filter((ms) => ms > 100).length).toBeLessThanOrEqual(1);
+    expect(state.longestTaskMs).toBeLessThan(500);
+    // Chrome's trace times each main-thread task on the thread's CPU clock, which stops while the OS has the
+    // thread stopped: the page's own work, measured robustly. No task of it reaches 100 ms, none tolerated.
+    expect(mainThread.tasks).toBeGreaterThan(3 * STOP_AFTER);
+    expect(mainThread.longestCpuMs).toBeLessThan(100);
   });
 
   it("hands out trained weights in our checkpoint format that give the tab's logits in Node", async () => {
@@ -90,14 +132,7 @@ describe.skipIf(noChromium)("examples/tab: the whole loop in one tab", { timeout
     expect(trained.config).toEqual(start.config);
     expect(trained.step).toBe(state.steps.at(-1)!.step);
     expect(trained.params.some((x, i) => x !== start.params[i])).toBe(true);
-    // the probe: the first held-out question as the policy server prompts it
-    const ids = byteTokenizer.applyChatTemplate([{ role: "user", content: heldOutTasks(1)[0]!.question }], { addGenerationPrompt: true });
-    expect(state.probe!.ids).toEqual(ids);
-    const inNode = probeLogits(bytes, ids);
-    expect(inNode.length).toBe(state.probe!.logits.length);
-    let maxDiff = 0;
-    inNode.forEach((x, i) => (maxDiff = Math.max(maxDiff, Math.abs(x - state.probe!.logits[i]!))));
-    expect(maxDiff).toBeLessThanOrEqual(1e-5);
+    await expectTabLogits({ "model.safetensors": bytes }, state);
   });
 
   it("exports the store as JSON: every rollout with its attempts and spans, token ids included", async () => {
@@ -114,5 +149,76 @@ describe.skipIf(noChromium)("examples/tab: the whole loop in one tab", { timeout
     expect((call.attributes.prompt_token_ids as number[]).length).toBeGreaterThan(0);
     expect((call.attributes.response_token_ids as number[]).length).toBeGreaterThan(0);
     expect(data.resources.length).toBeGreaterThan(0);
+  });
+});
+
+describe.skipIf(noChromium)("examples/tab training a LoRA adapter", { timeout: 600_000 }, () => {
+  it("hands out the adapter as PEFT files that load in Node on the base checkpoint and give the tab's logits", async () => {
+    const [browser, tab] = await Promise.all([launchChromium(), serveStaticTab()]);
+    try {
+      const { page, state } = await driveTab(browser, tab, {
+        settings: { ...SETTINGS, loraRank: 4, valEvery: 100 },
+        stopAfter: 3,
+        timeoutMs: 480_000,
+      });
+      expect(state.error).toBeNull();
+      expect(await page.textContent("#download")).toMatch(/^Download LoRA adapter \(step \d+\)$/);
+      const files = {
+        "adapter_config.json": await downloadOf(page, "#download-config"),
+        "adapter_model.safetensors": await downloadOf(page, "#download"),
+      };
+      const config = JSON.parse(new TextDecoder().decode(files["adapter_config.json"])) as Record<string, unknown>;
+      expect(config).toMatchObject({ peft_type: "LORA", r: 4, lora_alpha: 8 });
+      const inNode = await expectTabLogits(files, state);
+      // the adapter moved the policy away from the base checkpoint it was trained on
+      const bytes = new Uint8Array(readFileSync(CHECKPOINT));
+      const base = await probeLogits({ "model.safetensors": bytes }, decodeModel(bytes), state.probe!.ids);
+      expect(maxAbsDiff(inNode, base)).toBeGreaterThan(1e-3);
+    } finally {
+      await browser.close();
+      await tab.close();
+    }
+  });
+});
+
+describe.skipIf(noChromium)("examples/tab when the GPU device is lost mid-run", { timeout: 600_000 }, () => {
+  it("stops with the error and still hands out the last finished step's weights, whole", async () => {
+    const [browser, tab] = await Promise.all([launchChromium(), serveStaticTab()]);
+    try {
+      const page = await browser.newPage();
+      const query = new URLSearchParams({
+        steps: "1000",
+        batch: "2",
+        n: "4",
+        valTasks: "4",
+        valEvery: "100",
+        runners: "2",
+        backend: "webgpu",
+        autostart: "1",
+      });
+      await page.goto(`${tab.url}?${query}`);
+      const tabState = () => page.evaluate(() => (window as unknown as { tab: TabPageState }).tab);
+      await page.waitForFunction(() => (window as unknown as { tab: TabPageState }).tab.checkpointStep! >= 3, null, {
+        timeout: 480_000,
+        polling: 500,
+      });
+      // as a driver reset would: the trainer's device goes (the worker's `tabRun` holds the run's parts)
+      await page
+        .workers()[0]!
+        .evaluate(() => (self as unknown as { tabRun: { trainer: { ctx: { device: GPUDevice } } } }).tabRun.trainer.ctx.device.destroy());
+      await page.waitForFunction(() => (window as unknown as { tab: TabPageState }).tab.error !== null, null, {
+        timeout: 120_000,
+        polling: 500,
+      });
+      const state = await tabState();
+      expect(state.error).toMatch(/GpuDeviceLostError/);
+      expect(await page.textContent("#status")).toMatch(new RegExp(`weights of step ${state.checkpointStep} can still be downloaded`));
+      const weights = decodeModel(await downloadOf(page, "#download"));
+      expect(weights.step).toBe(state.checkpointStep);
+      expect(weights.params.every(Number.isFinite)).toBe(true);
+    } finally {
+      await browser.close();
+      await tab.close();
+    }
   });
 });

@@ -147,6 +147,30 @@ describe("CPU worker pool", () => {
     expect(Array.from(y)).toEqual([11]);
   });
 
+  it("a kernel that traps on the calling thread throws only once the workers are done", () => {
+    const core = pool.core;
+    core.begin();
+    const n = 1024;
+    const ones = core.alloc(n * n * 4);
+    core.view(Float32Array, ones, n * n).fill(1);
+    const c = core.alloc(n * n * 4);
+    const out = core.view(Float32Array, c, n * n);
+    out.fill(0);
+    const scratch = [0, 1, 2].map(() => core.alloc(core.exports.gemmScratchBytes()));
+    const outside = 2 ** 31; // past the end of memory: the calling thread's gemm traps at once
+    expect(() =>
+      pool.run([
+        { name: "gemm", args: [0, outside, outside, outside, 4, 4, 16, 0, 16, scratch[0]] },
+        { name: "gemm", args: [0, ones, ones, c, n, n, n, 0, n / 2, scratch[1]] },
+        { name: "gemm", args: [0, ones, ones, c, n, n, n, n / 2, n, scratch[2]] },
+      ]),
+    ).toThrow();
+    // the workers' last elements are written when run() gives up (before the fix it returned while they computed)
+    const last = [out[n * n - n / 2 - 1], out[n * n - 1]];
+    expect(last).toEqual([n, n]);
+    expect(out.every((x) => x === n)).toBe(true);
+  });
+
   it("a closed pool refuses work", async () => {
     const p = await CpuPool.create(2);
     p.close();

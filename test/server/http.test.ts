@@ -240,8 +240,8 @@ describe("metrics", () => {
     expect(text).toContain('agl_http_total{path="/v1/agl/rollouts/{rollout_id}",method="GET",status="200"} 2');
     expect(text).toContain('agl_http_total{path="/v1/agl/queues/rollouts/enqueue",method="POST",status="201"} 1');
     expect(text).toMatch(/agl_http_latency_bucket\{path="\/v1\/agl\/queues\/rollouts\/dequeue",method="POST",status="200",le="\+Inf"\} 1/);
-    expect(text).toContain('agl_store_total{method="enqueueManyRollouts",status="OK"} 1');
-    expect(text).toMatch(/agl_store_latency_count\{method="dequeueRollout",status="OK"\} 1/);
+    expect(text).toContain('agl_store_total{method="enqueueManyRollouts",store_pubmeth="enqueueManyRollouts",status="OK"} 1');
+    expect(text).toMatch(/agl_store_latency_count\{method="dequeueRollout",store_pubmeth="dequeueRollout",status="OK"\} 1/);
     expect(text).toContain("agl_queue_depth 2");
     expect(text).toContain('agl_rollouts{status="queuing"} 2');
     expect(text).toContain('agl_rollouts{status="preparing"} 1');

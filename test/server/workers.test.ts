@@ -13,6 +13,7 @@ import { LightningStoreClient } from "../../src/client/index.ts";
 import { WORKER_HEADER } from "../../src/server/app.ts";
 import { LibsqlLightningStore } from "../../src/store/libsql/index.ts";
 import type { AttemptedRollout } from "../../src/types/index.ts";
+import { parsePrometheusText, sampleValue } from "../metrics/prometheus-text.ts";
 import { aglCommand, RUNTIMES, type Runtime } from "../runtimes.ts";
 import { type ServerProcess, startServerProcess } from "./processes.ts";
 
@@ -50,7 +51,7 @@ function onNewConnection(
             status: res.statusCode ?? 0,
             worker: String(res.headers[WORKER_HEADER] ?? ""),
             replayed: res.headers["idempotent-replayed"] === "true",
-            body: data === "" ? undefined : (JSON.parse(data) as unknown),
+            body: data === "" ? undefined : String(res.headers["content-type"]).includes("json") ? (JSON.parse(data) as unknown) : data,
           }),
         );
         res.on("error", reject);
@@ -265,4 +266,42 @@ describe("agl store --workers 2", () => {
       await store.close();
     }
   }, 180_000);
+
+  it.each(RUNTIMES)(
+    "under %s: a scrape of either worker adds up both workers' metrics: their requests and what clients pushed to each",
+    async (runtime) => {
+      const { server } = await startCluster(runtime);
+      try {
+        const counter = {
+          name: "agent.tool_calls",
+          type: "counter",
+          label_names: ["tool"],
+          samples: [{ labels: { tool: "calc" }, value: 1 }],
+        };
+        const pushedTo = new Set<string>();
+        let pushes = 0;
+        for (let i = 0; i < 200 && (pushedTo.size < 2 || pushes < 4); i++) {
+          const a = await onNewConnection(server.url, "POST", "/metrics/push", { source: `runner-${i}`, metrics: [counter] });
+          expect(a.status).toBe(200);
+          pushedTo.add(a.worker);
+          pushes++;
+        }
+        expect(pushedTo.size).toBe(2);
+        const scrapedBy = new Set<string>();
+        for (let i = 0; i < 200 && scrapedBy.size < 2; i++) {
+          const a = await onNewConnection(server.url, "GET", "/prometheus/");
+          expect(a.status).toBe(200);
+          scrapedBy.add(a.worker);
+          const f = parsePrometheusText(a.body as string);
+          expect(sampleValue(f, "agent_tool_calls_total", { tool: "calc" })).toBe(pushes);
+          expect(sampleValue(f, "agl_http_total", { path: "/v1/agl/metrics/push", method: "POST", status: "200" })).toBe(pushes);
+          expect(sampleValue(f, "agl_queue_depth")).toBe(0);
+        }
+        expect(scrapedBy.size).toBe(2);
+      } finally {
+        expect(await server.stop("SIGTERM")).toBe(0);
+      }
+    },
+    120_000,
+  );
 });

@@ -4,33 +4,17 @@
  */
 import { describe, expect, it } from "vitest";
 import { RUNTIMES, runReport } from "../runtimes.ts";
+import { expectTracedRollouts, type TracedRollout } from "./traced-runners.ts";
 import { PROMPT_IDS, TEXT_IDS, TEXT_PIECES, TOOL_CALL } from "./openai-upstream.ts";
 
 describe("tracing across runtimes", () => {
   for (const runtime of RUNTIMES) {
     it(`${runtime}: concurrent runners' spans land in their own rollouts, in start order`, async () => {
-      const report = await runReport<{
-        runtime: string;
-        rollouts: { names: string[]; consecutive: boolean; reward: unknown; status: string }[];
-      }>(runtime, "test/tracer/cross-runtime.ts", { timeout: 60_000 });
-      expect(report.runtime).toBe(runtime);
-      expect(report.rollouts).toHaveLength(6);
-      report.rollouts.forEach((r, i) => {
-        const id = i + 1;
-        expect(r.status).toBe("succeeded");
-        expect(r.names).toEqual([
-          `t${id}.2`,
-          `t${id}.1`,
-          `t${id}.0`,
-          `t${id}.0`,
-          `t${id}.1`,
-          `t${id}.0`,
-          `t${id}.0`,
-          "agentlightning.annotation",
-        ]);
-        expect(r.consecutive).toBe(true);
-        expect(r.reward).toBeCloseTo(id / 10);
+      const report = await runReport<{ runtime: string; rollouts: TracedRollout[] }>(runtime, "test/tracer/cross-runtime.ts", {
+        timeout: 60_000,
       });
+      expect(report.runtime).toBe(runtime);
+      expectTracedRollouts(expect, report.rollouts);
     }, 90_000);
   }
 });

@@ -13,6 +13,7 @@ import { LightningStoreCore, type StoreChange } from "../../store/core.ts";
 import type { StoreServerConfig } from "../config.ts";
 import { IdempotencyCache } from "../idempotency.ts";
 import { isPrivateDb, openServerStore } from "../open-store.ts";
+import type { ProcessMetrics } from "../metrics.ts";
 import { type ServerHost, announceStoreServer, serverUrl } from "../run.ts";
 import { type Channel, type ToPrimary, type ToWorker, type WireClaim, answerFromWire, answerToWire, batchedChannel } from "./protocol.ts";
 
@@ -20,6 +21,8 @@ import { type Channel, type ToPrimary, type ToWorker, type WireClaim, answerFrom
 const SHORT_LIFE_MS = 10_000;
 /** Failed starts in a row after which the cluster stops rather than trying again. */
 const MAX_FAILED_STARTS = 5;
+/** Longest wait for the other workers' metrics during a scrape: one that has not answered by then is left out. */
+const GATHER_TIMEOUT_MS = 2_000;
 
 export interface RunningStoreCluster {
   url: string;
@@ -93,6 +96,9 @@ class StoreCluster {
   private settleStopped!: (e: Error | null) => void;
   /** Called as workers end while stopping. */
   private onWorkerEnded: () => void = () => {};
+  /** Scrapes gathering the workers' metrics, by gathering id: each takes one worker's answer. */
+  private readonly gatherings = new Map<number, (metrics: ProcessMetrics) => void>();
+  private lastGatherId = 0;
 
   constructor(
     private readonly n: number,
@@ -189,7 +195,27 @@ class StoreCluster {
       const finish = slot.running.get(m.id);
       slot.running.delete(m.id);
       finish?.(m.answer && answerFromWire(m.answer));
-    }
+    } else if (m.t === "gather") this.gather(slot, worker, channel, m.id);
+    else if (m.t === "collected") this.gatherings.get(m.id)?.(m.metrics);
+  }
+
+  /** A scrape at one worker: the other serving workers' metrics, as many as answer within the timeout. */
+  private gather(from: Slot, worker: ClusterWorker, channel: Channel<ToWorker, ToPrimary>, id: number): void {
+    const others = this.slots.filter((s) => s !== from && s.serving);
+    const metrics: ProcessMetrics[] = [];
+    const gatherId = ++this.lastGatherId;
+    const done = () => {
+      if (!this.gatherings.delete(gatherId)) return;
+      clearTimeout(timer);
+      if (from.worker === worker) channel.send({ t: "gathered", id, metrics });
+    };
+    const timer = setTimeout(done, GATHER_TIMEOUT_MS);
+    this.gatherings.set(gatherId, (m) => {
+      metrics.push(m);
+      if (metrics.length === others.length) done();
+    });
+    for (const s of others) s.channel?.send({ t: "collect", id: gatherId });
+    if (others.length === 0) done();
   }
 
   /** Decides a worker's claim with the cluster's cache, and tells the worker. */

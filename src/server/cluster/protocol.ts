@@ -5,6 +5,7 @@
 import { decodeBase64, encodeBase64 } from "hono/utils/encode";
 import type { StoreChange } from "../../store/core.ts";
 import type { IdempotentAnswer } from "../idempotency.ts";
+import type { ProcessMetrics } from "../metrics.ts";
 
 /** An answer on the wire: its body as text when it is UTF-8 (store answers are JSON), else base64. */
 export interface WireAnswer {
@@ -25,6 +26,10 @@ export type ToWorker =
   | { t: "change"; change: StoreChange }
   /** The answer to claim `id`. */
   | { t: "claimed"; id: number; claim: WireClaim }
+  /** Send your metrics for gathering `id` (another worker's scrape). */
+  | { t: "collect"; id: number }
+  /** The other workers' metrics for this worker's scrape `id`. */
+  | { t: "gathered"; id: number; metrics: ProcessMetrics[] }
   /** Finish the requests in flight and exit. */
   | { t: "stop" };
 
@@ -39,7 +44,11 @@ export type ToPrimary =
   /** Decide the request with this scope and fingerprint (`IdempotencyBackend.claim`). */
   | { t: "claim"; id: number; scope: string; fingerprint: string }
   /** Claim `id` (a "run") has finished with this answer to remember, or none. */
-  | { t: "finish"; id: number; answer: WireAnswer | null };
+  | { t: "finish"; id: number; answer: WireAnswer | null }
+  /** A scrape here: gather the other workers' metrics (answered by "gathered" with this `id`). */
+  | { t: "gather"; id: number }
+  /** This worker's metrics, for gathering `id`. */
+  | { t: "collected"; id: number; metrics: ProcessMetrics };
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 

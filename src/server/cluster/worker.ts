@@ -10,6 +10,7 @@ import type { LogWriter } from "../../platform/log.ts";
 import type { LightningStoreCore } from "../../store/core.ts";
 import type { StoreServerConfig } from "../config.ts";
 import type { IdempotencyBackend, IdempotencyClaim } from "../idempotency.ts";
+import type { MetricsPeers, ProcessMetrics } from "../metrics.ts";
 import { type RunningStoreServer, type ServerHost, startStoreServer } from "../run.ts";
 import { type ToPrimary, type ToWorker, type WireClaim, answerFromWire, answerToWire, batchedChannel } from "./protocol.ts";
 
@@ -48,6 +49,43 @@ class PrimaryIdempotency implements IdempotencyBackend {
   }
 }
 
+/** The other workers' metrics, through the primary: a scrape of this worker adds them up with its own. */
+class PrimaryMetricsPeers implements MetricsPeers {
+  private lastId = 0;
+  private readonly waiting = new Map<number, (metrics: ProcessMetrics[]) => void>();
+  private snapshot: (() => ProcessMetrics) | null = null;
+
+  constructor(private readonly send: (m: ToPrimary) => void) {}
+
+  serve(snapshot: () => ProcessMetrics): void {
+    this.snapshot = snapshot;
+  }
+
+  gather(): Promise<ProcessMetrics[]> {
+    const id = ++this.lastId;
+    return new Promise((resolve) => {
+      this.waiting.set(id, resolve);
+      this.send({ t: "gather", id });
+    });
+  }
+
+  /** The primary asks for this worker's metrics. */
+  collect(id: number): void {
+    if (this.snapshot) this.send({ t: "collected", id, metrics: this.snapshot() });
+  }
+
+  gathered(id: number, metrics: ProcessMetrics[]): void {
+    this.waiting.get(id)?.(metrics);
+    this.waiting.delete(id);
+  }
+
+  /** The primary has gone: a scrape shows this worker's metrics alone. */
+  endAll(): void {
+    for (const resolve of this.waiting.values()) resolve([]);
+    this.waiting.clear();
+  }
+}
+
 /** Serves as a worker of the primary at the other end of `channel`; resolves once serving. */
 export async function serveAsWorker(
   config: StoreServerConfig,
@@ -58,6 +96,7 @@ export async function serveAsWorker(
   const primary = batchedChannel<ToPrimary, ToWorker>(channel, (fn) => platform.scheduleNextTurn(fn));
   const send = (m: ToPrimary) => primary.send(m);
   const idempotency = new PrimaryIdempotency(send, config.idempotency.maxBytes);
+  const metricsPeers = new PrimaryMetricsPeers(send);
   let store: LightningStoreCore | null = null;
   let server: RunningStoreServer | null = null;
   let stopAsked = false;
@@ -73,10 +112,13 @@ export async function serveAsWorker(
     if (m.t === "start") started(m);
     else if (m.t === "change") store?.wake(m.change);
     else if (m.t === "claimed") idempotency.decided(m.id, m.claim);
+    else if (m.t === "collect") metricsPeers.collect(m.id);
+    else if (m.t === "gathered") metricsPeers.gathered(m.id, m.metrics);
     else if (m.t === "stop") stop();
   });
   channel.onDisconnect(() => {
     idempotency.failAll(new Error("the primary process of the store has ended"));
+    metricsPeers.endAll();
     stop();
   });
   // Listening for "start" now: the primary sends it on this.
@@ -89,6 +131,7 @@ export async function serveAsWorker(
     name,
     threads: channel.canStartThreads,
     idempotency,
+    metricsPeers,
     attach(s) {
       store = s;
       // The changes committed here, for the other workers' waits.

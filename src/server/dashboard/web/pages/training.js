@@ -1,5 +1,6 @@
 // Training curves: the numeric attributes of the spans algorithms write under their bookkeeping
-// rollouts (GRPO's `grpo.step` / `grpo.validation`, PPO's `ppo.*`, APO's `apo.*`, ...), one uPlot chart per attribute.
+// rollouts (GRPO's `grpo.step` / `grpo.validation`, PPO's `ppo.*`, APO's `apo.*`, TrainingMetrics' `metrics`, ...),
+// one uPlot chart per attribute.
 // Which span names are charted is a list of patterns (`*` matches anything), kept in localStorage.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api } from "../api.js";
@@ -8,7 +9,7 @@ import { fmtNumber, fmtTime } from "../format.js";
 import { ErrorBox, Status, html, useLoad } from "../ui.js";
 
 const PATTERNS_KEY = "agl.dashboard.trainingSpans";
-export const DEFAULT_PATTERNS = "grpo.step, grpo.validation, ppo.step, ppo.validation, apo.*, sft.*";
+export const DEFAULT_PATTERNS = "grpo.step, grpo.validation, ppo.step, ppo.validation, apo.*, sft.*, metrics";
 /** Charts of these come first, in this order. */
 const FIRST = [/reward/, /accuracy/, /score/, /(^|\.)kl/, /clip/, /tokens?_per_s|tokens_s|throughput/, /loss/];
 const WHOLE_STEPS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10000];
