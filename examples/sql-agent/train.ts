@@ -50,7 +50,7 @@ export const SQL_DEFAULTS: SqlTrainOptions = {
   steps: 40,
   batch: 16,
   group: 8,
-  lr: 1e-3,
+  lr: 3e-3,
   decayShare: 0.5,
   lrFinal: 0.1,
   temperature: 1,
