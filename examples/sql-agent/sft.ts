@@ -189,7 +189,12 @@ export const SQL_SFT_COMMAND: ScriptCommand<SqlSftOptions> = {
   options: {
     shortSteps: { help: "steps on write examples without their system turn, first", integer: true, min: 0 },
     steps: { help: "steps on examples of all three nodes, after them", integer: true, min: 0 },
-    reslotShare: { help: "share of write and rewrite examples with their values swapped (1: all, so the natural questions stay new to the model)", value: "S", min: 0, max: 1 },
+    reslotShare: {
+      help: "share of write and rewrite examples with their values swapped (1: all, so the natural questions stay new to the model)",
+      value: "S",
+      min: 0,
+      max: 1,
+    },
     batch: { help: "examples per step", integer: true, min: 1 },
     lr: { help: "learning rate", value: "X", min: 0, exclusiveMin: true },
     seed: { help: "seed of the init and the data", integer: true, min: 0 },
