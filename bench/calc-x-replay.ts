@@ -14,12 +14,11 @@ import { createClient } from "@libsql/client";
 import { LlmProxyTraceToTriplet } from "../src/adapter/proxy-triplet.ts";
 import type { FinishedRollout } from "../src/adapter/batch.ts";
 import { ppoUpdate } from "../src/algorithm/grpo-step.ts";
-import { lrOf } from "../src/cli/train.ts";
+import { lrOf, trainerOptions } from "../src/cli/train.ts";
 import { TrainConfigSchema, type FittedTrainConfig } from "../src/cli/train-config.ts";
 import { CpuTrainer } from "../src/cpu/trainer.ts";
 import { loadPretrained } from "../src/model/hf/loader.ts";
 import { Rng } from "../src/model/init.ts";
-import { parseLoraConfig } from "../src/model/lora.ts";
 import { openStore } from "../src/store/libsql/open.ts";
 import { CALC_X_DEFAULTS, ROW_LIMITS } from "../examples/calc-x/train.ts";
 
@@ -38,6 +37,8 @@ const c = TrainConfigSchema.parse({
   lrFinal: d.lrFinal,
   temperature: d.temperature,
   seed: d.seed,
+  loraR: d.loraR,
+  loraAlpha: d.loraAlpha,
 }) as FittedTrainConfig;
 const recorded = metricFiles.map(
   (f) =>
@@ -52,18 +53,7 @@ const recorded = metricFiles.map(
 );
 
 const model = await loadPretrained(c.model);
-const lora = parseLoraConfig({ r: d.loraR, alpha: d.loraAlpha, targetModules: c.loraTargets });
-const trainer = new CpuTrainer({
-  config: model.config,
-  lr: c.lr,
-  weightDecay: c.weightDecay,
-  beta1: c.betas[0],
-  beta2: c.betas[1],
-  maxGradNorm: c.gradClip,
-  seed: c.seed,
-  threads: Number(threadsArg ?? 2),
-  lora: { config: lora, base: model.weights, seed: c.seed },
-});
+const trainer = new CpuTrainer({ ...trainerOptions(c, model), threads: Number(threadsArg ?? 2) });
 const sql = createClient({ url: `file:${db}` });
 const store = await openStore(`file:${db}`);
 const adapter = new LlmProxyTraceToTriplet();

@@ -135,14 +135,17 @@ export async function importAgent(path: string, cwd: string): Promise<LitAgent<u
   );
 }
 
-async function makeTrainer(
+/**
+ * The options a policy trainer (CPU or WebGPU) gets from the run's settings: the optimizer's, the seed and what
+ * it trains (`weights`, from `resume` when given). bench/calc-x-replay.ts builds its trainer from them too.
+ */
+export function trainerOptions(
   c: TrainConfig,
   model: PretrainedModel,
-  weights: TrainedWeights,
-  resume: TrainedState | null,
-  log: (m: string) => void,
-): Promise<PolicyTrainer> {
-  const common = {
+  weights: TrainedWeights = trainedWeights(c, model),
+  resume: TrainedState | null = null,
+) {
+  return {
     config: model.config,
     lr: c.lr,
     weightDecay: c.weightDecay,
@@ -153,6 +156,16 @@ async function makeTrainer(
     seed: c.seed,
     ...weights.trainerOptions(resume),
   };
+}
+
+async function makeTrainer(
+  c: TrainConfig,
+  model: PretrainedModel,
+  weights: TrainedWeights,
+  resume: TrainedState | null,
+  log: (m: string) => void,
+): Promise<PolicyTrainer> {
+  const common = trainerOptions(c, model, weights, resume);
   const cpu = (): CpuTrainer => {
     if (c.recompute) log("--recompute applies to the WebGPU trainer: the CPU trainer keeps every layer's activations");
     if (c.gpuWeights !== "f32")

@@ -7,12 +7,8 @@
  * store with their token ids as over HTTP. It has the lifecycle an algorithm expects of an LLM proxy.
  */
 import type { Hono } from "hono";
-import type { LightningStore } from "../store/base.ts";
 import { ValidationError } from "../types/errors.ts";
-import type { LLM, ProxyLLM } from "../types/resources.ts";
-import { llmResource, type ResourceOptions } from "./openai-http.ts";
-import type { Policy } from "./policy.ts";
-import { createPolicyApp, type PolicyAppOptions } from "./policy-server.ts";
+import { type PolicyAppOptions, PolicyAppServer } from "./policy-server.ts";
 
 /** The origin of an in-process server by default: `.invalid` names resolve nowhere (RFC 2606), so a client
  * that was not given the server's `fetch` fails at once instead of reaching some other host. */
@@ -23,15 +19,13 @@ export interface InProcessPolicyServerOptions extends Omit<PolicyAppOptions, "bi
   origin?: string;
 }
 
-export class InProcessPolicyServer {
-  readonly policy: Policy;
+export class InProcessPolicyServer extends PolicyAppServer {
   readonly origin: string;
-  private store: LightningStore | null;
   private app: Hono | null = null;
 
-  constructor(private readonly options: InProcessPolicyServerOptions) {
-    this.policy = options.policy;
-    this.store = options.store ?? null;
+  constructor(options: InProcessPolicyServerOptions) {
+    // No address is listened on: the app's Host check gets no bind address or extra names.
+    super({ ...options, bindAddress: undefined, allowedHosts: undefined });
     const origin = options.origin ?? IN_PROCESS_ORIGIN;
     let url: URL;
     try {
@@ -44,23 +38,12 @@ export class InProcessPolicyServer {
     this.origin = url.origin;
   }
 
-  setStore(store: LightningStore): void {
-    if (this.app) throw new ValidationError("setStore must come before start()", ["store"]);
-    this.store = store;
-  }
-
   isRunning(): boolean {
     return this.app !== null;
   }
 
   async start(): Promise<void> {
-    this.app ??= createPolicyApp({
-      policy: this.policy,
-      store: this.store,
-      clock: this.options.clock,
-      token: this.options.token,
-      agentMatch: this.options.agentMatch,
-    });
+    this.app ??= this.createApp();
   }
 
   async stop(): Promise<void> {
@@ -70,11 +53,6 @@ export class InProcessPolicyServer {
   /** `<origin>/v1`. */
   get endpoint(): string {
     return `${this.origin}/v1`;
-  }
-
-  /** The server as a resource: a ProxyLLM (runners bind it to their attempt), or an LLM bound to one attempt. */
-  asResource(options: ResourceOptions = {}): ProxyLLM | LLM {
-    return llmResource(this.endpoint, this.policy.model, options);
   }
 
   /**

@@ -476,6 +476,50 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
   return app;
 }
 
+/**
+ * What the policy app's servers (on a port, and in-process: in-process.ts) share: the policy, the store
+ * routed calls are recorded into (settable until the server starts), the app they answer with, and the
+ * server as a resource.
+ */
+export abstract class PolicyAppServer {
+  readonly policy: Policy;
+  private store: LightningStore | null;
+
+  constructor(private readonly appOptions: PolicyAppOptions) {
+    this.policy = appOptions.policy;
+    this.store = appOptions.store ?? null;
+  }
+
+  abstract isRunning(): boolean;
+
+  /** The `/v1` base URL the server's clients call. */
+  abstract get endpoint(): string;
+
+  setStore(store: LightningStore): void {
+    if (this.isRunning()) throw new ValidationError("setStore must come before start()", ["store"]);
+    this.store = store;
+  }
+
+  /** The app the server answers with, recording into the store set by now. */
+  protected createApp(): Hono {
+    const o = this.appOptions;
+    return createPolicyApp({
+      policy: this.policy,
+      store: this.store,
+      clock: o.clock,
+      token: o.token,
+      bindAddress: o.bindAddress,
+      allowedHosts: o.allowedHosts,
+      agentMatch: o.agentMatch,
+    });
+  }
+
+  /** The server as a resource: a ProxyLLM (runners bind it to their attempt), or an LLM bound to one attempt. */
+  asResource(options: ResourceOptions = {}): ProxyLLM | LLM {
+    return llmResource(this.endpoint, this.policy.model, options);
+  }
+}
+
 /** `hostname` is also the bind address of the `Host` check. */
 export interface PolicyServerOptions extends Omit<PolicyAppOptions, "bindAddress"> {
   hostname?: string;
@@ -485,19 +529,11 @@ export interface PolicyServerOptions extends Omit<PolicyAppOptions, "bindAddress
 }
 
 /** The policy app on a port, with the lifecycle an algorithm expects of an LLM proxy. */
-export class PolicyServer {
+export class PolicyServer extends PolicyAppServer {
   private handle: { port: number; stop(): Promise<void> } | null = null;
-  private store: LightningStore | null;
-  readonly policy: Policy;
 
   constructor(private readonly options: PolicyServerOptions) {
-    this.policy = options.policy;
-    this.store = options.store ?? null;
-  }
-
-  setStore(store: LightningStore): void {
-    if (this.handle) throw new ValidationError("setStore must come before start()", ["store"]);
-    this.store = store;
+    super({ ...options, bindAddress: options.hostname ?? "127.0.0.1" });
   }
 
   isRunning(): boolean {
@@ -506,15 +542,7 @@ export class PolicyServer {
 
   async start(): Promise<void> {
     if (this.handle) return;
-    const app = createPolicyApp({
-      policy: this.policy,
-      store: this.store,
-      clock: this.options.clock,
-      token: this.options.token,
-      bindAddress: this.options.hostname ?? "127.0.0.1",
-      allowedHosts: this.options.allowedHosts,
-      agentMatch: this.options.agentMatch,
-    });
+    const app = this.createApp();
     const serve = this.options.serve ?? (await nodeServe());
     this.handle = await serve(app.fetch, { hostname: this.options.hostname ?? "127.0.0.1", port: this.options.port ?? 0 });
   }
@@ -529,10 +557,5 @@ export class PolicyServer {
   get endpoint(): string {
     if (!this.handle) throw new ValidationError("the policy server is not running", []);
     return v1Endpoint(this.options.hostname ?? "127.0.0.1", this.handle.port);
-  }
-
-  /** The server as a resource: a ProxyLLM (runners bind it to their attempt), or an LLM bound to one attempt. */
-  asResource(options: ResourceOptions = {}): ProxyLLM | LLM {
-    return llmResource(this.endpoint, this.policy.model, options);
   }
 }

@@ -8,9 +8,9 @@ import Anthropic, { APIError } from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { TraceToMessages } from "../../src/adapter/index.ts";
-import { LLM_CALL_SPAN_NAME, LLMProxy, type LLMProxyOptions, PROXY_ATTRIBUTES } from "../../src/proxy/index.ts";
+import { LLM_CALL_SPAN_NAME, type LLMProxy, PROXY_ATTRIBUTES } from "../../src/proxy/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
-import type { Span } from "../../src/types/span.ts";
+import { proxyHarness } from "./proxy-harness.ts";
 import { chatAnswer, type ScriptedUpstream, startScriptedUpstream } from "./scripted-upstream.ts";
 
 const store = new InMemoryLightningStore();
@@ -18,7 +18,6 @@ const store = new InMemoryLightningStore();
 let a: ScriptedUpstream;
 let b: ScriptedUpstream;
 let aBase: string;
-const proxies: LLMProxy[] = [];
 
 const weather = {
   name: "weather",
@@ -86,16 +85,10 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([a.stop(), b.stop()]);
 });
-afterEach(async () => {
-  await Promise.all(proxies.splice(0).map((p) => p.stop()));
-  for (const u of [a, b]) {
-    u.received.length = 0;
-    u.script.length = 0;
-  }
-});
-
-async function startProxy(options: Partial<LLMProxyOptions> = {}): Promise<LLMProxy> {
-  const proxy = new LLMProxy({
+const { startProxy, attempt, spansOf, reset } = proxyHarness(
+  store,
+  () => [a, b],
+  () => ({
     models: [
       {
         name: "claude",
@@ -109,20 +102,11 @@ async function startProxy(options: Partial<LLMProxyOptions> = {}): Promise<LLMPr
       { name: "claude-nowhere", api: "anthropic", upstreams: ["http://127.0.0.1:1"], max_retries: 0 },
       { name: "gpt", upstreams: [a.url], max_retries: 0 },
     ],
-    store,
     env: (name) => (name === "UPSTREAM_KEY" ? "sk-upstream" : undefined),
     retryDelay: () => 0,
-    ...options,
-  });
-  proxies.push(proxy);
-  await proxy.start();
-  return proxy;
-}
-
-async function attempt() {
-  const r = await store.startRollout({ q: 1 });
-  return { rid: r.rollout_id, aid: r.attempt.attempt_id };
-}
+  }),
+);
+afterEach(reset);
 
 /** How a client authenticates: the SDK's `apiKey` (sent as `Authorization: Bearer`), or `x-api-key` as Claude Code and older SDKs send it. */
 type Credential = { apiKey: string } | { xApiKey: string };
@@ -140,8 +124,6 @@ function client(
   return new Anthropic({ baseURL: llm.endpoint.replace(/\/v1$/, ""), authToken: null, maxRetries: 0, fetch: fetchFn, ...auth });
 }
 
-const spansOf = async (rid: string): Promise<Span[]> => (await store.querySpans(rid)).items;
-
 /** The error the client raised for `call`. */
 async function failure(call: Promise<unknown>): Promise<APIError> {
   const e = await call.then(
@@ -150,6 +132,24 @@ async function failure(call: Promise<unknown>): Promise<APIError> {
   );
   expect(e).toBeInstanceOf(APIError);
   return e as APIError;
+}
+
+/** A streamed call of `claude` through the proxy, recorded under `ids`. */
+const streamCall = (proxy: LLMProxy, ids: { rid: string; aid: string }, content: string) =>
+  client(proxy, ids).messages.create({ model: "claude", max_tokens: 64, stream: true, messages: [{ role: "user", content }] });
+
+/** The error a streamed call ends with; `onEvent` sees each event that arrived before it. */
+async function streamFailure(
+  proxy: LLMProxy,
+  ids: { rid: string; aid: string },
+  onEvent: (e: Anthropic.RawMessageStreamEvent) => void = () => undefined,
+): Promise<APIError> {
+  const stream = await streamCall(proxy, ids, "go");
+  return failure(
+    (async () => {
+      for await (const e of stream) onEvent(e);
+    })(),
+  );
 }
 
 describe("the Anthropic Messages route", () => {
@@ -204,12 +204,7 @@ describe("the Anthropic Messages route", () => {
     const ids = await attempt();
     const events = streamed("msg_stream", [{ text: "Streaming works fine." }], "end_turn");
     a.script.push({ kind: "sse", named: true, events });
-    const stream = await client(proxy, ids).messages.create({
-      model: "claude",
-      max_tokens: 64,
-      stream: true,
-      messages: [{ role: "user", content: "Stream please" }],
-    });
+    const stream = await streamCall(proxy, ids, "Stream please");
     const types: string[] = [];
     let text = "";
     for await (const e of stream) {
@@ -371,18 +366,10 @@ describe("errors on the Anthropic Messages route", () => {
     const proxy = await startProxy();
     const ids = await attempt();
     a.script.push({ kind: "sse", named: true, events: streamed("msg_cut", [{ text: "Half of an answer" }], "end_turn"), breakAfter: 5 });
-    const stream = await client(proxy, ids).messages.create({
-      model: "claude",
-      max_tokens: 64,
-      stream: true,
-      messages: [{ role: "user", content: "go" }],
-    });
     let text = "";
-    const e = await failure(
-      (async () => {
-        for await (const ev of stream) if (ev.type === "content_block_delta" && ev.delta.type === "text_delta") text += ev.delta.text;
-      })(),
-    );
+    const e = await streamFailure(proxy, ids, (ev) => {
+      if (ev.type === "content_block_delta" && ev.delta.type === "text_delta") text += ev.delta.text;
+    });
     expect(e.type).toBe("api_error");
     expect((e.error as { error: { message: string } }).error.message).toMatch(/the upstream stream broke off/);
     expect(text).toBe("Half of ");
@@ -399,17 +386,7 @@ describe("errors on the Anthropic Messages route", () => {
     const events = streamed("msg_over", [{ text: "Some" }], "end_turn").slice(0, 4);
     events.push({ type: "error", error: { type: "overloaded_error", message: "Overloaded" } });
     a.script.push({ kind: "sse", named: true, events });
-    const stream = await client(proxy, ids).messages.create({
-      model: "claude",
-      max_tokens: 64,
-      stream: true,
-      messages: [{ role: "user", content: "go" }],
-    });
-    const e = await failure(
-      (async () => {
-        for await (const _ of stream);
-      })(),
-    );
+    const e = await streamFailure(proxy, ids);
     expect(e.type).toBe("overloaded_error");
     const [span] = await spansOf(ids.rid);
     expect(span.status).toEqual({ status_code: "ERROR", description: "the upstream stream reported overloaded_error: Overloaded" });

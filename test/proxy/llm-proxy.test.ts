@@ -7,10 +7,10 @@ import OpenAI from "openai";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { LlmProxyTraceToTriplet, TraceToMessages, TracerTraceToTriplet } from "../../src/adapter/index.ts";
 import { initParams, presetConfig } from "../../src/model/index.ts";
-import { LLM_CALL_SPAN_NAME, LLMProxy, type LLMProxyOptions, ModelPolicy, PolicyServer, PROXY_ATTRIBUTES } from "../../src/proxy/index.ts";
+import { LLM_CALL_SPAN_NAME, LLMProxy, ModelPolicy, PolicyServer, PROXY_ATTRIBUTES } from "../../src/proxy/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
 import { ValidationError } from "../../src/types/errors.ts";
-import type { Span } from "../../src/types/span.ts";
+import { proxyHarness } from "./proxy-harness.ts";
 import { chatAnswer, chatChunk, type ScriptedUpstream, startScriptedUpstream } from "./scripted-upstream.ts";
 
 const config = { ...presetConfig("tiny"), max_seq_len: 64 };
@@ -19,7 +19,6 @@ const policyServer = new PolicyServer({ policy });
 const store = new InMemoryLightningStore();
 let a: ScriptedUpstream;
 let b: ScriptedUpstream;
-const proxies: LLMProxy[] = [];
 
 /** Retry delays asked for: (retry, Retry-After seconds). The proxy waits 0 ms in these tests. */
 const delays: [number, number | null][] = [];
@@ -32,44 +31,29 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([policyServer.stop(), a.stop(), b.stop()]);
 });
-afterEach(async () => {
-  await Promise.all(proxies.splice(0).map((p) => p.stop()));
-  a.received.length = 0;
-  b.received.length = 0;
-  a.script.length = 0;
-  b.script.length = 0;
-  delays.length = 0;
-});
-
-async function startProxy(options: Partial<LLMProxyOptions> = {}): Promise<LLMProxy> {
-  const proxy = new LLMProxy({
+const { startProxy, attempt, spansOf, reset } = proxyHarness(
+  store,
+  () => [a, b],
+  () => ({
     models: [
       { name: "policy", upstreams: [policyServer.endpoint], params: { return_token_ids: true, model: "tiny-policy" } },
       { name: "scripted", upstreams: [a.url, b.url], max_retries: 2, timeout_s: 5 },
     ],
-    store,
     retryDelay: (retry, retryAfter) => {
       delays.push([retry, retryAfter]);
       return 0;
     },
-    ...options,
-  });
-  proxies.push(proxy);
-  await proxy.start();
-  return proxy;
-}
-
-async function attempt() {
-  const r = await store.startRollout({ q: 1 });
-  return { rid: r.rollout_id, aid: r.attempt.attempt_id };
-}
+  }),
+);
+afterEach(async () => {
+  await reset();
+  delays.length = 0;
+});
 
 function client(proxy: LLMProxy, ids?: { rid: string; aid: string }, model = "scripted", apiKey = "unused"): OpenAI {
   const llm = ids ? proxy.asResource({ rolloutId: ids.rid, attemptId: ids.aid, model }) : proxy.asResource({ model });
   return new OpenAI({ baseURL: llm.endpoint, apiKey, maxRetries: 0 });
 }
-
-const spansOf = async (rid: string): Promise<Span[]> => (await store.querySpans(rid)).items;
 
 type WithIds = { prompt_token_ids: number[]; choices: { token_ids: number[] }[] };
 
