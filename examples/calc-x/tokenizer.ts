@@ -18,7 +18,7 @@ import { referenceConversation, TOOLS } from "./conversations.ts";
 import { trainTasks } from "./tasks.ts";
 
 /** Qwen2's pre-tokenizer split (tokenizer.json's Oniguruma syntax): words, single digits, punctuation runs, spaces. */
-const QWEN2_SPLIT =
+export const QWEN2_SPLIT =
   "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 const BYTE_LEVEL = { type: "ByteLevel", add_prefix_space: false, trim_offsets: false, use_regex: false };
@@ -33,6 +33,8 @@ export interface BpeModel {
   tokens: string[];
   /** Merges in rank order, each `[left, right]`. */
   merges: Array<[string, string]>;
+  /** The pre-tokenizer's split pattern (Oniguruma syntax) [QWEN2_SPLIT]. */
+  split?: string;
 }
 
 /** `tokenizer.json` of a byte-level BPE in Qwen2's shape (as an object). */
@@ -57,7 +59,7 @@ export function tokenizerJson(bpe: BpeModel): Record<string, unknown> {
     normalizer: { type: "NFC" },
     pre_tokenizer: {
       type: "Sequence",
-      pretokenizers: [{ type: "Split", pattern: { Regex: QWEN2_SPLIT }, behavior: "Isolated", invert: false }, BYTE_LEVEL],
+      pretokenizers: [{ type: "Split", pattern: { Regex: bpe.split ?? QWEN2_SPLIT }, behavior: "Isolated", invert: false }, BYTE_LEVEL],
     },
     post_processor: BYTE_LEVEL,
     decoder: BYTE_LEVEL,
@@ -77,7 +79,7 @@ export function tokenizerJson(bpe: BpeModel): Record<string, unknown> {
 }
 
 /** `tokenizer_config.json` (as an object): the chat template and the special-token strings. */
-export function tokenizerConfig(bpe: BpeModel): Record<string, unknown> {
+export function tokenizerConfig(bpe: BpeModel, modelMaxLength = 256): Record<string, unknown> {
   return {
     tokenizer_class: "PreTrainedTokenizerFast",
     bos_token: null,
@@ -90,7 +92,7 @@ export function tokenizerConfig(bpe: BpeModel): Record<string, unknown> {
     clean_up_tokenization_spaces: false,
     split_special_tokens: false,
     errors: "replace",
-    model_max_length: 256,
+    model_max_length: modelMaxLength,
     chat_template: CHAT_TEMPLATE,
     added_tokens_decoder: Object.fromEntries(
       ADDED.map((t, i) => [
@@ -101,17 +103,17 @@ export function tokenizerConfig(bpe: BpeModel): Record<string, unknown> {
   };
 }
 
-/** The two tokenizer files as JSON text, for a model folder. */
-export function tokenizerFiles(bpe: BpeModel): { "tokenizer.json": string; "tokenizer_config.json": string } {
+/** The two tokenizer files as JSON text, for a model folder (`modelMaxLength`: the model's context). */
+export function tokenizerFiles(bpe: BpeModel, modelMaxLength = 256): { "tokenizer.json": string; "tokenizer_config.json": string } {
   return {
     "tokenizer.json": `${JSON.stringify(tokenizerJson(bpe), null, 1)}\n`,
-    "tokenizer_config.json": `${JSON.stringify(tokenizerConfig(bpe), null, 2)}\n`,
+    "tokenizer_config.json": `${JSON.stringify(tokenizerConfig(bpe, modelMaxLength), null, 2)}\n`,
   };
 }
 
 /** Pre-tokens of `texts` (byte-level strings) with their counts, split and normalised as the tokenizer will. */
-function wordCounts(texts: readonly string[]): Map<string, number> {
-  const base = new HfTokenizerImpl(tokenizerJson({ tokens: byteLevelAlphabet(), merges: [] }), {});
+function wordCounts(texts: readonly string[], split?: string): Map<string, number> {
+  const base = new HfTokenizerImpl(tokenizerJson({ tokens: byteLevelAlphabet(), merges: [], split }), {});
   const added = new RegExp(ADDED.map((t) => t.content.replace(/[|/]/g, "\\$&")).join("|"), "g");
   const counts = new Map<string, number>();
   for (const text of texts)
@@ -122,11 +124,11 @@ function wordCounts(texts: readonly string[]): Map<string, number> {
   return counts;
 }
 
-/** BPE merges learnt from `texts` (see the header for the rule). */
-export function trainBpe(texts: readonly string[], vocabSize: number): BpeModel {
+/** BPE merges learnt from `texts` (see the header for the rule), pre-tokenized by `split` [QWEN2_SPLIT]. */
+export function trainBpe(texts: readonly string[], vocabSize: number, split?: string): BpeModel {
   const tokens = byteLevelAlphabet();
   const merges: Array<[string, string]> = [];
-  const words = [...wordCounts(texts)].map(([w, n]) => ({ symbols: [...w], n }));
+  const words = [...wordCounts(texts, split)].map(([w, n]) => ({ symbols: [...w], n }));
   while (tokens.length + ADDED.length < vocabSize) {
     const pairs = new Map<string, number>();
     for (const { symbols, n } of words)
@@ -149,7 +151,7 @@ export function trainBpe(texts: readonly string[], vocabSize: number): BpeModel 
       w.symbols = out;
     }
   }
-  return { tokens, merges };
+  return split === undefined ? { tokens, merges } : { tokens, merges, split };
 }
 
 export const TOKENIZER_SEED = 77;

@@ -14,6 +14,7 @@
  * made it and `agentMatch` can train one node alone (docs/agents.md#training-only-some-agents).
  */
 import { Annotation, END, type LangGraphRunnableConfig, START, StateGraph } from "@langchain/langgraph";
+import { ContextOverflowError } from "@langchain/core/errors";
 import { ChatOpenAI } from "@langchain/openai";
 import { llmRollout } from "../../src/runner/index.ts";
 import { agentNameFetch, withAgentName } from "../../src/tracer/index.ts";
@@ -25,7 +26,8 @@ import type { SqlTask } from "./tasks.ts";
 
 /** Queries written at most (the first by `write`, the others by `rewrite`), as upstream's LitSQLAgent. */
 export const MAX_TURNS = 3;
-export const MAX_TOKENS_PER_CALL = 160;
+/** New tokens per call: a query is at most about 60 tokens; 96 is also the training row's reply. */
+export const MAX_TOKENS_PER_CALL = 96;
 export const MODEL_TIMEOUT_MS = 60_000;
 /** Characters of a query result shown to the model. */
 export const EXECUTION_CHARS = 800;
@@ -42,7 +44,30 @@ export const CHECK_PROMPT = (schema: string) =>
 export const REWRITE_PROMPT = (schema: string) =>
   `You fix a SQLite query using the feedback. Use only these tables and columns:\n${schema}\nAnswer with the fixed query in a \`\`\`sql block.`;
 
-const shownQuery = (query: string) => `Query:\n\`\`\`sql\n${query}\n\`\`\``;
+/** A query in a ```sql block: how the prompts show a query, and how the model is asked to answer. */
+export const sqlBlock = (query: string): string => `\`\`\`sql\n${query}\n\`\`\``;
+
+type Messages = [{ role: "system"; content: string }, { role: "user"; content: string }];
+
+/** What each node sends the model (the SFT data of the demo's model is rendered from the same). */
+export const writeMessages = (schema: string, question: string): Messages => [
+  { role: "system", content: WRITE_PROMPT(schema) },
+  { role: "user", content: `Question: ${question}` },
+];
+export const checkMessages = (schema: string, question: string, query: string, execution: string): Messages => [
+  { role: "system", content: CHECK_PROMPT(schema) },
+  { role: "user", content: `Question: ${question}\nQuery:\n${sqlBlock(query)}\nResult:\n${execution}` },
+];
+export const rewriteMessages = (schema: string, question: string, query: string, execution: string, feedback: string): Messages => [
+  { role: "system", content: REWRITE_PROMPT(schema) },
+  { role: "user", content: `Question: ${question}\nQuery:\n${sqlBlock(query)}\nResult:\n${execution}\nFeedback:\n${feedback}` },
+];
+
+/** A query's result as the check and rewrite nodes read it (cut at EXECUTION_CHARS). */
+export async function executionText(db: ReadOnlyDatabase, query: string): Promise<string> {
+  const text = formatResult(await db.query(query));
+  return text.length > EXECUTION_CHARS ? `${text.slice(0, EXECUTION_CHARS)}\n... (cut)` : text;
+}
 
 /** The query in the reply: the last fenced block (upstream's parse_query), or null. */
 export function parseQuery(reply: string): string | null {
@@ -115,40 +140,37 @@ export function chatModel(llm: LLM, temperature?: number): ChatOpenAI {
 /** The graph over one database connection (compiled per rollout: it is cheap, and holds the connection). */
 export function sqlGraph(model: ChatOpenAI, db: ReadOnlyDatabase, dbId: DbId, maxTurns = MAX_TURNS) {
   const schema = schemaText(dbId);
-  const ask = async (system: string, user: string): Promise<string> => {
-    const reply = await model.invoke([
-      { role: "system", content: system },
-      { role: "user", content: user },
-    ]);
-    return typeof reply.content === "string" ? reply.content : reply.text;
-  };
-  const run = async (query: string) => {
-    const text = formatResult(await db.query(query));
-    return text.length > EXECUTION_CHARS ? `${text.slice(0, EXECUTION_CHARS)}\n... (cut)` : text;
+  const ask = async (messages: Messages): Promise<string> => {
+    try {
+      const reply = await model.invoke(messages);
+      return typeof reply.content === "string" ? reply.content : reply.text;
+    } catch (e) {
+      // A long result can fill a small model's context: the node gets no reply (no verdict, no new query)
+      // and the loop runs out of turns on the query it has, rather than failing the rollout.
+      if (ContextOverflowError.isInstance(e)) return "";
+      throw e;
+    }
   };
   return new StateGraph(SqlState)
     .addNode(
       "write",
       agentNode(async (s: State) => {
-        const reply = await ask(WRITE_PROMPT(schema), `Question: ${s.question}`);
+        const reply = await ask(writeMessages(schema, s.question));
         return { query: parseQuery(reply) ?? reply.trim(), turns: 1 };
       }),
     )
     .addNode(
       "check",
       agentNode(async (s: State) => {
-        const execution = await run(s.query);
-        const feedback = await ask(CHECK_PROMPT(schema), `Question: ${s.question}\n${shownQuery(s.query)}\nResult:\n${execution}`);
+        const execution = await executionText(db, s.query);
+        const feedback = await ask(checkMessages(schema, s.question, s.query, execution));
         return { execution, feedback };
       }),
     )
     .addNode(
       "rewrite",
       agentNode(async (s: State) => {
-        const reply = await ask(
-          REWRITE_PROMPT(schema),
-          `Question: ${s.question}\n${shownQuery(s.query)}\nResult:\n${s.execution}\nFeedback:\n${s.feedback}`,
-        );
+        const reply = await ask(rewriteMessages(schema, s.question, s.query, s.execution, s.feedback));
         return { query: parseQuery(reply) ?? s.query, turns: s.turns + 1 };
       }),
     )

@@ -117,6 +117,30 @@ describe("the SQL agent", () => {
     expect(r).toMatchObject({ query: RIGHT, turns: MAX_TURNS, reward: 1, feedback: INCORRECT });
   });
 
+  it("runs out of turns on the query it has when the check's or rewrite's prompt fills the model's context", async () => {
+    const overflow = {
+      kind: "json" as const,
+      status: 400,
+      body: {
+        error: {
+          message: "This model's maximum context length is 512 tokens; the request asks for 514",
+          type: "invalid_request_error",
+          param: "messages",
+          code: "context_length_exceeded",
+        },
+      },
+    };
+    upstream.script.push(reply(sql(RIGHT)), overflow, overflow, overflow, overflow, overflow);
+    const r = await runSqlAgent(TASK, llm, { databaseDir: dir });
+    expect(agents()).toEqual(["write", "check", "rewrite", "check", "rewrite", "check"]);
+    expect(r).toMatchObject({ query: RIGHT, turns: MAX_TURNS, reward: 1, feedback: "" });
+  });
+
+  it("fails the rollout on any other model error", async () => {
+    upstream.script.push(reply(sql(RIGHT)), { kind: "json", status: 400, body: { error: { message: "bad request", code: "invalid" } } });
+    await expect(runSqlAgent(TASK, llm, { databaseDir: dir })).rejects.toThrow(/bad request/);
+  });
+
   it("turns a hostile or broken query into a tool error the check reads, leaves the database as it was, and scores 0", async () => {
     const path = databasePath("shop", dir);
     const before = createHash("sha256").update(readFileSync(path)).digest("hex");
