@@ -66,11 +66,12 @@ export class CpuGenerationEngine implements GenerationEngine {
         topP: r.topP,
         stop: [...(r.stopTokenIds ?? tokenizer.eosTokenIds)],
         seed: r.seed,
+        topLogprobs: r.topLogprobs,
         vocabLimit,
         lora,
         ops: K,
       });
-      return finishGeneration(out.tokens, out.logprobs, out.finishReason, r.stop, tokenizer);
+      return finishGeneration(out.tokens, out.logprobs, out.finishReason, r.stop, tokenizer, out.alternatives);
     });
   }
 

@@ -16,7 +16,7 @@ import type { GpuDeviceOptions } from "./device.ts";
 import { GpuModel } from "./model.ts";
 import type { WeightFormat } from "./kernels/weights.ts";
 import type { ModelConfig } from "../model/config.ts";
-import { logProbOf, sampleToken } from "../model/generate.ts";
+import { logProbOf, sampleToken, topLogProbs } from "../model/generate.ts";
 import { Rng } from "../model/init.ts";
 import { flattenParams, type ModelParams } from "../model/params.ts";
 import type { LoraWeights } from "../model/lora.ts";
@@ -31,6 +31,7 @@ import {
   type Generation,
   type GenerationEngine,
   type GenerationRequest,
+  type TokenAlternative,
 } from "../model/generation.ts";
 import { IncrementalDecoder } from "../model/detokenize.ts";
 
@@ -38,6 +39,8 @@ import { IncrementalDecoder } from "../model/detokenize.ts";
 class Live {
   readonly tokens: number[] = [];
   readonly logprobs: number[] = [];
+  /** The likeliest ids at each token, when the request asks for them. */
+  readonly alternatives: TokenAlternative[][] | undefined;
   readonly limit: number;
   readonly stop: Set<number>;
   readonly rng: Rng;
@@ -57,6 +60,7 @@ class Live {
     this.limit = Math.min(req.maxTokens, config.max_seq_len - req.prompt.length);
     this.stop = new Set(req.stopTokenIds ?? tokenizer.eosTokenIds);
     this.rng = new Rng(req.seed ?? 0);
+    this.alternatives = (req.topLogprobs ?? 0) > 0 ? [] : undefined;
     this.vocabLimit = tokenizerVocabLimit(config, tokenizer);
     this.needles = (req.stop ?? []).filter((n) => n.length > 0);
     this.longest = Math.max(0, ...this.needles.map((n) => n.length));
@@ -78,12 +82,13 @@ class Live {
     const token = sampleToken(row, { temperature: this.req.temperature, topP: this.req.topP, vocabLimit: this.vocabLimit }, this.rng);
     this.tokens.push(token);
     this.logprobs.push(logProbOf(row, token, this.vocabLimit));
+    this.alternatives?.push(topLogProbs(row, this.req.topLogprobs ?? 0, this.vocabLimit));
     if (this.stop.has(token) || this.stopStringSeen(token)) this.finish = "stop";
     else if (this.tokens.length >= this.limit) this.finish = "length";
   }
 
   result(): Generation {
-    return finishGeneration(this.tokens, this.logprobs, this.finish ?? "length", this.req.stop, this.tokenizer);
+    return finishGeneration(this.tokens, this.logprobs, this.finish ?? "length", this.req.stop, this.tokenizer, this.alternatives);
   }
 }
 

@@ -15,6 +15,7 @@ import { loraState, type LoraState, type LoraWeights } from "./lora.ts";
 import { referenceOps, type DecodeStepper, type ModelOps, type Residency } from "./model-ops.ts";
 import * as ops from "./reference/ops.ts";
 import { EOS_ID } from "./tokenizer.ts";
+import type { TokenAlternative } from "./generation.ts";
 import { ValidationError } from "../types/errors.ts";
 
 export interface SamplingOptions {
@@ -36,6 +37,8 @@ export interface GenerateOptions extends SamplingOptions {
   stop?: number[];
   /** Seed of the sampler [0]. */
   seed?: number;
+  /** How many of the likeliest ids to report with each new token (`topLogProbs`) [0]. */
+  topLogprobs?: number;
   /** An adapter applied to the base weights (src/model/lora.ts) [none]. */
   lora?: LoraWeights;
   /** The ops backend (src/model/model-ops.ts) [plain TS]. */
@@ -48,6 +51,8 @@ export interface GenerateResult {
   /** log-prob of each new token under the model's distribution (temperature 1, no top-p) over the ids
    * below `vocabLimit`: what the sampler draws from at temperature 1. */
   logprobs: number[];
+  /** With `topLogprobs` > 0: the likeliest ids at each new token, on the same distribution as `logprobs`. */
+  alternatives?: TokenAlternative[][];
   finishReason: "stop" | "length";
 }
 
@@ -101,12 +106,38 @@ export function sampleToken(logits: ArrayLike<number>, options: SamplingOptions,
  * sampled token, shared by every engine. The trainer's log-probs are over the whole vocab; it recomputes
  * the old ones of the PPO ratio itself, so the two never mix (docs/serving.md, "Padded vocabularies"). */
 export function logProbOf(logits: ArrayLike<number>, id: number, vocabLimit?: number): number {
-  const V = allowedVocab(logits, vocabLimit);
+  return logSoftmaxAt(logits, allowedVocab(logits, vocabLimit))(id);
+}
+
+/** log softmax over the first V logits, as a function of an id (max and log-sum computed once, stably). */
+function logSoftmaxAt(logits: ArrayLike<number>, V: number): (id: number) => number {
   let max = -Infinity;
   for (let j = 0; j < V; j++) if (logits[j] > max) max = logits[j];
   let sum = 0;
   for (let j = 0; j < V; j++) sum += Math.exp(logits[j] - max);
-  return logits[id] - max - Math.log(sum);
+  const logSum = Math.log(sum);
+  return (id) => logits[id] - max - logSum;
+}
+
+/**
+ * The `k` likeliest ids below `vocabLimit` and their log-probs on {@link logProbOf}'s distribution, likeliest
+ * first (ties: the lower id first): what OpenAI's `top_logprobs` reports with each sampled token.
+ */
+export function topLogProbs(logits: ArrayLike<number>, k: number, vocabLimit?: number): TokenAlternative[] {
+  if (!(Number.isInteger(k) && k >= 0)) throw new ValidationError(`k must be a non-negative integer, got ${k}`, ["k"]);
+  const V = allowedVocab(logits, vocabLimit);
+  // the best k so far, kept sorted; k is small (at most 20 over the wire), so insertion beats sorting V ids
+  const best: number[] = [];
+  const better = (a: number, b: number) => logits[a] > logits[b] || (logits[a] === logits[b] && a < b);
+  for (let j = 0; j < V && k > 0; j++) {
+    if (best.length === k && !better(j, best[k - 1])) continue;
+    let at = best.length === k ? k - 1 : best.length;
+    while (at > 0 && better(j, best[at - 1])) at--;
+    best.splice(at, 0, j);
+    if (best.length > k) best.pop();
+  }
+  const logprob = logSoftmaxAt(logits, V);
+  return best.map((id) => ({ id, logprob: logprob(id) }));
 }
 
 /**
@@ -234,7 +265,15 @@ export function generate(config: ModelConfig, params: ModelParams, prompt: numbe
   const limit = Math.min(options.maxTokens, config.max_seq_len - prompt.length);
   const tokens: number[] = [];
   const logprobs: number[] = [];
-  if (limit === 0) return { tokens, logprobs, finishReason: "length" };
+  const k = options.topLogprobs ?? 0;
+  const alternatives: TokenAlternative[][] | undefined = k > 0 ? [] : undefined;
+  const result = (finishReason: "stop" | "length"): GenerateResult => ({
+    tokens,
+    logprobs,
+    ...(alternatives ? { alternatives } : {}),
+    finishReason,
+  });
+  if (limit === 0) return result("length");
   // the last new token is sampled, never run through the model: its k, v need no slot
   const decoder = new CpuDecoder(config, params, prompt.length + limit - 1, options.lora, options.ops);
   try {
@@ -243,10 +282,11 @@ export function generate(config: ModelConfig, params: ModelParams, prompt: numbe
       const token = sampleToken(logits, options, rng);
       tokens.push(token);
       logprobs.push(logProbOf(logits, token, options.vocabLimit));
-      if (stop.has(token)) return { tokens, logprobs, finishReason: "stop" };
+      alternatives?.push(topLogProbs(logits, k, options.vocabLimit));
+      if (stop.has(token)) return result("stop");
       if (i + 1 < limit) logits = decoder.step(token);
     }
-    return { tokens, logprobs, finishReason: "length" };
+    return result("length");
   } finally {
     decoder.dispose();
   }

@@ -32,6 +32,17 @@ export interface GenerationRequest {
   stopTokenIds?: readonly number[];
   /** Sampler seed [0]. */
   seed?: number;
+  /** How many of the likeliest ids to report with each sampled token, 0 to {@link MAX_TOP_LOGPROBS} [0]. */
+  topLogprobs?: number;
+}
+
+/** Most alternatives a request may ask for with each token (OpenAI's limit for `top_logprobs`). */
+export const MAX_TOP_LOGPROBS = 20;
+
+/** One of the likeliest ids at a sampled token's position, and its log-prob there. */
+export interface TokenAlternative {
+  id: number;
+  logprob: number;
 }
 
 export type FinishReason = "stop" | "length";
@@ -42,6 +53,9 @@ export interface Generation {
   /** log p(token) under the policy (temperature 1, no top-p) for each sampled token, normalised over the
    * ids the tokenizer has (see {@link tokenizerVocabLimit}). */
   logprobs: number[];
+  /** With a request's `topLogprobs` > 0: per sampled token, the likeliest ids at its position, likeliest first,
+   * on the same distribution as `logprobs`. */
+  topLogprobs?: TokenAlternative[][];
   /** Decoded text without special tokens, cut before a matched stop string. */
   text: string;
   finishReason: FinishReason;
@@ -80,10 +94,17 @@ export function finishGeneration(
   finishReason: FinishReason,
   stop: readonly string[] = [],
   tokenizer: Tokenizer = byteTokenizer,
+  alternatives?: TokenAlternative[][],
 ): Generation {
   const cut = applyStopStrings(tokens, stop, tokenizer);
-  if (cut) return { tokenIds: tokens.slice(0, cut.keep), logprobs: logprobs.slice(0, cut.keep), text: cut.text, finishReason: "stop" };
-  return { tokenIds: tokens, logprobs, text: decodeIds(tokenizer, tokens), finishReason };
+  const keep = cut ? cut.keep : tokens.length;
+  return {
+    tokenIds: tokens.slice(0, keep),
+    logprobs: logprobs.slice(0, keep),
+    ...(alternatives ? { topLogprobs: alternatives.slice(0, keep) } : {}),
+    text: cut ? cut.text : decodeIds(tokenizer, tokens),
+    finishReason: cut ? "stop" : finishReason,
+  };
 }
 
 /**
@@ -103,6 +124,9 @@ export function validateRequest(config: ModelConfig, r: GenerationRequest, index
       index,
       "prompt",
     ]);
+  const k = r.topLogprobs ?? 0;
+  if (!(Number.isInteger(k) && k >= 0 && k <= MAX_TOP_LOGPROBS))
+    throw new ValidationError(`topLogprobs must be an integer from 0 to ${MAX_TOP_LOGPROBS}, got ${k}`, ["requests", index, "topLogprobs"]);
   r.prompt.forEach((id, j) => {
     if (!(Number.isInteger(id) && id >= 0 && id < config.vocab_size))
       throw new ValidationError(`token id ${id} is outside the vocabulary`, ["requests", index, "prompt", j]);

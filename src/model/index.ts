@@ -51,6 +51,7 @@ export {
   logProbOf,
   type SamplingOptions,
   sampleToken,
+  topLogProbs,
 } from "./generate.ts";
 export * from "./generation.ts";
 export * from "./detokenize.ts";

@@ -90,6 +90,7 @@ interface Prepared {
   stream: boolean;
   includeUsage: boolean;
   logprobs: boolean;
+  topLogprobs: number;
 }
 
 function parse<T>(
@@ -106,6 +107,8 @@ function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
   let promptIds: number[];
   let tools: ToolDefinition[] | null = null;
   let logprobs: boolean;
+  /** Alternatives per token (chat `top_logprobs`, a completion's `logprobs: N`). */
+  let topLogprobs: number;
   let req: ChatCompletionRequest | CompletionRequest;
   let maxTokens: number | null | undefined;
   if (kind === "chat") {
@@ -127,11 +130,9 @@ function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
     tools = chat.tools?.length && chat.tool_choice !== "none" ? (chat.tools as ToolDefinition[]) : null;
     promptIds = policy.tokenizer.applyChatTemplate(turns, { addGenerationPrompt: true, ...(tools ? { tools } : {}) });
     logprobs = chat.logprobs === true;
-    if ((chat.top_logprobs ?? 0) > MAX_TOP_LOGPROBS)
-      throw new ValidationError(
-        `top_logprobs must be at most ${MAX_TOP_LOGPROBS}: this server gives the log-probability of each sampled token (logprobs: true), not alternatives`,
-        ["top_logprobs"],
-      );
+    topLogprobs = chat.top_logprobs ?? 0;
+    // as OpenAI: the alternatives come with the sampled tokens' log-probs, never alone
+    if (topLogprobs > 0 && !logprobs) throw new ValidationError("top_logprobs needs logprobs: true", ["top_logprobs"]);
     maxTokens = chat.max_completion_tokens ?? chat.max_tokens;
   } else {
     const comp = parse(CompletionRequest, body);
@@ -144,11 +145,7 @@ function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
     promptText = typeof comp.prompt === "string" ? comp.prompt : policy.tokenizer.decode(comp.prompt, { skipSpecialTokens: false });
     // As OpenAI: `logprobs: 0` gives the sampled tokens' log-probabilities, N more the N likeliest others.
     logprobs = comp.logprobs !== undefined && comp.logprobs !== null;
-    if ((comp.logprobs ?? 0) > MAX_TOP_LOGPROBS)
-      throw new ValidationError(
-        `logprobs must be at most ${MAX_TOP_LOGPROBS}: this server gives the log-probability of each sampled token (logprobs: 0), not the likeliest alternatives`,
-        ["logprobs"],
-      );
+    topLogprobs = comp.logprobs ?? 0;
     maxTokens = comp.max_tokens ?? 16; // the OpenAI default for completions
   }
   if (req.model !== policy.model)
@@ -188,6 +185,7 @@ function prepare(policy: Policy, kind: Kind, body: unknown): Prepared {
     stream: req.stream === true,
     includeUsage: req.stream_options?.include_usage === true,
     logprobs,
+    topLogprobs,
   };
 }
 
@@ -204,34 +202,37 @@ const usage = (a: Answer) => {
   return { prompt_tokens: a.prompt.promptIds.length, completion_tokens: completion, total_tokens: a.prompt.promptIds.length + completion };
 };
 
-/**
- * Most alternatives a request may ask for (`top_logprobs`, a completion's `logprobs: N`): the engines
- * return the log-probability of each sampled token only, so more is refused with a 400 naming the field.
- */
-export const MAX_TOP_LOGPROBS = 0;
-
 const tokenText = (policy: Policy, id: number): string => policy.tokenizer.decode([id], { skipSpecialTokens: false });
+const tokenBytes = (token: string): number[] => Array.from(new TextEncoder().encode(token));
 
-/** A chat choice's `logprobs` for the sampled tokens `from` .. `from + ids.length` of `g` (no alternatives). */
+/** A chat choice's `logprobs` for the sampled tokens `from` .. `from + ids.length` of `g`, each with the
+ * likeliest alternatives the request asked for (`top_logprobs`). */
 function chatLogprobs(policy: Policy, g: Generation, from = 0, ids: readonly number[] = g.tokenIds) {
   return {
     content: ids.map((id, i) => {
       const token = tokenText(policy, id);
-      return { token, logprob: g.logprobs[from + i], bytes: Array.from(new TextEncoder().encode(token)), top_logprobs: [] };
+      const top = (g.topLogprobs?.[from + i] ?? []).map((alt) => {
+        const text = tokenText(policy, alt.id);
+        return { token: text, logprob: alt.logprob, bytes: tokenBytes(text) };
+      });
+      return { token, logprob: g.logprobs[from + i], bytes: tokenBytes(token), top_logprobs: top };
     }),
   };
 }
 
-/** A completion choice's `logprobs` for the same tokens: each token's own log-probability, as its only top entry. */
+/** A completion choice's `logprobs` for the same tokens: per token, the likeliest alternatives asked for
+ * (`logprobs: N`) and the sampled token itself, by text (as OpenAI: up to N + 1 entries; where two ids read
+ * the same, the likelier one's). */
 function completionLogprobs(policy: Policy, g: Generation, from = 0, ids: readonly number[] = g.tokenIds) {
   const tokens = ids.map((id) => tokenText(policy, id));
   const lps = ids.map((_, i) => g.logprobs[from + i]!);
-  return {
-    tokens,
-    token_logprobs: lps,
-    top_logprobs: tokens.map((t, i) => ({ [t]: lps[i] })),
-    text_offset: null,
-  };
+  const top = tokens.map((t, i) => {
+    const entries: Record<string, number> = Object.create(null);
+    for (const alt of g.topLogprobs?.[from + i] ?? []) entries[tokenText(policy, alt.id)] ??= alt.logprob;
+    entries[t] ??= lps[i];
+    return entries;
+  });
+  return { tokens, token_logprobs: lps, top_logprobs: top, text_offset: null };
 }
 
 /** The assistant message of a chat choice: tool calls parsed out of its text when tools were offered. */
@@ -423,6 +424,7 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
         stop: prepared.stop,
         stopTokenIds: prepared.stopTokenIds,
         seed: (baseSeed + i) >>> 0,
+        topLogprobs: prepared.logprobs ? prepared.topLogprobs : 0,
       })),
       adapter === null ? {} : { adapter },
     );

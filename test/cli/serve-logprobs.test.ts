@@ -1,7 +1,8 @@
 // `agl serve` as a newcomer meets it: streamed chunks carry the log-probs asked for (each chunk its own
-// tokens', adding up to the non-streamed answer's), alternatives beyond the server's limit are a 400
-// naming the field and the limit, a completion's `logprobs: 0` gives the sampled tokens' log-probs, and
-// the startup line says which model name clients must send.
+// tokens', adding up to the non-streamed answer's), `top_logprobs` (a completion's `logprobs: N`) gives
+// the likeliest alternatives of each token, bad requests for them are a 400 naming the field, a
+// completion's `logprobs: 0` gives the sampled tokens' log-probs, and the startup line says which model
+// name clients must send.
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,7 +12,6 @@ import { parseServeArgs, type RunningPolicyServer, startPolicyServer } from "../
 import { parseModelConfig } from "../../src/model/config.ts";
 import { saveHfModel } from "../../src/model/hf/index.ts";
 import { initParams } from "../../src/model/init.ts";
-import { MAX_TOP_LOGPROBS } from "../../src/proxy/policy-server.ts";
 import type { ServerHost } from "../../src/server/run.ts";
 import { QWEN_TOKENIZER_DIR } from "../model/hf/qwen-files.ts";
 import { startServerProcess } from "../server/processes.ts";
@@ -56,7 +56,8 @@ afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-type ChatLogprobs = { content: { token: string; logprob: number; top_logprobs: unknown[] }[] } | null;
+type Alternative = { token: string; logprob: number; bytes: number[] };
+type ChatLogprobs = { content: { token: string; logprob: number; bytes: number[]; top_logprobs: Alternative[] }[] } | null;
 type CompletionLogprobs = { tokens: string[]; token_logprobs: number[]; top_logprobs: Record<string, number>[] } | null;
 
 describe("log-probs from agl serve", () => {
@@ -93,19 +94,63 @@ describe("log-probs from agl serve", () => {
     expect(streamed).toEqual(lp.token_logprobs);
   });
 
-  it("refuses more alternatives than it serves with a 400 naming the field and the limit", async () => {
-    const chat = client.chat.completions.create({
+  it("gives the likeliest alternatives of each chat token, streamed as answered, likeliest first", async () => {
+    const ask = {
       model: "tiny",
-      messages: [{ role: "user", content: "Hi" }],
-      max_tokens: 2,
+      messages: [{ role: "user" as const, content: "Count" }],
+      max_tokens: 8,
       logprobs: true,
-      top_logprobs: 2,
+      top_logprobs: 4,
+      seed: 3,
+    };
+    const greedy = (await client.chat.completions.create({ ...ask, temperature: 0 })) as unknown as {
+      choices: { token_ids: number[]; logprobs: ChatLogprobs }[];
+    };
+    const content = greedy.choices[0].logprobs!.content;
+    expect(content).toHaveLength(greedy.choices[0].token_ids.length);
+    for (const c of content) {
+      expect(c.top_logprobs).toHaveLength(4);
+      const lps = c.top_logprobs.map((a) => a.logprob);
+      expect(lps).toEqual([...lps].sort((a, b) => b - a));
+      expect(lps.reduce((a, lp) => a + Math.exp(lp), 0)).toBeLessThanOrEqual(1 + 1e-6);
+      // greedy: the token itself is the likeliest alternative
+      expect(c.top_logprobs[0]).toEqual({ token: c.token, logprob: c.logprob, bytes: c.bytes });
+      for (const a of c.top_logprobs) expect(a.bytes).toEqual([...new TextEncoder().encode(a.token)]);
+    }
+    const sampled = (await client.chat.completions.create({ ...ask, temperature: 1 })) as unknown as typeof greedy;
+    const streamed: ChatLogprobs[] = [];
+    for await (const chunk of await client.chat.completions.create({ ...ask, temperature: 1, stream: true })) {
+      const c = chunk.choices[0] as unknown as { token_ids: number[]; logprobs: ChatLogprobs } | undefined;
+      if (c && c.token_ids.length > 0) streamed.push(c.logprobs);
+    }
+    expect(streamed.flatMap((l) => l!.content)).toEqual(sampled.choices[0].logprobs!.content);
+  });
+
+  it("gives a completion's N likeliest alternatives and the sampled token in each top_logprobs entry", async () => {
+    const ask = { model: "tiny", prompt: "Hi", max_tokens: 6, logprobs: 3, temperature: 1, seed: 5 };
+    const lp = ((await client.completions.create(ask)) as unknown as { choices: { logprobs: CompletionLogprobs }[] }).choices[0].logprobs!;
+    expect(lp.top_logprobs).toHaveLength(lp.tokens.length);
+    lp.top_logprobs.forEach((top, i) => {
+      expect(top[lp.tokens[i]]).toBe(lp.token_logprobs[i]);
+      const n = Object.keys(top).length;
+      expect(n).toBeGreaterThanOrEqual(3);
+      expect(n).toBeLessThanOrEqual(4);
     });
-    await expect(chat).rejects.toMatchObject({ status: 400, param: "top_logprobs" });
-    await expect(chat).rejects.toThrow(`top_logprobs must be at most ${MAX_TOP_LOGPROBS}`);
-    const completion = client.completions.create({ model: "tiny", prompt: "Hi", max_tokens: 2, logprobs: 3 });
-    await expect(completion).rejects.toMatchObject({ status: 400, param: "logprobs" });
-    await expect(completion).rejects.toThrow(`logprobs must be at most ${MAX_TOP_LOGPROBS}`);
+  });
+
+  it("refuses alternatives without logprobs, or more than the API allows, with a 400 naming the field", async () => {
+    const base = { model: "tiny", messages: [{ role: "user" as const, content: "Hi" }], max_tokens: 2 };
+    const alone = client.chat.completions.create({ ...base, top_logprobs: 2 });
+    await expect(alone).rejects.toMatchObject({ status: 400, param: "top_logprobs" });
+    await expect(alone).rejects.toThrow("top_logprobs needs logprobs: true");
+    await expect(client.chat.completions.create({ ...base, logprobs: true, top_logprobs: 21 })).rejects.toMatchObject({
+      status: 400,
+      param: "top_logprobs",
+    });
+    await expect(client.completions.create({ model: "tiny", prompt: "Hi", max_tokens: 2, logprobs: 6 })).rejects.toMatchObject({
+      status: 400,
+      param: "logprobs",
+    });
   });
 });
 

@@ -32,6 +32,19 @@ describe.skipIf(noGpu)("GPU generation", () => {
     expect(gpu.map((g) => g.finishReason)).toEqual(cpu.map((g) => g.finishReason));
     gpu.forEach((g, i) => g.logprobs.forEach((lp, j) => expect(lp).toBeCloseTo(cpu[i].logprobs[j], 3)));
 
+    // the alternatives asked for: the same distribution (ids can swap where two logits are within rounding)
+    const withTop = requests.map((r) => ({ ...r, topLogprobs: 5 }));
+    const cpuTop = await cpuGenerationEngine.generate(config, params, withTop);
+    const gpuTop = await engine.generate(config, params, withTop);
+    gpuTop.forEach((g, i) => {
+      expect(g.tokenIds).toEqual(cpu[i].tokenIds);
+      expect(g.topLogprobs).toHaveLength(g.tokenIds.length);
+      g.topLogprobs!.forEach((alts, j) => {
+        expect(alts[0].id).toBe(g.tokenIds[j]);
+        alts.forEach((a, m) => expect(a.logprob).toBeCloseTo(cpuTop[i].topLogprobs![j][m].logprob, 3));
+      });
+    });
+
     // new weights are uploaded when a new array comes
     const other = initParams(config, 8);
     const cpu2 = await cpuGenerationEngine.generate(config, other, requests.slice(0, 1));

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { parseModelConfig } from "../../src/model/config.ts";
-import { generate, logProbOf, sampleToken } from "../../src/model/generate.ts";
+import { generate, logProbOf, sampleToken, topLogProbs } from "../../src/model/generate.ts";
 import { initParams, Rng } from "../../src/model/init.ts";
-import { forward } from "../../src/model/reference/model.ts";
+import { forward, sequenceInput } from "../../src/model/reference/model.ts";
 import { byteTokenizer, TOKENIZER_VOCAB_SIZE } from "../../src/model/tokenizer.ts";
 import { CpuGenerationEngine, referenceGenerationEngine } from "../../src/cpu/generation.ts";
 import { favouredModel } from "./favoured-token.ts";
@@ -144,6 +144,87 @@ describe("a model padded past its tokenizer's ids", () => {
           expect(g.tokenIds).toHaveLength(10);
           expect(g.tokenIds.every((t) => t < byteTokenizer.vocabSize)).toBe(true);
         }
+      }
+    } finally {
+      wasm.close();
+    }
+  });
+});
+
+describe("the likeliest alternatives of each token (top_logprobs)", () => {
+  /** The oracle: every id below the limit sorted by logit (lower id first on ties), log-softmax in float64. */
+  function bruteTop(row: ArrayLike<number>, k: number, limit = row.length) {
+    const ids = Array.from({ length: limit }, (_, j) => j).sort((a, b) => row[b] - row[a] || a - b);
+    const lse = Math.log(ids.reduce((a, j) => a + Math.exp(row[j]), 0));
+    return ids.slice(0, k).map((id) => ({ id, logprob: row[id] - lse }));
+  }
+
+  it("topLogProbs equals sorting the whole row, ties and vocabLimit included, on random rows", () => {
+    const rng = new Rng(11);
+    for (let trial = 0; trial < 200; trial++) {
+      const V = 1 + Math.floor(rng.uniform() * 60);
+      // coarse values so that ties are common
+      const row = Float32Array.from({ length: V }, () => Math.round((rng.uniform() - 0.5) * 8) / 2);
+      const k = Math.floor(rng.uniform() * 24);
+      const limit = trial % 3 === 0 ? Math.max(1, Math.floor(rng.uniform() * V)) : undefined;
+      const got = topLogProbs(row, k, limit);
+      const want = bruteTop(row, k, limit ?? V);
+      expect(got.map((a) => a.id)).toEqual(want.map((a) => a.id));
+      got.forEach((a, i) => expect(a.logprob).toBeCloseTo(want[i].logprob, 5));
+      // the same distribution as the sampled token's log-prob
+      for (const a of got) expect(a.logprob).toBe(logProbOf(row, a.id, limit));
+    }
+    expect(() => topLogProbs([1, 2], -1)).toThrow(/k must be a non-negative integer/);
+  });
+
+  it("generate reports, with each greedy token, the top k of the full forward's logits at its position", () => {
+    const prompt = [1, 5, 2];
+    const out = generate(config, params, prompt, { maxTokens: 6, temperature: 0, stop: [], topLogprobs: 4 });
+    expect(out.alternatives).toHaveLength(out.tokens.length);
+    const seq = [...prompt];
+    out.tokens.forEach((token, i) => {
+      const L = seq.length;
+      const full = forward(config, params, sequenceInput(seq));
+      const want = bruteTop(full.logits.subarray((L - 1) * 13, L * 13), 4);
+      expect(out.alternatives![i].map((a) => a.id)).toEqual(want.map((a) => a.id));
+      out.alternatives![i].forEach((a, j) => expect(a.logprob).toBeCloseTo(want[j].logprob, 4));
+      // greedy: the token is the likeliest, with its own log-prob
+      expect(out.alternatives![i][0]).toEqual({ id: token, logprob: out.logprobs[i] });
+      seq.push(token);
+    });
+    expect(generate(config, params, prompt, { maxTokens: 3, temperature: 0 }).alternatives).toBeUndefined();
+  });
+
+  it("the CPU engines return them per request, cut with the tokens at a stop string, and refuse more than 20", async () => {
+    const wasm = new CpuGenerationEngine({ threads: 1 });
+    try {
+      for (const engine of [wasm, referenceGenerationEngine]) {
+        const [sampled, plain] = await engine.generate(config, params, [
+          { prompt: [1, 5, 2], maxTokens: 8, temperature: 1, seed: 4, stopTokenIds: [], topLogprobs: 3 },
+          { prompt: [1, 5, 2], maxTokens: 8, temperature: 1, seed: 4, stopTokenIds: [] },
+        ]);
+        expect(plain.topLogprobs).toBeUndefined();
+        expect(sampled.tokenIds).toEqual(plain.tokenIds);
+        expect(sampled.topLogprobs).toHaveLength(sampled.tokenIds.length);
+        sampled.topLogprobs!.forEach((alts, i) => {
+          expect(alts).toHaveLength(3);
+          expect(alts.map((a) => a.logprob)).toEqual([...alts.map((a) => a.logprob)].sort((a, b) => b - a));
+          // a sampled token either is among them with the same log-prob, or is less likely than all three
+          const own = alts.find((a) => a.id === sampled.tokenIds[i]);
+          if (own) expect(own.logprob).toBe(sampled.logprobs[i]);
+          else expect(sampled.logprobs[i]).toBeLessThanOrEqual(alts[2].logprob);
+        });
+        // a stop string cuts the alternatives with the tokens
+        const text = byteTokenizer.decode(sampled.tokenIds.slice(2, 3));
+        const [cut] = await engine.generate(config, params, [
+          { prompt: [1, 5, 2], maxTokens: 8, temperature: 1, seed: 4, stopTokenIds: [], topLogprobs: 3, stop: [text] },
+        ]);
+        expect(cut.tokenIds.length).toBeLessThan(sampled.tokenIds.length);
+        expect(cut.topLogprobs).toHaveLength(cut.tokenIds.length);
+        expect(cut.topLogprobs).toEqual(sampled.topLogprobs!.slice(0, cut.tokenIds.length));
+        await expect(engine.generate(config, params, [{ prompt: [1], maxTokens: 2, topLogprobs: 21 }])).rejects.toThrow(
+          /topLogprobs must be an integer from 0 to 20/,
+        );
       }
     } finally {
       wasm.close();
