@@ -351,6 +351,12 @@ export class PPO extends Algorithm {
       this.log.warn(
         `${this.name} step ${step}: ${skippedUpdates} of ${updates} updates skipped (loss or gradient not finite); weights kept`,
       );
+    if (skippedUpdates === 0 && updateForwardDiffered(o.trainer.backend, updates, report.kl))
+      this.log.warn(
+        `${this.name} step ${step}: the update's forward pass gave other log-probs than the old log-prob pass on the same weights ` +
+          `(kl ${report.kl.toExponential(2)}, not 0): the CPU engine computed the same thing twice and got two answers, so this ` +
+          "step's update is not the one the seed gives; please report it with the run's metrics.jsonl",
+      );
     if (o.progress) {
       const m = u.verlMetrics;
       const extra =
@@ -485,3 +491,13 @@ export async function saveTrainerCheckpoint(dir: string, trainer: PolicyTrainer,
 
 /** Where a checkpoint folder keeps the critic's state. */
 export const criticCheckpointDir = (dir: string): string => `${dir.endsWith("/") ? dir.slice(0, -1) : dir}/critic`;
+
+/**
+ * Whether a step's one update saw different log-probs than its old log-prob pass. The old log-probs are
+ * computed on the weights the update starts from, and one update runs the same rows in the same
+ * micro-batches, so its forward must give them again: the PPO KL (mean old − new) is exactly 0 on the CPU
+ * trainer, whose passes repeat to the bit. A WebGPU trainer's reductions may round differently between passes.
+ */
+export function updateForwardDiffered(backend: "cpu" | "webgpu", updates: number, kl: number): boolean {
+  return backend === "cpu" && updates === 1 && kl !== 0;
+}

@@ -14,7 +14,15 @@ import type { PpoOptions } from "../../src/algorithm/ppo-options.ts";
 import type { ValueTrainer } from "../../src/model/value-types.ts";
 import { CpuGenerationEngine } from "../../src/cpu/generation.ts";
 import { CpuTrainer } from "../../src/cpu/index.ts";
-import { initParams, MIN_VOCAB_SIZE, presetConfig } from "../../src/model/index.ts";
+import {
+  initParams,
+  type LogProbOptions,
+  type LogProbsResult,
+  MIN_VOCAB_SIZE,
+  presetConfig,
+  type TokenBatch,
+} from "../../src/model/index.ts";
+import { captureLogs } from "../../src/platform/log.ts";
 import { ModelPolicy, PolicyServer } from "../../src/proxy/index.ts";
 import { llmRollout } from "../../src/runner/index.ts";
 import { InMemoryLightningStore } from "../../src/store/memory.ts";
@@ -45,8 +53,19 @@ const agent = llmRollout(async (task: { q: string }, llm: LLM) => {
   return (((res as unknown as { choices: { token_ids: number[] }[] }).choices[0].token_ids[0] ?? 0) % 3) / 2;
 });
 
+/**
+ * A CPU trainer whose old log-prob pass comes out off by 1e-3 per token, as an engine that computed the same
+ * pass twice and got two answers would give it (the reference pass, `baseOnly`, and the update are its own).
+ */
+class TwoAnswerTrainer extends CpuTrainer {
+  override async logProbs(batch: TokenBatch, options: LogProbOptions = {}): Promise<LogProbsResult> {
+    const r = await super.logProbs(batch, options);
+    return options.baseOnly ? r : { ...r, log_probs: r.log_probs.map((x) => x + 1e-3) };
+  }
+}
+
 /** PPO on `TASKS` (2 steps of 2 tasks x 3 samples) with `o`, through 2 runners. */
-async function runPpo(o: Partial<PpoOptions>, lora = false): Promise<{ ppo: PPO; store: InMemoryLightningStore }> {
+async function runPpo(o: Partial<PpoOptions>, lora = false, Cpu = CpuTrainer): Promise<{ ppo: PPO; store: InMemoryLightningStore }> {
   const params = initParams(config, 7);
   const trainer = lora
     ? new CpuTrainer({
@@ -55,7 +74,7 @@ async function runPpo(o: Partial<PpoOptions>, lora = false): Promise<{ ppo: PPO;
         lr: 1e-2,
         weightDecay: 0,
       })
-    : new CpuTrainer({ config, params, lr: 1e-2, weightDecay: 0 });
+    : new Cpu({ config, params, lr: 1e-2, weightDecay: 0 });
   const engine = new CpuGenerationEngine();
   const adapter = lora ? await trainer.getState() : null;
   const policy = new ModelPolicy({
@@ -102,6 +121,26 @@ afterAll(async () => {
 });
 
 describe("the PPO loop", () => {
+  it("one update per step on the CPU trainer: kl is exactly 0; an engine that answers twice differently is warned of", {
+    timeout: 120_000,
+  }, async () => {
+    const logs = captureLogs();
+    try {
+      const { ppo } = await runPpo({});
+      expect(ppo.steps.map((r) => [r.updates, r.kl])).toEqual([
+        [1, 0],
+        [1, 0],
+      ]);
+      expect(logs.text()).not.toContain("gave other log-probs than the old log-prob pass");
+      const glitchy = await runPpo({}, false, TwoAnswerTrainer);
+      expect(glitchy.ppo.steps.every((r) => r.updates === 1 && r.kl !== 0)).toBe(true);
+      const warned = logs.records.filter((r) => r.level === "warning" && r.message.includes("gave other log-probs than the old"));
+      expect(warned.map((r) => r.message.match(/step (\d+)/)?.[1])).toEqual(["1", "2"]);
+    } finally {
+      logs.stop();
+    }
+  });
+
   it("remax: runs one greedy rollout per task as each step's baseline, records ppo.step spans and dumps every step", {
     timeout: 120_000,
   }, async () => {
