@@ -16,7 +16,7 @@ import type { GpuDeviceOptions } from "./device.ts";
 import { GpuModel } from "./model.ts";
 import type { WeightFormat } from "./kernels/weights.ts";
 import type { ModelConfig } from "../model/config.ts";
-import { logProbOf, sampleToken, topLogProbs } from "../model/generate.ts";
+import { sampledTokenLogProbs, sampleToken } from "../model/generate.ts";
 import { Rng } from "../model/init.ts";
 import { flattenParams, type ModelParams } from "../model/params.ts";
 import type { LoraWeights } from "../model/lora.ts";
@@ -81,8 +81,9 @@ class Live {
   take(row: Float32Array): void {
     const token = sampleToken(row, { temperature: this.req.temperature, topP: this.req.topP, vocabLimit: this.vocabLimit }, this.rng);
     this.tokens.push(token);
-    this.logprobs.push(logProbOf(row, token, this.vocabLimit));
-    this.alternatives?.push(topLogProbs(row, this.req.topLogprobs ?? 0, this.vocabLimit));
+    const scored = sampledTokenLogProbs(row, token, this.req.topLogprobs ?? 0, this.vocabLimit);
+    this.logprobs.push(scored.logprob);
+    if (scored.top) this.alternatives?.push(scored.top);
     if (this.stop.has(token) || this.stopStringSeen(token)) this.finish = "stop";
     else if (this.tokens.length >= this.limit) this.finish = "length";
   }

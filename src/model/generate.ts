@@ -124,8 +124,28 @@ function logSoftmaxAt(logits: ArrayLike<number>, V: number): (id: number) => num
  * first (ties: the lower id first): what OpenAI's `top_logprobs` reports with each sampled token.
  */
 export function topLogProbs(logits: ArrayLike<number>, k: number, vocabLimit?: number): TokenAlternative[] {
-  if (!(Number.isInteger(k) && k >= 0)) throw new ValidationError(`k must be a non-negative integer, got ${k}`, ["k"]);
   const V = allowedVocab(logits, vocabLimit);
+  return likeliest(logits, k, V, logSoftmaxAt(logits, V));
+}
+
+/**
+ * What an engine records of a sampled token: its log-prob and, with `k` > 0, the k likeliest ids' (as
+ * {@link logProbOf} and {@link topLogProbs}, over one log-softmax of the row).
+ */
+export function sampledTokenLogProbs(
+  logits: ArrayLike<number>,
+  token: number,
+  k: number,
+  vocabLimit?: number,
+): { logprob: number; top?: TokenAlternative[] } {
+  const V = allowedVocab(logits, vocabLimit);
+  const logprob = logSoftmaxAt(logits, V);
+  return k > 0 ? { logprob: logprob(token), top: likeliest(logits, k, V, logprob) } : { logprob: logprob(token) };
+}
+
+/** The k likeliest of the first V ids with their `logprob`, likeliest first (ties: the lower id first). */
+function likeliest(logits: ArrayLike<number>, k: number, V: number, logprob: (id: number) => number): TokenAlternative[] {
+  if (!(Number.isInteger(k) && k >= 0)) throw new ValidationError(`k must be a non-negative integer, got ${k}`, ["k"]);
   // the best k so far, kept sorted; k is small (at most 20 over the wire), so insertion beats sorting V ids
   const best: number[] = [];
   const better = (a: number, b: number) => logits[a] > logits[b] || (logits[a] === logits[b] && a < b);
@@ -136,7 +156,6 @@ export function topLogProbs(logits: ArrayLike<number>, k: number, vocabLimit?: n
     best.splice(at, 0, j);
     if (best.length > k) best.pop();
   }
-  const logprob = logSoftmaxAt(logits, V);
   return best.map((id) => ({ id, logprob: logprob(id) }));
 }
 
@@ -281,8 +300,9 @@ export function generate(config: ModelConfig, params: ModelParams, prompt: numbe
     for (let i = 0; i < limit; i++) {
       const token = sampleToken(logits, options, rng);
       tokens.push(token);
-      logprobs.push(logProbOf(logits, token, options.vocabLimit));
-      alternatives?.push(topLogProbs(logits, k, options.vocabLimit));
+      const scored = sampledTokenLogProbs(logits, token, k, options.vocabLimit);
+      logprobs.push(scored.logprob);
+      if (scored.top) alternatives?.push(scored.top);
       if (stop.has(token)) return result("stop");
       if (i + 1 < limit) logits = decoder.step(token);
     }

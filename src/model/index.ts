@@ -50,6 +50,7 @@ export {
   generate,
   logProbOf,
   type SamplingOptions,
+  sampledTokenLogProbs,
   sampleToken,
   topLogProbs,
 } from "./generate.ts";

@@ -3,6 +3,7 @@
  * ignored (clients send many), known keys are checked.
  */
 import { z } from "zod";
+import { MAX_TOP_LOGPROBS } from "../model/generation.ts";
 
 // The models served read text only: an image, audio or file part is refused rather than dropped.
 const TextPart = z.looseObject({ type: z.string(), text: z.string().optional() }).refine((p) => p.type === "text" && p.text !== undefined, {
@@ -61,7 +62,7 @@ export const ChatCompletionRequest = z.looseObject({
     .optional(),
   max_completion_tokens: z.number().int().min(0).nullable().optional(),
   logprobs: z.boolean().nullable().optional(),
-  top_logprobs: z.number().int().min(0).max(20).nullable().optional(),
+  top_logprobs: z.number().int().min(0).max(MAX_TOP_LOGPROBS).nullable().optional(),
 });
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequest>;
 

@@ -424,7 +424,7 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
         stop: prepared.stop,
         stopTokenIds: prepared.stopTokenIds,
         seed: (baseSeed + i) >>> 0,
-        topLogprobs: prepared.logprobs ? prepared.topLogprobs : 0,
+        topLogprobs: prepared.topLogprobs,
       })),
       adapter === null ? {} : { adapter },
     );
