@@ -301,12 +301,15 @@ async function servedPolicy(
 }
 
 /** Saves a checkpoint as step-N (written as step-N.tmp, then renamed), the critic's state in its `critic`
- * folder, then progress.json pointing at it, then the latest weights. */
+ * folder, then progress.json pointing at it, then the latest weights. progress.json is the commit point: a
+ * step-N or step-N.tmp it does not name is what a run stopped mid-save left, and is replaced. */
 function checkpointSaver(c: TrainConfig, weights: TrainedWeights) {
   const io = platform.files();
   return async (step: number, t: PolicyTrainer, critic: ValueTrainer | null): Promise<void> => {
     const s = await t.getState();
     const name = `checkpoints/step-${step}`;
+    await io.remove(join(c.out, `${name}.tmp`));
+    await io.remove(join(c.out, name));
     await weights.save(join(c.out, `${name}.tmp`), s);
     if (critic) await saveValueCheckpoint(criticCheckpointDir(join(c.out, `${name}.tmp`)), await critic.getState());
     await io.rename(join(c.out, `${name}.tmp`), join(c.out, name));

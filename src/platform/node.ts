@@ -76,6 +76,7 @@ export function nodeCompatible(): Omit<Platform, "runtime" | "description" | "se
       writeFile: (p, d) => fs.promises.writeFile(p, d),
       mkdir: async (p) => void (await fs.promises.mkdir(p, { recursive: true })),
       rename: (a, b) => fs.promises.rename(a, b),
+      remove: (p) => fs.promises.rm(p, { recursive: true, force: true }),
     }),
     exit: (code) => process.exit(code),
     onSignal(signal, handler) {

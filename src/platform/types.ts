@@ -165,6 +165,8 @@ export interface FileAccess {
   /** Creates a directory and its parents (no error if it exists). */
   mkdir(path: string): Promise<void>;
   rename(from: string, to: string): Promise<void>;
+  /** Deletes a file or a directory with everything in it (no error if it is absent). */
+  remove(path: string): Promise<void>;
 }
 
 /**

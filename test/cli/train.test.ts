@@ -5,8 +5,8 @@
  * metrics, reward curve) and resuming a run from it.
  */
 import { execFile } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { existsSync, readFileSync } from "node:fs";
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -581,12 +581,14 @@ describe("agl train on a Hugging Face folder", () => {
     // not the store's -shm / -wal files: the libSQL binding deletes them when the garbage collector drops the
     // closed store's last statement, which may be during the copy (the WAL was checkpointed into store.db at close)
     await cp(out, cut, { recursive: true, filter: (from) => !/store\.db-(shm|wal)$/.test(from) });
-    await rm(join(cut, "checkpoints/step-2"), { recursive: true });
+    // a stop between step-2's rename and progress.json leaves step-2 complete but not committed: it is replaced
+    await writeFile(join(cut, "checkpoints/step-2/left-over"), "from the stopped run");
     await writeFile(join(cut, "progress.json"), `${JSON.stringify({ step: 1, checkpoint: "checkpoints/step-1" })}\n`);
     const logs: string[] = [];
     const resumed = await runTraining({ ...s, out: cut }, { log: (m) => logs.push(m) });
     expect(resumed.startStep).toBe(1);
     expect(logs.join("\n")).not.toMatch(/afresh/);
+    expect(existsSync(join(cut, "checkpoints/step-2/left-over"))).toBe(false);
     const [whole, again] = await Promise.all([out, cut].map((o) => loadValueCheckpoint(join(o, "checkpoints/step-2/critic"))));
     expect(again.optimizer.step).toBe(whole.optimizer.step);
     expect(countDiffering(again.params, whole.params)).toBe(0);
@@ -603,9 +605,14 @@ describe("agl train on a Hugging Face folder", () => {
     const first = await runTraining(settings({ out, steps: 2, checkpointEvery: 1, lr: 1e-2 }), { log: () => {} });
     expect(first.startStep).toBe(0);
     const atTwo = await loadLoraCheckpoint(join(out, "checkpoints/step-2"), (await loadPretrained(join(dir, "model"))).config);
+    // a stop in the middle of writing step-3 leaves a partial step-3.tmp: the resumed run writes it afresh
+    await mkdir(join(out, "checkpoints/step-3.tmp"), { recursive: true });
+    await writeFile(join(out, "checkpoints/step-3.tmp/left-over"), "half a checkpoint");
     const logs: string[] = [];
     const second = await runTraining(settings({ out, steps: 3, checkpointEvery: 1, lr: 1e-2 }), { log: (m) => logs.push(m) });
     expect(second.startStep).toBe(2);
+    expect(existsSync(join(out, "checkpoints/step-3.tmp"))).toBe(false);
+    expect(existsSync(join(out, "checkpoints/step-3/left-over"))).toBe(false);
     expect(logs.join("\n")).toMatch(/resuming after step 2/);
     expect(second.reports.filter((x) => x.kind === "step").map((x) => x.step)).toEqual([1, 2, 3]);
     // the resumed optimizer continued from the checkpoint's step count
