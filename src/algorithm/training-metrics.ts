@@ -46,7 +46,8 @@ export class TrainingMetrics extends MultiMetricsBackend {
     const kind = options.kind ?? "algorithm-metrics";
     if (typeof kind !== "string" || !kind.endsWith("-metrics"))
       throw new ValidationError(`kind must end in "-metrics" (the Training page lists those runs), got ${JSON.stringify(kind)}`, ["kind"]);
-    const run = await BookkeepingRollout.start(store, options.input ?? null, kind);
+    // its points are its own metrics' values, already in the backend
+    const run = await BookkeepingRollout.start(store, options.input ?? null, kind, { gauges: null });
     return new TrainingMetrics(run, new MetricsRegistry(), options.backend ?? new PrometheusMetricsBackend());
   }
 
