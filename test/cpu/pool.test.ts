@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { Rng } from "../../src/model/init.ts";
 import { columnRanges } from "../../src/cpu/split.ts";
 import { WasmOps } from "../../src/cpu/wasm-ops.ts";
-import { CpuPool } from "../../src/cpu/pool.ts";
+import { CpuPool, type Task } from "../../src/cpu/pool.ts";
 import { instantiateCpuCore } from "../../src/cpu/kernels/index.ts";
 import { randn } from "../model/helpers.ts";
 
@@ -130,6 +130,78 @@ describe("CPU worker pool", () => {
     expect(runs.mock.calls).toHaveLength(15);
     for (const [tasks] of runs.mock.calls) expect(tasks).toHaveLength(3);
     runs.mockRestore();
+  });
+
+  it("each split's tasks, run one after another in any order, give one thread's bits: no task writes outside its range or reads another's", async () => {
+    // Real threads mostly finish the calling thread's task first; a loaded machine can run them in any order.
+    const single = await CpuPool.create(1);
+    const inOrder = (order: (tasks: Task[]) => Task[]): CpuPool => {
+      const pool = Object.create(CpuPool.prototype) as CpuPool;
+      Object.defineProperty(pool, "core", { value: single.core });
+      Object.defineProperty(pool, "threads", { get: () => 3 });
+      Object.defineProperty(pool, "run", {
+        value: (tasks: Task[]) => {
+          for (const t of order(tasks)) (single.core.exports[t.name] as unknown as (...a: number[]) => void)(...t.args);
+        },
+      });
+      return pool;
+    };
+    // byte comparisons: toEqual's element walk would take most of the test's time
+    const bytes = (x: ArrayBufferView) => Buffer.from(x.buffer, x.byteOffset, x.byteLength);
+    type Result = ArrayBufferView | Record<string, ArrayBufferView>;
+    const sameBits = (a: Result, b: Result) => {
+      const [xs, ys] = [a, b].map((v) => (ArrayBuffer.isView(v) ? { v } : v) as Record<string, ArrayBufferView>);
+      expect(Object.keys(xs)).toEqual(Object.keys(ys));
+      for (const key of Object.keys(xs)) expect(bytes(xs[key]).equals(bytes(ys[key])), key).toBe(true);
+    };
+    try {
+      const one = new WasmOps(instantiateCpuCore());
+      // the workers' tasks first, the calling thread's last
+      for (const order of [(t: Task[]) => [...t].reverse()]) {
+        const ops = new WasmOps(inOrder(order));
+        const rng = new Rng(5);
+        const f = (n: number, std = 1) => Float32Array.from(randn(rng, n, std));
+        for (const [m, k, n] of [
+          [130, 257, 99],
+          [301, 70, 64],
+          [96, 64, 513],
+        ]) {
+          const [a, b, bt, at] = [f(m * k), f(k * n), f(n * k), f(k * m)];
+          sameBits(ops.matmul(a, b, { m, k, n }), one.matmul(a, b, { m, k, n }));
+          sameBits(ops.matmulABt(a, bt, { m, k, n }), one.matmulABt(a, bt, { m, k, n }));
+          sameBits(ops.matmulAtB(at, b, { m, k, n }), one.matmulAtB(at, b, { m, k, n }));
+        }
+        const [rows, dim] = [1001, 128];
+        const [x, w] = [f(rows * dim), f(dim)];
+        const nb = one.rmsnorm(x, w, { rows, dim, eps: 1e-6 });
+        sameBits(ops.rmsnorm(x, w, { rows, dim, eps: 1e-6 }), nb);
+        sameBits(ops.rmsnormBackward(x, w, nb.rstd, x, { rows, dim }), one.rmsnormBackward(x, w, nb.rstd, x, { rows, dim }));
+        const d = { batch: 3, seq: 150, heads: 4, kvHeads: 2, headDim: 16 };
+        const [q, kk, v] = [f(3 * 150 * 64), f(3 * 150 * 32), f(3 * 150 * 32)];
+        const mask = Array.from({ length: 450 }, (_, i) => (i % 9 === 4 ? 0 : 1));
+        const att = one.attention(q, kk, v, mask, d);
+        sameBits(ops.attention(q, kk, v, mask, d), att);
+        sameBits(ops.attentionBackward(q, kk, v, att.probs, q, d), one.attentionBackward(q, kk, v, att.probs, q, d));
+        const z = f(300 * 513, 4);
+        const tg = Array.from({ length: 300 }, (_, i) => (i * 7) % 513);
+        const ls = one.logSoftmaxGatherEntropy(z, tg, { rows: 300, vocab: 513 });
+        sameBits(ops.logSoftmaxGatherEntropy(z, tg, { rows: 300, vocab: 513 }), ls);
+        const gl = f(300);
+        sameBits(
+          ops.logSoftmaxGatherEntropyBackward(z, tg, ls.lse, ls.entropy, gl, gl, { rows: 300, vocab: 513 }),
+          one.logSoftmaxGatherEntropyBackward(z, tg, ls.lse, ls.entropy, gl, gl, { rows: 300, vocab: 513 }),
+        );
+        const [g, u] = [f(70001, 3), f(70001)];
+        sameBits(ops.swiglu(g, u), one.swiglu(g, u));
+        sameBits(ops.swigluBackward(g, u, u), one.swigluBackward(g, u, u));
+        const pos = Array.from({ length: 1001 }, (_, i) => i % 77);
+        const rd = { rows: 1001, heads: 2, headDim: 64, theta: 1e4 };
+        const xr = f(1001 * 128);
+        sameBits(ops.rope(xr, pos, rd), one.rope(xr, pos, rd));
+      }
+    } finally {
+      single.close();
+    }
   });
 
   it("a kernel that traps on a worker throws on the calling thread; the pool still works after", () => {
