@@ -19,6 +19,7 @@ import { Hono, type Context } from "hono";
 import type { LightningStore } from "../store/base.ts";
 import type { Clock } from "../types/clock.ts";
 import { systemClock } from "../types/clock.ts";
+import { type PolicyEndpoint, PolicyMetrics } from "./policy-metrics.ts";
 import { ValidationError } from "../types/errors.ts";
 import { newSpanId } from "../types/ids.ts";
 import type { LLM, ProxyLLM } from "../types/resources.ts";
@@ -61,9 +62,14 @@ export interface PolicyAppOptions extends OpenAiAccess {
    * call gets the policy's weights.
    */
   agentMatch?: string | RegExp | null;
+  /** Serve `GET /metrics`: requests, latency, tokens, the policy version, then the process's registry
+   * (policy-metrics.ts). Default true. */
+  metrics?: boolean;
 }
 
 type Kind = "chat" | "completion";
+
+const endpointOf = (kind: Kind): PolicyEndpoint => (kind === "chat" ? "chat" : "completions");
 
 const CHAT_ROLES: Record<ChatMessageInput["role"], string> = {
   system: "system",
@@ -374,8 +380,10 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
   const store = options.store ?? null;
   const clock = options.clock ?? systemClock;
   const adapterFor = options.agentMatch == null ? null : agentMatcher(options.agentMatch);
+  const metrics = options.metrics === false ? null : new PolicyMetrics(() => policy.version);
   const app = new Hono();
   installOpenAiBasics(app, options);
+  if (metrics) app.get("/metrics", (c) => c.body(metrics.render(), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }));
 
   // Routed calls answering now, per attempt: concurrent calls of one attempt get distinct call numbers
   // (recorded calls + those ahead of them + 1); the entry goes when the attempt has none in flight.
@@ -428,6 +436,11 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
       })),
       adapter === null ? {} : { adapter },
     );
+    metrics?.tokens(
+      endpointOf(kind),
+      prepared.promptIds.length,
+      choices.reduce((sum, g) => sum + g.tokenIds.length, 0),
+    );
     const answer: Answer = {
       id: `${kind === "chat" ? "chatcmpl" : "cmpl"}-${newSpanId()}`,
       created: Math.floor(clock.now()),
@@ -464,6 +477,16 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
     return prepared.stream ? sseResponse(streamChunks(policy, answer)) : c.json(full);
   };
 
+  // Counted around the route, so a refused request (a 400 from onError) is counted with its status.
+  const track = (kind: Kind) => async (c: Context, next: () => Promise<void>) => {
+    if (!metrics) return next();
+    const end = metrics.start(endpointOf(kind), () => clock.now());
+    try {
+      await next();
+    } finally {
+      end(c.res.status);
+    }
+  };
   for (const prefix of ROUTE_PREFIXES) {
     app.get(`${prefix}/health`, (c) => c.json({ status: "ok" }));
     app.get(`${prefix}/v1/models`, (c) =>
@@ -472,8 +495,8 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
         data: [{ id: policy.model, object: "model", created: 0, owned_by: "lightning-ts", policy_version: policy.version }],
       }),
     );
-    app.post(`${prefix}/v1/chat/completions`, complete("chat"));
-    app.post(`${prefix}/v1/completions`, complete("completion"));
+    app.post(`${prefix}/v1/chat/completions`, track("chat"), complete("chat"));
+    app.post(`${prefix}/v1/completions`, track("completion"), complete("completion"));
   }
   return app;
 }
