@@ -520,15 +520,20 @@ export async function runTraining(config: TrainConfig, options: { log?: (m: stri
       strategy: { type: "shm", main_thread: "algorithm" },
       runner: { type: "LitAgentRunner", poll_interval: 0.01, heartbeat_interval: 5 },
     });
+    // started here (the algorithm leaves a running one alone) so that its address can be told: the model
+    // being trained answers there, and its /metrics has the run's progress
+    server.setStore(store);
+    await server.start();
     log(
       `${model.name} (${model.architecture}), ${weights.description}: ${c.steps} steps x ${c.batch} tasks x ${c.group} rollouts, ` +
-        `rows of ${c.maxPrompt} + ${c.maxResponse} tokens (context ${context}), trainer ${trainer.backend}, out ${c.out}`,
+        `rows of ${c.maxPrompt} + ${c.maxResponse} tokens (context ${context}), trainer ${trainer.backend}, out ${c.out}, policy server ${server.endpoint}`,
     );
     try {
       if (startStep < c.steps) await lightning.fit(agent, train, { valDataset: val });
       await pending;
       await persist();
     } finally {
+      await server.stop();
       (trainer as { destroy?: () => void }).destroy?.();
       (trainer as { close?: () => void }).close?.();
       critic?.close();

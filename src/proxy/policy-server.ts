@@ -520,7 +520,9 @@ export abstract class PolicyAppServer {
   /** The `/v1` base URL the server's clients call. */
   abstract get endpoint(): string;
 
+  /** The store routed calls are recorded into: before `start()`, or the one it runs with again (a no-op). */
   setStore(store: LightningStore): void {
+    if (this.isRunning() && store === this.store) return;
     if (this.isRunning()) throw new ValidationError("setStore must come before start()", ["store"]);
     this.store = store;
   }

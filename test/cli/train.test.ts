@@ -614,6 +614,8 @@ describe("agl train on a Hugging Face folder", () => {
     expect(existsSync(join(out, "checkpoints/step-3.tmp"))).toBe(false);
     expect(existsSync(join(out, "checkpoints/step-3/left-over"))).toBe(false);
     expect(logs.join("\n")).toMatch(/resuming after step 2/);
+    // the startup line tells where the model being trained answers (and its /metrics)
+    expect(logs.join("\n")).toMatch(/, policy server http:\/\/127\.0\.0\.1:\d+\/v1$/m);
     expect(second.reports.filter((x) => x.kind === "step").map((x) => x.step)).toEqual([1, 2, 3]);
     // the resumed optimizer continued from the checkpoint's step count
     const atThree = await loadLoraCheckpoint(join(out, "checkpoints/step-3"), (await loadPretrained(join(dir, "model"))).config);

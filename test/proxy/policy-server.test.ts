@@ -268,6 +268,14 @@ describe("llmCallSpans", () => {
   });
 });
 
+describe("the policy server's store", () => {
+  it("is set before start; once running, the same store again is a no-op and another is refused", () => {
+    // (`server` above was started with `store`)
+    expect(() => server.setStore(store)).not.toThrow();
+    expect(() => server.setStore(new InMemoryLightningStore())).toThrow(/setStore must come before start\(\)/);
+  });
+});
+
 describe("textDeltas", () => {
   it("never splits a multi-byte character and adds up to the text", () => {
     const bytes = Array.from(new TextEncoder().encode("añ€b"));
