@@ -129,6 +129,28 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     await poll(() => page.getByTestId("rollouts-total").innerText()).toBe(`${before + 1} in all`);
   });
 
+  it("a live page still updates when each answer takes longer than the refresh interval (a loaded server)", async () => {
+    const { page: slow } = await openPage(browser, { refreshMs: 100 });
+    // every API answer 600 ms late: before, each refresh made the request before it stale and nothing showed
+    await slow.route("**/v1/agl/**", async (route) => {
+      await new Promise((r) => setTimeout(r, 600));
+      await route.continue();
+    });
+    try {
+      await slow.goto(`${server.url}/#/rollouts`);
+      await slow.locator("[data-testid=rollouts-table] tbody tr[data-rollout]").first().waitFor();
+      const [added] = await api("queues/rollouts/enqueue", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ rollouts: [{ input: { slow: true }, mode: "test" }] }),
+      });
+      seeded.rollouts++;
+      await slow.locator(`tr[data-rollout="${added.rollout_id}"]`).waitFor();
+    } finally {
+      await slow.context().close();
+    }
+  });
+
   it("Rollout detail: click through to the waterfall, a span's attributes, rewards; <script> shows as text", async () => {
     await go("rollouts");
     await page.getByLabel("Search rollout id").fill(seeded.showcase);

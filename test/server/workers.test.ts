@@ -143,7 +143,7 @@ describe("agl store --workers 2", () => {
         expect(serving.size).toBe(2);
         expect(serving.has(first.worker)).toBe(false);
       } finally {
-        expect(await server.stop("SIGTERM")).toBe(0);
+        expect(await server.stop("SIGTERM"), server.output()).toBe(0);
       }
     },
     120_000,
@@ -173,7 +173,7 @@ describe("agl store --workers 2", () => {
       expect(Math.max(...lags)).toBeLessThan(400);
     } finally {
       await client.close();
-      expect(await server.stop("SIGTERM")).toBe(0);
+      expect(await server.stop("SIGTERM"), server.output()).toBe(0);
     }
   }, 120_000);
 
@@ -207,7 +207,7 @@ describe("agl store --workers 2", () => {
       expect(answeredBy.size).toBe(2);
     } finally {
       await Promise.all([setup, ...clients].map((c) => c.close()));
-      expect(await server.stop("SIGTERM")).toBe(0);
+      expect(await server.stop("SIGTERM"), server.output()).toBe(0);
     }
   }, 120_000);
 
@@ -254,7 +254,7 @@ describe("agl store --workers 2", () => {
     } finally {
       writing = false;
       await Promise.all(writers);
-      expect(await server.stop("SIGTERM")).toBe(0);
+      expect(await server.stop("SIGTERM"), server.output()).toBe(0);
     }
     // Every acknowledged rollout is in the file, read after the cluster has stopped.
     const store = await LibsqlLightningStore.open(db);
@@ -299,7 +299,7 @@ describe("agl store --workers 2", () => {
         }
         expect(scrapedBy.size).toBe(2);
       } finally {
-        expect(await server.stop("SIGTERM")).toBe(0);
+        expect(await server.stop("SIGTERM"), server.output()).toBe(0);
       }
     },
     120_000,

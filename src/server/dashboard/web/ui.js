@@ -16,17 +16,23 @@ export function refreshMs() {
 /**
  * Runs `load` now, whenever `deps` change, and every refreshMs() while the tab is visible (when `live`).
  * Returns { data, error, loading, reload }; a slow answer to an older request never overwrites a newer one.
+ * A refresh is skipped while a load is in flight: on a server slower than the refresh interval, each tick's
+ * new request would otherwise make the one before it stale, and no answer would ever be shown.
  */
 export function useLoad(load, deps, { live = false } = {}) {
   const [state, setState] = useState({ data: null, error: null, loading: true });
   const generation = useRef(0);
+  const inFlight = useRef(0);
   const reload = async () => {
     const mine = ++generation.current;
+    inFlight.current++;
     try {
       const data = await load();
       if (mine === generation.current) setState({ data, error: null, loading: false });
     } catch (error) {
       if (mine === generation.current) setState((s) => ({ ...s, error, loading: false }));
+    } finally {
+      inFlight.current--;
     }
   };
   useEffect(() => {
@@ -34,7 +40,7 @@ export function useLoad(load, deps, { live = false } = {}) {
     reload();
     if (!live) return undefined;
     const timer = setInterval(() => {
-      if (document.visibilityState === "visible") reload();
+      if (document.visibilityState === "visible" && inFlight.current === 0) reload();
     }, refreshMs());
     return () => clearInterval(timer);
   }, [...deps, live]);
