@@ -155,7 +155,13 @@ describe("log-probs from agl serve", () => {
 
   it("serves /metrics: the requests answered above by endpoint and status, and the tokens they took", async () => {
     const text = await (await fetch(new URL("/metrics", server.url))).text();
-    const value = (series: string) => Number(text.split("\n").find((l) => l.startsWith(`${series} `))?.split(" ")[1]);
+    const value = (series: string) =>
+      Number(
+        text
+          .split("\n")
+          .find((l) => l.startsWith(`${series} `))
+          ?.split(" ")[1],
+      );
     expect(value('agl_policy_requests_total{endpoint="chat",status="200"}')).toBeGreaterThanOrEqual(2);
     expect(value('agl_policy_requests_total{endpoint="chat",status="400"}')).toBeGreaterThanOrEqual(1);
     expect(value('agl_policy_requests_total{endpoint="completions",status="400"}')).toBeGreaterThanOrEqual(1);
