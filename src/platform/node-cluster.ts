@@ -8,8 +8,18 @@ import cluster from "node:cluster";
 import process from "node:process";
 import type { ClusterPrimary, ClusterWorker } from "./types.ts";
 
+/** How a write to a worker that has just died fails: before its exit is seen, the channel still looks open. */
+const GONE = new Set(["EPIPE", "ECONNRESET", "ERR_IPC_CHANNEL_CLOSED"]);
+
 export function forkClusterWorker(): ClusterWorker {
   const worker = cluster.fork();
+  let onError: (error: Error) => void = (e) => {
+    throw e;
+  };
+  // Without a listener the failed write's 'error' event would end the primary (exit code 1).
+  worker.on("error", (e: Error & { code?: string }) => {
+    if (!GONE.has(e.code ?? "")) onError(e);
+  });
   return {
     pid: worker.process.pid,
     send(message) {
@@ -18,6 +28,7 @@ export function forkClusterWorker(): ClusterWorker {
     },
     onMessage: (handler) => void worker.on("message", handler),
     onExit: (handler) => void worker.once("exit", (code: number | null, signal: string | null) => handler(code, signal)),
+    onError: (handler) => void (onError = handler),
     kill: (signal) => void worker.process.kill(signal),
   };
 }

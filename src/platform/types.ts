@@ -126,6 +126,8 @@ export interface ClusterWorker {
   onMessage(handler: (message: unknown) => void): void;
   /** Called once when the worker has ended: its exit code, or the signal that ended it. */
   onExit(handler: (code: number | null, signal: string | null) => void): void;
+  /** Errors of the channel other than a message sent to a worker that has just gone (that one is dropped). */
+  onError(handler: (error: Error) => void): void;
   kill(signal: "SIGTERM" | "SIGKILL"): void;
 }
 

@@ -7,7 +7,7 @@
  * dequeues it.
  */
 import { type ClusterWorker, checkPortFree, platform, serveFetch } from "../../platform/index.ts";
-import type { LogWriter } from "../../platform/log.ts";
+import { errorLine, type LogWriter } from "../../platform/log.ts";
 import type { LightningStore } from "../../store/base.ts";
 import { LightningStoreCore, type StoreChange } from "../../store/core.ts";
 import type { StoreServerConfig } from "../config.ts";
@@ -163,6 +163,7 @@ class StoreCluster {
   private fork(slot: Slot): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const worker = platform.forkClusterWorker();
+      worker.onError((e) => this.log.error(`worker ${nameOf(slot, worker)}'s channel: ${errorLine(e)}`));
       const channel = batchedChannel<ToWorker, ToPrimary>(worker, (fn) => platform.scheduleNextTurn(fn));
       Object.assign(slot, { worker, channel, startedAt: Date.now(), serving: false });
       channel.onMessage((m) => {
