@@ -151,6 +151,35 @@ describe("dashboard pages (Chromium, Node server, libSQL file)", () => {
     }
   });
 
+  it("a live page whose request is never answered refreshes again after 10 periods (5 s at least)", async () => {
+    const { page: stuck } = await openPage(browser, { refreshMs: 100 });
+    let held = 0;
+    // the first rollouts-list request after the page has loaded never gets an answer
+    let armed = false;
+    await stuck.route("**/v1/agl/rollouts?**", async (route) => {
+      if (armed && held === 0) {
+        held++;
+        return; // neither continued nor fulfilled: lost
+      }
+      await route.continue();
+    });
+    try {
+      await stuck.goto(`${server.url}/#/rollouts`);
+      await stuck.locator("[data-testid=rollouts-table] tbody tr[data-rollout]").first().waitFor();
+      armed = true;
+      const [added] = await api("queues/rollouts/enqueue", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ rollouts: [{ input: { stuck: true }, mode: "test" }] }),
+      });
+      seeded.rollouts++;
+      await stuck.locator(`tr[data-rollout="${added.rollout_id}"]`).waitFor({ timeout: 30_000 });
+      expect(held).toBe(1);
+    } finally {
+      await stuck.context().close();
+    }
+  }, 60_000);
+
   it("Rollout detail: click through to the waterfall, a span's attributes, rewards; <script> shows as text", async () => {
     await go("rollouts");
     await page.getByLabel("Search rollout id").fill(seeded.showcase);
