@@ -16,38 +16,26 @@ export function refreshMs() {
 /**
  * Runs `load` now, whenever `deps` change, and every refreshMs() while the tab is visible (when `live`).
  * Returns { data, error, loading, reload }; a slow answer to an older request never overwrites a newer one.
- * A refresh is skipped while a load is in flight: on a server slower than the refresh interval, each tick's
- * new request would otherwise make the one before it stale, and no answer would ever be shown. A load
- * that has not answered in 10 refresh periods (5 s at least) no longer holds the refreshes back (a request
- * the network lost would otherwise stop them for good).
  */
 export function useLoad(load, deps, { live = false } = {}) {
   const [state, setState] = useState({ data: null, error: null, loading: true });
   const generation = useRef(0);
-  const inFlight = useRef(0);
-  const lastStart = useRef(0);
   const reload = async () => {
     const mine = ++generation.current;
-    inFlight.current++;
-    lastStart.current = Date.now();
     try {
       const data = await load();
       if (mine === generation.current) setState({ data, error: null, loading: false });
     } catch (error) {
       if (mine === generation.current) setState((s) => ({ ...s, error, loading: false }));
-    } finally {
-      inFlight.current--;
     }
   };
   useEffect(() => {
     setState((s) => ({ ...s, loading: true }));
     reload();
     if (!live) return undefined;
-    const period = refreshMs();
     const timer = setInterval(() => {
-      const held = inFlight.current > 0 && Date.now() - lastStart.current < Math.max(10 * period, 5000);
-      if (document.visibilityState === "visible" && !held) reload();
-    }, period);
+      if (document.visibilityState === "visible") reload();
+    }, refreshMs());
     return () => clearInterval(timer);
   }, [...deps, live]);
   return { ...state, reload };
