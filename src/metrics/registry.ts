@@ -593,4 +593,7 @@ const labelsObject = (names: readonly string[], values: readonly string[]): Reco
  * by default, what the store server serves at `/v1/agl/prometheus` next to its own metrics, and what a
  * `LightningStoreClient` sends to the server it talks to.
  */
+/** The Content-Type of `render()`'s text (the Prometheus exposition format 0.0.4). */
+export const PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
+
 export const processMetrics = new MetricsRegistry({ reservedPrefix: "agl_" });

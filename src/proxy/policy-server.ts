@@ -19,6 +19,7 @@ import { Hono, type Context } from "hono";
 import type { LightningStore } from "../store/base.ts";
 import type { Clock } from "../types/clock.ts";
 import { systemClock } from "../types/clock.ts";
+import { PROMETHEUS_CONTENT_TYPE } from "../metrics/registry.ts";
 import { type PolicyEndpoint, PolicyMetrics } from "./policy-metrics.ts";
 import { ValidationError } from "../types/errors.ts";
 import { newSpanId } from "../types/ids.ts";
@@ -383,7 +384,7 @@ export function createPolicyApp(options: PolicyAppOptions): Hono {
   const metrics = options.metrics === false ? null : new PolicyMetrics(() => policy.version);
   const app = new Hono();
   installOpenAiBasics(app, options);
-  if (metrics) app.get("/metrics", (c) => c.body(metrics.render(), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }));
+  if (metrics) app.get("/metrics", (c) => c.body(metrics.render(), 200, { "content-type": PROMETHEUS_CONTENT_TYPE }));
 
   // Routed calls answering now, per attempt: concurrent calls of one attempt get distinct call numbers
   // (recorded calls + those ahead of them + 1); the entry goes when the attempt has none in flight.

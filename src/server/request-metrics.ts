@@ -2,6 +2,7 @@
 import type { Context, Handler, MiddlewareHandler } from "hono";
 import { routePath } from "hono/route";
 import type { ServerMetrics } from "./metrics.ts";
+import { PROMETHEUS_CONTENT_TYPE } from "../metrics/registry.ts";
 
 /** A request's route template (`/v1/agl/rollouts/{rollout_id}`), or `unmatched`: one series per route, not per id. */
 function routeTemplate(c: Context): string {
@@ -22,5 +23,5 @@ export function requestMetrics(metrics: ServerMetrics): MiddlewareHandler {
 
 /** The Prometheus text: `GET /metrics` and upstream's `GET /v1/agl/prometheus`. */
 export function metricsExport(metrics: ServerMetrics): Handler {
-  return async (c) => c.body(await metrics.render(), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
+  return async (c) => c.body(await metrics.render(), 200, { "content-type": PROMETHEUS_CONTENT_TYPE });
 }

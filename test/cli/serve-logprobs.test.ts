@@ -14,6 +14,7 @@ import { saveHfModel } from "../../src/model/hf/index.ts";
 import { initParams } from "../../src/model/init.ts";
 import type { ServerHost } from "../../src/server/run.ts";
 import { QWEN_TOKENIZER_DIR } from "../model/hf/qwen-files.ts";
+import { parsePrometheusText, sampleValue } from "../metrics/prometheus-text.ts";
 import { startServerProcess } from "../server/processes.ts";
 
 const root = mkdtempSync(join(tmpdir(), "agl-serve-logprobs-"));
@@ -154,19 +155,12 @@ describe("log-probs from agl serve", () => {
   });
 
   it("serves /metrics: the requests answered above by endpoint and status, and the tokens they took", async () => {
-    const text = await (await fetch(new URL("/metrics", server.url))).text();
-    const value = (series: string) =>
-      Number(
-        text
-          .split("\n")
-          .find((l) => l.startsWith(`${series} `))
-          ?.split(" ")[1],
-      );
-    expect(value('agl_policy_requests_total{endpoint="chat",status="200"}')).toBeGreaterThanOrEqual(2);
-    expect(value('agl_policy_requests_total{endpoint="chat",status="400"}')).toBeGreaterThanOrEqual(1);
-    expect(value('agl_policy_requests_total{endpoint="completions",status="400"}')).toBeGreaterThanOrEqual(1);
-    expect(value('agl_policy_generation_tokens_total{endpoint="chat"}')).toBeGreaterThan(0);
-    expect(value("agl_policy_version")).toBe(0);
+    const families = parsePrometheusText(await (await fetch(new URL("/metrics", server.url))).text());
+    expect(sampleValue(families, "agl_policy_requests_total", { endpoint: "chat", status: "200" })).toBeGreaterThanOrEqual(2);
+    expect(sampleValue(families, "agl_policy_requests_total", { endpoint: "chat", status: "400" })).toBeGreaterThanOrEqual(1);
+    expect(sampleValue(families, "agl_policy_requests_total", { endpoint: "completions", status: "400" })).toBeGreaterThanOrEqual(1);
+    expect(sampleValue(families, "agl_policy_generation_tokens_total", { endpoint: "chat" })).toBeGreaterThan(0);
+    expect(sampleValue(families, "agl_policy_version")).toBe(0);
   });
 });
 

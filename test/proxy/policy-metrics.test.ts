@@ -3,15 +3,14 @@ import { describe, expect, it } from "vitest";
 import { initParams, presetConfig } from "../../src/model/index.ts";
 import { processMetrics } from "../../src/metrics/registry.ts";
 import { createPolicyApp, ModelPolicy } from "../../src/proxy/index.ts";
+import { parsePrometheusText, sampleValue } from "../metrics/prometheus-text.ts";
 
 const config = { ...presetConfig("tiny"), max_seq_len: 64 };
 const params = initParams(config, 3);
 
-/** A sample's value in Prometheus text (undefined when absent). */
-function sample(text: string, series: string): number | undefined {
-  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
-  return line === undefined ? undefined : Number(line.slice(series.length + 1));
-}
+/** A sample's value in the Prometheus text, read by the strict reader (undefined when absent). */
+const sample = (text: string, name: string, labels: Record<string, string> = {}): number | undefined =>
+  sampleValue(parsePrometheusText(text), name, labels);
 
 const post = (app: ReturnType<typeof createPolicyApp>, path: string, body: unknown, headers: Record<string, string> = {}) =>
   app.request(path, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
@@ -35,17 +34,17 @@ describe("the policy server's /metrics", () => {
     expect((await post(app, "/v1/chat/completions", { model: "tiny", messages: "not a list" })).status).toBe(400);
 
     const text = await (await app.request("/metrics")).text();
-    expect(sample(text, 'agl_policy_requests_total{endpoint="chat",status="200"}')).toBe(2);
-    expect(sample(text, 'agl_policy_requests_total{endpoint="chat",status="400"}')).toBe(1);
-    expect(sample(text, 'agl_policy_requests_total{endpoint="completions",status="200"}')).toBe(1);
-    expect(sample(text, 'agl_policy_latency_count{endpoint="chat",status="200"}')).toBe(2);
-    expect(sample(text, 'agl_policy_latency_count{endpoint="chat",status="400"}')).toBe(1);
-    expect(sample(text, 'agl_policy_prompt_tokens_total{endpoint="chat"}')).toBe(usages[0].prompt_tokens + usages[1].prompt_tokens);
-    expect(sample(text, 'agl_policy_generation_tokens_total{endpoint="chat"}')).toBe(
+    expect(sample(text, "agl_policy_requests_total", { endpoint: "chat", status: "200" })).toBe(2);
+    expect(sample(text, "agl_policy_requests_total", { endpoint: "chat", status: "400" })).toBe(1);
+    expect(sample(text, "agl_policy_requests_total", { endpoint: "completions", status: "200" })).toBe(1);
+    expect(sample(text, "agl_policy_latency_count", { endpoint: "chat", status: "200" })).toBe(2);
+    expect(sample(text, "agl_policy_latency_count", { endpoint: "chat", status: "400" })).toBe(1);
+    expect(sample(text, "agl_policy_prompt_tokens_total", { endpoint: "chat" })).toBe(usages[0].prompt_tokens + usages[1].prompt_tokens);
+    expect(sample(text, "agl_policy_generation_tokens_total", { endpoint: "chat" })).toBe(
       usages[0].completion_tokens + usages[1].completion_tokens,
     );
-    expect(sample(text, 'agl_policy_prompt_tokens_total{endpoint="completions"}')).toBe(completionUsage.prompt_tokens);
-    expect(sample(text, 'agl_policy_generation_tokens_total{endpoint="completions"}')).toBe(completionUsage.completion_tokens);
+    expect(sample(text, "agl_policy_prompt_tokens_total", { endpoint: "completions" })).toBe(completionUsage.prompt_tokens);
+    expect(sample(text, "agl_policy_generation_tokens_total", { endpoint: "completions" })).toBe(completionUsage.completion_tokens);
     expect(sample(text, "agl_policy_requests_running")).toBe(0);
     expect(sample(text, "agl_policy_version")).toBe(policy.version);
     expect(text).toContain("# TYPE agl_policy_latency histogram");
@@ -74,7 +73,7 @@ describe("the policy server's /metrics", () => {
     processMetrics.setGauge("policy_metrics_test_gauge", 7, { run: "r1" });
     const app = createPolicyApp({ policy: new ModelPolicy({ model: "tiny", config, params }) });
     const text = await (await app.request("/metrics")).text();
-    expect(sample(text, 'policy_metrics_test_gauge{run="r1"}')).toBe(7);
+    expect(sample(text, "policy_metrics_test_gauge", { run: "r1" })).toBe(7);
     expect(text.indexOf("agl_policy_requests_running")).toBeLessThan(text.indexOf("policy_metrics_test_gauge"));
   });
 
